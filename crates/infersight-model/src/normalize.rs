@@ -1,0 +1,427 @@
+//! Normalization: protocol-neutral key/values of a span (and its resource) → one canonical
+//! `RequestRecord`, through the mapping table. Mapped attributes fill columns (with unit
+//! conversion); every other attribute, and every mapped one that lost to a higher-priority name,
+//! is kept in `attrs` so nothing is dropped.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value as Json};
+
+use crate::error::ModelError;
+use crate::mapping::{AttributeMapper, RequestColumn, Unit, ValueKind};
+use crate::tables::RequestRecord;
+use crate::value::AttrValue;
+
+/// What the span itself says about the request, independent of its attributes.
+#[derive(Debug, Clone, Default)]
+pub struct SpanFacts {
+    pub ts_ns: i64,
+    pub end_ts_ns: Option<i64>,
+    pub trace_id: Option<String>,
+    pub span_id: Option<String>,
+    /// `ok`, `error` or `unset`.
+    pub status: Option<String>,
+}
+
+/// A column value after conversion.
+#[derive(Debug, Clone, PartialEq)]
+enum Converted {
+    Label(String),
+    Integer(i64),
+    Number(f64),
+}
+
+fn convert(
+    key: &str,
+    value: &AttrValue,
+    kind: ValueKind,
+    unit: Unit,
+) -> Result<Option<Converted>, ModelError> {
+    let type_error = |expected: &'static str| ModelError::AttributeType {
+        key: key.to_string(),
+        expected,
+        actual: value.type_name(),
+    };
+    let number_from_str = |s: &str, expected: &'static str| {
+        s.trim()
+            .parse::<f64>()
+            .map_err(|_| ModelError::AttributeValue {
+                key: key.to_string(),
+                expected,
+                value: s.chars().take(64).collect(),
+            })
+    };
+    match (kind, value) {
+        (_, AttrValue::Empty) => Ok(None),
+        (ValueKind::Label, AttrValue::Array(items)) if key.ends_with("finish_reasons") => {
+            // GenAI puts finish reasons in an array; one request has one reason, so take the first.
+            Ok(items
+                .first()
+                .and_then(AttrValue::as_label)
+                .map(Converted::Label))
+        }
+        (ValueKind::Label, v) => v
+            .as_label()
+            .map(|s| Some(Converted::Label(s)))
+            .ok_or_else(|| type_error("string")),
+        (ValueKind::Integer, AttrValue::Int(i)) => Ok(Some(Converted::Integer(*i))),
+        (ValueKind::Integer, AttrValue::Double(d)) if d.fract() == 0.0 && d.is_finite() => {
+            Ok(Some(Converted::Integer(*d as i64)))
+        }
+        (ValueKind::Integer, AttrValue::Str(s)) => {
+            let n = number_from_str(s, "integer")?;
+            if n.fract() != 0.0 || !n.is_finite() {
+                return Err(ModelError::AttributeValue {
+                    key: key.to_string(),
+                    expected: "integer",
+                    value: s.clone(),
+                });
+            }
+            Ok(Some(Converted::Integer(n as i64)))
+        }
+        (ValueKind::Integer, _) => Err(type_error("int")),
+        (ValueKind::Number, AttrValue::Int(i)) => {
+            Ok(Some(Converted::Number(unit.apply(*i as f64))))
+        }
+        (ValueKind::Number, AttrValue::Double(d)) if d.is_finite() => {
+            Ok(Some(Converted::Number(unit.apply(*d))))
+        }
+        (ValueKind::Number, AttrValue::Str(s)) => {
+            let n = number_from_str(s, "number")?;
+            Ok(Some(Converted::Number(unit.apply(n))))
+        }
+        (ValueKind::Number, _) => Err(type_error("double")),
+    }
+}
+
+fn set_column(record: &mut RequestRecord, column: RequestColumn, value: Converted) {
+    use RequestColumn::*;
+    let label = |v: &Converted| match v {
+        Converted::Label(s) => Some(s.clone()),
+        Converted::Integer(i) => Some(i.to_string()),
+        Converted::Number(n) => Some(n.to_string()),
+    };
+    let integer = |v: &Converted| match v {
+        Converted::Integer(i) => Some(*i),
+        Converted::Number(n) => Some(*n as i64),
+        Converted::Label(_) => None,
+    };
+    let number = |v: &Converted| match v {
+        Converted::Number(n) => Some(*n),
+        Converted::Integer(i) => Some(*i as f64),
+        Converted::Label(_) => None,
+    };
+    match column {
+        RequestId => record.request_id = label(&value),
+        Tenant => record.tenant = label(&value),
+        SessionId => record.session_id = label(&value),
+        Service => record.service = label(&value),
+        Runtime => record.runtime = label(&value),
+        Worker => record.worker = label(&value),
+        Device => record.device = label(&value),
+        Model => record.model = label(&value),
+        ModelVersion => record.model_version = label(&value),
+        LoraAdapters => record.lora_adapters = label(&value),
+        KvCachePolicy => record.kv_cache_policy = label(&value),
+        FinishReason => record.finish_reason = label(&value),
+        ErrorType => record.error_type = label(&value),
+        PromptHash => record.prompt_hash = label(&value),
+        BatchSize => record.batch_size = integer(&value),
+        InputTokens => record.input_tokens = integer(&value),
+        CachedTokens => record.cached_tokens = integer(&value),
+        OutputTokens => record.output_tokens = integer(&value),
+        MaxTokens => record.max_tokens = integer(&value),
+        SpecDraftTokens => record.spec_draft_tokens = integer(&value),
+        SpecAcceptedTokens => record.spec_accepted_tokens = integer(&value),
+        QueueMs => record.queue_ms = number(&value),
+        PrefillMs => record.prefill_ms = number(&value),
+        TtftMs => record.ttft_ms = number(&value),
+        DecodeMs => record.decode_ms = number(&value),
+        TpotMs => record.tpot_ms = number(&value),
+        ItlMaxMs => record.itl_max_ms = number(&value),
+        E2eMs => record.e2e_ms = number(&value),
+        Temperature => record.temperature = number(&value),
+        TopP => record.top_p = number(&value),
+    }
+}
+
+/// Merges resource and span attributes into `attrs` JSON. Span attributes win a key conflict; the
+/// resource value is then kept under `resource.<key>` so it is not lost.
+pub fn attrs_json<'a>(
+    resource: impl IntoIterator<Item = &'a (String, AttrValue)>,
+    span: impl IntoIterator<Item = &'a (String, AttrValue)>,
+) -> String {
+    let mut map = Map::new();
+    for (k, v) in span {
+        map.insert(k.clone(), v.to_json());
+    }
+    for (k, v) in resource {
+        if map.contains_key(k) {
+            map.insert(format!("resource.{k}"), v.to_json());
+        } else {
+            map.insert(k.clone(), v.to_json());
+        }
+    }
+    if map.is_empty() {
+        "{}".to_string()
+    } else {
+        Json::Object(map).to_string()
+    }
+}
+
+/// Normalizes one span into a request row, or `None` when the span does not describe an
+/// inference request (no model, token or engine-latency attribute in any known variant).
+/// An attribute whose value cannot be converted for its column is an error naming the attribute.
+pub fn normalize_request(
+    mapper: &AttributeMapper,
+    resource: &[(String, AttrValue)],
+    span: &[(String, AttrValue)],
+    facts: &SpanFacts,
+) -> Result<Option<RequestRecord>, ModelError> {
+    let mut record = RequestRecord {
+        ts: facts.ts_ns,
+        ..Default::default()
+    };
+    // column → (priority, from_span, value)
+    let mut best: HashMap<RequestColumn, (usize, bool, Converted)> = HashMap::new();
+    let mut unmapped_resource: Vec<&(String, AttrValue)> = Vec::new();
+    let mut unmapped_span: Vec<&(String, AttrValue)> = Vec::new();
+    let mut is_request = false;
+
+    for (from_span, pairs) in [(false, resource), (true, span)] {
+        for pair in pairs {
+            let (key, value) = pair;
+            let Some((column, unit, priority)) = mapper.lookup(key) else {
+                if from_span {
+                    unmapped_span.push(pair)
+                } else {
+                    unmapped_resource.push(pair)
+                }
+                continue;
+            };
+            let Some(converted) = convert(key, value, column.value_kind(), unit)? else {
+                continue;
+            };
+            is_request |= from_span && column.marks_request();
+            let wins = match best.get(&column) {
+                None => true,
+                // Lower priority index wins; at equal index the span beats the resource.
+                Some((p, s, _)) => priority < *p || (priority == *p && from_span && !*s),
+            };
+            if wins {
+                // The previous winner is kept in attrs so nothing is dropped.
+                if let Some((p, s, _)) = best.insert(column, (priority, from_span, converted)) {
+                    let lost = lookup_key(mapper, column, p, resource, span, s);
+                    if let Some(pair) = lost {
+                        if s {
+                            unmapped_span.push(pair)
+                        } else {
+                            unmapped_resource.push(pair)
+                        }
+                    }
+                }
+            } else if from_span {
+                unmapped_span.push(pair);
+            } else {
+                unmapped_resource.push(pair);
+            }
+        }
+    }
+    if !is_request {
+        return Ok(None);
+    }
+    for (column, (_, _, value)) in best {
+        set_column(&mut record, column, value);
+    }
+    record.trace_id = facts.trace_id.clone();
+    record.span_id = facts.span_id.clone();
+    record.status = facts.status.clone();
+    if record.e2e_ms.is_none()
+        && let Some(end) = facts.end_ts_ns
+        && end >= facts.ts_ns
+    {
+        record.e2e_ms = Some((end - facts.ts_ns) as f64 / 1e6);
+    }
+    record.attrs = attrs_json(unmapped_resource, unmapped_span);
+    Ok(Some(record))
+}
+
+/// Finds the attribute pair that had been chosen for `column` at `priority` (to move it to attrs).
+fn lookup_key<'a>(
+    mapper: &AttributeMapper,
+    column: RequestColumn,
+    priority: usize,
+    resource: &'a [(String, AttrValue)],
+    span: &'a [(String, AttrValue)],
+    from_span: bool,
+) -> Option<&'a (String, AttrValue)> {
+    let pairs = if from_span { span } else { resource };
+    pairs.iter().find(|(k, _)| {
+        mapper
+            .lookup(k)
+            .is_some_and(|(c, _, p)| c == column && p == priority)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kv(k: &str, v: AttrValue) -> (String, AttrValue) {
+        (k.to_string(), v)
+    }
+
+    #[test]
+    fn vllm_span_normalizes_units_and_deprecated_names() {
+        let resource = vec![
+            kv("service.name", AttrValue::Str("vllm".into())),
+            kv("k8s.pod.name", AttrValue::Str("w-3".into())),
+        ];
+        let span = vec![
+            kv("gen_ai.request.model", AttrValue::Str("llama".into())),
+            kv("gen_ai.usage.prompt_tokens", AttrValue::Int(512)),
+            kv("gen_ai.usage.completion_tokens", AttrValue::Int(64)),
+            kv("gen_ai.latency.time_in_queue", AttrValue::Double(0.25)),
+            kv("gen_ai.latency.time_to_first_token", AttrValue::Double(0.5)),
+            kv("gen_ai.latency.e2e", AttrValue::Double(2.0)),
+            kv(
+                "gen_ai.response.finish_reasons",
+                AttrValue::Array(vec![AttrValue::Str("length".into())]),
+            ),
+            kv("custom.flag", AttrValue::Bool(true)),
+        ];
+        let facts = SpanFacts {
+            ts_ns: 10,
+            ..Default::default()
+        };
+        let r = normalize_request(&AttributeMapper::default(), &resource, &span, &facts)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.model.as_deref(), Some("llama"));
+        assert_eq!((r.input_tokens, r.output_tokens), (Some(512), Some(64)));
+        assert_eq!(
+            (r.queue_ms, r.ttft_ms, r.e2e_ms),
+            (Some(250.0), Some(500.0), Some(2000.0))
+        );
+        assert_eq!(r.finish_reason.as_deref(), Some("length"));
+        assert_eq!(r.service.as_deref(), Some("vllm"));
+        assert_eq!(r.worker.as_deref(), Some("w-3"));
+        let attrs: Json = serde_json::from_str(&r.attrs).unwrap();
+        assert_eq!(attrs["custom.flag"], Json::Bool(true));
+        assert!(attrs.get("gen_ai.request.model").is_none());
+    }
+
+    #[test]
+    fn current_name_wins_and_loser_is_kept() {
+        let span = vec![
+            kv("gen_ai.usage.prompt_tokens", AttrValue::Int(1)),
+            kv("gen_ai.usage.input_tokens", AttrValue::Int(2)),
+        ];
+        let r = normalize_request(
+            &AttributeMapper::default(),
+            &[],
+            &span,
+            &SpanFacts::default(),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(r.input_tokens, Some(2));
+        let attrs: Json = serde_json::from_str(&r.attrs).unwrap();
+        assert_eq!(attrs["gen_ai.usage.prompt_tokens"], Json::from(1));
+    }
+
+    #[test]
+    fn openinference_and_openllmetry_names() {
+        let span = vec![
+            kv("llm.model_name", AttrValue::Str("gpt".into())),
+            kv("llm.token_count.prompt", AttrValue::Int(7)),
+            kv("llm.usage.completion_tokens", AttrValue::Int(9)),
+        ];
+        let r = normalize_request(
+            &AttributeMapper::default(),
+            &[],
+            &span,
+            &SpanFacts::default(),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (r.model.as_deref(), r.input_tokens, r.output_tokens),
+            (Some("gpt"), Some(7), Some(9))
+        );
+    }
+
+    #[test]
+    fn wrong_type_is_an_error_naming_the_attribute() {
+        let span = vec![kv(
+            "gen_ai.usage.input_tokens",
+            AttrValue::Array(vec![AttrValue::Int(1)]),
+        )];
+        let err = normalize_request(
+            &AttributeMapper::default(),
+            &[],
+            &span,
+            &SpanFacts::default(),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("gen_ai.usage.input_tokens"),
+            "{err}"
+        );
+        let span = vec![kv("gen_ai.latency.e2e", AttrValue::Str("fast".into()))];
+        assert!(
+            normalize_request(
+                &AttributeMapper::default(),
+                &[],
+                &span,
+                &SpanFacts::default()
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn non_request_spans_are_not_requests_and_duration_fills_e2e() {
+        let span = vec![kv("http.route", AttrValue::Str("/v1".into()))];
+        assert!(
+            normalize_request(
+                &AttributeMapper::default(),
+                &[],
+                &span,
+                &SpanFacts::default()
+            )
+            .unwrap()
+            .is_none()
+        );
+        let span = vec![kv("gen_ai.request.model", AttrValue::Str("m".into()))];
+        let facts = SpanFacts {
+            ts_ns: 0,
+            end_ts_ns: Some(1_500_000),
+            ..Default::default()
+        };
+        let r = normalize_request(&AttributeMapper::default(), &[], &span, &facts)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.e2e_ms, Some(1.5));
+    }
+
+    #[test]
+    fn lora_set_array_becomes_sorted_label() {
+        let span = vec![
+            kv("gen_ai.request.model", AttrValue::Str("m".into())),
+            kv(
+                "llm.lora.adapters",
+                AttrValue::Array(vec![AttrValue::Str("b".into()), AttrValue::Str("a".into())]),
+            ),
+        ];
+        let r = normalize_request(
+            &AttributeMapper::default(),
+            &[],
+            &span,
+            &SpanFacts::default(),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(r.lora_adapters.as_deref(), Some("a,b"));
+    }
+}

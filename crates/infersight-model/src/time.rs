@@ -1,0 +1,96 @@
+//! Timestamps: every `ts` column is nanoseconds since the Unix epoch, UTC. Helpers to parse the
+//! forms users type (`RFC3339`, Unix seconds, relative `-15m`) and to print them back.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+
+pub const NANOS_PER_SECOND: i64 = 1_000_000_000;
+pub const NANOS_PER_HOUR: i64 = 3_600 * NANOS_PER_SECOND;
+
+pub fn now_ns() -> i64 {
+    Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX)
+}
+
+/// Start of the UTC hour containing `ts_ns` (the store partitions segments by it).
+pub fn hour_floor_ns(ts_ns: i64) -> i64 {
+    ts_ns.div_euclid(NANOS_PER_HOUR) * NANOS_PER_HOUR
+}
+
+pub fn format_rfc3339(ts_ns: i64) -> String {
+    DateTime::<Utc>::from_timestamp_nanos(ts_ns).to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// Parses an RFC 3339 time, a Unix time in seconds (integer or fractional), or a time relative to
+/// `now_ns` such as `-15m`, `-2h`, `-1d`, `-30s` or `now`.
+pub fn parse_time(text: &str, now_ns: i64) -> Result<i64, String> {
+    let text = text.trim();
+    if text == "now" {
+        return Ok(now_ns);
+    }
+    if let Some(rel) = text.strip_prefix('-')
+        && let Some(d) = parse_duration_ns(rel)
+    {
+        return Ok(now_ns - d);
+    }
+    if let Ok(secs) = text.parse::<f64>() {
+        return Ok((secs * NANOS_PER_SECOND as f64) as i64);
+    }
+    DateTime::parse_from_rfc3339(text)
+        .map_err(|e| {
+            format!("`{text}` is not RFC3339, Unix seconds or a relative time like -15m: {e}")
+        })
+        .and_then(|t| {
+            t.timestamp_nanos_opt()
+                .ok_or_else(|| format!("`{text}` is out of the representable range"))
+        })
+}
+
+/// Parses durations such as `500ms`, `30s`, `15m`, `2h`, `7d` into nanoseconds.
+pub fn parse_duration_ns(text: &str) -> Option<i64> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.')?;
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let unit_ns = match unit {
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "m" => 60e9,
+        "h" => 3_600e9,
+        "d" => 86_400e9,
+        _ => return None,
+    };
+    Some((number * unit_ns) as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_all_time_forms() {
+        let now = 10 * NANOS_PER_HOUR;
+        assert_eq!(parse_time("now", now).unwrap(), now);
+        assert_eq!(
+            parse_time("-15m", now).unwrap(),
+            now - 15 * 60 * NANOS_PER_SECOND
+        );
+        assert_eq!(
+            parse_time("1700000000", now).unwrap(),
+            1_700_000_000 * NANOS_PER_SECOND
+        );
+        assert_eq!(
+            parse_time("2023-11-14T22:13:20Z", now).unwrap(),
+            1_700_000_000 * NANOS_PER_SECOND
+        );
+        assert!(parse_time("yesterday", now).is_err());
+        assert_eq!(parse_duration_ns("1.5s"), Some(1_500_000_000));
+        assert_eq!(parse_duration_ns("7x"), None);
+    }
+
+    #[test]
+    fn hour_floor_handles_negative_times() {
+        assert_eq!(hour_floor_ns(NANOS_PER_HOUR + 5), NANOS_PER_HOUR);
+        assert_eq!(hour_floor_ns(-1), -NANOS_PER_HOUR);
+    }
+}

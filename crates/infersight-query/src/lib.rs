@@ -1,0 +1,27 @@
+//! The query layer of infersight and the only crate that depends on DataFusion. It serves the six
+//! canonical tables of a [`StorageBackend`](infersight_store::StorageBackend) to SQL: each table is
+//! a [`TableProvider`](datafusion::catalog::TableProvider) that turns `ts` filters into a time
+//! range, asks the store for a snapshot, and scans the snapshot's Parquet segments and memtable
+//! batches as one plan. Analytics, reports, the HTTP API and the CLI query through [`QueryEngine`].
+//!
+//! Percentiles use DataFusion 55's syntax; both forms work:
+//! `approx_percentile_cont(0.99) WITHIN GROUP (ORDER BY e2e_ms)` (or the older
+//! `approx_percentile_cont(e2e_ms, 0.99)`) for the t-digest estimate, and
+//! `percentile_cont(0.99) WITHIN GROUP (ORDER BY e2e_ms)` (or `percentile_cont(e2e_ms, 0.99)`)
+//! and `median(e2e_ms)` for exact values.
+
+mod dimensions;
+mod engine;
+mod error;
+mod output;
+mod provider;
+mod range;
+mod udf;
+
+pub use dimensions::{Dimension, DimensionSource};
+pub use engine::QueryEngine;
+pub use error::QueryError;
+pub use output::{OutputFormat, QueryOutput};
+pub use provider::ScanStats;
+pub use range::time_range_from_filters;
+pub use udf::{JSON_GET, json_get_udf, json_get_value};
