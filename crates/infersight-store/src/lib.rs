@@ -1,0 +1,31 @@
+//! The embedded store: canonical table batches arrive from the pipeline, are made durable in a
+//! write-ahead log, kept in an Arrow memtable, and flushed to zstd Parquet segments partitioned
+//! by table and hour, listed in a catalog. The query layer reads a [`ScanSnapshot`] of it.
+//!
+//! Receivers and analytics see only the [`StorageBackend`] trait, so another backend (ClickHouse)
+//! can be added without touching them.
+//!
+//! On disk (`data_dir`):
+//!
+//! ```text
+//! LOCK                                   exclusive lock of the open store
+//! catalog.json                           live segments + highest WAL seq already in them
+//! wal/<first seq>.wal                    WAL files (module `wal`)
+//! segments/<table>/<YYYYMMDDHH>/<id>.parquet
+//! ```
+
+mod catalog;
+mod fsutil;
+mod maintenance;
+mod memtable;
+mod segment;
+mod store;
+pub mod types;
+mod wal;
+
+pub use maintenance::MaintenanceHandle;
+pub use store::Store;
+pub use types::{
+    AppendReceipt, CompactionReport, FlushReport, FsyncPolicy, RetentionReport, ScanSnapshot,
+    SegmentMeta, StorageBackend, StoreError, StoreOptions, StoreStats, TableStats, TimeRange,
+};

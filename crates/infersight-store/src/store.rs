@@ -1,0 +1,905 @@
+//! The embedded store: the [`StorageBackend`] receivers write to and the query layer reads from.
+//! An append is validated, written to the WAL as one record, made durable per the fsync policy
+//! (concurrent appenders share fsyncs), then published in the memtable. A flush moves memtable
+//! rows to hourly Parquet segments and commits them in the catalog; compaction and retention
+//! rewrite the catalog the same way.
+//!
+//! Invariants:
+//! - a row is visible to snapshots exactly once: the memtable entries a flush wrote are removed
+//!   and their segments published under one lock;
+//! - every acknowledged append is either in a WAL file with `seq > flushed_wal_seq` or in a
+//!   segment named by the catalog, never in both after a restart;
+//! - lock order is `maintenance` → `wal` → `state`, and `wal` → `sync`; nothing takes `wal`
+//!   while holding `state` or `sync`.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use arrow::array::RecordBatch;
+use infersight_model::time::NANOS_PER_HOUR;
+use infersight_model::{SCHEMA_VERSION, Table, TableBatch};
+use parking_lot::{Condvar, Mutex};
+
+use crate::catalog::Catalog;
+use crate::fsutil::{remove_file_if_exists, sync_dir, sync_dir_best_effort};
+use crate::memtable::Memtable;
+use crate::segment::{self, SEGMENTS_DIR, SegmentFormat};
+use crate::types::{
+    AppendReceipt, CompactionReport, FlushReport, FsyncPolicy, RetentionReport, ScanSnapshot,
+    SegmentMeta, StorageBackend, StoreError, StoreOptions, StoreStats, TableStats, TimeRange,
+};
+use crate::wal::{self, SealedWal, WalWriter};
+
+pub(crate) const WAL_DIR: &str = "wal";
+const LOCK_FILE: &str = "LOCK";
+
+/// Group-commit bookkeeping: the highest WAL seq known to be on disk, and whether some appender
+/// is currently fsyncing on behalf of the others.
+#[derive(Debug)]
+struct SyncState {
+    synced_seq: u64,
+    leader_active: bool,
+    failed: Option<String>,
+}
+
+/// What snapshots read: the memtable and the catalog, always changed together.
+#[derive(Debug)]
+struct State {
+    memtable: Memtable,
+    catalog: Catalog,
+    /// Seqs written to the WAL whose appends have not yet been published or failed; a flush
+    /// waits for those at or below its rotation point.
+    pending: BTreeSet<u64>,
+    last_flush: Instant,
+}
+
+/// The embedded store. Share it as `Arc<Store>`; every method takes `&self` and blocks on IO,
+/// so async callers run it on blocking threads.
+#[derive(Debug)]
+pub struct Store {
+    options: StoreOptions,
+    data_dir: PathBuf,
+    format: SegmentFormat,
+    wal: Mutex<WalWriter>,
+    sync: Mutex<SyncState>,
+    sync_cv: Condvar,
+    state: Mutex<State>,
+    state_cv: Condvar,
+    /// Serializes catalog changes: flush, compaction, retention and close.
+    maintenance: Mutex<()>,
+    closed: AtomicBool,
+    lock_file: Mutex<Option<File>>,
+    appends: AtomicU64,
+    fsyncs: AtomicU64,
+    flushes: AtomicU64,
+    compactions: AtomicU64,
+}
+
+impl Store {
+    /// Opens (or creates) the store in `options.data_dir`: takes the directory lock, loads the
+    /// catalog and replays the WAL records it does not cover into the memtable.
+    pub fn open(options: StoreOptions) -> Result<Store, StoreError> {
+        let dir = &options.data_dir;
+        std::fs::create_dir_all(dir).map_err(StoreError::io(dir))?;
+        let data_dir = dir.canonicalize().map_err(StoreError::io(dir))?;
+        let wal_dir = data_dir.join(WAL_DIR);
+        let segments_dir = data_dir.join(SEGMENTS_DIR);
+        for sub in [&wal_dir, &segments_dir] {
+            std::fs::create_dir_all(sub).map_err(StoreError::io(sub))?;
+        }
+        let lock_file = take_lock(&data_dir)?;
+        let catalog = Catalog::load(&data_dir)?;
+        remove_orphan_segments(&segments_dir, &catalog);
+
+        let replay = replay_wal(&wal_dir, catalog.flushed_wal_seq)?;
+        let next_seq = replay.last_seq.max(catalog.flushed_wal_seq) + 1;
+        let wal = WalWriter::create(&wal_dir, next_seq, replay.sealed)?;
+        tracing::info!(
+            data_dir = %data_dir.display(),
+            segments = catalog.segments.len(),
+            replayed_records = replay.records,
+            replayed_rows = replay.memtable.rows(),
+            "store opened"
+        );
+        let format = SegmentFormat {
+            zstd_level: options.zstd_level,
+            row_group_rows: options.parquet_row_group_rows,
+        };
+        Ok(Store {
+            options: StoreOptions {
+                data_dir: data_dir.clone(),
+                ..options
+            },
+            data_dir,
+            format,
+            wal: Mutex::new(wal),
+            sync: Mutex::new(SyncState {
+                synced_seq: next_seq - 1,
+                leader_active: false,
+                failed: None,
+            }),
+            sync_cv: Condvar::new(),
+            state: Mutex::new(State {
+                memtable: replay.memtable,
+                catalog,
+                pending: BTreeSet::new(),
+                last_flush: Instant::now(),
+            }),
+            state_cv: Condvar::new(),
+            maintenance: Mutex::new(()),
+            closed: AtomicBool::new(false),
+            lock_file: Mutex::new(Some(lock_file)),
+            appends: AtomicU64::new(0),
+            fsyncs: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
+            compactions: AtomicU64::new(0),
+        })
+    }
+
+    /// The canonical (absolute) data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    pub fn options(&self) -> &StoreOptions {
+        &self.options
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Live segments of `table`, sorted by hour and id.
+    pub fn segments(&self, table: Table) -> Vec<SegmentMeta> {
+        self.state
+            .lock()
+            .catalog
+            .table_segments(table)
+            .cloned()
+            .collect()
+    }
+
+    /// fsyncs everything written to the WAL so far (the periodic sync of
+    /// [`FsyncPolicy::Interval`]); shares the fsync with concurrent appenders. A no-op under
+    /// [`FsyncPolicy::Never`].
+    pub fn sync_wal(&self) -> Result<(), StoreError> {
+        if !self.sync_policy_fsyncs() {
+            return Ok(());
+        }
+        let target = self.wal.lock().last_written_seq();
+        self.sync_up_to(target)
+    }
+
+    /// Flushes when the memtable holds `memtable_max_rows` rows or `memtable_max_bytes` bytes,
+    /// or when it is non-empty and the last flush is older than `flush_interval`.
+    pub fn maybe_flush(&self) -> Result<Option<FlushReport>, StoreError> {
+        let _maintenance = self.maintenance.lock();
+        if self.is_closed() {
+            return Ok(None);
+        }
+        let due = {
+            let state = self.state.lock();
+            let rows = state.memtable.rows();
+            rows > 0
+                && (rows >= self.options.memtable_max_rows as u64
+                    || state.memtable.bytes() >= self.options.memtable_max_bytes as u64
+                    || state.last_flush.elapsed() >= self.options.flush_interval)
+        };
+        if !due {
+            return Ok(None);
+        }
+        self.flush_locked().map(Some)
+    }
+
+    /// Merges, per (table, hour), the segments smaller than `compaction_small_bytes` once there
+    /// are at least `compaction_min_segments` of them.
+    pub fn compact(&self) -> Result<CompactionReport, StoreError> {
+        let _maintenance = self.maintenance.lock();
+        if self.is_closed() {
+            return Err(StoreError::Closed);
+        }
+        let mut catalog = self.state.lock().catalog.clone();
+        let mut partitions: BTreeMap<(Table, i64), Vec<SegmentMeta>> = BTreeMap::new();
+        for segment in &catalog.segments {
+            if segment.bytes < self.options.compaction_small_bytes
+                && segment.schema_version == SCHEMA_VERSION
+            {
+                partitions
+                    .entry((segment.table, segment.hour_ns))
+                    .or_default()
+                    .push(segment.clone());
+            }
+        }
+        let min_segments = self.options.compaction_min_segments.max(2);
+        let mut report = CompactionReport::default();
+        let mut written: Vec<SegmentMeta> = Vec::new();
+        let mut replaced: Vec<SegmentMeta> = Vec::new();
+        for ((table, hour_ns), group) in partitions {
+            if group.len() < min_segments {
+                continue;
+            }
+            let result = (|| {
+                let mut batches: Vec<RecordBatch> = Vec::new();
+                for meta in &group {
+                    batches.extend(segment::read_segment(meta)?);
+                }
+                let sorted = segment::concat_sorted(table, &batches)?;
+                drop(batches);
+                let id = catalog.allocate_id();
+                segment::write_segment(&self.data_dir, table, hour_ns, id, &sorted, self.format)
+            })();
+            match result {
+                Ok(meta) => {
+                    debug_assert_eq!(meta.rows, group.iter().map(|s| s.rows).sum::<u64>());
+                    report.partitions_compacted += 1;
+                    report.segments_removed += group.len();
+                    report.segments_written += 1;
+                    written.push(meta);
+                    replaced.extend(group);
+                }
+                Err(err) => {
+                    remove_unpublished(&written);
+                    self.keep_segment_ids_allocated(&catalog);
+                    return Err(err);
+                }
+            }
+        }
+        if written.is_empty() {
+            return Ok(report);
+        }
+        let replaced_ids: HashSet<u64> = replaced.iter().map(|s| s.id).collect();
+        catalog.segments.retain(|s| !replaced_ids.contains(&s.id));
+        catalog.segments.extend(written);
+        catalog.sort();
+        // on failure catalog.json may or may not name the new files; reopening removes
+        // whichever side is unreferenced
+        if let Err(err) = catalog.save(&self.data_dir) {
+            self.keep_segment_ids_allocated(&catalog);
+            return Err(err);
+        }
+        self.state.lock().catalog = catalog;
+        remove_segment_files(&replaced);
+        self.compactions.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(?report, "compaction finished");
+        Ok(report)
+    }
+
+    /// Removes the segments whose hour ended at least `retention` before `now_ns`: from the
+    /// catalog first, then from disk. Does nothing when no retention is configured.
+    pub fn apply_retention(&self, now_ns: i64) -> Result<RetentionReport, StoreError> {
+        let _maintenance = self.maintenance.lock();
+        if self.is_closed() {
+            return Err(StoreError::Closed);
+        }
+        let Some(retention) = self.options.retention else {
+            return Ok(RetentionReport::default());
+        };
+        let retention_ns = i64::try_from(retention.as_nanos()).unwrap_or(i64::MAX);
+        let cutoff_ns = now_ns.saturating_sub(retention_ns);
+        let mut catalog = self.state.lock().catalog.clone();
+        let (expired, live): (Vec<SegmentMeta>, Vec<SegmentMeta>) =
+            std::mem::take(&mut catalog.segments)
+                .into_iter()
+                .partition(|s| s.hour_ns.saturating_add(NANOS_PER_HOUR) <= cutoff_ns);
+        if expired.is_empty() {
+            return Ok(RetentionReport::default());
+        }
+        catalog.segments = live;
+        catalog.save(&self.data_dir)?;
+        self.state.lock().catalog = catalog;
+        remove_segment_files(&expired);
+        let report = RetentionReport {
+            segments_removed: expired.len(),
+            rows_removed: expired.iter().map(|s| s.rows).sum(),
+            bytes_removed: expired.iter().map(|s| s.bytes).sum(),
+        };
+        tracing::info!(?report, "retention applied");
+        Ok(report)
+    }
+
+    /// One maintenance pass: flush if due, compact, apply retention. Errors of one step do not
+    /// skip the others; the first is returned.
+    pub fn run_maintenance(&self, now_ns: i64) -> Result<(), StoreError> {
+        let flushed = self.maybe_flush().map(|_| ());
+        let compacted = self.compact().map(|_| ());
+        let retained = self.apply_retention(now_ns).map(|_| ());
+        flushed.and(compacted).and(retained)
+    }
+
+    fn sync_policy_fsyncs(&self) -> bool {
+        !matches!(self.options.fsync, FsyncPolicy::Never)
+    }
+
+    /// Waits until WAL record `seq` is on disk. The first waiter becomes the leader and fsyncs
+    /// everything written so far; appenders arriving meanwhile wait for the next round, which
+    /// then covers all of them (group commit).
+    fn sync_up_to(&self, seq: u64) -> Result<(), StoreError> {
+        let mut sync = self.sync.lock();
+        loop {
+            if let Some(reason) = &sync.failed {
+                return Err(StoreError::Io {
+                    path: self.data_dir.join(WAL_DIR),
+                    source: std::io::Error::other(format!("an earlier wal fsync failed: {reason}")),
+                });
+            }
+            if sync.synced_seq >= seq {
+                return Ok(());
+            }
+            if sync.leader_active {
+                self.sync_cv.wait(&mut sync);
+                continue;
+            }
+            sync.leader_active = true;
+            drop(sync);
+            let (file, path, target) = {
+                let wal = self.wal.lock();
+                let (file, path) = wal.active_file();
+                (file, path, wal.last_written_seq())
+            };
+            // earlier files were fsynced when they were sealed, so syncing the active file
+            // makes every record up to `target` durable
+            let result = file.sync_data();
+            if let Err(err) = &result {
+                self.wal.lock().poison(format!("fsync failed: {err}"));
+            }
+            sync = self.sync.lock();
+            sync.leader_active = false;
+            match result {
+                Ok(()) => {
+                    sync.synced_seq = sync.synced_seq.max(target);
+                    self.fsyncs.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(err) => {
+                    tracing::error!(path = %path.display(), %err, "wal fsync failed");
+                    sync.failed = Some(err.to_string());
+                }
+            }
+            self.sync_cv.notify_all();
+        }
+    }
+
+    /// After a failed flush or compaction, never hands out its segment ids again: a
+    /// half-committed `catalog.json` may name those files, so a later writer must not reuse
+    /// their paths.
+    fn keep_segment_ids_allocated(&self, failed: &Catalog) {
+        let mut state = self.state.lock();
+        let next = &mut state.catalog.next_segment_id;
+        *next = (*next).max(failed.next_segment_id);
+    }
+
+    /// The flush itself; the caller holds the maintenance lock.
+    fn flush_locked(&self) -> Result<FlushReport, StoreError> {
+        // 1. seal the WAL file: records up to `rotation_seq` are in sealed files, later appends
+        //    go to the new one
+        let rotation_seq = {
+            let mut wal = self.wal.lock();
+            if wal.rotate(self.sync_policy_fsyncs())? {
+                self.fsyncs.fetch_add(1, Ordering::Relaxed);
+                let mut sync = self.sync.lock();
+                sync.synced_seq = sync.synced_seq.max(wal.last_written_seq());
+                drop(sync);
+                self.sync_cv.notify_all();
+            }
+            wal.last_written_seq()
+        };
+        // 2. wait for appends that wrote a sealed record but have not published it yet
+        let (to_flush, mut catalog) = {
+            let mut state = self.state.lock();
+            while state.pending.range(..=rotation_seq).next().is_some() {
+                self.state_cv.wait(&mut state);
+            }
+            (
+                state.memtable.batches_up_to(rotation_seq),
+                state.catalog.clone(),
+            )
+        };
+        // 3. write the segments
+        let mut report = FlushReport::default();
+        let mut written: Vec<SegmentMeta> = Vec::new();
+        let write_result = (|| {
+            for (table, batches) in &to_flush {
+                if batches.is_empty() {
+                    continue;
+                }
+                let sorted = segment::concat_sorted(*table, batches)?;
+                for (hour_ns, part) in segment::split_by_hour(&sorted)? {
+                    let id = catalog.allocate_id();
+                    let meta = segment::write_segment(
+                        &self.data_dir,
+                        *table,
+                        hour_ns,
+                        id,
+                        &part,
+                        self.format,
+                    )?;
+                    report.rows += meta.rows;
+                    report.bytes_written += meta.bytes;
+                    report.segments_written += 1;
+                    written.push(meta);
+                }
+            }
+            Ok::<(), StoreError>(())
+        })();
+        if let Err(err) = write_result {
+            remove_unpublished(&written);
+            self.keep_segment_ids_allocated(&catalog);
+            return Err(err);
+        }
+        // 4. commit: catalog on disk, then memtable and catalog in memory under one lock
+        if !written.is_empty() || catalog.flushed_wal_seq < rotation_seq {
+            catalog.segments.extend(written);
+            catalog.sort();
+            catalog.flushed_wal_seq = catalog.flushed_wal_seq.max(rotation_seq);
+            if let Err(err) = catalog.save(&self.data_dir) {
+                self.keep_segment_ids_allocated(&catalog);
+                return Err(err);
+            }
+            let mut state = self.state.lock();
+            let removed_rows = state.memtable.remove_up_to(rotation_seq);
+            debug_assert_eq!(removed_rows, report.rows);
+            state.catalog = catalog;
+            state.last_flush = Instant::now();
+        } else {
+            self.state.lock().last_flush = Instant::now();
+        }
+        // 5. the sealed WAL files are now redundant
+        let flushed_files = self.wal.lock().take_flushed(rotation_seq);
+        let mut failed: Vec<SealedWal> = Vec::new();
+        for file in flushed_files {
+            match remove_file_if_exists(&file.path) {
+                Ok(()) => report.wal_files_removed += 1,
+                Err(err) => {
+                    tracing::warn!(%err, "could not remove flushed wal file; will retry");
+                    failed.push(file);
+                }
+            }
+        }
+        if !failed.is_empty() {
+            self.wal.lock().restore_sealed(failed);
+        }
+        if report.wal_files_removed > 0 {
+            sync_dir_best_effort(&self.data_dir.join(WAL_DIR));
+        }
+        if report.rows > 0 {
+            self.flushes.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(?report, "flush finished");
+        }
+        Ok(report)
+    }
+}
+
+impl StorageBackend for Store {
+    fn append(&self, batches: &[TableBatch]) -> Result<AppendReceipt, StoreError> {
+        if self.is_closed() {
+            return Err(StoreError::Closed);
+        }
+        let mut conformed = Vec::with_capacity(batches.len());
+        for table_batch in batches {
+            let batch = conform(table_batch.table, &table_batch.batch)?;
+            if batch.num_rows() > 0 {
+                conformed.push(TableBatch {
+                    table: table_batch.table,
+                    batch,
+                });
+            }
+        }
+        let rows: u64 = conformed.iter().map(|b| b.batch.num_rows() as u64).sum();
+        if conformed.is_empty() {
+            let wal_seq = self.wal.lock().last_written_seq();
+            return Ok(AppendReceipt { wal_seq, rows: 0 });
+        }
+        let mut frame = wal::encode_frame(&conformed)?;
+        let seq = {
+            let mut wal = self.wal.lock();
+            // checked again under the lock: close sets the flag while holding it
+            if self.is_closed() {
+                return Err(StoreError::Closed);
+            }
+            let seq = wal.write(&mut frame)?;
+            self.state.lock().pending.insert(seq);
+            seq
+        };
+        let durable = match self.options.fsync {
+            FsyncPolicy::Always => self.sync_up_to(seq),
+            FsyncPolicy::Interval { .. } | FsyncPolicy::Never => Ok(()),
+        };
+        {
+            let mut state = self.state.lock();
+            state.pending.remove(&seq);
+            if durable.is_ok() {
+                for table_batch in conformed {
+                    state.memtable.insert(seq, table_batch);
+                }
+            }
+        }
+        self.state_cv.notify_all();
+        durable?;
+        self.appends.fetch_add(1, Ordering::Relaxed);
+        Ok(AppendReceipt { wal_seq: seq, rows })
+    }
+
+    fn snapshot(&self, table: Table, range: TimeRange) -> Result<ScanSnapshot, StoreError> {
+        let state = self.state.lock();
+        let memtable = state.memtable.overlapping(table, range);
+        let mut segments = Vec::new();
+        let mut segments_pruned = 0;
+        for segment in state.catalog.table_segments(table) {
+            if range.overlaps(segment.min_ts_ns, segment.max_ts_ns) {
+                segments.push(segment.clone());
+            } else {
+                segments_pruned += 1;
+            }
+        }
+        Ok(ScanSnapshot {
+            table,
+            schema: table.schema(),
+            memtable,
+            segments,
+            segments_pruned,
+        })
+    }
+
+    fn flush(&self) -> Result<FlushReport, StoreError> {
+        let _maintenance = self.maintenance.lock();
+        if self.is_closed() {
+            return Err(StoreError::Closed);
+        }
+        self.flush_locked()
+    }
+
+    fn stats(&self) -> StoreStats {
+        let (wal_files, wal_bytes) = self.wal.lock().size();
+        let state = self.state.lock();
+        let tables = Table::ALL
+            .into_iter()
+            .map(|table| {
+                let mut stats = TableStats {
+                    memtable_rows: state.memtable.table_rows(table),
+                    ..TableStats::default()
+                };
+                for segment in state.catalog.table_segments(table) {
+                    stats.segments += 1;
+                    stats.segment_rows += segment.rows;
+                    stats.segment_bytes += segment.bytes;
+                }
+                (table, stats)
+            })
+            .collect();
+        StoreStats {
+            tables,
+            memtable_bytes: state.memtable.bytes(),
+            wal_bytes,
+            wal_files,
+            appends: self.appends.load(Ordering::Relaxed),
+            fsyncs: self.fsyncs.load(Ordering::Relaxed),
+            flushes: self.flushes.load(Ordering::Relaxed),
+            compactions: self.compactions.load(Ordering::Relaxed),
+        }
+    }
+
+    fn close(&self) -> Result<(), StoreError> {
+        let _maintenance = self.maintenance.lock();
+        if self.is_closed() {
+            return Ok(());
+        }
+        {
+            let _wal = self.wal.lock();
+            self.closed.store(true, Ordering::Release);
+        }
+        // whatever the flush does, what was acknowledged is on disk in the WAL first
+        let result = self
+            .sync_wal()
+            .and_then(|()| self.flush_locked())
+            .and_then(|_| {
+                self.wal.lock().remove_active_if_empty()?;
+                sync_dir(&self.data_dir.join(WAL_DIR))
+            });
+        if let Some(lock_file) = self.lock_file.lock().take()
+            && let Err(err) = lock_file.unlock()
+        {
+            tracing::warn!(%err, "could not release the store lock");
+        }
+        tracing::info!(data_dir = %self.data_dir.display(), ok = result.is_ok(), "store closed");
+        result
+    }
+}
+
+/// Checks that `batch` has exactly the columns (names and types, in order) of `table` and
+/// returns it carrying the canonical schema, so every later stage can rely on one schema.
+fn conform(table: Table, batch: &RecordBatch) -> Result<RecordBatch, StoreError> {
+    let expected = table.schema();
+    if Arc::ptr_eq(batch.schema_ref(), &expected) {
+        return Ok(batch.clone());
+    }
+    let mismatch = |reason: String| StoreError::SchemaMismatch { table, reason };
+    let actual = batch.schema();
+    for (index, want) in expected.fields().iter().enumerate() {
+        let Some(got) = actual.fields().get(index) else {
+            return Err(mismatch(format!(
+                "missing column `{}` at position {index}",
+                want.name()
+            )));
+        };
+        if got.name() != want.name() {
+            return Err(mismatch(format!(
+                "column {index} is `{}`, expected `{}`",
+                got.name(),
+                want.name()
+            )));
+        }
+        if got.data_type() != want.data_type() {
+            return Err(mismatch(format!(
+                "column `{}` has type {}, expected {}",
+                want.name(),
+                got.data_type(),
+                want.data_type()
+            )));
+        }
+    }
+    if let Some(extra) = actual.fields().get(expected.fields().len()) {
+        return Err(mismatch(format!("unexpected column `{}`", extra.name())));
+    }
+    RecordBatch::try_new(expected, batch.columns().to_vec()).map_err(|e| mismatch(e.to_string()))
+}
+
+fn take_lock(data_dir: &Path) -> Result<File, StoreError> {
+    let path = data_dir.join(LOCK_FILE);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(StoreError::io(&path))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(TryLockError::WouldBlock) => Err(StoreError::Locked {
+            path: data_dir.to_path_buf(),
+        }),
+        Err(TryLockError::Error(source)) => Err(StoreError::Io { path, source }),
+    }
+}
+
+struct Replay {
+    memtable: Memtable,
+    sealed: Vec<SealedWal>,
+    /// Highest seq seen in any WAL file (0 when none).
+    last_seq: u64,
+    records: u64,
+}
+
+/// Reads every WAL file in order and rebuilds the memtable from the records the catalog does
+/// not cover. A torn record at the very end of the last file was never acknowledged: it is cut
+/// off with a warning. Anything unreadable before that is corruption.
+fn replay_wal(wal_dir: &Path, flushed_wal_seq: u64) -> Result<Replay, StoreError> {
+    let files = wal::list_files(wal_dir)?;
+    let mut replay = Replay {
+        memtable: Memtable::default(),
+        sealed: Vec::new(),
+        last_seq: 0,
+        records: 0,
+    };
+    // the tail of the log is the last file with any bytes: files after it were created
+    // (empty) by a rotation or an open and never written
+    let sizes: Vec<u64> = files
+        .iter()
+        .map(|(_, path)| {
+            std::fs::metadata(path)
+                .map(|m| m.len())
+                .map_err(StoreError::io(path))
+        })
+        .collect::<Result<_, _>>()?;
+    let tail_index = sizes.iter().rposition(|len| *len > 0);
+    for (index, (_, path)) in files.into_iter().enumerate() {
+        let scan = wal::scan_file(&path)?;
+        let corrupt = |reason: String| StoreError::Corrupt {
+            what: "wal record",
+            path: path.clone(),
+            reason,
+        };
+        if let Some(problem) = &scan.problem {
+            if Some(index) == tail_index && problem.is_tail {
+                tracing::warn!(
+                    path = %path.display(),
+                    offset = problem.offset,
+                    reason = %problem.reason,
+                    "discarding torn record at the end of the wal (it was never acknowledged)"
+                );
+                let truncate = || -> std::io::Result<()> {
+                    let file = OpenOptions::new().write(true).open(&path)?;
+                    file.set_len(scan.valid_len)?;
+                    file.sync_all()
+                };
+                truncate().map_err(StoreError::io(&path))?;
+            } else {
+                return Err(corrupt(format!(
+                    "{} at byte {}",
+                    problem.reason, problem.offset
+                )));
+            }
+        }
+        let mut file_last_seq = 0;
+        for (seq, range) in &scan.records {
+            let seq = *seq;
+            if seq <= replay.last_seq {
+                return Err(corrupt(format!(
+                    "record {seq} follows record {}; sequence numbers must increase",
+                    replay.last_seq
+                )));
+            }
+            replay.last_seq = seq;
+            file_last_seq = seq;
+            if seq <= flushed_wal_seq {
+                continue; // already in a segment
+            }
+            let batches = wal::decode_payload(&scan.data[range.clone()])
+                .map_err(|reason| corrupt(format!("record {seq}: {reason}")))?;
+            for table_batch in batches {
+                let batch = conform(table_batch.table, &table_batch.batch)
+                    .map_err(|err| corrupt(format!("record {seq}: {err}")))?;
+                replay.memtable.insert(
+                    seq,
+                    TableBatch {
+                        table: table_batch.table,
+                        batch,
+                    },
+                );
+            }
+            replay.records += 1;
+        }
+        let sealed = SealedWal {
+            path,
+            last_seq: file_last_seq,
+            bytes: scan.valid_len,
+        };
+        if file_last_seq <= flushed_wal_seq {
+            // every record is in a segment (a flush crashed before deleting the file), or the
+            // file is empty; if it cannot go now, the next flush retries
+            match remove_file_if_exists(&sealed.path) {
+                Ok(()) => continue,
+                Err(err) => tracing::warn!(%err, "could not remove flushed wal file"),
+            }
+        }
+        replay.sealed.push(sealed);
+    }
+    sync_dir(wal_dir)?;
+    Ok(replay)
+}
+
+/// Deletes segment files no catalog entry names (left by a flush or compaction that crashed
+/// before committing, or after committing but before deleting what it replaced) and `.tmp`
+/// files. Best effort: leftovers only cost disk space.
+fn remove_orphan_segments(segments_dir: &Path, catalog: &Catalog) {
+    let live: HashSet<&Path> = catalog.segments.iter().map(|s| s.path.as_path()).collect();
+    let Ok(tables) = std::fs::read_dir(segments_dir) else {
+        return;
+    };
+    for table_dir in tables.flatten().map(|e| e.path()).filter(|p| p.is_dir()) {
+        let Ok(hours) = std::fs::read_dir(&table_dir) else {
+            continue;
+        };
+        for hour_dir in hours.flatten().map(|e| e.path()).filter(|p| p.is_dir()) {
+            let Ok(files) = std::fs::read_dir(&hour_dir) else {
+                continue;
+            };
+            for path in files.flatten().map(|e| e.path()) {
+                let is_segment_file = path
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .is_some_and(|ext| ext == "parquet" || ext == "tmp");
+                if is_segment_file && !live.contains(path.as_path()) {
+                    tracing::info!(path = %path.display(), "removing unreferenced segment file");
+                    if let Err(err) = std::fs::remove_file(&path) {
+                        tracing::warn!(path = %path.display(), %err, "could not remove file");
+                    }
+                }
+            }
+            // only succeeds when empty
+            let _ = std::fs::remove_dir(&hour_dir);
+        }
+    }
+}
+
+/// Removes files written by a flush or compaction that failed before its catalog commit.
+fn remove_unpublished(written: &[SegmentMeta]) {
+    for meta in written {
+        if let Err(err) = remove_file_if_exists(&meta.path) {
+            tracing::warn!(%err, "could not remove unpublished segment");
+        }
+    }
+}
+
+/// Removes files of segments already dropped from the catalog, and hour directories left empty.
+/// Snapshots taken before the catalog change may still name them: readers that opened a file
+/// keep reading it; later opens fail (documented limitation).
+fn remove_segment_files(segments: &[SegmentMeta]) {
+    let mut dirs = BTreeSet::new();
+    for meta in segments {
+        if let Err(err) = remove_file_if_exists(&meta.path) {
+            tracing::warn!(%err, "could not remove segment file; it is no longer referenced");
+        }
+        if let Some(dir) = meta.path.parent() {
+            dirs.insert(dir.to_path_buf());
+        }
+    }
+    for dir in dirs {
+        if std::fs::remove_dir(&dir).is_ok()
+            && let Some(parent) = dir.parent()
+        {
+            sync_dir_best_effort(parent);
+        } else {
+            sync_dir_best_effort(&dir);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use infersight_model::TokenRecord;
+
+    use super::*;
+
+    #[test]
+    fn store_is_shareable_across_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Store>();
+        assert_send_sync::<crate::MaintenanceHandle>();
+    }
+
+    #[test]
+    fn conform_names_the_first_differing_column() {
+        let good = TokenRecord::to_batch(&[TokenRecord {
+            ts: 1,
+            ..Default::default()
+        }]);
+        assert!(conform(Table::Tokens, &good).is_ok());
+        let err = conform(Table::Requests, &good).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("column 1 is `request_id`, expected `trace_id`"),
+            "{err}"
+        );
+
+        // same names, one type changed: `step` as Utf8
+        let mut fields: Vec<Field> = Table::Tokens
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields[2] = Field::new("step", DataType::Utf8, true);
+        let mut columns = good.columns().to_vec();
+        columns[2] = Arc::new(StringArray::from(vec![Some("x")]));
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+        let err = conform(Table::Tokens, &batch).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("column `step` has type Utf8, expected Int64"),
+            "{err}"
+        );
+        assert_eq!(err.kind(), infersight_model::ErrorKind::BadRequest);
+
+        // an extra trailing column
+        let mut fields: Vec<Field> = Table::Tokens
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(Field::new("extra", DataType::Int64, true));
+        let mut columns = good.columns().to_vec();
+        columns.push(Arc::new(Int64Array::from(vec![Some(1)])));
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+        let err = conform(Table::Tokens, &batch).unwrap_err();
+        assert!(
+            err.to_string().contains("unexpected column `extra`"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! The store's public contract: options, the backend trait, snapshots handed to the query layer,
+//! reports and errors. Implementations live in sibling modules.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use infersight_model::{ErrorKind, Table, TableBatch};
+use serde::{Deserialize, Serialize};
+
+/// When the WAL is fsynced relative to acknowledging an append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "mode")]
+pub enum FsyncPolicy {
+    /// fsync before `append` returns (acknowledged data survives power loss). Concurrent appends
+    /// share one fsync (group commit). The default.
+    Always,
+    /// `append` returns after write(2); a background thread fsyncs every `interval_ms`
+    /// (acknowledged data survives a process crash, not a power loss within the interval).
+    Interval { interval_ms: u64 },
+    /// Never fsync explicitly (tests and benchmarks).
+    Never,
+}
+
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub data_dir: PathBuf,
+    pub fsync: FsyncPolicy,
+    /// Flush the memtable when it holds this many rows in total.
+    pub memtable_max_rows: usize,
+    /// Flush the memtable when its Arrow buffers exceed this many bytes.
+    pub memtable_max_bytes: usize,
+    /// Flush a non-empty memtable at least this often.
+    pub flush_interval: Duration,
+    /// Compact a (table, hour) partition once it has at least this many small segments.
+    pub compaction_min_segments: usize,
+    /// Segments smaller than this are candidates for compaction.
+    pub compaction_small_bytes: u64,
+    /// Drop segments whose hour ended longer ago than this; `None` keeps everything.
+    pub retention: Option<Duration>,
+    /// Rows per Parquet row group.
+    pub parquet_row_group_rows: usize,
+    /// zstd level for Parquet pages.
+    pub zstd_level: i32,
+}
+
+impl StoreOptions {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            fsync: FsyncPolicy::Always,
+            memtable_max_rows: 1_000_000,
+            memtable_max_bytes: 256 * 1024 * 1024,
+            flush_interval: Duration::from_secs(60),
+            compaction_min_segments: 4,
+            compaction_small_bytes: 64 * 1024 * 1024,
+            retention: None,
+            parquet_row_group_rows: 128 * 1024,
+            zstd_level: 3,
+        }
+    }
+}
+
+/// Half-open time range `[since_ns, until_ns)` on the `ts` column; `None` is unbounded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimeRange {
+    pub since_ns: Option<i64>,
+    pub until_ns: Option<i64>,
+}
+
+impl TimeRange {
+    pub const ALL: TimeRange = TimeRange {
+        since_ns: None,
+        until_ns: None,
+    };
+
+    /// Whether a closed interval `[min_ns, max_ns]` of timestamps can hold rows in this range.
+    pub fn overlaps(&self, min_ns: i64, max_ns: i64) -> bool {
+        self.since_ns.is_none_or(|s| max_ns >= s) && self.until_ns.is_none_or(|u| min_ns < u)
+    }
+}
+
+/// One Parquet segment as recorded in the catalog.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentMeta {
+    pub id: u64,
+    pub table: Table,
+    /// Start of the UTC hour all rows of the segment fall in.
+    pub hour_ns: i64,
+    /// Absolute path of the Parquet file.
+    pub path: PathBuf,
+    pub rows: u64,
+    pub bytes: u64,
+    pub min_ts_ns: i64,
+    pub max_ts_ns: i64,
+    pub schema_version: u32,
+}
+
+/// What a query sees of one table at one instant: in-memory batches not yet flushed plus the
+/// Parquet segments that may hold rows in the requested range. Rows are never in both.
+#[derive(Debug, Clone)]
+pub struct ScanSnapshot {
+    pub table: Table,
+    pub schema: SchemaRef,
+    pub memtable: Vec<RecordBatch>,
+    pub segments: Vec<SegmentMeta>,
+    /// Segments of the table skipped because their time range lies outside the request.
+    pub segments_pruned: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendReceipt {
+    /// WAL sequence number of the record holding the appended batches.
+    pub wal_seq: u64,
+    pub rows: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FlushReport {
+    pub rows: u64,
+    pub segments_written: usize,
+    pub bytes_written: u64,
+    pub wal_files_removed: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CompactionReport {
+    pub partitions_compacted: usize,
+    pub segments_removed: usize,
+    pub segments_written: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RetentionReport {
+    pub segments_removed: usize,
+    pub rows_removed: u64,
+    pub bytes_removed: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TableStats {
+    pub memtable_rows: u64,
+    pub segments: u64,
+    pub segment_rows: u64,
+    pub segment_bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StoreStats {
+    pub tables: Vec<(Table, TableStats)>,
+    pub memtable_bytes: u64,
+    pub wal_bytes: u64,
+    pub wal_files: u64,
+    pub appends: u64,
+    pub fsyncs: u64,
+    pub flushes: u64,
+    pub compactions: u64,
+}
+
+/// The seam between receivers/analytics and storage.
+pub trait StorageBackend: Send + Sync {
+    /// Makes the batches durable (per the fsync policy) and visible to snapshots; all or nothing.
+    fn append(&self, batches: &[TableBatch]) -> Result<AppendReceipt, StoreError>;
+    fn snapshot(&self, table: Table, range: TimeRange) -> Result<ScanSnapshot, StoreError>;
+    fn flush(&self) -> Result<FlushReport, StoreError>;
+    fn stats(&self) -> StoreStats;
+    /// Flushes everything and syncs; called on shutdown.
+    fn close(&self) -> Result<(), StoreError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("batch for table `{table}` does not match its schema: {reason}")]
+    SchemaMismatch { table: Table, reason: String },
+    #[error("store at {path} is locked by another process")]
+    Locked { path: PathBuf },
+    #[error("i/o on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("corrupt {what} at {path}: {reason}")]
+    Corrupt {
+        what: &'static str,
+        path: PathBuf,
+        reason: String,
+    },
+    #[error("arrow: {0}")]
+    Arrow(#[from] arrow::error::ArrowError),
+    #[error("parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+    #[error("store is closed")]
+    Closed,
+}
+
+impl StoreError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            StoreError::SchemaMismatch { .. } => ErrorKind::BadRequest,
+            StoreError::Closed | StoreError::Locked { .. } => ErrorKind::Unavailable,
+            _ => ErrorKind::Internal,
+        }
+    }
+
+    pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> StoreError {
+        let path = path.into();
+        move |source| StoreError::Io { path, source }
+    }
+}

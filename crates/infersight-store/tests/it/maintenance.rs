@@ -1,0 +1,203 @@
+//! Compaction, retention and the background maintenance thread.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use infersight_model::Table;
+use infersight_store::{CompactionReport, FsyncPolicy, StorageBackend, Store};
+
+use crate::common::*;
+
+#[test]
+fn compaction_merges_small_segments_of_an_hour_into_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = options(dir.path());
+    options.compaction_min_segments = 3;
+    let store = Store::open(options.clone()).unwrap();
+    let mut expected = Vec::new();
+    for round in 0..4 {
+        let prefix = format!("r{round}");
+        // interleaved times, so the merged file must be re-sorted
+        let ts: Vec<i64> = (0..5).map(|i| H0 + i * 10 + round).collect();
+        store.append(&[requests(&prefix, &ts)]).unwrap();
+        store.flush().unwrap();
+        expected.extend(ids(&prefix, 5));
+    }
+    // another hour with one segment: below the threshold, left alone
+    store.append(&[requests("other", &[H0 + HOUR])]).unwrap();
+    store.flush().unwrap();
+    expected.extend(ids("other", 1));
+    let before = store.segments(Table::Requests);
+    assert_eq!(before.len(), 5);
+
+    let report = store.compact().unwrap();
+    assert_eq!(
+        report,
+        CompactionReport {
+            partitions_compacted: 1,
+            segments_removed: 4,
+            segments_written: 1
+        }
+    );
+    let after = store.segments(Table::Requests);
+    assert_eq!(after.len(), 2);
+    assert_eq!((after[0].hour_ns, after[0].rows), (H0, 20));
+    assert_eq!(after[1], before[4], "the other hour is untouched");
+    for old in &before[..4] {
+        assert!(!old.path.exists(), "{} was not removed", old.path.display());
+    }
+    let merged: Vec<i64> = read_parquet(&after[0].path)
+        .iter()
+        .flat_map(|b| infersight_model::RequestRecord::from_batch(b).unwrap())
+        .map(|r| r.ts)
+        .collect();
+    assert!(merged.is_sorted());
+    assert_eq!(
+        (merged[0], merged[19]),
+        (after[0].min_ts_ns, after[0].max_ts_ns)
+    );
+    assert_eq!(
+        visible_ids(&store, Table::Requests),
+        sorted(expected.clone())
+    );
+    assert_eq!(store.stats().compactions, 1);
+
+    // nothing left to do
+    assert_eq!(store.compact().unwrap(), CompactionReport::default());
+    drop(store);
+    let store = Store::open(options).unwrap();
+    assert_eq!(store.segments(Table::Requests), after);
+    assert_eq!(visible_ids(&store, Table::Requests), sorted(expected));
+}
+
+#[test]
+fn large_segments_are_not_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = options(dir.path());
+    options.compaction_min_segments = 2;
+    options.compaction_small_bytes = 1;
+    let store = Store::open(options).unwrap();
+    for round in 0..3 {
+        store
+            .append(&[requests(&format!("r{round}"), &[H0])])
+            .unwrap();
+        store.flush().unwrap();
+    }
+    assert_eq!(store.compact().unwrap(), CompactionReport::default());
+    assert_eq!(store.segments(Table::Requests).len(), 3);
+}
+
+#[test]
+fn retention_removes_old_hours_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = options(dir.path());
+    options.retention = Some(Duration::from_secs(2 * 3600));
+    let store = Store::open(options.clone()).unwrap();
+    let ts = [H0 + 1, H0 + HOUR + 1, H0 + 2 * HOUR + 1, H0 + 3 * HOUR + 1];
+    store.append(&[requests("r", &ts), logs("l", &ts)]).unwrap();
+    store.flush().unwrap();
+    let before = store.segments(Table::Requests);
+    assert_eq!(before.len(), 4);
+    let expired_bytes: u64 = [Table::Requests, Table::Logs]
+        .into_iter()
+        .flat_map(|table| store.segments(table))
+        .filter(|s| s.hour_ns < H0 + 2 * HOUR)
+        .map(|s| s.bytes)
+        .sum();
+
+    // now = end of hour 3: the cutoff is the start of hour 2, so hours 0 and 1 have ended
+    // at least two hours ago; hour 2 ended only one hour ago
+    let now = H0 + 4 * HOUR;
+    let report = store.apply_retention(now).unwrap();
+    assert_eq!(report.segments_removed, 4, "two hours of two tables");
+    assert_eq!(report.rows_removed, 4);
+    assert_eq!(report.bytes_removed, expired_bytes);
+    let hours: Vec<i64> = store
+        .segments(Table::Requests)
+        .iter()
+        .map(|s| s.hour_ns)
+        .collect();
+    assert_eq!(hours, vec![H0 + 2 * HOUR, H0 + 3 * HOUR]);
+    assert!(!before[0].path.exists() && !before[1].path.exists());
+    assert!(before[2].path.exists() && before[3].path.exists());
+    assert_eq!(visible_ids(&store, Table::Requests), vec!["r-2", "r-3"]);
+    assert_eq!(store.apply_retention(now).unwrap().segments_removed, 0);
+    drop(store);
+    let store = Store::open(options).unwrap();
+    assert_eq!(store.segments(Table::Requests).len(), 2);
+    assert_eq!(store.segments(Table::Logs).len(), 2);
+}
+
+#[test]
+fn without_retention_nothing_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    store.append(&[requests("r", &[H0])]).unwrap();
+    store.flush().unwrap();
+    assert_eq!(store.apply_retention(i64::MAX).unwrap().segments_removed, 0);
+    assert_eq!(store.segments(Table::Requests).len(), 1);
+}
+
+fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn the_maintenance_thread_flushes_compacts_and_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = options(dir.path());
+    options.memtable_max_rows = 1;
+    options.compaction_min_segments = 2;
+    let store = Arc::new(Store::open(options).unwrap());
+    let handle = store.spawn_maintenance(Duration::from_millis(5));
+    store.append(&[requests("a", &[H0])]).unwrap();
+    wait_until("the first flush", || {
+        store.segments(Table::Requests).len() == 1
+    });
+    store.append(&[requests("b", &[H0 + 1])]).unwrap();
+    wait_until("flush and compaction", || {
+        let stats = store.stats();
+        stats.compactions >= 1 && stats.tables[0].1.memtable_rows == 0
+    });
+    assert_eq!(store.segments(Table::Requests).len(), 1);
+    handle.stop();
+    // stopped: new rows stay in the memtable
+    store.append(&[requests("c", &[H0 + 2])]).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(store.stats().tables[0].1.memtable_rows, 1);
+    let mut expected = ids("a", 1);
+    expected.extend(ids("b", 1));
+    expected.extend(ids("c", 1));
+    assert_eq!(visible_ids(&store, Table::Requests), sorted(expected));
+}
+
+#[test]
+fn interval_policy_fsyncs_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = options(dir.path());
+    options.fsync = FsyncPolicy::Interval { interval_ms: 5 };
+    let store = Arc::new(Store::open(options).unwrap());
+    let handle = store.spawn_maintenance(Duration::from_secs(3600));
+    store.append(&[requests("a", &[H0])]).unwrap();
+    assert_eq!(store.stats().fsyncs, 0, "append does not wait for an fsync");
+    wait_until("the periodic fsync", || store.stats().fsyncs >= 1);
+    drop(handle); // dropping the handle stops the thread too
+    store.close().unwrap();
+}
+
+#[test]
+fn the_maintenance_thread_does_not_keep_the_store_alive() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(open(dir.path()));
+    let handle = store.spawn_maintenance(Duration::from_millis(1));
+    let weak = Arc::downgrade(&store);
+    drop(store);
+    wait_until("the store to drop", || weak.upgrade().is_none());
+    handle.stop();
+    // the lock went with it
+    open(dir.path());
+}
