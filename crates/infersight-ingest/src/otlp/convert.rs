@@ -1,0 +1,800 @@
+//! Second stage of OTLP ingestion: decoded `Export*ServiceRequest` messages → canonical Arrow
+//! batches (`spans` + `requests`, `logs`, `metrics`) ready for the pipeline. Attribute values are
+//! turned into protocol-neutral [`AttrValue`]s here; the mapping onto request columns is
+//! `infersight_model::normalize`'s job. Records that are invalid on their own (bad ids, no time,
+//! no value) are rejected one by one and counted for OTLP's `partial_success`; an attribute of the
+//! wrong type for a canonical column rejects the whole request, as a client bug should.
+
+use infersight_model::mapping::{AttributeMapper, MetricMapping, RequestColumn, canonical_metric};
+use infersight_model::normalize::{SpanFacts, attrs_json, normalize_request};
+use infersight_model::{
+    AttrValue, LogRecord, MetricRecord, RequestRecord, SpanRecord, Table, TableBatch,
+};
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
+use opentelemetry_proto::tonic::metrics::v1::{
+    AggregationTemporality, DataPointFlags, ExponentialHistogramDataPoint, HistogramDataPoint,
+    NumberDataPoint, SummaryDataPoint, metric, number_data_point,
+};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
+
+use crate::error::IngestError;
+
+/// Canonical batches made from one export request, with the counts OTLP's `partial_success`
+/// reports. `accepted + rejected` is the number of spans, log records or metric data points in
+/// the request (data points that explicitly carry no recorded value, such as Prometheus staleness
+/// markers, are neither: they are skipped).
+#[derive(Debug, Clone, Default)]
+pub struct Converted {
+    /// Non-empty batches only, at most one per table.
+    pub batches: Vec<TableBatch>,
+    pub accepted: u64,
+    pub rejected: u64,
+    /// Why the first record was rejected, and how many others were (`None` when none was).
+    pub rejection_message: Option<String>,
+}
+
+/// Counts rejections and keeps the first reason.
+#[derive(Debug, Default)]
+struct Rejections {
+    count: u64,
+    first: Option<String>,
+}
+
+impl Rejections {
+    fn reject(&mut self, reason: impl FnOnce() -> String) {
+        if self.first.is_none() {
+            self.first = Some(reason());
+        }
+        self.count += 1;
+    }
+
+    fn message(&self) -> Option<String> {
+        let first = self.first.as_ref()?;
+        Some(match self.count {
+            0 | 1 => first.clone(),
+            n => format!("{first} (and {} more rejected)", n - 1),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attribute values
+
+/// Converts an OTLP `AnyValue` into the protocol-neutral attribute value.
+pub fn any_value_to_attr(value: &AnyValue) -> AttrValue {
+    match &value.value {
+        None => AttrValue::Empty,
+        Some(any_value::Value::StringValue(s)) => AttrValue::Str(s.clone()),
+        Some(any_value::Value::BoolValue(b)) => AttrValue::Bool(*b),
+        Some(any_value::Value::IntValue(i)) => AttrValue::Int(*i),
+        Some(any_value::Value::DoubleValue(d)) => AttrValue::Double(*d),
+        Some(any_value::Value::BytesValue(b)) => AttrValue::Bytes(b.clone()),
+        Some(any_value::Value::ArrayValue(a)) => {
+            AttrValue::Array(a.values.iter().map(any_value_to_attr).collect())
+        }
+        Some(any_value::Value::KvlistValue(kv)) => AttrValue::Map(key_values(&kv.values)),
+        // An index into a profiles string table, meaningless without that table.
+        Some(any_value::Value::StringValueStrindex(_)) => AttrValue::Empty,
+    }
+}
+
+/// Converts OTLP key/values into attribute pairs, in order.
+pub fn key_values(pairs: &[KeyValue]) -> Vec<(String, AttrValue)> {
+    pairs
+        .iter()
+        .map(|kv| {
+            let value = kv
+                .value
+                .as_ref()
+                .map(any_value_to_attr)
+                .unwrap_or(AttrValue::Empty);
+            (kv.key.clone(), value)
+        })
+        .collect()
+}
+
+fn resource_attrs(resource: Option<&Resource>) -> Vec<(String, AttrValue)> {
+    resource
+        .map(|r| key_values(&r.attributes))
+        .unwrap_or_default()
+}
+
+/// Scope name and version as attributes (the OTel Collector's `otel.scope.*` convention).
+fn push_scope(attrs: &mut Vec<(String, AttrValue)>, scope: Option<&InstrumentationScope>) {
+    let Some(scope) = scope else { return };
+    if !scope.name.is_empty() {
+        attrs.push(("otel.scope.name".into(), AttrValue::Str(scope.name.clone())));
+    }
+    if !scope.version.is_empty() {
+        attrs.push((
+            "otel.scope.version".into(),
+            AttrValue::Str(scope.version.clone()),
+        ));
+    }
+}
+
+fn find_label(attrs: &[(String, AttrValue)], key: &str) -> Option<String> {
+    attrs
+        .iter()
+        .find(|(k, _)| k == key)
+        .and_then(|(_, v)| v.as_label())
+        .filter(|s| !s.is_empty())
+}
+
+/// Lowercase hex of an id; `None` for an absent (empty) id.
+pub fn hex_id(bytes: &[u8]) -> Option<String> {
+    if bytes.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
+        out.push(char::from_digit(u32::from(b & 0x0f), 16).unwrap_or('0'));
+    }
+    Some(out)
+}
+
+/// An id of the required length that is not all zeroes (the OTLP definition of a valid id).
+fn check_id(bytes: &[u8], len: usize, what: &str) -> Result<(), String> {
+    if bytes.len() != len {
+        return Err(format!("{what} has {} bytes, expected {len}", bytes.len()));
+    }
+    if bytes.iter().all(|b| *b == 0) {
+        return Err(format!("{what} is all zeroes"));
+    }
+    Ok(())
+}
+
+fn time_ns(value: u64, what: &str) -> Result<i64, String> {
+    if value == 0 {
+        return Err(format!("{what} is missing"));
+    }
+    i64::try_from(value).map_err(|_| format!("{what} {value} is out of range"))
+}
+
+/// The attribute among `attrs` whose key ranks best (lowest) for a column, as a label.
+fn best_label(
+    attrs: &[(String, AttrValue)],
+    rank: &dyn Fn(&str) -> Option<usize>,
+) -> Option<(usize, String)> {
+    let mut best: Option<(usize, usize, String)> = None;
+    for (index, (key, value)) in attrs.iter().enumerate() {
+        let Some(r) = rank(key) else { continue };
+        if best.as_ref().is_some_and(|(b, _, _)| *b <= r) {
+            continue;
+        }
+        if let Some(label) = value.as_label().filter(|s| !s.is_empty()) {
+            best = Some((r, index, label));
+        }
+    }
+    best.map(|(_, index, label)| (index, label))
+}
+
+fn mapped_rank(mapper: &AttributeMapper, key: &str, column: RequestColumn) -> Option<usize> {
+    mapper
+        .lookup(key)
+        .filter(|(c, _, _)| *c == column)
+        .map(|(_, _, p)| p)
+}
+
+/// Fills a column from the log/point attributes or the resource, whichever has the best-ranked
+/// key; at equal rank the record's own attribute wins. Returns the value and where it came from
+/// (`true` = record attributes) so the caller can leave it out of the remaining labels.
+fn pick(
+    resource: &[(String, AttrValue)],
+    own: &[(String, AttrValue)],
+    rank: &dyn Fn(&str) -> Option<usize>,
+) -> Option<(bool, usize, String)> {
+    let from_own = best_label(own, rank);
+    let from_resource = best_label(resource, rank);
+    match (from_own, from_resource) {
+        (Some((i, v)), None) => Some((true, i, v)),
+        (None, Some((i, v))) => Some((false, i, v)),
+        (Some((oi, ov)), Some((ri, rv))) => {
+            let own_rank = rank(&own[oi].0).unwrap_or(usize::MAX);
+            let resource_rank = rank(&resource[ri].0).unwrap_or(usize::MAX);
+            if resource_rank < own_rank {
+                Some((false, ri, rv))
+            } else {
+                Some((true, oi, ov))
+            }
+        }
+        (None, None) => None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Traces
+
+fn span_kind_name(kind: i32) -> &'static str {
+    match SpanKind::try_from(kind) {
+        Ok(SpanKind::Internal) => "internal",
+        Ok(SpanKind::Server) => "server",
+        Ok(SpanKind::Client) => "client",
+        Ok(SpanKind::Producer) => "producer",
+        Ok(SpanKind::Consumer) => "consumer",
+        Ok(SpanKind::Unspecified) | Err(_) => "unspecified",
+    }
+}
+
+fn status_name(code: i32) -> &'static str {
+    match StatusCode::try_from(code) {
+        Ok(StatusCode::Ok) => "ok",
+        Ok(StatusCode::Error) => "error",
+        Ok(StatusCode::Unset) | Err(_) => "unset",
+    }
+}
+
+/// Converts spans into the `spans` table (every valid span) and the `requests` table (every span
+/// that `normalize_request` recognizes as an inference request).
+pub fn traces_to_batches(
+    req: &ExportTraceServiceRequest,
+    mapper: &AttributeMapper,
+) -> Result<Converted, IngestError> {
+    let mut spans = Vec::new();
+    let mut requests = Vec::new();
+    let mut rejections = Rejections::default();
+    for resource_spans in &req.resource_spans {
+        let resource = resource_attrs(resource_spans.resource.as_ref());
+        let service = find_label(&resource, "service.name");
+        for scope_spans in &resource_spans.scope_spans {
+            for span in &scope_spans.spans {
+                let checked = check_id(&span.trace_id, 16, "trace_id")
+                    .and_then(|()| check_id(&span.span_id, 8, "span_id"))
+                    .and_then(|()| time_ns(span.start_time_unix_nano, "start_time_unix_nano"));
+                let start_ns = match checked {
+                    Ok(ns) => ns,
+                    Err(reason) => {
+                        rejections.reject(|| format!("span `{}` rejected: {reason}", span.name));
+                        continue;
+                    }
+                };
+                let end_ns = i64::try_from(span.end_time_unix_nano)
+                    .ok()
+                    .filter(|e| *e > 0);
+                let duration_ms = end_ns
+                    .filter(|end| *end >= start_ns)
+                    .map(|end| (end - start_ns) as f64 / 1e6);
+                let mut attrs = key_values(&span.attributes);
+                push_scope(&mut attrs, scope_spans.scope.as_ref());
+                let status = span.status.as_ref().map_or(0, |s| s.code);
+                let status = status_name(status).to_string();
+                let status_message = span
+                    .status
+                    .as_ref()
+                    .map(|s| s.message.clone())
+                    .filter(|m| !m.is_empty());
+                let trace_id = hex_id(&span.trace_id);
+                let span_id = hex_id(&span.span_id);
+
+                let facts = SpanFacts {
+                    ts_ns: start_ns,
+                    end_ts_ns: end_ns,
+                    trace_id: trace_id.clone(),
+                    span_id: span_id.clone(),
+                    status: Some(status.clone()),
+                };
+                if let Some(request) = normalize_request(mapper, &resource, &attrs, &facts)? {
+                    requests.push(request);
+                }
+                spans.push(SpanRecord {
+                    ts: start_ns,
+                    end_ts: end_ns,
+                    duration_ms,
+                    trace_id,
+                    span_id,
+                    parent_span_id: hex_id(&span.parent_span_id),
+                    name: Some(span.name.clone()).filter(|n| !n.is_empty()),
+                    kind: Some(span_kind_name(span.kind).to_string()),
+                    service: service.clone(),
+                    status: Some(status),
+                    status_message,
+                    attrs: attrs_json(&resource, &attrs),
+                });
+            }
+        }
+    }
+    let mut batches = Vec::new();
+    if !spans.is_empty() {
+        batches.push(TableBatch {
+            table: Table::Spans,
+            batch: SpanRecord::to_batch(&spans),
+        });
+    }
+    if !requests.is_empty() {
+        batches.push(TableBatch {
+            table: Table::Requests,
+            batch: RequestRecord::to_batch(&requests),
+        });
+    }
+    Ok(Converted {
+        batches,
+        accepted: spans.len() as u64,
+        rejected: rejections.count,
+        rejection_message: rejections.message(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Logs
+
+/// The severity text OTLP's severity number stands for (ranges of four, TRACE..FATAL).
+pub fn severity_from_number(number: i32) -> Option<&'static str> {
+    match number {
+        1..=4 => Some("TRACE"),
+        5..=8 => Some("DEBUG"),
+        9..=12 => Some("INFO"),
+        13..=16 => Some("WARN"),
+        17..=20 => Some("ERROR"),
+        21..=24 => Some("FATAL"),
+        _ => None,
+    }
+}
+
+/// A log body as text: strings as they are, any other value as JSON.
+pub fn body_text(value: &AttrValue) -> Option<String> {
+    match value {
+        AttrValue::Empty => None,
+        AttrValue::Str(s) => Some(s.clone()),
+        other => Some(other.to_json().to_string()),
+    }
+}
+
+/// Converts log records into the `logs` table. `template_id`, `params`, `log_class`, `label` and
+/// `label_confidence` stay null: later pipeline stages fill them.
+pub fn logs_to_batches(
+    req: &ExportLogsServiceRequest,
+    mapper: &AttributeMapper,
+) -> Result<Converted, IngestError> {
+    let mut logs = Vec::new();
+    let mut rejections = Rejections::default();
+    let worker_rank = |key: &str| mapped_rank(mapper, key, RequestColumn::Worker);
+    let request_id_rank = |key: &str| mapped_rank(mapper, key, RequestColumn::RequestId);
+    for resource_logs in &req.resource_logs {
+        let resource = resource_attrs(resource_logs.resource.as_ref());
+        let service = find_label(&resource, "service.name");
+        for scope_logs in &resource_logs.scope_logs {
+            for record in &scope_logs.log_records {
+                let ts = match (record.time_unix_nano, record.observed_time_unix_nano) {
+                    (0, 0) => {
+                        Err("neither time_unix_nano nor observed_time_unix_nano is set".into())
+                    }
+                    (0, observed) => time_ns(observed, "observed_time_unix_nano"),
+                    (time, _) => time_ns(time, "time_unix_nano"),
+                };
+                let ts = match ts {
+                    Ok(ts) => ts,
+                    Err(reason) => {
+                        rejections.reject(|| format!("log record rejected: {reason}"));
+                        continue;
+                    }
+                };
+                let mut attrs = key_values(&record.attributes);
+                if !record.event_name.is_empty() {
+                    attrs.push((
+                        "event.name".into(),
+                        AttrValue::Str(record.event_name.clone()),
+                    ));
+                }
+                push_scope(&mut attrs, scope_logs.scope.as_ref());
+                let severity = if record.severity_text.is_empty() {
+                    severity_from_number(record.severity_number).map(str::to_string)
+                } else {
+                    Some(record.severity_text.clone())
+                };
+                logs.push(LogRecord {
+                    ts,
+                    severity,
+                    service: service.clone(),
+                    worker: pick(&resource, &attrs, &worker_rank).map(|(_, _, v)| v),
+                    trace_id: hex_id(&record.trace_id),
+                    span_id: hex_id(&record.span_id),
+                    request_id: pick(&resource, &attrs, &request_id_rank).map(|(_, _, v)| v),
+                    body: record
+                        .body
+                        .as_ref()
+                        .map(any_value_to_attr)
+                        .as_ref()
+                        .and_then(body_text),
+                    attrs: attrs_json(&resource, &attrs),
+                    ..Default::default()
+                });
+            }
+        }
+    }
+    let mut batches = Vec::new();
+    if !logs.is_empty() {
+        batches.push(TableBatch {
+            table: Table::Logs,
+            batch: LogRecord::to_batch(&logs),
+        });
+    }
+    Ok(Converted {
+        batches,
+        accepted: logs.len() as u64,
+        rejected: rejections.count,
+        rejection_message: rejections.message(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Metrics
+
+/// The canonical name, the scale into its unit and the engine for an engine metric name; the
+/// name itself, scale 1 and no engine for anything unmapped. Monotonic sums are also looked up
+/// with `_total` appended, which newer OTel Collector Prometheus receivers strip.
+pub fn metric_name(name: &str, monotonic: bool) -> (String, f64, Option<&'static str>) {
+    let owned = |(m, suffix): (&'static MetricMapping, &str)| (m, suffix.to_string());
+    let found = canonical_metric(name).map(owned).or_else(|| {
+        monotonic
+            .then(|| canonical_metric(&format!("{name}_total")).map(owned))
+            .flatten()
+    });
+    match found {
+        Some((mapping, suffix)) => {
+            let canonical = if mapping.canonical.ends_with(&suffix) {
+                mapping.canonical.to_string()
+            } else {
+                format!("{}{suffix}", mapping.canonical)
+            };
+            (canonical, mapping.scale, Some(mapping.engine))
+        }
+        None => (name.to_string(), 1.0, None),
+    }
+}
+
+/// Normalized label columns of one metric point plus the remaining labels as JSON.
+#[derive(Debug, Default)]
+struct PointLabels {
+    model: Option<String>,
+    worker: Option<String>,
+    device: Option<String>,
+    engine: Option<String>,
+    labels: String,
+}
+
+fn point_labels(
+    mapper: &AttributeMapper,
+    resource: &[(String, AttrValue)],
+    point: &[(String, AttrValue)],
+    engine: Option<&'static str>,
+) -> PointLabels {
+    let model_rank = |key: &str| {
+        mapped_rank(mapper, key, RequestColumn::Model).or(match key {
+            "model_name" => Some(10_000),
+            "model" => Some(10_001),
+            _ => None,
+        })
+    };
+    let worker_rank = |key: &str| {
+        mapped_rank(mapper, key, RequestColumn::Worker).or(match key {
+            "instance" => Some(10_000),
+            "pod" => Some(10_001),
+            _ => None,
+        })
+    };
+    let device_rank = |key: &str| match key {
+        "gpu" => Some(0),
+        "device" => Some(1),
+        "gpu.id" => Some(2),
+        "serving.device" => Some(3),
+        _ => None,
+    };
+    let engine_rank = |key: &str| (key == "engine").then_some(0);
+
+    let mut used_resource = vec![false; resource.len()];
+    let mut used_point = vec![false; point.len()];
+    let mut take = |rank: &dyn Fn(&str) -> Option<usize>| {
+        pick(resource, point, rank).map(|(from_point, index, value)| {
+            if from_point {
+                used_point[index] = true;
+            } else {
+                used_resource[index] = true;
+            }
+            value
+        })
+    };
+    let model = take(&model_rank);
+    let worker = take(&worker_rank);
+    let device = take(&device_rank);
+    // The mapping table knows the engine of a mapped name; then an `engine` label (vLLM's engine
+    // index, for one) stays a label.
+    let engine = match engine {
+        Some(e) => Some(e.to_string()),
+        None => take(&engine_rank),
+    };
+    let rest_resource = resource
+        .iter()
+        .zip(&used_resource)
+        .filter(|(_, u)| !**u)
+        .map(|(p, _)| p);
+    let rest_point = point
+        .iter()
+        .zip(&used_point)
+        .filter(|(_, u)| !**u)
+        .map(|(p, _)| p);
+    PointLabels {
+        model,
+        worker,
+        device,
+        engine,
+        labels: attrs_json(rest_resource, rest_point),
+    }
+}
+
+/// Per-metric context shared by its points.
+struct MetricContext<'a> {
+    mapper: &'a AttributeMapper,
+    resource: &'a [(String, AttrValue)],
+    source_name: &'a str,
+    name: String,
+    scale: f64,
+    engine: Option<&'static str>,
+    /// Labels every point of this metric gets in addition to its own (temporality).
+    extra: Vec<(String, AttrValue)>,
+}
+
+impl MetricContext<'_> {
+    fn record(&self, ts: i64, kind: &str, point_attrs: &[KeyValue]) -> MetricRecord {
+        self.record_with(ts, kind, point_attrs, None)
+    }
+
+    fn record_with(
+        &self,
+        ts: i64,
+        kind: &str,
+        point_attrs: &[KeyValue],
+        extra: Option<(String, AttrValue)>,
+    ) -> MetricRecord {
+        let mut attrs = key_values(point_attrs);
+        attrs.extend(self.extra.iter().cloned());
+        attrs.extend(extra);
+        let labels = point_labels(self.mapper, self.resource, &attrs, self.engine);
+        MetricRecord {
+            ts,
+            name: Some(self.name.clone()),
+            source_name: Some(self.source_name.to_string()),
+            kind: Some(kind.to_string()),
+            model: labels.model,
+            worker: labels.worker,
+            device: labels.device,
+            engine: labels.engine,
+            labels: labels.labels,
+            ..Default::default()
+        }
+    }
+
+    fn reject_reason(&self, reason: &str) -> String {
+        format!("data point of `{}` rejected: {reason}", self.source_name)
+    }
+}
+
+fn no_recorded_value(flags: u32) -> bool {
+    flags & (DataPointFlags::NoRecordedValueMask as u32) != 0
+}
+
+fn temporality_labels(temporality: i32) -> Vec<(String, AttrValue)> {
+    // Cumulative is what Prometheus-style consumers assume; only a delta series is marked.
+    if temporality == AggregationTemporality::Delta as i32 {
+        vec![("otel.temporality".into(), AttrValue::Str("delta".into()))]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Converts metric data points into the `metrics` table, under canonical names.
+pub fn metrics_to_batches(
+    req: &ExportMetricsServiceRequest,
+    mapper: &AttributeMapper,
+) -> Result<Converted, IngestError> {
+    let mut rows: Vec<MetricRecord> = Vec::new();
+    let mut accepted = 0u64;
+    let mut rejections = Rejections::default();
+    for resource_metrics in &req.resource_metrics {
+        let resource = resource_attrs(resource_metrics.resource.as_ref());
+        for scope_metrics in &resource_metrics.scope_metrics {
+            for metric in &scope_metrics.metrics {
+                let Some(data) = &metric.data else {
+                    // A metric without data carries no point to accept or reject.
+                    continue;
+                };
+                let monotonic = matches!(data, metric::Data::Sum(s) if s.is_monotonic);
+                let (name, scale, engine) = metric_name(&metric.name, monotonic);
+                let temporality = match data {
+                    metric::Data::Sum(s) => s.aggregation_temporality,
+                    metric::Data::Histogram(h) => h.aggregation_temporality,
+                    metric::Data::ExponentialHistogram(h) => h.aggregation_temporality,
+                    metric::Data::Gauge(_) | metric::Data::Summary(_) => 0,
+                };
+                let context = MetricContext {
+                    mapper,
+                    resource: &resource,
+                    source_name: &metric.name,
+                    name,
+                    scale,
+                    engine,
+                    extra: temporality_labels(temporality),
+                };
+                let mut outcome = |result: Result<Vec<MetricRecord>, String>| match result {
+                    Ok(points) if points.is_empty() => {}
+                    Ok(points) => {
+                        accepted += 1;
+                        rows.extend(points);
+                    }
+                    Err(reason) => rejections.reject(|| context.reject_reason(&reason)),
+                };
+                match data {
+                    metric::Data::Gauge(gauge) => {
+                        for point in &gauge.data_points {
+                            outcome(number_point(&context, point, "gauge"));
+                        }
+                    }
+                    metric::Data::Sum(sum) => {
+                        let kind = if sum.is_monotonic { "counter" } else { "sum" };
+                        for point in &sum.data_points {
+                            outcome(number_point(&context, point, kind));
+                        }
+                    }
+                    metric::Data::Histogram(histogram) => {
+                        for point in &histogram.data_points {
+                            outcome(histogram_point(&context, point));
+                        }
+                    }
+                    metric::Data::ExponentialHistogram(histogram) => {
+                        for point in &histogram.data_points {
+                            outcome(exponential_histogram_point(&context, point));
+                        }
+                    }
+                    metric::Data::Summary(summary) => {
+                        for point in &summary.data_points {
+                            outcome(summary_point(&context, point));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut batches = Vec::new();
+    if !rows.is_empty() {
+        batches.push(TableBatch {
+            table: Table::Metrics,
+            batch: MetricRecord::to_batch(&rows),
+        });
+    }
+    Ok(Converted {
+        batches,
+        accepted,
+        rejected: rejections.count,
+        rejection_message: rejections.message(),
+    })
+}
+
+fn number_point(
+    context: &MetricContext<'_>,
+    point: &NumberDataPoint,
+    kind: &str,
+) -> Result<Vec<MetricRecord>, String> {
+    if no_recorded_value(point.flags) {
+        return Ok(Vec::new());
+    }
+    let ts = time_ns(point.time_unix_nano, "time_unix_nano")?;
+    let value = match point.value {
+        Some(number_data_point::Value::AsDouble(d)) => d,
+        Some(number_data_point::Value::AsInt(i)) => i as f64,
+        None => return Err("no value (as_double or as_int)".into()),
+    };
+    let mut record = context.record(ts, kind, &point.attributes);
+    record.value = Some(value * context.scale);
+    Ok(vec![record])
+}
+
+fn histogram_point(
+    context: &MetricContext<'_>,
+    point: &HistogramDataPoint,
+) -> Result<Vec<MetricRecord>, String> {
+    if no_recorded_value(point.flags) {
+        return Ok(Vec::new());
+    }
+    let ts = time_ns(point.time_unix_nano, "time_unix_nano")?;
+    if !point.bucket_counts.is_empty()
+        && point.bucket_counts.len() != point.explicit_bounds.len() + 1
+    {
+        return Err(format!(
+            "{} bucket counts for {} explicit bounds, expected {}",
+            point.bucket_counts.len(),
+            point.explicit_bounds.len(),
+            point.explicit_bounds.len() + 1
+        ));
+    }
+    let mut record = context.record(ts, "histogram", &point.attributes);
+    record.value = point.sum.map(|s| s * context.scale);
+    record.sample_count = i64::try_from(point.count).ok();
+    if !point.bucket_counts.is_empty() {
+        record.bucket_bounds = point
+            .explicit_bounds
+            .iter()
+            .map(|b| b * context.scale)
+            .collect();
+        record.bucket_counts = point.bucket_counts.iter().map(|c| *c as f64).collect();
+    }
+    Ok(vec![record])
+}
+
+/// Explicit-bounds form of an exponential histogram's positive buckets: bounds are
+/// `base^(offset..=offset+n)` with `base = 2^(2^-scale)`; the first count gathers the zero and
+/// negative buckets (everything at or below the first bound), the last (above the last bound) is 0.
+pub fn exponential_buckets(point: &ExponentialHistogramDataPoint) -> (Vec<f64>, Vec<f64>) {
+    let positive = point.positive.as_ref();
+    let counts = positive.map(|b| b.bucket_counts.as_slice()).unwrap_or(&[]);
+    if counts.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let offset = positive.map_or(0, |b| b.offset);
+    let exponent_step = (-f64::from(point.scale)).exp2();
+    let bounds: Vec<f64> = (0..=counts.len())
+        .map(|k| ((f64::from(offset) + k as f64) * exponent_step).exp2())
+        .collect();
+    let below: u64 = point.zero_count
+        + point
+            .negative
+            .as_ref()
+            .map_or(0, |b| b.bucket_counts.iter().sum::<u64>());
+    let mut bucket_counts = Vec::with_capacity(counts.len() + 2);
+    bucket_counts.push(below as f64);
+    bucket_counts.extend(counts.iter().map(|c| *c as f64));
+    bucket_counts.push(0.0);
+    (bounds, bucket_counts)
+}
+
+fn exponential_histogram_point(
+    context: &MetricContext<'_>,
+    point: &ExponentialHistogramDataPoint,
+) -> Result<Vec<MetricRecord>, String> {
+    if no_recorded_value(point.flags) {
+        return Ok(Vec::new());
+    }
+    let ts = time_ns(point.time_unix_nano, "time_unix_nano")?;
+    if !(-10..=20).contains(&point.scale) {
+        return Err(format!(
+            "exponential histogram scale {} is out of range -10..=20",
+            point.scale
+        ));
+    }
+    let mut record = context.record(ts, "exponential_histogram", &point.attributes);
+    record.value = point.sum.map(|s| s * context.scale);
+    record.sample_count = i64::try_from(point.count).ok();
+    let (bounds, counts) = exponential_buckets(point);
+    record.bucket_bounds = bounds.iter().map(|b| b * context.scale).collect();
+    record.bucket_counts = counts;
+    Ok(vec![record])
+}
+
+fn summary_point(
+    context: &MetricContext<'_>,
+    point: &SummaryDataPoint,
+) -> Result<Vec<MetricRecord>, String> {
+    if no_recorded_value(point.flags) {
+        return Ok(Vec::new());
+    }
+    let ts = time_ns(point.time_unix_nano, "time_unix_nano")?;
+    let mut rows = Vec::with_capacity(point.quantile_values.len() + 1);
+    let mut summary = context.record(ts, "summary", &point.attributes);
+    summary.value = Some(point.sum * context.scale);
+    summary.sample_count = i64::try_from(point.count).ok();
+    rows.push(summary);
+    for quantile in &point.quantile_values {
+        let label = (
+            "quantile".to_string(),
+            AttrValue::Str(quantile.quantile.to_string()),
+        );
+        let mut row = context.record_with(ts, "quantile", &point.attributes, Some(label));
+        row.value = Some(quantile.value * context.scale);
+        rows.push(row);
+    }
+    Ok(rows)
+}
