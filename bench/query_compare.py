@@ -1,0 +1,58 @@
+"""Runs the same p99-per-model queries in infersight (CLI, DataFusion) and DuckDB over the same
+Parquet segments; five runs each, median wall time. infersight is timed as a whole command
+(process start, catalog load, plan, scan); DuckDB in-process (no start-up cost) — this favours
+DuckDB, so a ratio below the target is conservative."""
+import glob
+import statistics
+import subprocess
+import sys
+import time
+
+import duckdb
+
+binary, data = sys.argv[1], sys.argv[2]
+files = sorted(glob.glob(f"{data}/segments/requests/*/*.parquet"))
+print(f"{len(files)} parquet segments")
+
+QUERIES = {
+    "approx p99": (
+        "SELECT model, approx_percentile_cont(e2e_ms, 0.99) AS p99 FROM requests GROUP BY model ORDER BY model",
+        "SELECT model, approx_quantile(e2e_ms, 0.99) AS p99 FROM t GROUP BY model ORDER BY model",
+    ),
+    "exact p99": (
+        "SELECT model, percentile_cont(0.99) WITHIN GROUP (ORDER BY e2e_ms) AS p99 FROM requests GROUP BY model ORDER BY model",
+        "SELECT model, quantile_cont(e2e_ms, 0.99) AS p99 FROM t GROUP BY model ORDER BY model",
+    ),
+    "count+avg": (
+        "SELECT model, count(*) AS n, avg(e2e_ms) AS mean FROM requests GROUP BY model ORDER BY model",
+        "SELECT model, count(*) AS n, avg(e2e_ms) AS mean FROM t GROUP BY model ORDER BY model",
+    ),
+}
+
+con = duckdb.connect()
+file_list = "[" + ",".join(f"'{f}'" for f in files) + "]"
+con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet({file_list})")
+
+
+def timed(fn, runs=5):
+    times = []
+    out = None
+    for _ in range(runs):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), out
+
+
+for name, (ours, theirs) in QUERIES.items():
+    def run_ours():
+        r = subprocess.run([binary, "query", "--data", data, "--format", "csv", ours], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"infersight failed: {r.stderr}")
+        return r.stdout.strip()
+
+    t_ours, out_ours = timed(run_ours)
+    t_duck, out_duck = timed(lambda: con.execute(theirs).fetchall())
+    print(f"{name}: infersight {t_ours * 1000:.0f} ms, duckdb {duckdb.__version__} {t_duck * 1000:.0f} ms, ratio {t_ours / t_duck:.2f}x")
+    print("  infersight:", out_ours.replace("\n", " | "))
+    print("  duckdb:    ", " | ".join(f"{m},{v:.1f}" if isinstance(v, float) else f"{m},{v}" for m, *rest in out_duck for v in rest[:1]))

@@ -1,0 +1,24 @@
+//! The ingest pipeline: receivers hand canonical [`TableBatch`]es to a [`Pipeline`], which runs them
+//! through synchronous [`Stage`]s (today: `redact`) before the store persists them.
+//!
+//! Personal data must never reach storage or one of our own logs, so `redact` runs on every batch
+//! and [`Redactor`] is also usable on its own by any crate that is about to log user text.
+//!
+//! Layout: [`stage`] holds the trait, the counters and the runner, [`registry`] the one closed list
+//! of stages, [`config`] the serde configuration, and `stages/<verb>/` one folder per stage.
+//!
+//! [`TableBatch`]: infersight_model::TableBatch
+
+pub mod config;
+pub mod error;
+pub mod registry;
+pub mod stage;
+pub mod stages;
+
+pub use config::StagesConfig;
+pub use error::PipelineError;
+pub use registry::{STAGE_NAMES, build_stage};
+pub use stage::{Pipeline, Stage, StageCounters};
+pub use stages::redact::{
+    CustomPattern, DetectorName, RedactConfig, RedactStage, Redactor, ReplacementStyle,
+};

@@ -1,0 +1,38 @@
+//! The one closed registry of stages: every stage the pipeline can run is listed here, by the
+//! verb that names its folder under `stages/`. No plugin magic: adding a stage means adding a line.
+
+use crate::config::StagesConfig;
+use crate::error::PipelineError;
+use crate::stage::Stage;
+use crate::stages::redact::RedactStage;
+
+/// Names accepted in `stages.order`.
+pub const STAGE_NAMES: &[&str] = &["redact"];
+
+/// Builds the stage called `name` from its section of `config`.
+pub fn build_stage(name: &str, config: &StagesConfig) -> Result<Box<dyn Stage>, PipelineError> {
+    match name {
+        "redact" => Ok(Box::new(RedactStage::new(&config.redact)?)),
+        other => Err(PipelineError::UnknownStage {
+            name: other.to_string(),
+            known: STAGE_NAMES.join(", "),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_stage_builds_with_defaults() {
+        let config = StagesConfig::default();
+        for name in STAGE_NAMES {
+            assert_eq!(build_stage(name, &config).unwrap().name(), *name);
+        }
+        assert!(matches!(
+            build_stage("sample", &config),
+            Err(PipelineError::UnknownStage { .. })
+        ));
+    }
+}

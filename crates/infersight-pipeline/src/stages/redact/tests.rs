@@ -1,0 +1,803 @@
+//! Tests of the `redact` stage: each detector with positives and negatives, the false positives
+//! that would destroy telemetry, JSON handling, the stage over canonical batches, the counters,
+//! and property tests (idempotence, no leaks, benign text untouched) with a fixed seed.
+
+use std::borrow::Cow;
+
+use infersight_model::{LogRecord, MetricRecord, SpanRecord, Table, TableBatch, TokenRecord};
+use proptest::prelude::*;
+use proptest::test_runner::{Config as ProptestConfig, RngSeed};
+
+use super::detectors::{cn_id_check_char, luhn_ok, shannon_entropy};
+use super::*;
+use crate::stage::{Pipeline, Stage};
+
+fn redactor() -> Redactor {
+    Redactor::new(&RedactConfig::default()).unwrap()
+}
+
+fn only(detector: DetectorName) -> Redactor {
+    Redactor::new(&RedactConfig {
+        detectors: vec![detector],
+        ..RedactConfig::default()
+    })
+    .unwrap()
+}
+
+#[track_caller]
+fn assert_redacts(input: &str, expected: &str) {
+    let r = redactor();
+    assert_eq!(r.redact(input), expected, "input: {input:?}");
+}
+
+#[track_caller]
+fn assert_unchanged(input: &str) {
+    let r = redactor();
+    let out = r.redact(input);
+    assert!(
+        matches!(out, Cow::Borrowed(_)) || out == input,
+        "changed {input:?} into {out:?}"
+    );
+    assert_eq!(out, input);
+}
+
+/// Appends the MOD 11-2 check character to 17 digits.
+fn cn_id(first17: &str) -> String {
+    let check = cn_id_check_char(first17.as_bytes()).unwrap();
+    format!("{first17}{}", check as char)
+}
+
+/// Appends the Luhn check digit to a card number prefix.
+fn card(body: &str) -> String {
+    let digits: Vec<u8> = body.bytes().map(|b| b - b'0').collect();
+    (0..10u8)
+        .map(|check| {
+            let mut all = digits.clone();
+            all.push(check);
+            all
+        })
+        .find(|all| luhn_ok(all))
+        .map(|all| all.iter().map(|d| (d + b'0') as char).collect())
+        .unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// detectors
+
+#[test]
+fn email() {
+    assert_redacts(
+        "contact alice.smith+llm@example.co.uk now",
+        "contact <EMAIL> now",
+    );
+    assert_redacts("from:<bob@corp.example.com>", "from:<<EMAIL>>");
+    assert_redacts("邮箱zhang_san@qq.com已验证", "邮箱<EMAIL>已验证");
+    assert_unchanged("user@localhost failed");
+    assert_unchanged("pip install vllm==0.5.2 torch@2.3");
+    assert_unchanged("ssh into host@10");
+}
+
+#[test]
+fn phone_e164() {
+    assert_redacts("call +1 (415) 555-2671 asap", "call <PHONE> asap");
+    assert_redacts("tel +44 20 7946 0958.", "tel <PHONE>.");
+    assert_redacts("+49-30-1234567", "<PHONE>");
+    assert_redacts("whatsapp:+14155552671", "whatsapp:<PHONE>");
+    // a number after the phone is not swallowed into a too-long candidate
+    assert_redacts("+1 415 555 2671 20261", "<PHONE> 20261");
+    // too short, signs of deltas, exponents, timezone offsets
+    assert_unchanged("retries +1, delta +12.5ms, +1234567");
+    assert_unchanged("1e+10 and 2026-11-29T02:17:03+08:00");
+}
+
+#[test]
+fn phone_cn_mobile() {
+    assert_redacts("手机13812345678已注册", "手机<PHONE>已注册");
+    assert_redacts("phone=138 1234 5678;", "phone=<PHONE>;");
+    assert_redacts("tel: +86 138-1234-5678", "tel: <PHONE>");
+    assert_redacts("8613812345678", "<PHONE>");
+    // second digit outside 3-9, inside a longer number, fractional part, quantities
+    assert_unchanged("12812345678 and 113812345678 and 0.13812345678");
+    assert_unchanged("gpu_memory_bytes=17179869184 and 17179869184 bytes");
+    assert_unchanged("epoch 1732846623123 ms");
+}
+
+#[test]
+fn cn_resident_id() {
+    let id = cn_id("11010519491231002");
+    assert_eq!(id, "11010519491231002X");
+    assert_redacts(&format!("id {id} ok"), "id <CN_ID> ok");
+    assert_redacts(
+        &format!("身份证号{}", cn_id("44030119900307123")),
+        "身份证号<CN_ID>",
+    );
+    let lower = id.to_ascii_lowercase();
+    assert_redacts(&format!("id={lower}"), "id=<CN_ID>");
+    // a random 18-digit number failing the checksum is left alone
+    let valid = cn_id("32010219880101234");
+    let last = valid.as_bytes()[17];
+    let wrong = if last == b'1' { '2' } else { '1' };
+    let invalid = format!("{}{wrong}", &valid[..17]);
+    assert_unchanged(&format!("seq {invalid} done"));
+    assert_unchanged("nanos 1732846623123456789");
+}
+
+#[test]
+fn payment_card() {
+    assert_redacts("card 4111111111111111 charged", "card <CARD> charged");
+    assert_redacts("cc=4111 1111 1111 1111", "cc=<CARD>");
+    assert_redacts("amex 3782-822463-10005.", "amex <CARD>.");
+    assert_redacts("mc 5555-5555-5555-4444, ok", "mc <CARD>, ok");
+    assert_redacts(
+        &format!("unionpay {}", card("621700000000000000")),
+        "unionpay <CARD>",
+    );
+    assert_redacts("4111 1111 1111 1111 202", "<CARD> 202");
+    // Luhn fails
+    assert_unchanged("card 4111111111111112 declined");
+    // epoch timestamps (ms, µs) start with 1 and are never cards, even when Luhn passes
+    assert_unchanged(&format!("ts={}", card("173284662312")));
+    assert_unchanged(&format!("ts={}", card("173284662312345")));
+    // mixed separators, inside a float, inside a longer digit run
+    assert_unchanged("4111 1111-1111 1111");
+    assert_unchanged("0.4111111111111111 and 44111111111111111111");
+    assert_unchanged("4111111111111111 bytes");
+    // identifiers that end in digits: HDFS block ids, YARN containers, request ids
+    assert_unchanged("blk_-6952295868487656571 blk_5165786360127153975 req-4111111111111111");
+    assert_unchanged("container_1445144423722_0020_01_000012");
+}
+
+#[test]
+fn ipv4() {
+    assert_redacts("client 192.168.1.23 connected", "client <IP> connected");
+    assert_redacts("peer=10.0.0.5:8000,", "peer=<IP>:8000,");
+    assert_redacts("from 8.8.8.8.", "from <IP>.");
+    assert_unchanged("bad 256.1.1.1 and 1.2.3 and 01.02.03.04");
+    assert_unchanged("vllm v0.5.2 and cuda 12.1.0 and v1.2.3.4");
+    assert_unchanged("1.2.3.4.5 is a long version");
+    // loopback and unspecified addresses identify nobody and are in every server banner
+    assert_unchanged("Uvicorn running on http://0.0.0.0:8000 and 127.0.0.1:9090");
+}
+
+#[test]
+fn ipv6() {
+    assert_redacts(
+        "addr 2001:0db8:85a3:0000:0000:8a2e:0370:7334 up",
+        "addr <IP> up",
+    );
+    assert_redacts("addr 2001:db8::8a2e:370:7334 up", "addr <IP> up");
+    assert_redacts("link fe80::1: down", "link <IP>: down");
+    assert_redacts("http://[2001:db8::1]:8080/v1", "http://[<IP>]:8080/v1");
+    assert_redacts("mapped ::ffff:192.168.1.1", "mapped <IP>");
+    assert_unchanged("at 02:17:03 and std::io::Error and Vec::new and u8::MAX");
+    assert_unchanged("x[::2] and a[1::3] and ::");
+    assert_redacts("ip=::ffff:10.1.2.3;", "ip=<IP>;");
+    assert_unchanged("mac 00:1a:2b:3c:4d:5e chip FF:F2:9F:16:E2:23:00:0D:60:E9:1D:DC");
+    assert_unchanged("[::1]:8080 and QuorumPeer[myid=1]/0:0:0:0:0:0:0:0:2181");
+}
+
+#[test]
+fn api_keys() {
+    assert_redacts(
+        "key sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8t done",
+        "key <API_KEY> done",
+    );
+    assert_redacts(
+        "anthropic sk-ant-api03-AbCdEf1234567890AbCdEf1234",
+        "anthropic <API_KEY>",
+    );
+    assert_redacts("aws AKIAIOSFODNN7EXAMPLE", "aws <API_KEY>");
+    assert_redacts(
+        "gh ghp_1234567890abcdefghijklmnopqrstuvwxyzAB",
+        "gh <API_KEY>",
+    );
+    assert_redacts("gho_abcdefghijklmnopqrstuvwxyz0123456789", "<API_KEY>");
+    assert_redacts("slack xoxb-123456789012-abcdefABCDEF", "slack <API_KEY>");
+    assert_redacts("api_key=Zx8Qp2Lm7Rt4Vb9Nc3Kd", "api_key=<API_KEY>");
+    assert_redacts("apikey: 'Zx8Qp2Lm7Rt4Vb9Nc3Kd'", "apikey: '<API_KEY>'");
+    assert_redacts("token=9f86d081884c7d659a2feaa0c55ad015", "token=<TOKEN>");
+    assert_redacts("password=hunter2!", "password=<API_KEY>");
+    // low entropy, words, counts, ordinary dashed words
+    assert_unchanged("token=aaaaaaaaaaaaaaaaaaaa and token=the_quick_brown_fox");
+    assert_unchanged("max_tokens=4096 prompt_tokens: 512 tokens=128");
+    assert_unchanged("Bad activity token: android.os.BinderProxy@2bd79ce");
+    assert_unchanged("task-scheduler risk-assessment-module-2024 disk-usage");
+    assert_unchanged("AKIA is a prefix, MYAKIAIOSFODNN7EXAMPLE is not a key");
+}
+
+#[test]
+fn bearer_and_jwt() {
+    let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+    assert_redacts(&format!("jwt {jwt} end"), "jwt <JWT> end");
+    assert_redacts(
+        &format!("Authorization: Bearer {jwt}"),
+        "Authorization: Bearer <JWT>",
+    );
+    assert_redacts(
+        "Authorization: Bearer abc123.def-456_ghi",
+        "Authorization: Bearer <TOKEN>",
+    );
+    assert_redacts(
+        "authorization=bearer Zm9vYmFyYmF6cXV4",
+        "authorization=bearer <TOKEN>",
+    );
+    assert_unchanged("the bearer instrument is valid");
+    assert_unchanged("eyJ alone and eyJhbGciOiJ.only");
+}
+
+#[test]
+fn custom_patterns() {
+    let config = RedactConfig {
+        detectors: vec![],
+        custom: vec![CustomPattern {
+            name: "customer".into(),
+            regex: r"CUST-[0-9]{6}".into(),
+        }],
+        ..RedactConfig::default()
+    };
+    let r = Redactor::new(&config).unwrap();
+    assert_eq!(
+        r.redact("order for CUST-123456 shipped"),
+        "order for <CUSTOM:customer> shipped"
+    );
+    assert_eq!(r.hits()["custom"], 1);
+    // a custom pattern matching our own placeholder text does not break idempotence
+    let config = RedactConfig {
+        custom: vec![CustomPattern {
+            name: "upper".into(),
+            regex: r"[A-Z]{4,}".into(),
+        }],
+        ..RedactConfig::default()
+    };
+    let r = Redactor::new(&config).unwrap();
+    let once = r.redact("HELLO a@b.com").into_owned();
+    assert_eq!(once, "<CUSTOM:upper> <EMAIL>");
+    assert_eq!(r.redact(&once), once);
+}
+
+#[test]
+fn replacement_style_redacted() {
+    let r = Redactor::new(&RedactConfig {
+        replacement_style: ReplacementStyle::Redacted,
+        ..RedactConfig::default()
+    })
+    .unwrap();
+    assert_eq!(r.redact("a@b.com 10.0.0.1"), "<REDACTED> <REDACTED>");
+    assert_eq!(r.redact("<REDACTED> <REDACTED>"), "<REDACTED> <REDACTED>");
+}
+
+#[test]
+fn only_enabled_detectors_run() {
+    let r = only(DetectorName::Email);
+    assert_eq!(r.redact("a@b.com 10.0.0.1"), "<EMAIL> 10.0.0.1");
+    let disabled = Redactor::new(&RedactConfig {
+        enabled: false,
+        ..RedactConfig::default()
+    })
+    .unwrap();
+    assert_eq!(disabled.redact("a@b.com"), "a@b.com");
+    assert_eq!(
+        disabled.redact_json(r#"{"password":"hunter22"}"#),
+        r#"{"password":"hunter22"}"#
+    );
+}
+
+#[test]
+fn overlapping_findings_are_replaced_as_one() {
+    // The generic `token=` rule and the vendor rule find the same value.
+    assert_redacts("token=sk-Ab3dEf6hIj9kLm2nOp5qRs8t", "token=<API_KEY>");
+    // A card number that is also a valid 18-character ID: one placeholder, the ID wins.
+    let id = cn_id("41010519491231002");
+    let out = redactor().redact(&id).into_owned();
+    assert_eq!(out, "<CN_ID>");
+}
+
+// ---------------------------------------------------------------------------------------------
+// things that must survive
+
+#[test]
+fn telemetry_survives_unchanged() {
+    for text in [
+        "2026-11-29 02:17:03 INFO engine started",
+        "2026-11-29T02:17:03.123456789Z",
+        "vllm 0.5.2 on cuda 12.1, torch 2.3.0+cu121",
+        "took 12.5ms, ttft=0.25s, e2e 1m2.3s, decode 850us",
+        "temperature=0.7 top_p=0.95 ratio 0.25",
+        "trace_id=4bf92f3577b34da6a3ce929d0e0e4736 span_id=00f067aa0ba902b7",
+        "trace 12345678901234567890123456789012",
+        "request 550e8400-e29b-41d4-a716-446655440000",
+        "request 12345678-1234-4111-1111-111111111111",
+        "input_tokens=512 output_tokens=1024 cached_tokens=256 batch_size=64",
+        "Avg prompt throughput: 4113.6 tokens/s, Running: 12 reqs, GPU KV cache usage: 53.8%",
+        "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "epoch 1732846623 1732846623123 1732846623123456 1732846623123456789",
+        "port 8000 pid 41234 count 9999999",
+        "model meta-llama/Llama-3.1-8B-Instruct lora=adapter-7 kv_cache_policy=lru",
+        "",
+    ] {
+        assert_unchanged(text);
+    }
+}
+
+#[test]
+fn helper_checksums() {
+    assert!(luhn_ok(&[4, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]));
+    assert!(!luhn_ok(&[4, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2]));
+    assert_eq!(cn_id_check_char(b"11010519491231002"), Some(b'X'));
+    assert_eq!(cn_id_check_char(b"1101051949123100"), None);
+    assert!(shannon_entropy("aaaa") < 0.01);
+    assert!(shannon_entropy("Zx8Qp2Lm7Rt4Vb9Nc3Kd") > 4.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON
+
+#[test]
+fn json_values_are_redacted_and_keys_kept() {
+    let r = redactor();
+    let json = r#"{"user.email":"a@b.com","nested":{"ips":["10.0.0.1","ok"]},"n":13812345678,"alice@x.io":1}"#;
+    assert_eq!(
+        r.redact_json(json),
+        r#"{"user.email":"<EMAIL>","nested":{"ips":["<IP>","ok"]},"n":13812345678,"alice@x.io":1}"#
+    );
+}
+
+#[test]
+fn json_secret_keys_and_quantity_keys() {
+    let r = redactor();
+    assert_eq!(
+        r.redact_json(r#"{"password":"hunter2x","x-api-key":"abc","http.request.header.authorization":"Basic Zm9vOmJhcg==","max_tokens":"4096"}"#),
+        r#"{"password":"<API_KEY>","x-api-key":"abc","http.request.header.authorization":"<TOKEN>","max_tokens":"4096"}"#
+    );
+    assert_eq!(
+        r.redact_json(r#"{"gpu_memory_bytes":"17179869184","phone":"17179869184"}"#),
+        r#"{"gpu_memory_bytes":"17179869184","phone":"<PHONE>"}"#
+    );
+    // the quantity hint covers a bare number only, not text under such a key
+    assert_eq!(
+        r.redact_json(r#"{"ms":"card 4111111111111111"}"#),
+        r#"{"ms":"card <CARD>"}"#
+    );
+}
+
+#[test]
+fn json_escapes_and_layout() {
+    let r = redactor();
+    // an escaped `@` is still found; the rest of the document keeps its exact layout
+    let json = "{ \"a\" : \"x\\u0040y.com \\\"q\\\"\",\n  \"b\": [1, 2.5, true, null] }";
+    assert_eq!(
+        r.redact_json(json),
+        "{ \"a\" : \"<EMAIL> \\\"q\\\"\",\n  \"b\": [1, 2.5, true, null] }"
+    );
+    // untouched documents are returned borrowed
+    assert!(matches!(
+        r.redact_json(r#"{"model":"llama","n":3}"#),
+        Cow::Borrowed(_)
+    ));
+    // not JSON: redacted as text
+    assert_eq!(r.redact_json("{broken a@b.com"), "{broken <EMAIL>");
+    // a top-level string
+    assert_eq!(r.redact_json(r#""10.1.2.3""#), r#""<IP>""#);
+}
+
+#[test]
+fn json_redaction_is_idempotent() {
+    let r = redactor();
+    let json = r#"{"authorization":"Bearer abc123def456","msg":"mail a@b.com from 10.0.0.1","password":"<API_KEY>"}"#;
+    let once = r.redact_json(json).into_owned();
+    assert_eq!(
+        once,
+        r#"{"authorization":"<TOKEN>","msg":"mail <EMAIL> from <IP>","password":"<API_KEY>"}"#
+    );
+    assert_eq!(r.redact_json(&once), once);
+    assert!(serde_json::from_str::<serde_json::Value>(&once).is_ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// counters
+
+#[test]
+fn hit_counters_count_replaced_spans() {
+    let r = redactor();
+    r.redact("a@b.com c@d.org 10.0.0.1 4111111111111111");
+    r.redact("nothing here");
+    let hits = r.hits();
+    assert_eq!(hits["email"], 2);
+    assert_eq!(hits["ip"], 1);
+    assert_eq!(hits["card"], 1);
+    assert_eq!(hits["phone"], 0);
+    assert_eq!(hits["custom"], 0);
+    assert_eq!(r.total_hits(), 4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the stage
+
+fn log(body: &str, attrs: &str) -> LogRecord {
+    LogRecord {
+        ts: 1,
+        service: Some("gateway".into()),
+        worker: Some("10.0.0.9:8000".into()),
+        trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
+        body: Some(body.into()),
+        params: Some(r#"["alice@example.com","512"]"#.into()),
+        attrs: attrs.into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn stage_redacts_a_logs_batch_and_keeps_the_schema() {
+    let records = vec![
+        log(
+            "login ok for alice@example.com from 192.168.0.7",
+            r#"{"client.address":"192.168.0.7"}"#,
+        ),
+        log("Avg prompt throughput: 12.5 tokens/s", "{}"),
+        LogRecord {
+            ts: 3,
+            body: None,
+            attrs: "{}".into(),
+            ..Default::default()
+        },
+    ];
+    let batch = TableBatch {
+        table: Table::Logs,
+        batch: LogRecord::to_batch(&records),
+    };
+    let schema = batch.batch.schema();
+    let mut stage = RedactStage::new(&RedactConfig::default()).unwrap();
+    let mut out = Vec::new();
+    stage.process(batch, &mut out).unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].table, Table::Logs);
+    assert_eq!(out[0].batch.schema(), schema);
+    let back = LogRecord::from_batch(&out[0].batch).unwrap();
+    assert_eq!(
+        back[0].body.as_deref(),
+        Some("login ok for <EMAIL> from <IP>")
+    );
+    assert_eq!(back[0].attrs, r#"{"client.address":"<IP>"}"#);
+    assert_eq!(back[0].params.as_deref(), Some(r#"["<EMAIL>","512"]"#));
+    // identifier and label columns are untouched
+    assert_eq!(back[0].worker.as_deref(), Some("10.0.0.9:8000"));
+    assert_eq!(
+        back[0].trace_id.as_deref(),
+        Some("4bf92f3577b34da6a3ce929d0e0e4736")
+    );
+    assert_eq!(
+        back[1].body.as_deref(),
+        Some("Avg prompt throughput: 12.5 tokens/s")
+    );
+    // nulls stay null
+    assert_eq!(back[2].body, None);
+    assert_eq!(back[2].params, None);
+    // rows 0 and 1 both had params with an email
+    assert_eq!(stage.rows_redacted(), 2);
+    let stats = stage.stats();
+    assert_eq!(stats["rows_redacted"], 2);
+    assert_eq!(stats["hits_email"], 3);
+    assert_eq!(stats["hits_ip"], 2);
+}
+
+#[test]
+fn stage_covers_spans_metrics_and_leaves_tokens_alone() {
+    let spans = SpanRecord::to_batch(&[SpanRecord {
+        ts: 1,
+        name: Some("POST /users/bob@x.io".into()),
+        status_message: Some("upstream 10.2.3.4 refused".into()),
+        trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
+        attrs: r#"{"http.request.header.authorization":"Bearer abcdef123456"}"#.into(),
+        ..Default::default()
+    }]);
+    let metrics = MetricRecord::to_batch(&[MetricRecord {
+        ts: 1,
+        name: Some("ttft_seconds".into()),
+        worker: Some("10.0.0.1".into()),
+        labels: r#"{"client":"10.0.0.1","model":"llama"}"#.into(),
+        ..Default::default()
+    }]);
+    let tokens = TokenRecord::to_batch(&[TokenRecord {
+        ts: 1,
+        request_id: Some("10.0.0.1".into()),
+        ..Default::default()
+    }]);
+    let mut pipeline = Pipeline::from_config(&crate::StagesConfig::default()).unwrap();
+    let out = pipeline
+        .run(vec![
+            TableBatch {
+                table: Table::Spans,
+                batch: spans,
+            },
+            TableBatch {
+                table: Table::Metrics,
+                batch: metrics,
+            },
+            TableBatch {
+                table: Table::Tokens,
+                batch: tokens.clone(),
+            },
+        ])
+        .unwrap();
+    let span = &SpanRecord::from_batch(&out[0].batch).unwrap()[0];
+    assert_eq!(span.name.as_deref(), Some("POST /users/<EMAIL>"));
+    assert_eq!(
+        span.status_message.as_deref(),
+        Some("upstream <IP> refused")
+    );
+    assert_eq!(
+        span.attrs,
+        r#"{"http.request.header.authorization":"<TOKEN>"}"#
+    );
+    let metric = &MetricRecord::from_batch(&out[1].batch).unwrap()[0];
+    assert_eq!(metric.labels, r#"{"client":"<IP>","model":"llama"}"#);
+    assert_eq!(metric.worker.as_deref(), Some("10.0.0.1"));
+    assert_eq!(out[2].batch, tokens);
+    let counters = pipeline.counters();
+    assert_eq!(counters[0].0, "redact");
+    assert_eq!(counters[0].1.received_rows, 3);
+    assert_eq!(counters[0].1.emitted_rows, 3);
+    assert_eq!(counters[0].1.failed_rows, 0);
+    assert_eq!(counters[0].1.detail["rows_redacted"], 2);
+    assert_eq!(counters[0].1.detail["hits_api_key"], 1);
+}
+
+#[test]
+fn stage_rejects_a_non_utf8_redacted_column() {
+    use arrow::array::{Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let schema = Arc::new(Schema::new(vec![Field::new("body", DataType::Int64, true)]));
+    let batch = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1]))]).unwrap();
+    let mut stage = RedactStage::new(&RedactConfig::default()).unwrap();
+    let mut out = Vec::new();
+    let error = stage
+        .process(
+            TableBatch {
+                table: Table::Logs,
+                batch,
+            },
+            &mut out,
+        )
+        .unwrap_err();
+    assert!(error.to_string().contains("expected utf8"), "{error}");
+    assert!(out.is_empty());
+}
+
+#[test]
+fn config_validation_reports_every_problem() {
+    let config: RedactConfig = serde_json::from_str(
+        r#"{"detectors": ["email", "email"],
+            "custom": [{"name": "a b", "regex": "("}, {"name": "x", "regex": "a*"},
+                       {"name": "x", "regex": "b"}],
+            "replacement_style": "placeholder"}"#,
+    )
+    .unwrap();
+    let problems = config.validate();
+    assert_eq!(problems.len(), 5, "{problems:?}");
+    assert!(problems[0].contains("listed twice"));
+    assert!(problems.iter().any(|p| p.starts_with("custom[0].name")));
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("custom[0].regex: invalid regex"))
+    );
+    assert!(problems.iter().any(|p| p.contains("empty string")));
+    assert!(problems.iter().any(|p| p.contains("`x` is used twice")));
+    let error = Redactor::new(&config).unwrap_err();
+    assert_eq!(error.kind(), infersight_model::ErrorKind::BadRequest);
+    // unknown fields and detectors are rejected by serde
+    assert!(serde_json::from_str::<RedactConfig>(r#"{"detector": []}"#).is_err());
+    assert!(serde_json::from_str::<RedactConfig>(r#"{"detectors": ["ssn"]}"#).is_err());
+    // defaults
+    let config: RedactConfig = serde_json::from_str("{}").unwrap();
+    assert!(config.enabled);
+    assert_eq!(config.detectors, DetectorName::ALL.to_vec());
+    assert!(config.validate().is_empty());
+    let nothing = RedactConfig {
+        detectors: vec![],
+        ..RedactConfig::default()
+    };
+    assert_eq!(nothing.validate().len(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// volume (not timed: checks correctness over many typical lines)
+
+#[test]
+fn ten_thousand_typical_log_lines() {
+    let r = redactor();
+    let mut redacted_lines = 0;
+    for i in 0..10_000u64 {
+        let benign = format!(
+            "2026-11-29 02:17:{:02} INFO engine.py:{} Avg prompt throughput: {}.{} tokens/s, \
+             Running: {} reqs, GPU KV cache usage: {}.{}%, trace_id={:032x}",
+            i % 60,
+            100 + i % 400,
+            i % 5000,
+            i % 10,
+            i % 64,
+            i % 100,
+            i % 10,
+            u128::from(i) * 0x9e37_79b9_7f4a_7c15
+        );
+        assert_eq!(r.redact(&benign), benign);
+        if i % 10 == 0 {
+            let line = format!(
+                "user{i}@example.com from 10.{}.{}.{} key sk-Ab3dEf6hIj9kLm2nOp{i:06}",
+                i % 256,
+                (i / 256) % 256,
+                i % 200 + 1
+            );
+            let out = r.redact(&line);
+            assert_eq!(out, "<EMAIL> from <IP> key <API_KEY>", "{line}");
+            redacted_lines += 1;
+        }
+    }
+    assert_eq!(redacted_lines, 1000);
+    assert_eq!(r.hits()["email"], 1000);
+    assert_eq!(r.hits()["ip"], 1000);
+    assert_eq!(r.hits()["api_key"], 1000);
+}
+
+// ---------------------------------------------------------------------------------------------
+// properties (fixed seed: deterministic in CI)
+
+/// One compiled redactor for all property cases (compiling per case dominates debug test time).
+fn shared() -> &'static Redactor {
+    static SHARED: std::sync::OnceLock<Redactor> = std::sync::OnceLock::new();
+    SHARED.get_or_init(redactor)
+}
+
+fn proptest_config() -> ProptestConfig {
+    ProptestConfig {
+        cases: 256,
+        rng_seed: RngSeed::Fixed(0x1f5e_c0de),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+/// Words of 4-8 letters around a finding: "embedded in random text".
+fn filler() -> impl Strategy<Value = String> {
+    proptest::collection::vec("[a-z]{4,8}", 0..4).prop_map(|words| words.join(" "))
+}
+
+fn embed(prefix: &str, pii: &str, suffix: &str) -> String {
+    format!("{prefix} {pii} {suffix}")
+}
+
+fn email_strategy() -> impl Strategy<Value = String> {
+    (
+        "[a-z][a-z0-9._]{0,10}",
+        "[a-z]{2,10}",
+        prop::sample::select(vec!["com", "org", "io", "cn"]),
+    )
+        .prop_map(|(local, domain, tld)| format!("{local}@{domain}.{tld}"))
+}
+
+fn card_strategy() -> impl Strategy<Value = String> {
+    (
+        prop::sample::select(vec![
+            ("4", 16),
+            ("4", 13),
+            ("51", 16),
+            ("55", 16),
+            ("34", 15),
+            ("37", 15),
+            ("6011", 16),
+            ("62", 19),
+        ]),
+        prop::collection::vec(0u8..10, 19),
+        prop::sample::select(vec!["", " ", "-"]),
+    )
+        .prop_map(|((prefix, len), digits, separator)| {
+            let mut body = prefix.to_string();
+            body.extend(
+                digits
+                    .iter()
+                    .take(len - 1 - prefix.len())
+                    .map(|d| (d + b'0') as char),
+            );
+            let number = card(&body);
+            if separator.is_empty() || len != 16 {
+                number
+            } else {
+                number
+                    .as_bytes()
+                    .chunks(4)
+                    .map(|c| std::str::from_utf8(c).unwrap())
+                    .collect::<Vec<_>>()
+                    .join(separator)
+            }
+        })
+}
+
+fn cn_id_strategy() -> impl Strategy<Value = String> {
+    (1u8..10, prop::collection::vec(0u8..10, 16)).prop_map(|(first, rest)| {
+        let mut first17 = String::from((first + b'0') as char);
+        first17.extend(rest.iter().map(|d| (d + b'0') as char));
+        cn_id(&first17)
+    })
+}
+
+fn ipv4_strategy() -> impl Strategy<Value = String> {
+    // Loopback and unspecified addresses are deliberately kept (see `ipv4`).
+    prop::array::uniform4(0u8..=255)
+        .prop_filter("not loopback or unspecified", |[a, b, c, d]| {
+            *a != 127 && [*a, *b, *c, *d] != [0; 4]
+        })
+        .prop_map(|[a, b, c, d]| format!("{a}.{b}.{c}.{d}"))
+}
+
+fn any_pii() -> impl Strategy<Value = String> {
+    prop_oneof![
+        email_strategy(),
+        card_strategy(),
+        cn_id_strategy(),
+        ipv4_strategy()
+    ]
+}
+
+proptest! {
+    #![proptest_config(proptest_config())]
+
+    #[test]
+    fn redaction_is_idempotent(text in "[ -~]{0,80}", pii in any_pii(), position in 0usize..80) {
+        let r = shared();
+        let cut = text.char_indices().map(|(i, _)| i).chain([text.len()]).nth(position).unwrap_or(text.len());
+        let mixed = format!("{}{pii}{}", &text[..cut], &text[cut..]);
+        for input in [text.as_str(), mixed.as_str()] {
+            let once = r.redact(input).into_owned();
+            prop_assert_eq!(r.redact(&once), once.as_str());
+        }
+    }
+
+    #[test]
+    fn redaction_is_idempotent_on_digit_soup(text in "[0-9a-fA-FX .:@+()\\-_=<>/\\[\\]]{0,60}") {
+        let r = shared();
+        let once = r.redact(&text).into_owned();
+        prop_assert_eq!(r.redact(&once), once.as_str());
+    }
+
+    #[test]
+    fn emails_never_leak(prefix in filler(), email in email_strategy(), suffix in filler()) {
+        let out = shared().redact(&embed(&prefix, &email, &suffix)).into_owned();
+        prop_assert!(!out.contains(&email), "{} leaked in {}", email, out);
+        prop_assert!(out.contains("<EMAIL>"));
+    }
+
+    #[test]
+    fn cards_never_leak(prefix in filler(), number in card_strategy(), suffix in filler()) {
+        let out = shared().redact(&embed(&prefix, &number, &suffix)).into_owned();
+        prop_assert!(!out.contains(&number), "{} leaked in {}", number, out);
+        prop_assert!(out.contains("<CARD>") || out.contains("<CN_ID>") || out.contains("<PHONE>"), "{}", out);
+    }
+
+    #[test]
+    fn cn_ids_never_leak(prefix in filler(), id in cn_id_strategy(), suffix in filler()) {
+        let out = shared().redact(&embed(&prefix, &id, &suffix)).into_owned();
+        prop_assert!(!out.contains(&id), "{} leaked in {}", id, out);
+        prop_assert!(out.contains("<CN_ID>"), "{}", out);
+    }
+
+    #[test]
+    fn ipv4_never_leaks(prefix in filler(), ip in ipv4_strategy(), suffix in filler()) {
+        let out = shared().redact(&embed(&prefix, &ip, &suffix)).into_owned();
+        prop_assert!(!out.contains(&ip), "{} leaked in {}", ip, out);
+        prop_assert!(out.contains("<IP>"));
+    }
+
+    #[test]
+    fn pii_in_json_values_never_leaks(key in "[a-z_]{1,12}", pii in any_pii()) {
+        let json = serde_json::json!({ key.clone(): format!("value {pii} end"), "n": 1 }).to_string();
+        let out = shared().redact_json(&json).into_owned();
+        prop_assert!(!out.contains(&pii), "{} leaked in {}", pii, out);
+        prop_assert!(serde_json::from_str::<serde_json::Value>(&out).is_ok());
+    }
+
+    #[test]
+    fn benign_text_is_unchanged(text in "[a-z ]+") {
+        prop_assert_eq!(shared().redact(&text), text.as_str());
+    }
+}

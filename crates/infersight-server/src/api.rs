@@ -1,0 +1,257 @@
+//! The HTTP API (`:7070`): health, the pipeline's own Prometheus metrics, SQL over the store,
+//! dimension discovery and store statistics. Handlers stay thin: the query engine does the work.
+
+use std::sync::Arc;
+
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use infersight_model::ErrorKind;
+use infersight_model::time::{now_ns, parse_time};
+use infersight_query::{OutputFormat, QueryEngine};
+use infersight_store::{StorageBackend, TimeRange};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::counters::Counters;
+
+#[derive(Clone)]
+pub struct ApiState {
+    pub store: Arc<dyn StorageBackend>,
+    pub engine: Arc<QueryEngine>,
+    pub counters: Arc<Counters>,
+    pub max_query_rows: usize,
+    pub max_dimension_cardinality: usize,
+}
+
+/// One error type for every API handler: a status and a JSON body naming the problem.
+#[derive(Debug)]
+pub struct ApiError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorKind::BadRequest,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, kind) = match self.kind {
+            ErrorKind::BadRequest => (StatusCode::BAD_REQUEST, "bad_request"),
+            ErrorKind::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+            ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        (
+            status,
+            Json(json!({ "error": { "kind": kind, "message": self.message } })),
+        )
+            .into_response()
+    }
+}
+
+impl From<infersight_query::QueryError> for ApiError {
+    fn from(e: infersight_query::QueryError) -> Self {
+        Self {
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+}
+
+pub fn router(state: ApiState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/api/v1/query", post(query))
+        .route("/api/v1/dimensions", get(dimensions))
+        .route("/api/v1/stats", get(stats))
+        .with_state(state)
+}
+
+async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+/// Store gauges are refreshed at scrape time so `/metrics` is always current.
+pub fn refresh_store_gauges(counters: &Counters, store: &dyn StorageBackend) {
+    let stats = store.stats();
+    for (table, t) in &stats.tables {
+        let name = table.name();
+        counters.set_gauge(
+            "infersight_store_memtable_rows",
+            "rows in the memtable, not yet in segments",
+            &[("table", name)],
+            t.memtable_rows as f64,
+        );
+        counters.set_gauge(
+            "infersight_store_segments",
+            "parquet segments in the catalog",
+            &[("table", name)],
+            t.segments as f64,
+        );
+        counters.set_gauge(
+            "infersight_store_segment_rows",
+            "rows in parquet segments",
+            &[("table", name)],
+            t.segment_rows as f64,
+        );
+        counters.set_gauge(
+            "infersight_store_segment_bytes",
+            "bytes of parquet segments",
+            &[("table", name)],
+            t.segment_bytes as f64,
+        );
+    }
+    counters.set_gauge(
+        "infersight_store_wal_bytes",
+        "bytes in write-ahead log files",
+        &[],
+        stats.wal_bytes as f64,
+    );
+    counters.set_gauge(
+        "infersight_store_memtable_bytes",
+        "bytes held by the memtable",
+        &[],
+        stats.memtable_bytes as f64,
+    );
+    counters.set_gauge(
+        "infersight_store_appends",
+        "store appends since start",
+        &[],
+        stats.appends as f64,
+    );
+    counters.set_gauge(
+        "infersight_store_fsyncs",
+        "wal fsyncs since start",
+        &[],
+        stats.fsyncs as f64,
+    );
+    counters.set_gauge(
+        "infersight_store_flushes",
+        "memtable flushes since start",
+        &[],
+        stats.flushes as f64,
+    );
+    counters.set_gauge(
+        "infersight_store_compactions",
+        "compactions since start",
+        &[],
+        stats.compactions as f64,
+    );
+}
+
+async fn metrics(State(state): State<ApiState>) -> Response {
+    refresh_store_gauges(&state.counters, &*state.store);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.counters.render(),
+    )
+        .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QueryBody {
+    sql: String,
+    #[serde(default)]
+    format: Option<String>,
+}
+
+async fn query(
+    State(state): State<ApiState>,
+    body: Result<Json<QueryBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(body) = body
+        .map_err(|e| ApiError::bad_request(format!("invalid query request: {}", e.body_text())))?;
+    let output = state.engine.sql(&body.sql).await?;
+    let total_rows: usize = output.batches.iter().map(|b| b.num_rows()).sum();
+    if total_rows > state.max_query_rows {
+        return Err(ApiError::bad_request(format!(
+            "query returned {total_rows} rows, more than the limit of {}; add a LIMIT or aggregate",
+            state.max_query_rows
+        )));
+    }
+    match body.format.as_deref() {
+        None | Some("json") => Ok(Json(output.to_json_value()?).into_response()),
+        Some("csv") => Ok((
+            [(header::CONTENT_TYPE, "text/csv; charset=utf-8")],
+            output.try_render(OutputFormat::Csv)?,
+        )
+            .into_response()),
+        Some("table") => Ok((
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            output.try_render(OutputFormat::Table)?,
+        )
+            .into_response()),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "unknown format `{other}`; use json, csv or table"
+        ))),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DimensionParams {
+    since: Option<String>,
+    until: Option<String>,
+    max_cardinality: Option<usize>,
+    max_values: Option<usize>,
+}
+
+pub fn parse_range(since: Option<&str>, until: Option<&str>) -> Result<TimeRange, String> {
+    let now = now_ns();
+    let since_ns = since.map(|s| parse_time(s, now)).transpose()?;
+    let until_ns = until.map(|s| parse_time(s, now)).transpose()?;
+    if let (Some(s), Some(u)) = (since_ns, until_ns) {
+        if s >= u {
+            return Err("`since` must be before `until`".into());
+        }
+    }
+    Ok(TimeRange { since_ns, until_ns })
+}
+
+async fn dimensions(
+    State(state): State<ApiState>,
+    params: Result<Query<DimensionParams>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let Query(params) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let range = parse_range(params.since.as_deref(), params.until.as_deref())
+        .map_err(ApiError::bad_request)?;
+    let max_cardinality = params
+        .max_cardinality
+        .unwrap_or(state.max_dimension_cardinality);
+    let dims = state
+        .engine
+        .dimensions(range, max_cardinality, params.max_values.unwrap_or(20))
+        .await?;
+    let list: Vec<_> = dims
+        .iter()
+        .map(|d| {
+            json!({
+                "name": d.name,
+                "source": d.source,
+                "distinct_values": d.distinct_values,
+                "total_rows": d.total_rows,
+                "values": d.values.iter().map(|(v, n)| json!({"value": v, "count": n})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "dimensions": list })))
+}
+
+async fn stats(State(state): State<ApiState>) -> Json<serde_json::Value> {
+    Json(serde_json::to_value(state.store.stats()).unwrap_or_default())
+}

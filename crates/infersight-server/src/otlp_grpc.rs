@@ -1,0 +1,208 @@
+//! OTLP/gRPC receiver (`:4317`): the collector's Trace, Logs and Metrics services from the
+//! pre-generated `opentelemetry-proto` types. Same conversion and queue as OTLP/HTTP; errors map to
+//! INVALID_ARGUMENT (bad input), RESOURCE_EXHAUSTED (queue full: retry) and UNAVAILABLE.
+
+use std::sync::Arc;
+
+use infersight_ingest::{Converted, IngestError};
+use infersight_model::ErrorKind;
+use infersight_model::mapping::AttributeMapper;
+use opentelemetry_proto::tonic::collector::logs::v1::logs_service_server::{
+    LogsService, LogsServiceServer,
+};
+use opentelemetry_proto::tonic::collector::logs::v1::{
+    ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
+    MetricsService, MetricsServiceServer,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use tonic::codec::CompressionEncoding;
+use tonic::{Request, Response, Status};
+
+use crate::counters::Counters;
+use crate::queue::{IngestQueue, SubmitError};
+
+#[derive(Clone)]
+pub struct GrpcReceiver {
+    pub queue: IngestQueue,
+    pub mapper: Arc<AttributeMapper>,
+    pub counters: Arc<Counters>,
+}
+
+fn to_status(error: &IngestError) -> Status {
+    match error.kind() {
+        ErrorKind::BadRequest | ErrorKind::NotFound => Status::invalid_argument(error.to_string()),
+        ErrorKind::TooLarge => Status::resource_exhausted(error.to_string()),
+        ErrorKind::Unavailable => Status::unavailable(error.to_string()),
+        ErrorKind::Internal => Status::internal(error.to_string()),
+    }
+}
+
+fn submit_status(error: &SubmitError) -> Status {
+    match error {
+        SubmitError::Full => Status::resource_exhausted(error.to_string()),
+        SubmitError::Rejected(m) => Status::invalid_argument(m.clone()),
+        SubmitError::Unavailable(_) => Status::unavailable(error.to_string()),
+        SubmitError::Internal(_) => Status::internal(error.to_string()),
+    }
+}
+
+impl GrpcReceiver {
+    async fn ingest<T: Send + 'static>(
+        &self,
+        signal: &'static str,
+        request: T,
+        convert: fn(&T, &AttributeMapper) -> Result<Converted, IngestError>,
+    ) -> Result<Converted, Status> {
+        let outcome = |result: &str| {
+            self.counters.add(
+                "infersight_receiver_requests_total",
+                "export requests received, by protocol, signal and outcome",
+                &[
+                    ("protocol", "otlp_grpc"),
+                    ("signal", signal),
+                    ("outcome", result),
+                ],
+                1,
+            );
+        };
+        let mapper = self.mapper.clone();
+        let converted = tokio::task::spawn_blocking(move || convert(&request, &mapper))
+            .await
+            .map_err(|e| Status::internal(format!("decoder task failed: {e}")))?;
+        let converted = match converted {
+            Ok(c) => c,
+            Err(e) => {
+                outcome("rejected");
+                return Err(to_status(&e));
+            }
+        };
+        let batches: Vec<_> = converted
+            .batches
+            .iter()
+            .filter(|b| b.batch.num_rows() > 0)
+            .cloned()
+            .collect();
+        if !batches.is_empty() {
+            if let Err(e) = self.queue.submit(batches).await {
+                outcome(if matches!(e, SubmitError::Full) {
+                    "throttled"
+                } else {
+                    "failed"
+                });
+                return Err(submit_status(&e));
+            }
+        }
+        for (result, n) in [
+            ("accepted", converted.accepted),
+            ("rejected", converted.rejected),
+        ] {
+            self.counters.add(
+                "infersight_receiver_records_total",
+                "records received, by protocol, signal and outcome",
+                &[
+                    ("protocol", "otlp_grpc"),
+                    ("signal", signal),
+                    ("outcome", result),
+                ],
+                n,
+            );
+        }
+        outcome("ok");
+        Ok(converted)
+    }
+}
+
+#[tonic::async_trait]
+impl TraceService for GrpcReceiver {
+    async fn export(
+        &self,
+        request: Request<ExportTraceServiceRequest>,
+    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
+        let c = self
+            .ingest(
+                "traces",
+                request.into_inner(),
+                infersight_ingest::traces_to_batches,
+            )
+            .await?;
+        Ok(Response::new(ExportTraceServiceResponse {
+            partial_success: (c.rejected > 0).then(|| ExportTracePartialSuccess {
+                rejected_spans: c.rejected as i64,
+                error_message: c.rejection_message.unwrap_or_default(),
+            }),
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl LogsService for GrpcReceiver {
+    async fn export(
+        &self,
+        request: Request<ExportLogsServiceRequest>,
+    ) -> Result<Response<ExportLogsServiceResponse>, Status> {
+        let c = self
+            .ingest(
+                "logs",
+                request.into_inner(),
+                infersight_ingest::logs_to_batches,
+            )
+            .await?;
+        Ok(Response::new(ExportLogsServiceResponse {
+            partial_success: (c.rejected > 0).then(|| ExportLogsPartialSuccess {
+                rejected_log_records: c.rejected as i64,
+                error_message: c.rejection_message.unwrap_or_default(),
+            }),
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl MetricsService for GrpcReceiver {
+    async fn export(
+        &self,
+        request: Request<ExportMetricsServiceRequest>,
+    ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
+        let c = self
+            .ingest(
+                "metrics",
+                request.into_inner(),
+                infersight_ingest::metrics_to_batches,
+            )
+            .await?;
+        Ok(Response::new(ExportMetricsServiceResponse {
+            partial_success: (c.rejected > 0).then(|| ExportMetricsPartialSuccess {
+                rejected_data_points: c.rejected as i64,
+                error_message: c.rejection_message.unwrap_or_default(),
+            }),
+        }))
+    }
+}
+
+/// The three services as one tonic router, gzip accepted, messages capped at `max_message_bytes`.
+pub fn routes(receiver: GrpcReceiver, max_message_bytes: usize) -> tonic::service::Routes {
+    let traces = TraceServiceServer::new(receiver.clone())
+        .accept_compressed(CompressionEncoding::Gzip)
+        .send_compressed(CompressionEncoding::Gzip)
+        .max_decoding_message_size(max_message_bytes);
+    let logs = LogsServiceServer::new(receiver.clone())
+        .accept_compressed(CompressionEncoding::Gzip)
+        .send_compressed(CompressionEncoding::Gzip)
+        .max_decoding_message_size(max_message_bytes);
+    let metrics = MetricsServiceServer::new(receiver)
+        .accept_compressed(CompressionEncoding::Gzip)
+        .send_compressed(CompressionEncoding::Gzip)
+        .max_decoding_message_size(max_message_bytes);
+    tonic::service::Routes::new(traces)
+        .add_service(logs)
+        .add_service(metrics)
+}

@@ -1,0 +1,325 @@
+//! OTLP/HTTP receiver (`:4318`): `POST /v1/traces`, `/v1/logs`, `/v1/metrics` with protobuf or
+//! JSON bodies, optionally gzip-compressed. Decodes, converts to canonical batches, submits them to
+//! the ingest queue and answers only once they are durable, with OTLP's partial-success and
+//! retryable-error semantics (429/503 + Retry-After; 400/413 carry a Status naming the problem).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, to_bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use infersight_ingest::{Converted, Encoding, IngestError};
+use infersight_model::ErrorKind;
+use infersight_model::mapping::AttributeMapper;
+use opentelemetry_proto::tonic::collector::logs::v1::{
+    ExportLogsPartialSuccess, ExportLogsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsPartialSuccess, ExportMetricsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTracePartialSuccess, ExportTraceServiceResponse,
+};
+use prost::Message;
+
+use crate::counters::Counters;
+use crate::queue::{IngestQueue, SubmitError};
+
+#[derive(Clone)]
+pub struct ReceiverState {
+    pub queue: IngestQueue,
+    pub mapper: Arc<AttributeMapper>,
+    pub counters: Arc<Counters>,
+    /// Largest accepted body, compressed or not (and the cap on decompressed size).
+    pub max_body_bytes: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    Traces,
+    Logs,
+    Metrics,
+}
+
+impl Signal {
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Traces => "traces",
+            Signal::Logs => "logs",
+            Signal::Metrics => "metrics",
+        }
+    }
+}
+
+pub fn router(state: ReceiverState) -> Router {
+    Router::new()
+        .route(
+            "/v1/traces",
+            post(|s, h, b| handle(s, h, b, Signal::Traces)),
+        )
+        .route("/v1/logs", post(|s, h, b| handle(s, h, b, Signal::Logs)))
+        .route(
+            "/v1/metrics",
+            post(|s, h, b| handle(s, h, b, Signal::Metrics)),
+        )
+        .with_state(state)
+}
+
+/// The google.rpc.Status message OTLP/HTTP uses for error bodies.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RpcStatus {
+    #[prost(int32, tag = "1")]
+    code: i32,
+    #[prost(string, tag = "2")]
+    message: String,
+}
+
+fn error_response(
+    status: StatusCode,
+    grpc_code: i32,
+    message: String,
+    encoding: Encoding,
+) -> Response {
+    let (content_type, body) = match encoding {
+        Encoding::Protobuf => (
+            "application/x-protobuf",
+            RpcStatus {
+                code: grpc_code,
+                message,
+            }
+            .encode_to_vec(),
+        ),
+        Encoding::Json => (
+            "application/json",
+            serde_json::json!({ "code": grpc_code, "message": message })
+                .to_string()
+                .into_bytes(),
+        ),
+    };
+    let mut response = (status, [(header::CONTENT_TYPE, content_type)], body).into_response();
+    if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    response
+}
+
+fn ingest_error_response(error: &IngestError, encoding: Encoding) -> Response {
+    match error.kind() {
+        ErrorKind::TooLarge => error_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            8,
+            error.to_string(),
+            encoding,
+        ),
+        ErrorKind::BadRequest | ErrorKind::NotFound => {
+            error_response(StatusCode::BAD_REQUEST, 3, error.to_string(), encoding)
+        }
+        ErrorKind::Unavailable => error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            14,
+            error.to_string(),
+            encoding,
+        ),
+        ErrorKind::Internal => error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            13,
+            error.to_string(),
+            encoding,
+        ),
+    }
+}
+
+pub(crate) fn submit_error_status(error: &SubmitError) -> (StatusCode, i32) {
+    match error {
+        SubmitError::Full => (StatusCode::TOO_MANY_REQUESTS, 8),
+        SubmitError::Rejected(_) => (StatusCode::BAD_REQUEST, 3),
+        SubmitError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, 14),
+        SubmitError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, 13),
+    }
+}
+
+/// Decodes and converts one OTLP request body; shared by the HTTP receiver and tests.
+pub fn convert_body(
+    signal: Signal,
+    bytes: &[u8],
+    encoding: Encoding,
+    mapper: &AttributeMapper,
+) -> Result<Converted, IngestError> {
+    match signal {
+        Signal::Traces => infersight_ingest::traces_to_batches(
+            &infersight_ingest::decode_traces(bytes, encoding)?,
+            mapper,
+        ),
+        Signal::Logs => infersight_ingest::logs_to_batches(
+            &infersight_ingest::decode_logs(bytes, encoding)?,
+            mapper,
+        ),
+        Signal::Metrics => infersight_ingest::metrics_to_batches(
+            &infersight_ingest::decode_metrics(bytes, encoding)?,
+            mapper,
+        ),
+    }
+}
+
+fn success_body(signal: Signal, converted: &Converted, encoding: Encoding) -> Vec<u8> {
+    let rejected = converted.rejected as i64;
+    let message = converted.rejection_message.clone().unwrap_or_default();
+    macro_rules! respond {
+        ($resp:ident, $partial:ident, $field:ident) => {{
+            let response = $resp {
+                partial_success: (rejected > 0).then(|| $partial {
+                    $field: rejected,
+                    error_message: message,
+                }),
+            };
+            match encoding {
+                Encoding::Protobuf => response.encode_to_vec(),
+                Encoding::Json => serde_json::to_vec(&response).unwrap_or_else(|_| b"{}".to_vec()),
+            }
+        }};
+    }
+    match signal {
+        Signal::Traces => respond!(
+            ExportTraceServiceResponse,
+            ExportTracePartialSuccess,
+            rejected_spans
+        ),
+        Signal::Logs => respond!(
+            ExportLogsServiceResponse,
+            ExportLogsPartialSuccess,
+            rejected_log_records
+        ),
+        Signal::Metrics => respond!(
+            ExportMetricsServiceResponse,
+            ExportMetricsPartialSuccess,
+            rejected_data_points
+        ),
+    }
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: header::HeaderName) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+async fn handle(
+    State(state): State<ReceiverState>,
+    headers: HeaderMap,
+    body: Body,
+    signal: Signal,
+) -> Response {
+    let counters = &state.counters;
+    let outcome = |result: &str| {
+        counters.add(
+            "infersight_receiver_requests_total",
+            "export requests received, by protocol, signal and outcome",
+            &[
+                ("protocol", "otlp_http"),
+                ("signal", signal.name()),
+                ("outcome", result),
+            ],
+            1,
+        );
+    };
+    let content_type = header_str(&headers, header::CONTENT_TYPE);
+    // Answer errors in the encoding the client speaks (JSON unless it sent protobuf).
+    let reply_encoding = match content_type {
+        Some(ct) if ct.contains("protobuf") => Encoding::Protobuf,
+        _ => Encoding::Json,
+    };
+    let bytes = match to_bytes(body, state.max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            outcome("too_large");
+            return error_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                8,
+                format!(
+                    "request body exceeds the limit of {} bytes",
+                    state.max_body_bytes
+                ),
+                reply_encoding,
+            );
+        }
+    };
+    let content_encoding = header_str(&headers, header::CONTENT_ENCODING);
+    let mapper = state.mapper.clone();
+    let max = state.max_body_bytes;
+    let ct = content_type.map(str::to_string);
+    let ce = content_encoding.map(str::to_string);
+    // Decompression, decoding and conversion are CPU work: keep them off the async workers.
+    let converted = tokio::task::spawn_blocking(move || {
+        let (payload, encoding) =
+            infersight_ingest::decode_body(&bytes, ct.as_deref(), ce.as_deref(), max)?;
+        convert_body(signal, &payload, encoding, &mapper).map(|c| (c, encoding))
+    })
+    .await;
+    let (converted, encoding) = match converted {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            outcome("rejected");
+            return ingest_error_response(&e, reply_encoding);
+        }
+        Err(e) => {
+            outcome("failed");
+            return error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                13,
+                format!("decoder task failed: {e}"),
+                reply_encoding,
+            );
+        }
+    };
+    counters.add(
+        "infersight_receiver_records_total",
+        "records received, by protocol, signal and outcome",
+        &[
+            ("protocol", "otlp_http"),
+            ("signal", signal.name()),
+            ("outcome", "rejected"),
+        ],
+        converted.rejected,
+    );
+    let batches: Vec<_> = converted
+        .batches
+        .iter()
+        .filter(|b| b.batch.num_rows() > 0)
+        .cloned()
+        .collect();
+    if !batches.is_empty() {
+        if let Err(e) = state.queue.submit(batches).await {
+            let (status, code) = submit_error_status(&e);
+            outcome(if matches!(e, SubmitError::Full) {
+                "throttled"
+            } else {
+                "failed"
+            });
+            return error_response(status, code, e.to_string(), encoding);
+        }
+    }
+    counters.add(
+        "infersight_receiver_records_total",
+        "records received, by protocol, signal and outcome",
+        &[
+            ("protocol", "otlp_http"),
+            ("signal", signal.name()),
+            ("outcome", "accepted"),
+        ],
+        converted.accepted,
+    );
+    outcome("ok");
+    let content_type = match encoding {
+        Encoding::Protobuf => "application/x-protobuf",
+        Encoding::Json => "application/json",
+    };
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, content_type)],
+        success_body(signal, &converted, encoding),
+    )
+        .into_response()
+}

@@ -1,0 +1,213 @@
+//! `infersight serve`: binds the OTLP gRPC, OTLP HTTP and API listeners, starts the ingest queue,
+//! and on shutdown stops accepting, drains the queue and closes the store (flushing everything).
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use infersight_model::mapping::AttributeMapper;
+use infersight_query::QueryEngine;
+use infersight_store::StorageBackend;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::api::{self, ApiState};
+use crate::counters::Counters;
+use crate::otlp_grpc::{self, GrpcReceiver};
+use crate::otlp_http::{self, ReceiverState};
+use crate::queue::{IngestQueue, Transform};
+
+#[derive(Debug, Clone)]
+pub struct ServeSettings {
+    pub listen: IpAddr,
+    pub otlp_grpc_port: u16,
+    pub otlp_http_port: u16,
+    pub api_port: u16,
+    pub max_body_bytes: usize,
+    pub queue_capacity: usize,
+    pub max_query_rows: usize,
+    pub max_dimension_cardinality: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("{server} server failed: {message}")]
+    Server {
+        server: &'static str,
+        message: String,
+    },
+    #[error("closing the store: {0}")]
+    Close(#[from] infersight_store::StoreError),
+}
+
+/// Addresses actually bound (ports 0 resolve to the ones the OS picked).
+#[derive(Debug, Clone, Copy)]
+pub struct BoundAddrs {
+    pub otlp_grpc: SocketAddr,
+    pub otlp_http: SocketAddr,
+    pub api: SocketAddr,
+}
+
+async fn bind(ip: IpAddr, port: u16) -> Result<TcpListener, ServeError> {
+    let addr = SocketAddr::new(ip, port);
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })
+}
+
+/// Runs until `shutdown` resolves. `on_bound` is called once every listener is bound.
+pub async fn serve(
+    settings: ServeSettings,
+    store: Arc<dyn StorageBackend>,
+    transform: Transform,
+    mapper: Arc<AttributeMapper>,
+    counters: Arc<Counters>,
+    on_bound: impl FnOnce(BoundAddrs),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let grpc_listener = bind(settings.listen, settings.otlp_grpc_port).await?;
+    let http_listener = bind(settings.listen, settings.otlp_http_port).await?;
+    let api_listener = bind(settings.listen, settings.api_port).await?;
+    let local = |l: &TcpListener, port| {
+        l.local_addr()
+            .unwrap_or(SocketAddr::new(settings.listen, port))
+    };
+    let addrs = BoundAddrs {
+        otlp_grpc: local(&grpc_listener, settings.otlp_grpc_port),
+        otlp_http: local(&http_listener, settings.otlp_http_port),
+        api: local(&api_listener, settings.api_port),
+    };
+
+    let (queue, worker) = IngestQueue::start(
+        store.clone(),
+        transform,
+        settings.queue_capacity,
+        counters.clone(),
+    );
+    let engine = Arc::new(QueryEngine::new(store.clone()));
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    };
+
+    let receiver_state = ReceiverState {
+        queue: queue.clone(),
+        mapper: mapper.clone(),
+        counters: counters.clone(),
+        max_body_bytes: settings.max_body_bytes,
+    };
+    let http_app = otlp_http::router(receiver_state);
+    let http_task = tokio::spawn({
+        let stop = stopped();
+        async move {
+            axum::serve(http_listener, http_app)
+                .with_graceful_shutdown(stop)
+                .await
+        }
+    });
+
+    let api_app = api::router(ApiState {
+        store: store.clone(),
+        engine,
+        counters: counters.clone(),
+        max_query_rows: settings.max_query_rows,
+        max_dimension_cardinality: settings.max_dimension_cardinality,
+    });
+    let api_task = tokio::spawn({
+        let stop = stopped();
+        async move {
+            axum::serve(api_listener, api_app)
+                .with_graceful_shutdown(stop)
+                .await
+        }
+    });
+
+    let grpc_routes = otlp_grpc::routes(
+        GrpcReceiver {
+            queue: queue.clone(),
+            mapper,
+            counters: counters.clone(),
+        },
+        settings.max_body_bytes,
+    );
+    let grpc_task = tokio::spawn({
+        let stop = stopped();
+        async move {
+            tonic::transport::Server::builder()
+                .add_routes(grpc_routes)
+                .serve_with_incoming_shutdown(
+                    tonic::transport::server::TcpIncoming::from(grpc_listener),
+                    stop,
+                )
+                .await
+        }
+    });
+    drop(queue);
+    on_bound(addrs);
+
+    shutdown.await;
+    tracing::info!("shutting down: draining receivers, flushing the store");
+    let _ = stop_tx.send(true);
+    let http_result = http_task.await;
+    let api_result = api_task.await;
+    let grpc_result = grpc_task.await;
+    // Every queue handle is gone once the servers stopped: the worker drains and exits.
+    let _ = tokio::task::spawn_blocking(move || worker.join()).await;
+    let store_for_close = store.clone();
+    tokio::task::spawn_blocking(move || store_for_close.close())
+        .await
+        .map_err(|e| ServeError::Server {
+            server: "store",
+            message: e.to_string(),
+        })??;
+    match http_result {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            return Err(ServeError::Server {
+                server: "otlp http",
+                message: e.to_string(),
+            });
+        }
+        Err(e) => {
+            return Err(ServeError::Server {
+                server: "otlp http",
+                message: e.to_string(),
+            });
+        }
+    }
+    match api_result {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            return Err(ServeError::Server {
+                server: "api",
+                message: e.to_string(),
+            });
+        }
+        Err(e) => {
+            return Err(ServeError::Server {
+                server: "api",
+                message: e.to_string(),
+            });
+        }
+    }
+    match grpc_result {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(ServeError::Server {
+            server: "otlp grpc",
+            message: e.to_string(),
+        }),
+        Err(e) => Err(ServeError::Server {
+            server: "otlp grpc",
+            message: e.to_string(),
+        }),
+    }
+}

@@ -1,0 +1,171 @@
+//! Benchmark data generators (hidden `infersight bench-gen`): synthetic OTLP JSON Lines with
+//! request spans for the ingest benchmark, and synthetic `requests` rows written straight into a
+//! store for the query benchmark. Deterministic (seeded) so runs are comparable.
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use infersight_model::RequestRecord;
+use infersight_model::tables::RequestBatchBuilder;
+use infersight_model::{Table, TableBatch};
+use infersight_store::StorageBackend;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+
+use crate::exit::CliError;
+
+/// xorshift64*: small, seeded, good enough for synthetic data.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+const MODELS: [&str; 4] = ["llama-3-8b", "llama-3-70b", "qwen2.5-7b", "mistral-7b"];
+const BASE_TS_NS: i64 = 1_764_400_000_000_000_000;
+
+fn kv(key: &str, value: Value) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue { value: Some(value) }),
+        ..Default::default()
+    }
+}
+
+/// Writes `spans` request spans as OTLP JSON Lines, `spans_per_line` per ExportTraceServiceRequest.
+pub fn otlp_jsonl(out: &Path, spans: u64, spans_per_line: u64, seed: u64) -> Result<(), CliError> {
+    let file = std::fs::File::create(out)
+        .map_err(|e| CliError::failed(format!("{}: {e}", out.display())))?;
+    let mut writer = BufWriter::new(file);
+    let mut rng = Rng(seed.max(1));
+    let mut written = 0u64;
+    while written < spans {
+        let n = spans_per_line.min(spans - written);
+        let mut list = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            let id = written + i;
+            let start = BASE_TS_NS + (id as i64) * 1_000_000;
+            let e2e = 0.2 + rng.unit() * 3.0;
+            let mut trace_id = [0u8; 16];
+            trace_id[..8].copy_from_slice(&(id + 1).to_be_bytes());
+            trace_id[8..].copy_from_slice(&rng.next().to_be_bytes());
+            list.push(Span {
+                trace_id: trace_id.to_vec(),
+                span_id: (rng.next() | 1).to_be_bytes().to_vec(),
+                name: "llm_request".into(),
+                kind: 2,
+                start_time_unix_nano: start as u64,
+                end_time_unix_nano: (start + (e2e * 1e9) as i64) as u64,
+                attributes: vec![
+                    kv(
+                        "gen_ai.request.model",
+                        Value::StringValue(MODELS[rng.below(4) as usize].into()),
+                    ),
+                    kv(
+                        "gen_ai.usage.input_tokens",
+                        Value::IntValue(rng.below(4000) as i64 + 16),
+                    ),
+                    kv(
+                        "gen_ai.usage.output_tokens",
+                        Value::IntValue(rng.below(800) as i64 + 1),
+                    ),
+                    kv(
+                        "gen_ai.latency.time_in_queue",
+                        Value::DoubleValue(rng.unit() * 0.1),
+                    ),
+                    kv(
+                        "gen_ai.latency.time_to_first_token",
+                        Value::DoubleValue(0.05 + rng.unit() * 0.3),
+                    ),
+                    kv("gen_ai.latency.e2e", Value::DoubleValue(e2e)),
+                    kv("gen_ai.request.id", Value::StringValue(format!("req-{id}"))),
+                    kv(
+                        "tenant",
+                        Value::StringValue(format!("tenant-{}", rng.below(8))),
+                    ),
+                ],
+                ..Default::default()
+            });
+        }
+        let request = ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                resource: Some(Resource {
+                    attributes: vec![
+                        kv("service.name", Value::StringValue("vllm".into())),
+                        kv(
+                            "k8s.pod.name",
+                            Value::StringValue(format!("worker-{}", rng.below(16))),
+                        ),
+                    ],
+                    ..Default::default()
+                }),
+                scope_spans: vec![ScopeSpans {
+                    spans: list,
+                    ..Default::default()
+                }],
+                schema_url: String::new(),
+            }],
+        };
+        serde_json::to_writer(&mut writer, &request)
+            .map_err(|e| CliError::failed(e.to_string()))?;
+        writer
+            .write_all(b"\n")
+            .map_err(|e| CliError::failed(e.to_string()))?;
+        written += n;
+    }
+    writer
+        .flush()
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    Ok(())
+}
+
+/// Appends `rows` synthetic request rows spread over `hours` hours, then flushes to segments.
+pub fn requests(
+    store: &dyn StorageBackend,
+    rows: u64,
+    hours: u64,
+    seed: u64,
+) -> Result<(), CliError> {
+    let mut rng = Rng(seed.max(1));
+    let span_ns = (hours.max(1) as i64) * 3_600_000_000_000;
+    let step = span_ns / rows.max(1) as i64;
+    let mut builder = RequestBatchBuilder::new();
+    let mut record = RequestRecord::default();
+    for i in 0..rows {
+        record.ts = BASE_TS_NS + i as i64 * step;
+        record.model = Some(MODELS[rng.below(4) as usize].to_string());
+        record.worker = Some(format!("worker-{}", rng.below(16)));
+        record.input_tokens = Some(rng.below(4000) as i64);
+        record.output_tokens = Some(rng.below(800) as i64);
+        // log-normal-ish latency so quantiles are not trivial
+        let e2e = (6.0 + rng.unit() * 1.5 + rng.unit() * rng.unit() * 2.0).exp();
+        record.e2e_ms = Some(e2e);
+        record.ttft_ms = Some(e2e * 0.1);
+        builder.push(&record);
+        if builder.len() == 65_536 || i + 1 == rows {
+            let batch = builder.finish();
+            store
+                .append(&[TableBatch {
+                    table: Table::Requests,
+                    batch,
+                }])
+                .map_err(|e| CliError::failed(e.to_string()))?;
+        }
+    }
+    store.flush().map_err(|e| CliError::failed(e.to_string()))?;
+    Ok(())
+}

@@ -1,0 +1,500 @@
+//! Configuration in three layers: defaults < TOML file < environment (`INFERSIGHT__SECTION__KEY`)
+//! < command-line flags. The raw layers are merged as TOML values, checked for unknown keys and
+//! wrong types section by section, then `validate` reports every semantic problem at once, and
+//! only then are the resolved settings handed to the engines.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use infersight_model::mapping::RequestColumn;
+use infersight_model::time::parse_duration_ns;
+use infersight_store::{FsyncPolicy, StoreOptions};
+use serde::{Deserialize, Serialize};
+
+pub const ENV_PREFIX: &str = "INFERSIGHT__";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Configuration format version; only 1 exists.
+    pub version: u32,
+    pub server: ServerConfig,
+    pub store: StoreConfig,
+    pub normalize: NormalizeConfig,
+    pub query: QueryConfig,
+    /// Pipeline stages between receivers and the store (order, redaction settings).
+    pub stages: infersight_pipeline::StagesConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            version: 1,
+            server: ServerConfig::default(),
+            store: StoreConfig::default(),
+            normalize: NormalizeConfig::default(),
+            query: QueryConfig::default(),
+            stages: infersight_pipeline::StagesConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    pub listen: String,
+    pub otlp_grpc_port: u16,
+    pub otlp_http_port: u16,
+    pub api_port: u16,
+    /// Largest request body (compressed) and largest decompressed payload, in bytes.
+    pub max_body_bytes: usize,
+    /// Submissions that may wait for the store; beyond it receivers answer 429.
+    pub queue_capacity: usize,
+    /// How often the store flushes, compacts and applies retention in the background.
+    pub maintenance_interval: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1".into(),
+            otlp_grpc_port: 4317,
+            otlp_http_port: 4318,
+            api_port: 7070,
+            max_body_bytes: 16 * 1024 * 1024,
+            queue_capacity: 64,
+            maintenance_interval: "5s".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    pub data_dir: PathBuf,
+    /// `always` (fsync before acknowledging), `interval` or `never`.
+    pub fsync: String,
+    pub fsync_interval_ms: u64,
+    pub memtable_max_rows: usize,
+    pub memtable_max_bytes: usize,
+    pub flush_interval: String,
+    pub compaction_min_segments: usize,
+    pub compaction_small_bytes: u64,
+    /// Keep data this long (e.g. `7d`); empty keeps everything.
+    pub retention: String,
+    pub zstd_level: i32,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        let o = StoreOptions::new("./infersight-data");
+        Self {
+            data_dir: o.data_dir,
+            fsync: "always".into(),
+            fsync_interval_ms: 200,
+            memtable_max_rows: o.memtable_max_rows,
+            memtable_max_bytes: o.memtable_max_bytes,
+            flush_interval: "60s".into(),
+            compaction_min_segments: o.compaction_min_segments,
+            compaction_small_bytes: o.compaction_small_bytes,
+            retention: String::new(),
+            zstd_level: o.zstd_level,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NormalizeConfig {
+    /// Extra attribute names for canonical request columns, e.g. `"acme.lora_set" = "lora_adapters"`.
+    pub aliases: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueryConfig {
+    /// Most rows `POST /api/v1/query` returns.
+    pub max_rows: usize,
+    /// Attributes with more distinct values than this are not dimensions.
+    pub max_dimension_cardinality: usize,
+}
+
+impl Default for QueryConfig {
+    fn default() -> Self {
+        Self {
+            max_rows: 100_000,
+            max_dimension_cardinality: 200,
+        }
+    }
+}
+
+/// Every problem found while loading, each with where it is (`section.key`) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<String>);
+
+impl std::fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} configuration error(s): {}",
+            self.0.len(),
+            self.0.join("; ")
+        )
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+fn known_keys() -> toml::Table {
+    toml::Table::try_from(Config::default()).unwrap_or_default()
+}
+
+/// Parses an environment value as a TOML scalar (`8080`, `true`, `"x"`), else as a plain string.
+fn env_value(raw: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()))
+}
+
+/// Overlays `INFERSIGHT__SECTION__KEY=value` variables onto the raw table.
+fn overlay_env(raw: &mut toml::Table, env: &[(String, String)], errors: &mut Vec<String>) {
+    for (name, value) in env {
+        let Some(path) = name.strip_prefix(ENV_PREFIX) else {
+            continue;
+        };
+        let parts: Vec<String> = path.split("__").map(|p| p.to_ascii_lowercase()).collect();
+        if parts.iter().any(String::is_empty) {
+            errors.push(format!("environment variable {name}: empty path segment"));
+            continue;
+        }
+        if let Err(e) = set_path(raw, &parts, env_value(value)) {
+            errors.push(format!("environment variable {name}: {e}"));
+        }
+    }
+}
+
+fn set_path(table: &mut toml::Table, parts: &[String], value: toml::Value) -> Result<(), String> {
+    match parts {
+        [] => Ok(()),
+        [last] => {
+            table.insert(last.clone(), value);
+            Ok(())
+        }
+        [first, rest @ ..] => {
+            let entry = table
+                .entry(first.clone())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            match entry {
+                toml::Value::Table(sub) => set_path(sub, rest, value),
+                _ => Err(format!("`{first}` is not a section")),
+            }
+        }
+    }
+}
+
+fn check_unknown(raw: &toml::Table, known: &toml::Table, prefix: &str, errors: &mut Vec<String>) {
+    for (key, value) in raw {
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match known.get(key) {
+            None => errors.push(format!("{path}: unknown key")),
+            Some(toml::Value::Table(known_sub)) if !known_sub.is_empty() => {
+                if let toml::Value::Table(sub) = value {
+                    check_unknown(sub, known_sub, &path, errors);
+                }
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+/// Loads the configuration: defaults, then `file` (if any), then the environment.
+pub fn load(file: Option<&Path>, env: &[(String, String)]) -> Result<Config, ConfigErrors> {
+    let mut errors = Vec::new();
+    let mut raw = match file {
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(text) => match toml::from_str::<toml::Table>(&text) {
+                Ok(t) => t,
+                Err(e) => {
+                    return Err(ConfigErrors(vec![format!(
+                        "{}: {}",
+                        path.display(),
+                        e.message()
+                    )]));
+                }
+            },
+            Err(e) => return Err(ConfigErrors(vec![format!("{}: {e}", path.display())])),
+        },
+        None => toml::Table::new(),
+    };
+    overlay_env(&mut raw, env, &mut errors);
+    let known = known_keys();
+    // `normalize.aliases` is a free-form table checked by `validate`.
+    let mut known_for_check = known.clone();
+    if let Some(toml::Value::Table(n)) = known_for_check.get_mut("normalize") {
+        n.insert("aliases".into(), toml::Value::Table(toml::Table::new()));
+    }
+    check_unknown(&raw, &known_for_check, "", &mut errors);
+
+    // Each key is tried on its own over the defaults, so every mistyped key is reported.
+    let mut config = Config::default();
+    load_section("server", raw.get("server"), &mut config.server, &mut errors);
+    load_section("store", raw.get("store"), &mut config.store, &mut errors);
+    load_section(
+        "normalize",
+        raw.get("normalize"),
+        &mut config.normalize,
+        &mut errors,
+    );
+    load_section("query", raw.get("query"), &mut config.query, &mut errors);
+    load_section("stages", raw.get("stages"), &mut config.stages, &mut errors);
+    match raw.get("version") {
+        Some(toml::Value::Integer(v)) => config.version = *v as u32,
+        Some(other) => errors.push(format!(
+            "version: expected an integer, found {}",
+            other.type_str()
+        )),
+        None => {}
+    }
+    errors.extend(config.validate());
+    if errors.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigErrors(errors))
+    }
+}
+
+fn toml_error_text(e: &toml::de::Error) -> String {
+    e.message().trim().replace('\n', " ")
+}
+
+fn load_section<T: Serialize + serde::de::DeserializeOwned>(
+    name: &str,
+    raw: Option<&toml::Value>,
+    target: &mut T,
+    errors: &mut Vec<String>,
+) {
+    let Some(value) = raw else { return };
+    let toml::Value::Table(section) = value else {
+        errors.push(format!(
+            "{name}: expected a table, found {}",
+            value.type_str()
+        ));
+        return;
+    };
+    let defaults = toml::Table::try_from(&*target).unwrap_or_default();
+    let mut merged = defaults.clone();
+    for (key, v) in section {
+        if !defaults.contains_key(key) {
+            continue; // reported as an unknown key
+        }
+        let mut one = defaults.clone();
+        one.insert(key.clone(), v.clone());
+        match toml::Value::Table(one).try_into::<T>() {
+            Ok(_) => {
+                merged.insert(key.clone(), v.clone());
+            }
+            Err(e) => errors.push(format!("{name}.{key}: {}", toml_error_text(&e))),
+        }
+    }
+    match toml::Value::Table(merged).try_into::<T>() {
+        Ok(v) => *target = v,
+        Err(e) => errors.push(format!("{name}: {}", toml_error_text(&e))),
+    }
+}
+
+fn check_duration(errors: &mut Vec<String>, key: &str, text: &str, allow_empty: bool) {
+    if text.is_empty() && allow_empty {
+        return;
+    }
+    match parse_duration_ns(text) {
+        Some(ns) if ns > 0 => {}
+        _ => errors.push(format!(
+            "{key}: `{text}` is not a positive duration like 500ms, 30s, 15m, 2h, 7d"
+        )),
+    }
+}
+
+impl Config {
+    /// Every semantic problem at once (types were checked while loading).
+    pub fn validate(&self) -> Vec<String> {
+        let mut errors = Vec::new();
+        if self.version != 1 {
+            errors.push(format!(
+                "version: {} is not supported (only 1)",
+                self.version
+            ));
+        }
+        if self.server.listen.parse::<IpAddr>().is_err() {
+            errors.push(format!(
+                "server.listen: `{}` is not an IP address",
+                self.server.listen
+            ));
+        }
+        let ports = [
+            ("server.otlp_grpc_port", self.server.otlp_grpc_port),
+            ("server.otlp_http_port", self.server.otlp_http_port),
+            ("server.api_port", self.server.api_port),
+        ];
+        for (i, (a, pa)) in ports.iter().enumerate() {
+            for (b, pb) in &ports[i + 1..] {
+                if pa == pb && *pa != 0 {
+                    errors.push(format!("{a} and {b} are both {pa}"));
+                }
+            }
+        }
+        if self.server.max_body_bytes < 1024 {
+            errors.push("server.max_body_bytes: must be at least 1024".into());
+        }
+        if self.server.queue_capacity == 0 {
+            errors.push("server.queue_capacity: must be at least 1".into());
+        }
+        check_duration(
+            &mut errors,
+            "server.maintenance_interval",
+            &self.server.maintenance_interval,
+            false,
+        );
+        if self.store.data_dir.as_os_str().is_empty() {
+            errors.push("store.data_dir: must not be empty".into());
+        }
+        if !["always", "interval", "never"].contains(&self.store.fsync.as_str()) {
+            errors.push(format!(
+                "store.fsync: `{}` is not one of always, interval, never",
+                self.store.fsync
+            ));
+        }
+        if self.store.fsync == "interval" && self.store.fsync_interval_ms == 0 {
+            errors
+                .push("store.fsync_interval_ms: must be positive with fsync = \"interval\"".into());
+        }
+        if self.store.memtable_max_rows == 0 {
+            errors.push("store.memtable_max_rows: must be at least 1".into());
+        }
+        check_duration(
+            &mut errors,
+            "store.flush_interval",
+            &self.store.flush_interval,
+            false,
+        );
+        check_duration(&mut errors, "store.retention", &self.store.retention, true);
+        if !(1..=22).contains(&self.store.zstd_level) {
+            errors.push(format!(
+                "store.zstd_level: {} is outside 1..=22",
+                self.store.zstd_level
+            ));
+        }
+        if self.store.compaction_min_segments < 2 {
+            errors.push("store.compaction_min_segments: must be at least 2".into());
+        }
+        for (key, column) in &self.normalize.aliases {
+            if RequestColumn::from_column_name(column).is_none() {
+                errors.push(format!(
+                    "normalize.aliases.{key}: `{column}` is not a column of the requests table"
+                ));
+            }
+        }
+        if self.query.max_rows == 0 {
+            errors.push("query.max_rows: must be at least 1".into());
+        }
+        errors.extend(self.stages.validate());
+        errors
+    }
+
+    pub fn store_options(&self) -> StoreOptions {
+        let mut o = StoreOptions::new(&self.store.data_dir);
+        o.fsync = match self.store.fsync.as_str() {
+            "never" => FsyncPolicy::Never,
+            "interval" => FsyncPolicy::Interval {
+                interval_ms: self.store.fsync_interval_ms,
+            },
+            _ => FsyncPolicy::Always,
+        };
+        o.memtable_max_rows = self.store.memtable_max_rows;
+        o.memtable_max_bytes = self.store.memtable_max_bytes;
+        o.flush_interval = duration(&self.store.flush_interval).unwrap_or(o.flush_interval);
+        o.compaction_min_segments = self.store.compaction_min_segments;
+        o.compaction_small_bytes = self.store.compaction_small_bytes;
+        o.retention = duration(&self.store.retention);
+        o.zstd_level = self.store.zstd_level;
+        o
+    }
+
+    pub fn aliases(&self) -> Vec<(String, RequestColumn)> {
+        self.normalize
+            .aliases
+            .iter()
+            .filter_map(|(k, c)| RequestColumn::from_column_name(c).map(|c| (k.clone(), c)))
+            .collect()
+    }
+}
+
+pub fn duration(text: &str) -> Option<Duration> {
+    parse_duration_ns(text)
+        .filter(|ns| *ns > 0)
+        .map(|ns| Duration::from_nanos(ns as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(text: &str) -> tempfile::NamedTempFile {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), text).unwrap();
+        file
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let config = load(None, &[]).unwrap();
+        assert_eq!(config.server.api_port, 7070);
+        assert_eq!(config.store.data_dir, PathBuf::from("./infersight-data"));
+    }
+
+    #[test]
+    fn env_overrides_file_which_overrides_defaults() {
+        let file = write("[server]\napi_port = 8000\notlp_http_port = 9000\n");
+        let env = vec![(
+            "INFERSIGHT__SERVER__API_PORT".to_string(),
+            "8100".to_string(),
+        )];
+        let config = load(Some(file.path()), &env).unwrap();
+        assert_eq!(config.server.api_port, 8100);
+        assert_eq!(config.server.otlp_http_port, 9000);
+        assert_eq!(config.server.otlp_grpc_port, 4317);
+    }
+
+    #[test]
+    fn reports_every_error_at_once() {
+        let file = write(
+            "[server]\napi_port = \"x\"\nbogus = 1\n[store]\nfsync = \"sometimes\"\nretention = \"forever\"\n[normalize.aliases]\n\"acme.lora\" = \"no_such_column\"\n[nope]\n",
+        );
+        let errors = load(Some(file.path()), &[]).unwrap_err().0;
+        let joined = errors.join("\n");
+        for needle in [
+            "server.bogus: unknown key",
+            "nope: unknown key",
+            "server.api_port:",
+            "store.fsync",
+            "store.retention",
+            "normalize.aliases.acme.lora",
+        ] {
+            assert!(joined.contains(needle), "missing `{needle}` in:\n{joined}");
+        }
+    }
+
+    #[test]
+    fn syntax_errors_name_the_file() {
+        let file = write("[server\n");
+        let errors = load(Some(file.path()), &[]).unwrap_err().0;
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].contains(&file.path().display().to_string()));
+    }
+}

@@ -1,0 +1,48 @@
+//! The `infersight` binary: parses the command line, loads the configuration, wires the crates
+//! together and maps every outcome onto an exit code (0 ok, 1 failed, 2 bad usage or input).
+
+mod benchgen;
+mod cli;
+mod commands;
+mod config;
+mod demo;
+mod exit;
+mod wiring;
+
+use clap::Parser;
+
+fn main() {
+    let cli = cli::Cli::parse();
+    // Long-running commands narrate; one-shot commands print only warnings and errors.
+    let default_level = match cli.command {
+        cli::Command::Serve { .. } => "info",
+        _ => "warn",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("INFERSIGHT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("infersight: error: starting the async runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let result = runtime.block_on(commands::run(cli));
+    // Dropping the runtime waits for blocking tasks; shut down promptly instead.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("infersight: error: {}", e.message.replace('\n', " "));
+            std::process::exit(e.code);
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! CLI commands end to end: validate, mapping, ingest of every file format, query, exit codes.
+
+use std::io::Write;
+
+use crate::support::{request_spans, run};
+
+const TS: u64 = 1_764_400_000_000_000_000;
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[test]
+fn validate_reports_every_error_with_exit_code_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.toml");
+    std::fs::write(
+        &good,
+        "version = 1\n[server]\napi_port = 9000\n[store]\nretention = \"7d\"\n",
+    )
+    .unwrap();
+    let out = run(&["validate", good.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[server]\nlisten = \"not-an-ip\"\nqueue_capacity = -1\n[store]\nfsync = \"maybe\"\n[typo]\n").unwrap();
+    let out = run(&["validate", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    for needle in [
+        "server.listen",
+        "server.queue_capacity",
+        "store.fsync",
+        "typo: unknown key",
+    ] {
+        assert!(err.contains(needle), "missing {needle} in {err}");
+    }
+}
+
+#[test]
+fn mapping_prints_every_convention() {
+    let out = run(&["mapping"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    for needle in [
+        "gen_ai.usage.prompt_tokens",
+        "gen_ai.latency.e2e",
+        "llm.token_count.prompt",
+        "llm.usage.prompt_tokens",
+        "vllm:gpu_cache_usage_perc",
+    ] {
+        assert!(text.contains(needle), "{needle}");
+    }
+}
+
+#[test]
+fn ingest_files_then_query_with_every_output_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let otlp = dir.path().join("traces.jsonl");
+    let mut file = std::fs::File::create(&otlp).unwrap();
+    for i in 0..3 {
+        writeln!(
+            file,
+            "{}",
+            serde_json::to_string(&request_spans(&format!("f{i}"), 5, TS)).unwrap()
+        )
+        .unwrap();
+    }
+    drop(file);
+    let raw = dir.path().join("engine.log.gz");
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&raw).unwrap(),
+        flate2::Compression::fast(),
+    );
+    for i in 0..7 {
+        writeln!(gz, "INFO 11-29 02:17:0{i} metrics.py:341] Avg prompt throughput: 1.0 tokens/s, Running: {i} reqs").unwrap();
+    }
+    gz.finish().unwrap();
+
+    let out = run(&[
+        "ingest",
+        "--data",
+        data.to_str().unwrap(),
+        "--format",
+        "json",
+        "--worker",
+        "w-9",
+        otlp.to_str().unwrap(),
+        raw.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let summary: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(summary["files"][0]["rejected"], 0);
+    assert_eq!(summary["files"][1]["records_stored"], 7);
+
+    let q = |sql: &str, format: &str| {
+        run(&[
+            "query",
+            "--data",
+            data.to_str().unwrap(),
+            "--format",
+            format,
+            sql,
+        ])
+    };
+    let out = q("SELECT count(*) AS n FROM requests", "csv");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "n\n15");
+    let out = q(
+        "SELECT worker, count(*) AS n FROM logs GROUP BY worker",
+        "json",
+    );
+    let rows: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(rows[0]["worker"], "w-9");
+    assert_eq!(rows[0]["n"], 7);
+    let out = q("SELECT model FROM requests LIMIT 1", "table");
+    assert!(stdout(&out).contains("llama-3-8b"), "{}", stdout(&out));
+}
+
+#[test]
+fn bad_sql_and_bad_files_exit_2_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = run(&["query", "--data", data.to_str().unwrap(), "SELECT 1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no store at"), "{}", stderr(&out));
+    let log = dir.path().join("one.log");
+    std::fs::write(&log, "hello\n").unwrap();
+    assert!(
+        run(&[
+            "ingest",
+            "--data",
+            data.to_str().unwrap(),
+            log.to_str().unwrap()
+        ])
+        .status
+        .success()
+    );
+    let out = run(&["query", "--data", data.to_str().unwrap(), "SELEC nonsense"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(stderr(&out).trim().lines().count(), 1, "{}", stderr(&out));
+    let out = run(&[
+        "query",
+        "--data",
+        data.to_str().unwrap(),
+        "DROP TABLE requests",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+
+    let broken = dir.path().join("broken.jsonl");
+    std::fs::write(&broken, "{\"resourceSpans\": [\n").unwrap();
+    let out = run(&[
+        "ingest",
+        "--data",
+        data.to_str().unwrap(),
+        "--input-format",
+        "otlp-jsonl",
+        broken.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("rejected"), "{}", stderr(&out));
+    let out = run(&[
+        "ingest",
+        "--data",
+        data.to_str().unwrap(),
+        "/nonexistent/file.log",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}

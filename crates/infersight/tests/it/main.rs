@@ -1,0 +1,8 @@
+//! End-to-end tests of the `infersight` binary: CLI commands, the running server over real
+//! sockets (OTLP HTTP and gRPC), durability across SIGKILL, backpressure, and a real
+//! OpenTelemetry SDK client. One integration-test binary for the crate.
+
+mod cli;
+mod python_otel;
+mod server;
+mod support;

@@ -1,0 +1,105 @@
+//! A real OpenTelemetry client: the Python SDK with its OTLP gRPC and HTTP/protobuf exporters
+//! sends GenAI/vLLM spans and log records to `infersight serve`; SQL reads them back normalized.
+//! `.ci/run` installs the SDK and sets INFERSIGHT_TEST_PYTHON, which makes this test mandatory.
+
+use std::process::Command;
+
+use crate::support::{Server, rows};
+
+fn python() -> Option<String> {
+    if let Ok(p) = std::env::var("INFERSIGHT_TEST_PYTHON") {
+        return Some(p);
+    }
+    let probe = Command::new("python3")
+        .args(["-c", "import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc, opentelemetry.exporter.otlp.proto.http"])
+        .output()
+        .ok()?;
+    probe.status.success().then(|| "python3".to_string())
+}
+
+#[test]
+fn python_sdk_over_grpc_and_http_is_normalized() {
+    let Some(python) = python() else {
+        eprintln!(
+            "skipped: the Python OpenTelemetry SDK is not installed (.ci/run installs it and sets INFERSIGHT_TEST_PYTHON)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), "[store]\nfsync = \"always\"\n");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/otel_send.py");
+    let out = Command::new(&python)
+        .arg(script)
+        .arg(format!("http://{}", server.grpc))
+        .arg(format!("http://{}", server.http))
+        .output()
+        .expect("running python");
+    assert!(
+        out.status.success(),
+        "python client failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let answer = server.sql(
+        "SELECT request_id, model, runtime, input_tokens, output_tokens, cached_tokens, queue_ms, ttft_ms, e2e_ms, \
+         finish_reason, service FROM requests ORDER BY request_id",
+    );
+    let rows = rows(&answer);
+    assert_eq!(rows.len(), 4, "{answer}");
+    for row in &rows {
+        let r: std::collections::HashMap<_, _> = row.iter().cloned().collect();
+        let id = r["request_id"].as_str().unwrap().to_string();
+        assert_eq!(r["model"], "llama-3-8b", "{id}");
+        assert_eq!(r["input_tokens"], 512, "{id}");
+        assert_eq!(r["output_tokens"], 128, "{id}");
+        assert!(
+            (r["queue_ms"].as_f64().unwrap() - 250.0).abs() < 1e-6,
+            "{id}"
+        );
+        assert!(
+            (r["ttft_ms"].as_f64().unwrap() - 400.0).abs() < 1e-6,
+            "{id}"
+        );
+        assert!(
+            (r["e2e_ms"].as_f64().unwrap() - 3_000.0).abs() < 1e-6,
+            "{id}"
+        );
+        assert_eq!(r["finish_reason"], "stop", "{id}");
+        assert_eq!(r["service"], "vllm-python", "{id}");
+        if id.contains("deprecated") {
+            assert_eq!(r["runtime"], "vllm", "{id}");
+        } else {
+            assert_eq!(r["cached_tokens"], 64, "{id}");
+        }
+    }
+    let ids: Vec<String> = rows
+        .iter()
+        .map(|r| r[0].1.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "grpc-current",
+            "grpc-deprecated",
+            "http-current",
+            "http-deprecated"
+        ]
+    );
+
+    let logs =
+        crate::support::rows(&server.sql("SELECT body, severity, service FROM logs ORDER BY body"));
+    let bodies: Vec<&str> = logs.iter().map(|r| r[0].1.as_str().unwrap_or("")).collect();
+    assert!(
+        bodies.iter().any(|b| b.contains("grpc log record")),
+        "{bodies:?}"
+    );
+    assert!(
+        bodies.iter().any(|b| b.contains("http log record")),
+        "{bodies:?}"
+    );
+    assert!(
+        logs.iter().all(|r| r[1].1 == "WARN" || r[1].1 == "WARNING"),
+        "{logs:?}"
+    );
+}
