@@ -1,13 +1,17 @@
 //! Receivers' protocol layer: OTLP payloads (protobuf or JSON, gzip or plain) and files (OTLP
 //! JSON lines, JSON lines, raw text logs) → canonical `TableBatch`es for the pipeline. The network
-//! servers (OTLP gRPC/HTTP) and the `infersight ingest` command call into this crate; it does no
-//! networking itself.
+//! receivers (OTLP gRPC/HTTP, in [`receivers`]) and the `infersight ingest` command are built on it;
+//! receivers hand their batches to a [`Sink`].
 
+pub mod counters;
 pub mod error;
 pub mod files;
 pub mod otlp;
+pub mod receivers;
 
+pub use counters::Counters;
 pub use error::IngestError;
 pub use files::{FileFormat, FileOptions, FileSummary, read_file};
 pub use otlp::convert::{Converted, logs_to_batches, metrics_to_batches, traces_to_batches};
 pub use otlp::decode::{Encoding, decode_body, decode_logs, decode_metrics, decode_traces};
+pub use receivers::{Sink, SinkError, SinkFuture};

@@ -15,7 +15,7 @@ use infersight_store::{StorageBackend, TimeRange};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::counters::Counters;
+use infersight_ingest::Counters;
 
 #[derive(Clone)]
 pub struct ApiState {

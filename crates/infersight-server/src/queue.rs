@@ -7,11 +7,12 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use infersight_ingest::{Sink, SinkError, SinkFuture};
 use infersight_model::{ErrorKind, TableBatch};
 use infersight_store::{AppendReceipt, StorageBackend};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::counters::Counters;
+use infersight_ingest::Counters;
 
 /// Pipeline stages applied to each submission before it is stored (redaction and friends).
 pub type Transform =
@@ -23,31 +24,9 @@ pub struct TransformError {
     pub message: String,
 }
 
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum SubmitError {
-    #[error("ingest queue is full; retry later")]
-    Full,
-    #[error("{0}")]
-    Rejected(String),
-    #[error("store unavailable: {0}")]
-    Unavailable(String),
-    #[error("internal error: {0}")]
-    Internal(String),
-}
-
-impl SubmitError {
-    pub fn kind(&self) -> ErrorKind {
-        match self {
-            SubmitError::Full | SubmitError::Unavailable(_) => ErrorKind::Unavailable,
-            SubmitError::Rejected(_) => ErrorKind::BadRequest,
-            SubmitError::Internal(_) => ErrorKind::Internal,
-        }
-    }
-}
-
 struct Job {
     batches: Vec<TableBatch>,
-    ack: oneshot::Sender<Result<AppendReceipt, SubmitError>>,
+    ack: oneshot::Sender<Result<AppendReceipt, SinkError>>,
 }
 
 /// Handle receivers hold; cheap to clone.
@@ -110,7 +89,10 @@ impl IngestQueue {
     }
 
     /// Queues batches and waits until they are durable. `Full` when the queue has no room.
-    pub async fn submit(&self, batches: Vec<TableBatch>) -> Result<AppendReceipt, SubmitError> {
+    pub async fn submit_and_wait(
+        &self,
+        batches: Vec<TableBatch>,
+    ) -> Result<AppendReceipt, SinkError> {
         let rows: u64 = batches.iter().map(|b| b.batch.num_rows() as u64).sum();
         let (ack, wait) = oneshot::channel();
         match self.tx.try_send(Job { batches, ack }) {
@@ -122,10 +104,10 @@ impl IngestQueue {
                     &[("stage", "queue"), ("reason", "queue_full")],
                     rows,
                 );
-                return Err(SubmitError::Full);
+                return Err(SinkError::Full);
             }
             Err(mpsc::error::TrySendError::Closed(_)) => {
-                return Err(SubmitError::Unavailable("server is shutting down".into()));
+                return Err(SinkError::Unavailable("server is shutting down".into()));
             }
         }
         self.counters.add(
@@ -135,7 +117,7 @@ impl IngestQueue {
             rows,
         );
         wait.await
-            .unwrap_or_else(|_| Err(SubmitError::Internal("ingest worker stopped".into())))
+            .unwrap_or_else(|_| Err(SinkError::Internal("ingest worker stopped".into())))
     }
 }
 
@@ -164,8 +146,8 @@ fn process(
                     rows,
                 );
                 let error = match e.kind {
-                    ErrorKind::BadRequest | ErrorKind::TooLarge => SubmitError::Rejected(e.message),
-                    _ => SubmitError::Internal(e.message),
+                    ErrorKind::BadRequest | ErrorKind::TooLarge => SinkError::Rejected(e.message),
+                    _ => SinkError::Internal(e.message),
                 };
                 let _ = job.ack.send(Err(error));
             }
@@ -203,13 +185,151 @@ fn process(
             );
             tracing::error!(error = %e, "store append failed");
             let error = match e.kind() {
-                ErrorKind::BadRequest => SubmitError::Rejected(e.to_string()),
-                ErrorKind::Unavailable => SubmitError::Unavailable(e.to_string()),
-                _ => SubmitError::Internal(e.to_string()),
+                ErrorKind::BadRequest => SinkError::Rejected(e.to_string()),
+                ErrorKind::Unavailable => SinkError::Unavailable(e.to_string()),
+                _ => SinkError::Internal(e.to_string()),
             };
             for (job, _, _) in accepted {
                 let _ = job.ack.send(Err(error.clone()));
             }
         }
+    }
+}
+
+impl Sink for IngestQueue {
+    fn submit(&self, batches: Vec<TableBatch>) -> SinkFuture {
+        let queue = self.clone();
+        Box::pin(async move { queue.submit_and_wait(batches).await.map(|_| ()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use infersight_model::{RequestRecord, Table};
+    use infersight_store::{FlushReport, ScanSnapshot, StoreError, StoreStats, TimeRange};
+
+    use super::*;
+
+    /// Counts appends; can be slowed down to fill the queue.
+    struct SlowStore {
+        delay: Duration,
+        appends: Mutex<Vec<usize>>,
+    }
+
+    impl StorageBackend for SlowStore {
+        fn append(&self, batches: &[TableBatch]) -> Result<AppendReceipt, StoreError> {
+            std::thread::sleep(self.delay);
+            let rows: usize = batches.iter().map(|b| b.batch.num_rows()).sum();
+            self.appends.lock().unwrap().push(rows);
+            Ok(AppendReceipt {
+                wal_seq: 1,
+                rows: rows as u64,
+            })
+        }
+        fn snapshot(&self, table: Table, _: TimeRange) -> Result<ScanSnapshot, StoreError> {
+            Ok(ScanSnapshot {
+                table,
+                schema: table.schema(),
+                memtable: vec![],
+                segments: vec![],
+                segments_pruned: 0,
+            })
+        }
+        fn flush(&self) -> Result<FlushReport, StoreError> {
+            Ok(FlushReport::default())
+        }
+        fn stats(&self) -> StoreStats {
+            StoreStats::default()
+        }
+        fn close(&self) -> Result<(), StoreError> {
+            Ok(())
+        }
+    }
+
+    fn one_row() -> Vec<TableBatch> {
+        vec![TableBatch {
+            table: Table::Requests,
+            batch: RequestRecord::to_batch(&[RequestRecord::default()]),
+        }]
+    }
+
+    fn identity() -> Transform {
+        Box::new(Ok)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn full_queue_refuses_at_once_and_queued_work_is_grouped() {
+        let store = Arc::new(SlowStore {
+            delay: Duration::from_millis(200),
+            appends: Mutex::new(vec![]),
+        });
+        let (queue, worker) =
+            IngestQueue::start(store.clone(), identity(), 2, Arc::new(Counters::new()));
+        let submits: Vec<_> = (0..8)
+            .map(|_| {
+                let q = queue.clone();
+                tokio::spawn(async move { q.submit_and_wait(one_row()).await })
+            })
+            .collect();
+        let mut ok = 0;
+        let mut full = 0;
+        for s in submits {
+            match s.await.unwrap() {
+                Ok(_) => ok += 1,
+                Err(SinkError::Full) => full += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(
+            full > 0,
+            "8 submissions into a queue of 2 behind a slow store were never refused"
+        );
+        assert_eq!(ok + full, 8);
+        drop(queue);
+        worker.join().unwrap();
+        let appends = store.appends.lock().unwrap();
+        assert_eq!(
+            appends.iter().sum::<usize>(),
+            ok,
+            "every acknowledged row was appended"
+        );
+        assert!(
+            appends.len() < ok || ok == 1,
+            "queued submissions share appends: {appends:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn failing_transform_rejects_only_its_submission() {
+        let store = Arc::new(SlowStore {
+            delay: Duration::ZERO,
+            appends: Mutex::new(vec![]),
+        });
+        let mut calls = 0;
+        let transform: Transform = Box::new(move |batches| {
+            calls += 1;
+            if calls == 1 {
+                Err(TransformError {
+                    kind: ErrorKind::BadRequest,
+                    message: "bad row".into(),
+                })
+            } else {
+                Ok(batches)
+            }
+        });
+        let (queue, worker) =
+            IngestQueue::start(store.clone(), transform, 4, Arc::new(Counters::new()));
+        let first = queue.submit_and_wait(one_row()).await;
+        assert!(
+            matches!(first, Err(SinkError::Rejected(ref m)) if m == "bad row"),
+            "{first:?}"
+        );
+        assert!(queue.submit_and_wait(one_row()).await.is_ok());
+        drop(queue);
+        worker.join().unwrap();
+        assert_eq!(*store.appends.lock().unwrap(), vec![1]);
     }
 }

@@ -12,10 +12,11 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::api::{self, ApiState};
-use crate::counters::Counters;
-use crate::otlp_grpc::{self, GrpcReceiver};
-use crate::otlp_http::{self, ReceiverState};
 use crate::queue::{IngestQueue, Transform};
+use infersight_ingest::Counters;
+use infersight_ingest::receivers::Sink;
+use infersight_ingest::receivers::otlp_grpc::{self, GrpcReceiver};
+use infersight_ingest::receivers::otlp_http::{self, ReceiverState};
 
 #[derive(Debug, Clone)]
 pub struct ServeSettings {
@@ -99,8 +100,9 @@ pub async fn serve(
         }
     };
 
+    let sink: Arc<dyn Sink> = Arc::new(queue.clone());
     let receiver_state = ReceiverState {
-        queue: queue.clone(),
+        sink: sink.clone(),
         mapper: mapper.clone(),
         counters: counters.clone(),
         max_body_bytes: settings.max_body_bytes,
@@ -133,7 +135,7 @@ pub async fn serve(
 
     let grpc_routes = otlp_grpc::routes(
         GrpcReceiver {
-            queue: queue.clone(),
+            sink,
             mapper,
             counters: counters.clone(),
         },

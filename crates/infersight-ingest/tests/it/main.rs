@@ -4,6 +4,7 @@
 mod files;
 mod logs_metrics;
 mod otlp_json;
+mod receivers;
 mod traces;
 
 use infersight_model::{Table, TableBatch};

@@ -172,3 +172,15 @@ fn bad_sql_and_bad_files_exit_2_with_one_line() {
     ]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn readme_mapping_table_matches_the_code() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let out = run(&["mapping"]);
+    let table = stdout(&out);
+    assert!(
+        readme.contains(table.trim()),
+        "README.md's mapping table is stale: replace it with the output of `infersight mapping`"
+    );
+}

@@ -210,8 +210,14 @@ fn sigterm_flushes_and_restart_serves_the_same_data() {
             200
         );
     }
+    let stderr = server.stderr.clone();
     let status = server.terminate();
     assert!(status.success(), "{status:?}");
+    let stderr = stderr.lock().unwrap().join("\n");
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("ERROR"),
+        "{stderr}"
+    );
     let segments = walk(&data.join("segments"));
     assert!(
         segments

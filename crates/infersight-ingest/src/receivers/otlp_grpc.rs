@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use infersight_ingest::{Converted, IngestError};
+use crate::{Converted, IngestError};
 use infersight_model::ErrorKind;
 use infersight_model::mapping::AttributeMapper;
 use opentelemetry_proto::tonic::collector::logs::v1::logs_service_server::{
@@ -29,11 +29,11 @@ use tonic::codec::CompressionEncoding;
 use tonic::{Request, Response, Status};
 
 use crate::counters::Counters;
-use crate::queue::{IngestQueue, SubmitError};
+use crate::receivers::sink::{Sink, SinkError};
 
 #[derive(Clone)]
 pub struct GrpcReceiver {
-    pub queue: IngestQueue,
+    pub sink: Arc<dyn Sink>,
     pub mapper: Arc<AttributeMapper>,
     pub counters: Arc<Counters>,
 }
@@ -47,12 +47,12 @@ fn to_status(error: &IngestError) -> Status {
     }
 }
 
-fn submit_status(error: &SubmitError) -> Status {
+fn submit_status(error: &SinkError) -> Status {
     match error {
-        SubmitError::Full => Status::resource_exhausted(error.to_string()),
-        SubmitError::Rejected(m) => Status::invalid_argument(m.clone()),
-        SubmitError::Unavailable(_) => Status::unavailable(error.to_string()),
-        SubmitError::Internal(_) => Status::internal(error.to_string()),
+        SinkError::Full => Status::resource_exhausted(error.to_string()),
+        SinkError::Rejected(m) => Status::invalid_argument(m.clone()),
+        SinkError::Unavailable(_) => Status::unavailable(error.to_string()),
+        SinkError::Internal(_) => Status::internal(error.to_string()),
     }
 }
 
@@ -93,8 +93,8 @@ impl GrpcReceiver {
             .cloned()
             .collect();
         if !batches.is_empty() {
-            if let Err(e) = self.queue.submit(batches).await {
-                outcome(if matches!(e, SubmitError::Full) {
+            if let Err(e) = self.sink.submit(batches).await {
+                outcome(if matches!(e, SinkError::Full) {
                     "throttled"
                 } else {
                     "failed"
@@ -129,11 +129,7 @@ impl TraceService for GrpcReceiver {
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
         let c = self
-            .ingest(
-                "traces",
-                request.into_inner(),
-                infersight_ingest::traces_to_batches,
-            )
+            .ingest("traces", request.into_inner(), crate::traces_to_batches)
             .await?;
         Ok(Response::new(ExportTraceServiceResponse {
             partial_success: (c.rejected > 0).then(|| ExportTracePartialSuccess {
@@ -151,11 +147,7 @@ impl LogsService for GrpcReceiver {
         request: Request<ExportLogsServiceRequest>,
     ) -> Result<Response<ExportLogsServiceResponse>, Status> {
         let c = self
-            .ingest(
-                "logs",
-                request.into_inner(),
-                infersight_ingest::logs_to_batches,
-            )
+            .ingest("logs", request.into_inner(), crate::logs_to_batches)
             .await?;
         Ok(Response::new(ExportLogsServiceResponse {
             partial_success: (c.rejected > 0).then(|| ExportLogsPartialSuccess {
@@ -173,11 +165,7 @@ impl MetricsService for GrpcReceiver {
         request: Request<ExportMetricsServiceRequest>,
     ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
         let c = self
-            .ingest(
-                "metrics",
-                request.into_inner(),
-                infersight_ingest::metrics_to_batches,
-            )
+            .ingest("metrics", request.into_inner(), crate::metrics_to_batches)
             .await?;
         Ok(Response::new(ExportMetricsServiceResponse {
             partial_success: (c.rejected > 0).then(|| ExportMetricsPartialSuccess {

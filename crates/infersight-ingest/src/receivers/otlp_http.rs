@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
+use crate::{Converted, Encoding, IngestError};
 use axum::Router;
 use axum::body::{Body, to_bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use infersight_ingest::{Converted, Encoding, IngestError};
 use infersight_model::ErrorKind;
 use infersight_model::mapping::AttributeMapper;
 use opentelemetry_proto::tonic::collector::logs::v1::{
@@ -26,11 +26,11 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 use prost::Message;
 
 use crate::counters::Counters;
-use crate::queue::{IngestQueue, SubmitError};
+use crate::receivers::sink::{Sink, SinkError};
 
 #[derive(Clone)]
 pub struct ReceiverState {
-    pub queue: IngestQueue,
+    pub sink: Arc<dyn Sink>,
     pub mapper: Arc<AttributeMapper>,
     pub counters: Arc<Counters>,
     /// Largest accepted body, compressed or not (and the cap on decompressed size).
@@ -134,12 +134,12 @@ fn ingest_error_response(error: &IngestError, encoding: Encoding) -> Response {
     }
 }
 
-pub(crate) fn submit_error_status(error: &SubmitError) -> (StatusCode, i32) {
+pub(crate) fn sink_error_status(error: &SinkError) -> (StatusCode, i32) {
     match error {
-        SubmitError::Full => (StatusCode::TOO_MANY_REQUESTS, 8),
-        SubmitError::Rejected(_) => (StatusCode::BAD_REQUEST, 3),
-        SubmitError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, 14),
-        SubmitError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, 13),
+        SinkError::Full => (StatusCode::TOO_MANY_REQUESTS, 8),
+        SinkError::Rejected(_) => (StatusCode::BAD_REQUEST, 3),
+        SinkError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, 14),
+        SinkError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, 13),
     }
 }
 
@@ -151,18 +151,11 @@ pub fn convert_body(
     mapper: &AttributeMapper,
 ) -> Result<Converted, IngestError> {
     match signal {
-        Signal::Traces => infersight_ingest::traces_to_batches(
-            &infersight_ingest::decode_traces(bytes, encoding)?,
-            mapper,
-        ),
-        Signal::Logs => infersight_ingest::logs_to_batches(
-            &infersight_ingest::decode_logs(bytes, encoding)?,
-            mapper,
-        ),
-        Signal::Metrics => infersight_ingest::metrics_to_batches(
-            &infersight_ingest::decode_metrics(bytes, encoding)?,
-            mapper,
-        ),
+        Signal::Traces => crate::traces_to_batches(&crate::decode_traces(bytes, encoding)?, mapper),
+        Signal::Logs => crate::logs_to_batches(&crate::decode_logs(bytes, encoding)?, mapper),
+        Signal::Metrics => {
+            crate::metrics_to_batches(&crate::decode_metrics(bytes, encoding)?, mapper)
+        }
     }
 }
 
@@ -253,8 +246,7 @@ async fn handle(
     let ce = content_encoding.map(str::to_string);
     // Decompression, decoding and conversion are CPU work: keep them off the async workers.
     let converted = tokio::task::spawn_blocking(move || {
-        let (payload, encoding) =
-            infersight_ingest::decode_body(&bytes, ct.as_deref(), ce.as_deref(), max)?;
+        let (payload, encoding) = crate::decode_body(&bytes, ct.as_deref(), ce.as_deref(), max)?;
         convert_body(signal, &payload, encoding, &mapper).map(|c| (c, encoding))
     })
     .await;
@@ -291,9 +283,9 @@ async fn handle(
         .cloned()
         .collect();
     if !batches.is_empty() {
-        if let Err(e) = state.queue.submit(batches).await {
-            let (status, code) = submit_error_status(&e);
-            outcome(if matches!(e, SubmitError::Full) {
+        if let Err(e) = state.sink.submit(batches).await {
+            let (status, code) = sink_error_status(&e);
+            outcome(if matches!(e, SinkError::Full) {
                 "throttled"
             } else {
                 "failed"

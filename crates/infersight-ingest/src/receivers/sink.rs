@@ -1,0 +1,38 @@
+//! The seam between receivers and whatever stores their batches: receivers know only this trait,
+//! so the store (or a remote backend) can change without touching protocol code.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use infersight_model::{ErrorKind, TableBatch};
+
+pub type SinkFuture = Pin<Box<dyn Future<Output = Result<(), SinkError>> + Send>>;
+
+/// Accepts converted batches; the future resolves once they are durable (acknowledged data is
+/// never lost) or with the reason they were not taken.
+pub trait Sink: Send + Sync + 'static {
+    fn submit(&self, batches: Vec<TableBatch>) -> SinkFuture;
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SinkError {
+    /// No room right now: the client should retry (HTTP 429, gRPC RESOURCE_EXHAUSTED).
+    #[error("ingest queue is full; retry later")]
+    Full,
+    #[error("{0}")]
+    Rejected(String),
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl SinkError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            SinkError::Full | SinkError::Unavailable(_) => ErrorKind::Unavailable,
+            SinkError::Rejected(_) => ErrorKind::BadRequest,
+            SinkError::Internal(_) => ErrorKind::Internal,
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! The OTLP/HTTP router tested apart from serving (tower `oneshot`), with a sink double: status
+//! codes, Retry-After, partial success, and that nothing reaches the sink from a rejected request.
+
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, to_bytes};
+use axum::http::{Request, StatusCode};
+use infersight_ingest::receivers::otlp_http::{ReceiverState, router};
+use infersight_ingest::{Counters, Sink, SinkError, SinkFuture};
+use infersight_model::TableBatch;
+use infersight_model::mapping::AttributeMapper;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use prost::Message;
+use tower::ServiceExt;
+
+use crate::{i, kv, s};
+
+/// Records what it is given; answers with a fixed outcome.
+struct RecordingSink {
+    outcome: Option<SinkError>,
+    rows: Mutex<usize>,
+}
+
+impl Sink for RecordingSink {
+    fn submit(&self, batches: Vec<TableBatch>) -> SinkFuture {
+        let outcome = self.outcome.clone();
+        if outcome.is_none() {
+            *self.rows.lock().unwrap() += batches.iter().map(|b| b.batch.num_rows()).sum::<usize>();
+        }
+        Box::pin(async move { outcome.map_or(Ok(()), Err) })
+    }
+}
+
+fn export(spans: usize) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans {
+                spans: (0..spans)
+                    .map(|n| Span {
+                        trace_id: vec![1; 16],
+                        span_id: vec![n as u8 + 1; 8],
+                        name: "llm".into(),
+                        start_time_unix_nano: 1_700_000_000_000_000_000,
+                        end_time_unix_nano: 1_700_000_001_000_000_000,
+                        attributes: vec![
+                            kv("gen_ai.request.model", s("m")),
+                            kv("gen_ai.usage.input_tokens", i(3)),
+                        ],
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+fn app(outcome: Option<SinkError>, max_body_bytes: usize) -> (axum::Router, Arc<RecordingSink>) {
+    let sink = Arc::new(RecordingSink {
+        outcome,
+        rows: Mutex::new(0),
+    });
+    let state = ReceiverState {
+        sink: sink.clone(),
+        mapper: Arc::new(AttributeMapper::default()),
+        counters: Arc::new(Counters::new()),
+        max_body_bytes,
+    };
+    (router(state), sink)
+}
+
+async fn post(
+    app: axum::Router,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (StatusCode, Option<String>, Vec<u8>) {
+    let request = Request::post("/v1/traces")
+        .header("content-type", content_type)
+        .body(Body::from(body))
+        .unwrap();
+    let response = app.oneshot(request).await.unwrap();
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    let bytes = to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap()
+        .to_vec();
+    (status, retry_after, bytes)
+}
+
+#[tokio::test]
+async fn full_sink_answers_429_with_retry_after() {
+    let (router_, sink) = app(Some(SinkError::Full), 1 << 20);
+    let (status, retry_after, _) =
+        post(router_, "application/x-protobuf", export(2).encode_to_vec()).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(retry_after.as_deref(), Some("1"));
+    assert_eq!(*sink.rows.lock().unwrap(), 0);
+}
+
+#[tokio::test]
+async fn unavailable_sink_answers_503_and_internal_500() {
+    let (router_, _) = app(Some(SinkError::Unavailable("down".into())), 1 << 20);
+    let (status, retry_after, _) =
+        post(router_, "application/x-protobuf", export(1).encode_to_vec()).await;
+    assert_eq!(
+        (status, retry_after.as_deref()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("1"))
+    );
+    let (router_, _) = app(Some(SinkError::Internal("bug".into())), 1 << 20);
+    let (status, _, _) = post(router_, "application/x-protobuf", export(1).encode_to_vec()).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+}
+
+#[tokio::test]
+async fn accepted_export_reaches_the_sink_and_answers_in_kind() {
+    let (router_, sink) = app(None, 1 << 20);
+    let (status, _, body) =
+        post(router_, "application/x-protobuf", export(3).encode_to_vec()).await;
+    assert_eq!(status, StatusCode::OK);
+    let response =
+        opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse::decode(
+            &body[..],
+        )
+        .unwrap();
+    assert!(response.partial_success.is_none());
+    // 3 spans + 3 request rows
+    assert_eq!(*sink.rows.lock().unwrap(), 6);
+}
+
+#[tokio::test]
+async fn oversized_and_malformed_bodies_never_reach_the_sink() {
+    let (app_small, sink) = app(None, 64);
+    let (status, _, body) = post(
+        app_small,
+        "application/x-protobuf",
+        export(5).encode_to_vec(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    let status_message = String::from_utf8_lossy(&body).to_string();
+    assert!(status_message.contains("64 bytes"), "{status_message}");
+    let (app2, sink2) = app(None, 1 << 20);
+    let (status, _, body) = post(app2, "application/json", b"{\"resourceSpans\": [".to_vec()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let error: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(error["code"], 3);
+    assert!(
+        error["message"].as_str().unwrap().contains("json"),
+        "{error}"
+    );
+    assert_eq!(*sink.rows.lock().unwrap() + *sink2.rows.lock().unwrap(), 0);
+}
