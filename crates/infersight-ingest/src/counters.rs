@@ -14,9 +14,12 @@ pub enum MetricType {
     Gauge,
 }
 
+/// One metric family: its type, help text and the value of each label set.
+type Family = (MetricType, &'static str, BTreeMap<Labels, f64>);
+
 #[derive(Default)]
 pub struct Counters {
-    series: Mutex<BTreeMap<&'static str, (MetricType, &'static str, BTreeMap<Labels, f64>)>>,
+    series: Mutex<BTreeMap<&'static str, Family>>,
 }
 
 impl Counters {

@@ -16,24 +16,7 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 
 use crate::exit::CliError;
-
-/// xorshift64*: small, seeded, good enough for synthetic data.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+use crate::rng::Rng;
 
 const MODELS: [&str; 4] = ["llama-3-8b", "llama-3-70b", "qwen2.5-7b", "mistral-7b"];
 const BASE_TS_NS: i64 = 1_764_400_000_000_000_000;
@@ -51,7 +34,7 @@ pub fn otlp_jsonl(out: &Path, spans: u64, spans_per_line: u64, seed: u64) -> Res
     let file = std::fs::File::create(out)
         .map_err(|e| CliError::failed(format!("{}: {e}", out.display())))?;
     let mut writer = BufWriter::new(file);
-    let mut rng = Rng(seed.max(1));
+    let mut rng = Rng::new(seed);
     let mut written = 0u64;
     while written < spans {
         let n = spans_per_line.min(spans - written);
@@ -62,10 +45,10 @@ pub fn otlp_jsonl(out: &Path, spans: u64, spans_per_line: u64, seed: u64) -> Res
             let e2e = 0.2 + rng.unit() * 3.0;
             let mut trace_id = [0u8; 16];
             trace_id[..8].copy_from_slice(&(id + 1).to_be_bytes());
-            trace_id[8..].copy_from_slice(&rng.next().to_be_bytes());
+            trace_id[8..].copy_from_slice(&rng.next_u64().to_be_bytes());
             list.push(Span {
                 trace_id: trace_id.to_vec(),
-                span_id: (rng.next() | 1).to_be_bytes().to_vec(),
+                span_id: (rng.next_u64() | 1).to_be_bytes().to_vec(),
                 name: "llm_request".into(),
                 kind: 2,
                 start_time_unix_nano: start as u64,
@@ -140,7 +123,7 @@ pub fn requests(
     hours: u64,
     seed: u64,
 ) -> Result<(), CliError> {
-    let mut rng = Rng(seed.max(1));
+    let mut rng = Rng::new(seed);
     let span_ns = (hours.max(1) as i64) * 3_600_000_000_000;
     let step = span_ns / rows.max(1) as i64;
     let mut builder = RequestBatchBuilder::new();

@@ -251,11 +251,16 @@ fn ingest(
             &mapper,
             &mut |batches| {
                 let out = transform(batches).map_err(|e| e.message)?;
-                store.append(&out).map(|_| ()).map_err(|e| {
-                    let message = e.to_string();
-                    store_error = Some(message.clone());
-                    message
-                })
+                // Flush when the memtable is over its limits, so memory stays bounded on big inputs.
+                store
+                    .append(&out)
+                    .and_then(|_| store.maybe_flush())
+                    .map(|_| ())
+                    .map_err(|e| {
+                        let message = e.to_string();
+                        store_error = Some(message.clone());
+                        message
+                    })
             },
             &mut |read| bar.set_position(base + read),
         )

@@ -23,6 +23,7 @@ use prost::Message;
 
 use crate::config::Config;
 use crate::exit::CliError;
+use crate::rng::Rng;
 use crate::wiring;
 
 const WORKERS: usize = 16;
@@ -31,26 +32,6 @@ const BASELINE_MIN: i64 = 30;
 const INCIDENT_MIN: i64 = 15;
 const START_NS: i64 = 1_764_381_600_000_000_000; // 2025-11-29T02:00:00Z
 const INCIDENT_LORA: &str = "chat-lora,sql-lora";
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn unit(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-    fn normal(&mut self) -> f64 {
-        (-2.0 * self.unit().ln()).sqrt() * (std::f64::consts::TAU * self.unit()).cos()
-    }
-    fn exp(&mut self, mean: f64) -> f64 {
-        -mean * self.unit().ln()
-    }
-}
 
 fn kv(key: &str, value: Value) -> KeyValue {
     KeyValue {
@@ -78,7 +59,7 @@ fn worker_settings(w: usize) -> (&'static str, &'static str, &'static str) {
 
 /// One export per worker per minute of simulated traffic.
 fn generate(seed: u64) -> Vec<ExportTraceServiceRequest> {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut exports = Vec::new();
     let per_worker_per_min = RATE_PER_S * 60.0 / WORKERS as f64;
     let loras = ["none", INCIDENT_LORA, "summarize-lora"];
@@ -99,8 +80,8 @@ fn generate(seed: u64) -> Vec<ExportTraceServiceRequest> {
                     .clamp(8.0, 16_000.0)
                     .round();
                 let output = (4.6 + 0.6 * rng.normal()).exp().clamp(1.0, 2_048.0).round();
-                let lora = loras[(rng.next() % 3) as usize];
-                let batch = 8 + (rng.next() % 40) as i64;
+                let lora = loras[(rng.next_u64() % 3) as usize];
+                let batch = 8 + (rng.next_u64() % 40) as i64;
                 // Latency model: queue (exponential), prefill ∝ input, decode = output × TPOT where
                 // TPOT grows with batch size; the incident slows TPOT on one slice.
                 let queue_s = rng.exp(0.02);
@@ -115,10 +96,10 @@ fn generate(seed: u64) -> Vec<ExportTraceServiceRequest> {
                 let e2e_s = ttft_s + decode_s + 0.004;
                 let mut trace_id = [0u8; 16];
                 trace_id[..8].copy_from_slice(&request_no.to_be_bytes());
-                trace_id[8..].copy_from_slice(&rng.next().to_be_bytes());
+                trace_id[8..].copy_from_slice(&rng.next_u64().to_be_bytes());
                 spans.push(Span {
                     trace_id: trace_id.to_vec(),
-                    span_id: (rng.next() | 1).to_be_bytes().to_vec(),
+                    span_id: (rng.next_u64() | 1).to_be_bytes().to_vec(),
                     name: "llm_request".into(),
                     kind: 2,
                     start_time_unix_nano: ts as u64,
@@ -146,11 +127,11 @@ fn generate(seed: u64) -> Vec<ExportTraceServiceRequest> {
                         kv("serving.kv_cache.policy", text(kv_policy)),
                         kv("llm.lora.adapters", text(lora)),
                         kv("serving.batch.size", Value::IntValue(batch)),
-                        kv("tenant", text(format!("tenant-{}", rng.next() % 6))),
+                        kv("tenant", text(format!("tenant-{}", rng.next_u64() % 6))),
                         // personal data inside an attribute: redacted before storage
                         kv(
                             "user.contact",
-                            text(format!("user{}@example.com", rng.next() % 1000)),
+                            text(format!("user{}@example.com", rng.next_u64() % 1000)),
                         ),
                     ],
                     ..Default::default()

@@ -7,6 +7,7 @@ mod commands;
 mod config;
 mod demo;
 mod exit;
+mod rng;
 mod wiring;
 
 use clap::Parser;

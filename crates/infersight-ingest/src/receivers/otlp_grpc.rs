@@ -92,15 +92,15 @@ impl GrpcReceiver {
             .filter(|b| b.batch.num_rows() > 0)
             .cloned()
             .collect();
-        if !batches.is_empty() {
-            if let Err(e) = self.sink.submit(batches).await {
-                outcome(if matches!(e, SinkError::Full) {
-                    "throttled"
-                } else {
-                    "failed"
-                });
-                return Err(submit_status(&e));
-            }
+        if !batches.is_empty()
+            && let Err(e) = self.sink.submit(batches).await
+        {
+            outcome(if matches!(e, SinkError::Full) {
+                "throttled"
+            } else {
+                "failed"
+            });
+            return Err(submit_status(&e));
         }
         for (result, n) in [
             ("accepted", converted.accepted),

@@ -195,7 +195,7 @@ fn success_body(signal: Signal, converted: &Converted, encoding: Encoding) -> Ve
     }
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: header::HeaderName) -> Option<&'a str> {
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -282,16 +282,16 @@ async fn handle(
         .filter(|b| b.batch.num_rows() > 0)
         .cloned()
         .collect();
-    if !batches.is_empty() {
-        if let Err(e) = state.sink.submit(batches).await {
-            let (status, code) = sink_error_status(&e);
-            outcome(if matches!(e, SinkError::Full) {
-                "throttled"
-            } else {
-                "failed"
-            });
-            return error_response(status, code, e.to_string(), encoding);
-        }
+    if !batches.is_empty()
+        && let Err(e) = state.sink.submit(batches).await
+    {
+        let (status, code) = sink_error_status(&e);
+        outcome(if matches!(e, SinkError::Full) {
+            "throttled"
+        } else {
+            "failed"
+        });
+        return error_response(status, code, e.to_string(), encoding);
     }
     counters.add(
         "infersight_receiver_records_total",
