@@ -215,10 +215,10 @@ pub fn parse_range(since: Option<&str>, until: Option<&str>) -> Result<TimeRange
     let now = now_ns();
     let since_ns = since.map(|s| parse_time(s, now)).transpose()?;
     let until_ns = until.map(|s| parse_time(s, now)).transpose()?;
-    if let (Some(s), Some(u)) = (since_ns, until_ns) {
-        if s >= u {
-            return Err("`since` must be before `until`".into());
-        }
+    if let (Some(s), Some(u)) = (since_ns, until_ns)
+        && s >= u
+    {
+        return Err("`since` must be before `until`".into());
     }
     Ok(TimeRange { since_ns, until_ns })
 }

@@ -52,7 +52,7 @@ fn worker_settings(w: usize) -> (&'static str, &'static str, &'static str) {
     } else {
         "qwen2.5-7b"
     };
-    let version = if w % 2 == 0 { "r1" } else { "r2" };
+    let version = if w.is_multiple_of(2) { "r1" } else { "r2" };
     let kv = if w % 4 < 2 { "paged" } else { "contiguous" };
     (model, version, kv)
 }

@@ -69,7 +69,7 @@ fn bad_input_gets_a_clear_error_and_stores_nothing() {
     let (status, _, body) = server.post_otlp(
         "/v1/traces",
         "application/json",
-        json[..json.len() / 2].as_bytes(),
+        &json.as_bytes()[..json.len() / 2],
         false,
     );
     let text = String::from_utf8_lossy(&body).to_lowercase();
@@ -362,8 +362,10 @@ fn backpressure_answers_429_and_keeps_every_acknowledged_record() {
     let mut done = false;
     while !done {
         done = threads.iter().all(|t| t.is_finished());
-        if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
-            if let Some(line) = status.lines().find(|l| l.starts_with("VmRSS:")) {
+        if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            && let Some(line) = status.lines().find(|l| l.starts_with("VmRSS:"))
+        {
+            {
                 let kib: u64 = line
                     .split_whitespace()
                     .nth(1)

@@ -73,21 +73,12 @@ pub(crate) enum Check {
     Custom(usize),
 }
 
-impl Check {
-    /// Checks that reject any candidate preceded by a digit (see [`number_continues_before`]).
-    pub(crate) fn is_numeric(self) -> bool {
-        matches!(
-            self,
-            Check::CnMobile | Check::CnId | Check::Card | Check::Ipv4
-        )
-    }
-}
-
 pub(crate) struct Rule {
     pub source: Source,
     pub check: Check,
     pub regex: Regex,
-    /// Capture group holding the secret (0: the whole match). `api_key=VALUE` keeps the key.
+    /// Capture group holding the finding (0: the whole match). `api_key=VALUE` keeps the key;
+    /// numbers and addresses leave out the boundary character their regex consumed.
     pub group: usize,
 }
 
@@ -111,9 +102,17 @@ pub(crate) struct Span {
 
 const OCTET: &str = r"(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
 
+/// Numbers and addresses may only start after one of these (or at the start of the text). The
+/// regex consumes that character and the finding is capture group 1: without a fixed start, a
+/// counted repetition like `[2-6][0-9]{12,18}` makes the DFA track every start offset inside a
+/// digit run, which blows up its states on digit-heavy lines (HDFS block ids, epoch stamps).
+const NUMBER_START: &str = r"(?:^|[^0-9A-Za-z_.])";
+const IPV4_START: &str = r"(?:^|[^0-9A-Za-z.])";
+const IPV6_START: &str = r"(?:^|[^0-9A-Za-z:.])";
+
 /// The rules of the enabled built-in detectors, in a fixed order.
 pub(crate) fn builtin_rules(enabled: &[DetectorName]) -> Vec<Rule> {
-    let ipv4 = format!("{OCTET}(?:\\.{OCTET}){{3}}");
+    let ipv4 = format!("{IPV4_START}({OCTET}(?:\\.{OCTET}){{3}})");
     let table: Vec<(DetectorName, Check, String, usize)> = vec![
         (
             DetectorName::Email,
@@ -130,27 +129,31 @@ pub(crate) fn builtin_rules(enabled: &[DetectorName]) -> Vec<Rule> {
         (
             DetectorName::Phone,
             Check::CnMobile,
-            r"(?:\+?86[ \-]?)?1[3-9][0-9](?:[ \-]?[0-9]{4}){2}".into(),
-            0,
+            format!(r"{NUMBER_START}((?:\+?86[ \-]?)?1[3-9][0-9](?:[ \-]?[0-9]{{4}}){{2}})"),
+            1,
         ),
-        (DetectorName::CnId, Check::CnId, r"[1-9][0-9]{16}[0-9Xx]".into(), 0),
+        (DetectorName::CnId, Check::CnId, format!(r"{NUMBER_START}([1-9][0-9]{{16}}[0-9Xx])"), 1),
         (
             DetectorName::Card,
             Check::Card,
-            concat!(
-                r"[2-6][0-9]{12,18}",
-                r"|[2-6][0-9]{3}(?:[ \-][0-9]{4}){2}[ \-][0-9]{1,4}(?:[ \-][0-9]{1,3})?",
-                r"|3[0-9]{3}[ \-][0-9]{6}[ \-][0-9]{4,5}",
-            )
-            .into(),
-            0,
+            format!(
+                "{NUMBER_START}({})",
+                concat!(
+                    r"[2-6][0-9]{12,18}",
+                    r"|[2-6][0-9]{3}(?:[ \-][0-9]{4}){2}[ \-][0-9]{1,4}(?:[ \-][0-9]{1,3})?",
+                    r"|3[0-9]{3}[ \-][0-9]{6}[ \-][0-9]{4,5}",
+                )
+            ),
+            1,
         ),
-        (DetectorName::Ip, Check::Ipv4, ipv4, 0),
+        (DetectorName::Ip, Check::Ipv4, ipv4, 1),
         (
             DetectorName::Ip,
             Check::Ipv6,
-            r"[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:\.[0-9]{1,3}){0,3}".into(),
-            0,
+            format!(
+                r"{IPV6_START}([0-9A-Fa-f]{{0,4}}(?::[0-9A-Fa-f]{{0,4}}){{2,7}}(?:\.[0-9]{{1,3}}){{0,3}})"
+            ),
+            1,
         ),
         (
             DetectorName::ApiKey,
@@ -209,8 +212,8 @@ pub(crate) fn builtin_rules(enabled: &[DetectorName]) -> Vec<Rule> {
 
 /// Decides whether a candidate is a real finding and which bytes to replace.
 ///
-/// `whole` is the regex match, `secret` the capture group to replace (equal to `whole` for
-/// rules without a group). Returns the span to replace, possibly shorter than the candidate.
+/// `whole` is the regex match, `secret` the capture group holding the finding (equal to `whole`
+/// for rules without a group). Returns the span to replace, possibly shorter than the candidate.
 pub(crate) fn validate(
     check: Check,
     text: &str,
@@ -218,7 +221,12 @@ pub(crate) fn validate(
     secret: (usize, usize),
     hint: KeyHint,
 ) -> Option<(usize, usize, Label)> {
-    let (start, end) = whole;
+    // Rules that keep a key (`api_key=`, `Bearer `) look at the whole match; the others at the
+    // finding itself (for numbers, the match also holds the boundary character before it).
+    let (start, end) = match check {
+        Check::GenericSecret | Check::Password | Check::Bearer => whole,
+        _ => secret,
+    };
     let candidate = &text[start..end];
     let before = prev_char(text, start);
     match check {
@@ -459,7 +467,7 @@ pub(crate) fn luhn_ok(digits: &[u8]) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// ISO 7064 MOD 11-2 check character of the first 17 digits of a resident ID number.

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use regex::{Regex, RegexSet, RegexSetBuilder};
+use regex::{Regex, RegexSet};
 
 use super::config::{DetectorName, RedactConfig, ReplacementStyle, compile_custom};
 use super::detectors::{
@@ -22,10 +22,6 @@ use crate::error::PipelineError;
 /// until nothing changes, which is what makes `redact` idempotent. Each pass replaces at least one
 /// byte of non-placeholder text, so this bound is never reached on real input.
 const MAX_PASSES: usize = 8;
-
-/// Lazy-DFA cache of the prefilter. The union of all rules has many states; with the default
-/// cache the DFA keeps being flushed on digit-heavy lines and the set falls back to a slow engine.
-const PREFILTER_DFA_CACHE_BYTES: usize = 32 << 20;
 
 /// Index of the custom patterns' shared hit counter, after the built-in detectors.
 const CUSTOM_HITS: usize = DetectorName::ALL.len();
@@ -95,9 +91,7 @@ impl Redactor {
         let prefilter = if rules.is_empty() {
             None
         } else {
-            let set = RegexSetBuilder::new(rules.iter().map(|rule| rule.regex.as_str()))
-                .dfa_size_limit(PREFILTER_DFA_CACHE_BYTES)
-                .build()
+            let set = RegexSet::new(rules.iter().map(|rule| rule.regex.as_str()))
                 .map_err(|error| PipelineError::InvalidConfig(vec![format!("redact: {error}")]))?;
             Some(set)
         };
@@ -184,10 +178,7 @@ impl Redactor {
             if self.redact_secret_keys
                 && let Some(label) = secret_key_label(key)
                 && worth_redacting_whole(value)
-                && !self
-                    .placeholders
-                    .find(value)
-                    .is_some_and(|m| m.len() == value.len())
+                && !self.is_placeholder(value)
             {
                 self.hits[DetectorName::ApiKey.index()].fetch_add(1, Ordering::Relaxed);
                 return Cow::Owned(self.placeholder(label).to_string());
@@ -198,6 +189,13 @@ impl Redactor {
             }
         }
         self.redact_text(value, KeyHint::None)
+    }
+
+    /// True when `value` is exactly one of our placeholders (already redacted).
+    fn is_placeholder(&self, value: &str) -> bool {
+        self.placeholders
+            .find(value)
+            .is_some_and(|m| m.len() == value.len())
     }
 
     fn placeholder(&self, label: Label) -> &str {
@@ -385,20 +383,9 @@ fn scan_rule(
                 debug_assert!(end > whole.0);
                 position = end;
             }
-            // A rejected candidate may hide a valid one starting one character later — except
-            // inside the same digit run, where every later start has a digit before it.
+            // A rejected candidate may hide a valid one starting one character later.
             None => match text[whole.0..].chars().next() {
-                Some(c) => {
-                    let digit_run = if rule.check.is_numeric() {
-                        text[whole.0..]
-                            .bytes()
-                            .take_while(u8::is_ascii_digit)
-                            .count()
-                    } else {
-                        0
-                    };
-                    position = whole.0 + digit_run.max(c.len_utf8());
-                }
+                Some(c) => position = whole.0 + c.len_utf8(),
                 None => break,
             },
         }

@@ -226,6 +226,27 @@ fn bearer_and_jwt() {
 }
 
 #[test]
+fn non_ascii_neighbours_and_combinations() {
+    assert_redacts("é10.0.0.1é ñ4111111111111111ñ", "é<IP>é ñ<CARD>ñ");
+    assert_redacts("用户alice@example.com来自10.1.2.3", "用户<EMAIL>来自<IP>");
+    assert_redacts(
+        "Authorization: Bearer sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8t",
+        "Authorization: Bearer <API_KEY>",
+    );
+    // a finding glued to another one is still found once the first is replaced
+    assert_redacts("a@b.com4111111111111111", "<EMAIL><CARD>");
+    let r = redactor();
+    assert_eq!(
+        r.redact_json(r#"{"api_keys":["k1","Zx8Qp2Lm7Rt4"],"cookie":"session=abcdef"}"#),
+        r#"{"api_keys":["k1","Zx8Qp2Lm7Rt4"],"cookie":"<TOKEN>"}"#
+    );
+    assert_eq!(
+        r.redact_json(r#"{"x_api_key":["Zx8Qp2Lm7Rt4", "ab"]}"#),
+        r#"{"x_api_key":["<API_KEY>", "ab"]}"#
+    );
+}
+
+#[test]
 fn custom_patterns() {
     let config = RedactConfig {
         detectors: vec![],
