@@ -14,10 +14,10 @@ COPY (
        sp AS (SELECT res, unnest(s.spans) AS span FROM ss)
   SELECT span.traceId AS trace_id, span.spanId AS span_id, span.name AS name,
          CAST(span.startTimeUnixNano AS BIGINT) AS ts,
-         list_filter(span.attributes, a -> a.key = 'gen_ai.request.model')[1].value.stringValue AS model,
-         CAST(list_filter(span.attributes, a -> a.key = 'gen_ai.usage.input_tokens')[1].value.intValue AS BIGINT) AS input_tokens,
-         CAST(list_filter(span.attributes, a -> a.key = 'gen_ai.usage.output_tokens')[1].value.intValue AS BIGINT) AS output_tokens,
-         list_filter(span.attributes, a -> a.key = 'gen_ai.latency.e2e')[1].value.doubleValue * 1000 AS e2e_ms
+         list_filter(span.attributes, lambda a: a.key = 'gen_ai.request.model')[1].value.stringValue AS model,
+         CAST(list_filter(span.attributes, lambda a: a.key = 'gen_ai.usage.input_tokens')[1].value.intValue AS BIGINT) AS input_tokens,
+         CAST(list_filter(span.attributes, lambda a: a.key = 'gen_ai.usage.output_tokens')[1].value.intValue AS BIGINT) AS output_tokens,
+         list_filter(span.attributes, lambda a: a.key = 'gen_ai.latency.e2e')[1].value.doubleValue * 1000 AS e2e_ms
   FROM sp
 ) TO '{dst}' (FORMAT parquet, COMPRESSION zstd)
 """

@@ -27,6 +27,12 @@ pub enum IngestError {
     /// The body (compressed or decompressed) exceeds the configured limit.
     #[error("payload too large: exceeds the limit of {limit} bytes")]
     TooLarge { limit: usize },
+    /// Converting the request would copy its resource attributes into so many rows that the
+    /// result exceeds the limit (a small body can otherwise expand by orders of magnitude).
+    #[error(
+        "request would expand to about {estimate} bytes after copying resource attributes into every record, more than the limit of {limit}; send fewer records per resource"
+    )]
+    Expansion { estimate: usize, limit: usize },
     /// The body claims to be compressed (gzip or deflate) but does not decompress.
     #[error("invalid compressed body: {0}")]
     Gzip(String),
@@ -64,7 +70,7 @@ impl IngestError {
             | IngestError::UnsupportedContentType(_)
             | IngestError::UnsupportedContentEncoding(_)
             | IngestError::Gzip(_) => ErrorKind::BadRequest,
-            IngestError::TooLarge { .. } => ErrorKind::TooLarge,
+            IngestError::TooLarge { .. } | IngestError::Expansion { .. } => ErrorKind::TooLarge,
             IngestError::Model(e) => e.kind(),
             IngestError::Io { source, .. } => match source.kind() {
                 std::io::ErrorKind::NotFound => ErrorKind::NotFound,

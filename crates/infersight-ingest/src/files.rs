@@ -24,7 +24,7 @@ use serde_json::{Map, Value as Json};
 
 use crate::error::IngestError;
 use crate::otlp::convert::{Converted, logs_to_batches, metrics_to_batches, traces_to_batches};
-use crate::otlp::decode::decode_json_value;
+use crate::otlp::decode::decode_json;
 
 /// How the lines of a file are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -68,6 +68,8 @@ pub const FILE_PATH_ATTR: &str = "log.file.path";
 
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 pub const DEFAULT_BATCH_ROWS: usize = 8192;
+/// Input bytes converted before the pending records are handed on, whatever their count.
+const MAX_PENDING_BYTES: usize = 64 * 1024 * 1024;
 /// At most this many rejection reasons are kept per file.
 pub const MAX_FIRST_ERRORS: usize = 5;
 
@@ -172,6 +174,7 @@ pub fn read_file(
     let max_line = options.max_line_bytes.max(1);
     let mut line = Vec::new();
     let mut last_progress = 0u64;
+    let mut pending_line_bytes = 0usize;
     loop {
         let outcome = match read_line_bounded(reader.as_mut(), &mut line, max_line) {
             Ok(outcome) => outcome,
@@ -190,11 +193,15 @@ pub fn read_file(
             }
             LineRead::Line => {
                 state.summary.lines += 1;
+                pending_line_bytes += line.len();
                 state.line(&line);
             }
         }
-        if state.pending.records >= state.batch_rows() {
+        // Hand batches on by record count, and by input size so that long lines cannot pile up
+        // gigabytes (or overflow an Arrow string column) before a flush.
+        if state.pending.records >= state.batch_rows() || pending_line_bytes >= MAX_PENDING_BYTES {
             state.flush()?;
+            pending_line_bytes = 0;
         }
         if bytes_read.get() >= last_progress + (1 << 20) {
             last_progress = bytes_read.get();
@@ -343,33 +350,32 @@ impl FileReader<'_> {
     }
 
     fn otlp_line(&mut self, raw: &[u8]) {
-        let value: Json = match serde_json::from_slice(raw) {
-            Ok(value) => value,
-            Err(e) => {
+        // Fast path: the signal is the top-level key, found near the start of the line, and the
+        // bytes go straight to serde; only a failing line is parsed into a `Value` (to count its
+        // items and report the error).
+        let converted = match otlp_signal(raw) {
+            Some(OtlpSignal::Traces) => decode_json::<ExportTraceServiceRequest>(raw)
+                .and_then(|req| traces_to_batches(&req, self.mapper)),
+            Some(OtlpSignal::Logs) => decode_json::<ExportLogsServiceRequest>(raw)
+                .and_then(|req| logs_to_batches(&req, self.mapper)),
+            Some(OtlpSignal::Metrics) => decode_json::<ExportMetricsServiceRequest>(raw)
+                .and_then(|req| metrics_to_batches(&req, self.mapper)),
+            None => {
                 self.summary.records_read += 1;
-                return self.reject(format!("invalid json: {e}"));
+                return match serde_json::from_slice::<Json>(raw) {
+                    Err(e) => self.reject(format!("invalid json: {e}")),
+                    Ok(_) => self.reject(
+                        "not an OTLP export request (no resourceSpans, resourceLogs or resourceMetrics)"
+                            .into(),
+                    ),
+                };
             }
         };
-        let signal = value.as_object().and_then(|object| {
-            ["resourceSpans", "resourceLogs", "resourceMetrics"]
-                .into_iter()
-                .find(|key| object.contains_key(*key))
-        });
-        let items = otlp_item_count(&value);
-        let converted = match signal {
-            Some("resourceSpans") => decode_json_value::<ExportTraceServiceRequest>(value)
-                .and_then(|req| traces_to_batches(&req, self.mapper)),
-            Some("resourceLogs") => decode_json_value::<ExportLogsServiceRequest>(value)
-                .and_then(|req| logs_to_batches(&req, self.mapper)),
-            Some("resourceMetrics") => decode_json_value::<ExportMetricsServiceRequest>(value)
-                .and_then(|req| metrics_to_batches(&req, self.mapper)),
-            _ => {
-                self.summary.records_read += 1;
-                return self.reject(
-                    "not an OTLP export request (no resourceSpans, resourceLogs or resourceMetrics)"
-                        .into(),
-                );
-            }
+        let items = match &converted {
+            Ok(_) => 0,
+            Err(_) => serde_json::from_slice::<Json>(raw)
+                .map(|v| otlp_item_count(&v))
+                .unwrap_or(1),
         };
         match converted {
             Ok(Converted {
@@ -1283,4 +1289,32 @@ mod tests {
         }
         assert_eq!(seen, ["short", "<22>", "ok", "<15>"]);
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OtlpSignal {
+    Traces,
+    Logs,
+    Metrics,
+}
+
+/// Which export request a line holds: the first `"resource…"` key names it (the top-level key
+/// comes first in every exporter's output, so this stops within a few bytes).
+fn otlp_signal(raw: &[u8]) -> Option<OtlpSignal> {
+    const NEEDLE: &[u8] = b"\"resource";
+    let mut from = 0;
+    while let Some(at) = raw[from..].windows(NEEDLE.len()).position(|w| w == NEEDLE) {
+        let rest = &raw[from + at + NEEDLE.len()..];
+        if rest.starts_with(b"Spans\"") {
+            return Some(OtlpSignal::Traces);
+        }
+        if rest.starts_with(b"Logs\"") {
+            return Some(OtlpSignal::Logs);
+        }
+        if rest.starts_with(b"Metrics\"") {
+            return Some(OtlpSignal::Metrics);
+        }
+        from += at + NEEDLE.len();
+    }
+    None
 }

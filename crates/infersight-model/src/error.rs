@@ -24,7 +24,8 @@ pub enum ModelError {
         expected: &'static str,
         actual: &'static str,
     },
-    #[error("attribute `{key}` has value {value:?} that is not a valid {expected}")]
+    /// The offending value is kept for the caller but never printed: it may carry personal data.
+    #[error("attribute `{key}` has a string value of {} characters that is not a valid {expected}", value.chars().count())]
     AttributeValue {
         key: String,
         expected: &'static str,

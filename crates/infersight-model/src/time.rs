@@ -12,7 +12,11 @@ pub fn now_ns() -> i64 {
 
 /// Start of the UTC hour containing `ts_ns` (the store partitions segments by it).
 pub fn hour_floor_ns(ts_ns: i64) -> i64 {
-    ts_ns.div_euclid(NANOS_PER_HOUR) * NANOS_PER_HOUR
+    // The first hour of the representable range has no representable start: clamp to it.
+    ts_ns
+        .div_euclid(NANOS_PER_HOUR)
+        .checked_mul(NANOS_PER_HOUR)
+        .unwrap_or(i64::MIN)
 }
 
 pub fn format_rfc3339(ts_ns: i64) -> String {

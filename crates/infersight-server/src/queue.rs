@@ -39,6 +39,15 @@ pub struct IngestQueue {
 
 /// Most jobs folded into one store append.
 const MAX_JOBS_PER_APPEND: usize = 256;
+/// Most Arrow bytes folded into one store append.
+const MAX_BYTES_PER_APPEND: usize = 64 * 1024 * 1024;
+
+fn job_bytes(job: &Job) -> usize {
+    job.batches
+        .iter()
+        .map(|b| b.batch.get_array_memory_size())
+        .sum()
+}
 
 impl IngestQueue {
     /// Starts the worker thread. Dropping every `IngestQueue` clone lets the worker drain what is
@@ -57,10 +66,16 @@ impl IngestQueue {
             .spawn(move || {
                 let counters = worker_counters;
                 while let Some(first) = rx.blocking_recv() {
+                    let mut bytes = job_bytes(&first);
                     let mut jobs = vec![first];
-                    while jobs.len() < MAX_JOBS_PER_APPEND {
+                    // Fold what is queued into one append, within a count and a size budget
+                    // (one WAL record must stay far below the frame limit).
+                    while jobs.len() < MAX_JOBS_PER_APPEND && bytes < MAX_BYTES_PER_APPEND {
                         match rx.try_recv() {
-                            Ok(job) => jobs.push(job),
+                            Ok(job) => {
+                                bytes += job_bytes(&job);
+                                jobs.push(job);
+                            }
                             Err(_) => break,
                         }
                     }
@@ -70,7 +85,22 @@ impl IngestQueue {
                         &[],
                         rx.len() as f64,
                     );
-                    process(&*store, &mut transform, jobs, &counters);
+                    // A panic in a stage or the store must not end ingestion for good: fail
+                    // this group's submitters (their acks drop → Internal) and keep serving.
+                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        process(&*store, &mut transform, jobs, &counters)
+                    }));
+                    if outcome.is_err() {
+                        counters.add(
+                            "infersight_stage_failed_rows_total",
+                            "rows a stage failed to process",
+                            &[("stage", "queue_worker_panic")],
+                            1,
+                        );
+                        tracing::error!(
+                            "ingest worker recovered from a panic; that group of submissions failed"
+                        );
+                    }
                 }
             })
             .expect("spawning the ingest worker thread");
@@ -184,10 +214,11 @@ fn process(
                 rows,
             );
             tracing::error!(error = %e, "store append failed");
+            // A disk that is full or failing is a condition the client should wait out and
+            // retry (503 + Retry-After, gRPC UNAVAILABLE), not a reason to drop its data.
             let error = match e.kind() {
                 ErrorKind::BadRequest => SinkError::Rejected(e.to_string()),
-                ErrorKind::Unavailable => SinkError::Unavailable(e.to_string()),
-                _ => SinkError::Internal(e.to_string()),
+                _ => SinkError::Unavailable(e.to_string()),
             };
             for (job, _, _) in accepted {
                 let _ = job.ack.send(Err(error.clone()));

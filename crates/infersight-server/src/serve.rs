@@ -101,14 +101,21 @@ pub async fn serve(
     };
 
     let sink: Arc<dyn Sink> = Arc::new(queue.clone());
+    // Work in progress before the queue is bounded too: a request holds a permit while its body
+    // is read, decoded and converted.
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(
+        settings.queue_capacity.saturating_mul(2).max(2),
+    ));
     let receiver_state = ReceiverState {
         sink: sink.clone(),
         mapper: mapper.clone(),
         counters: counters.clone(),
         max_body_bytes: settings.max_body_bytes,
+        in_flight: in_flight.clone(),
     };
     let http_app = otlp_http::router(receiver_state);
-    let http_task = tokio::spawn({
+    let (ended_tx, mut ended_rx) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
+    let http_task = watch_server("otlp http", ended_tx.clone(), {
         let stop = stopped();
         async move {
             axum::serve(http_listener, http_app)
@@ -124,7 +131,7 @@ pub async fn serve(
         max_query_rows: settings.max_query_rows,
         max_dimension_cardinality: settings.max_dimension_cardinality,
     });
-    let api_task = tokio::spawn({
+    let api_task = watch_server("api", ended_tx.clone(), {
         let stop = stopped();
         async move {
             axum::serve(api_listener, api_app)
@@ -133,15 +140,14 @@ pub async fn serve(
         }
     });
 
-    let grpc_routes = otlp_grpc::routes(
-        GrpcReceiver {
-            sink,
-            mapper,
-            counters: counters.clone(),
-        },
-        settings.max_body_bytes,
-    );
-    let grpc_task = tokio::spawn({
+    let grpc_routes = otlp_grpc::routes(GrpcReceiver {
+        sink,
+        mapper,
+        counters: counters.clone(),
+        max_message_bytes: settings.max_body_bytes,
+        in_flight,
+    });
+    let grpc_task = watch_server("otlp grpc", ended_tx, {
         let stop = stopped();
         async move {
             tonic::transport::Server::builder()
@@ -156,12 +162,33 @@ pub async fn serve(
     drop(queue);
     on_bound(addrs);
 
-    shutdown.await;
+    // Run until asked to stop, or until a server ends on its own (then stop the rest too).
+    let ended_early = tokio::select! {
+        _ = shutdown => None,
+        Some(name) = ended_rx.recv() => Some(name),
+    };
+    if let Some(name) = ended_early {
+        tracing::error!(
+            server = name,
+            "a server stopped unexpectedly; shutting down"
+        );
+    }
     tracing::info!("shutting down: draining receivers, flushing the store");
     let _ = stop_tx.send(true);
-    let http_result = http_task.await;
-    let api_result = api_task.await;
-    let grpc_result = grpc_task.await;
+    let mut first_error = None;
+    for (name, task) in [
+        ("otlp http", http_task),
+        ("api", api_task),
+        ("otlp grpc", grpc_task),
+    ] {
+        let result = task.await.map_err(|e| e.to_string()).and_then(|r| r);
+        if let Err(message) = result {
+            first_error.get_or_insert(ServeError::Server {
+                server: name,
+                message,
+            });
+        }
+    }
     // Every queue handle is gone once the servers stopped: the worker drains and exits.
     let _ = tokio::task::spawn_blocking(move || worker.join()).await;
     let store_for_close = store.clone();
@@ -171,45 +198,27 @@ pub async fn serve(
             server: "store",
             message: e.to_string(),
         })??;
-    match http_result {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            return Err(ServeError::Server {
-                server: "otlp http",
-                message: e.to_string(),
-            });
-        }
-        Err(e) => {
-            return Err(ServeError::Server {
-                server: "otlp http",
-                message: e.to_string(),
-            });
-        }
+    if let Some(error) = first_error {
+        return Err(error);
     }
-    match api_result {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            return Err(ServeError::Server {
-                server: "api",
-                message: e.to_string(),
-            });
-        }
-        Err(e) => {
-            return Err(ServeError::Server {
-                server: "api",
-                message: e.to_string(),
-            });
-        }
+    if let Some(name) = ended_early {
+        return Err(ServeError::Server {
+            server: name,
+            message: "stopped unexpectedly".into(),
+        });
     }
-    match grpc_result {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(ServeError::Server {
-            server: "otlp grpc",
-            message: e.to_string(),
-        }),
-        Err(e) => Err(ServeError::Server {
-            server: "otlp grpc",
-            message: e.to_string(),
-        }),
-    }
+    Ok(())
+}
+
+/// Spawns a server future and reports on `ended` when it finishes, whatever the reason.
+fn watch_server<E: std::fmt::Display>(
+    name: &'static str,
+    ended: tokio::sync::mpsc::UnboundedSender<&'static str>,
+    server: impl Future<Output = Result<(), E>> + Send + 'static,
+) -> tokio::task::JoinHandle<Result<(), String>> {
+    tokio::spawn(async move {
+        let result = server.await.map_err(|e| e.to_string());
+        let _ = ended.send(name);
+        result
+    })
 }

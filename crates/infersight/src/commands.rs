@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use infersight_ingest::{FileFormat, FileOptions, FileSummary};
+use infersight_model::TableBatch;
 use infersight_query::QueryEngine;
 use infersight_server::{Counters, ServeSettings};
 use infersight_store::StorageBackend;
@@ -240,36 +241,66 @@ fn ingest(
     } else {
         indicatif::ProgressBar::hidden()
     };
+    // Two threads: this one reads, decodes and converts; the writer redacts and appends, so the
+    // two halves of the work overlap. The bounded channel keeps memory flat.
+    let (to_writer, from_reader) = std::sync::mpsc::sync_channel::<Vec<TableBatch>>(2);
+    let writer_store = store.clone();
+    let writer = std::thread::Builder::new()
+        .name("infersight-ingest-writer".into())
+        .spawn(move || -> Result<(), String> {
+            for batches in from_reader {
+                let out = transform(batches).map_err(|e| e.message)?;
+                // Flush when the memtable is over its limits, so memory stays bounded on big inputs.
+                writer_store
+                    .append(&out)
+                    .and_then(|_| writer_store.maybe_flush())
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })
+        .map_err(|e| CliError::failed(format!("starting the writer thread: {e}")))?;
     let mut summaries: Vec<(PathBuf, FileSummary)> = Vec::new();
     let mut done_bytes = 0u64;
+    let mut read_error = None;
     for path in &paths {
         let base = done_bytes;
-        let mut store_error: Option<String> = None;
-        let summary = infersight_ingest::read_file(
+        let result = infersight_ingest::read_file(
             path,
             &options,
             &mapper,
             &mut |batches| {
-                let out = transform(batches).map_err(|e| e.message)?;
-                // Flush when the memtable is over its limits, so memory stays bounded on big inputs.
-                store
-                    .append(&out)
-                    .and_then(|_| store.maybe_flush())
-                    .map(|_| ())
-                    .map_err(|e| {
-                        let message = e.to_string();
-                        store_error = Some(message.clone());
-                        message
-                    })
+                to_writer
+                    .send(batches)
+                    .map_err(|_| "the store writer stopped".to_string())
             },
             &mut |read| bar.set_position(base + read),
-        )
-        .map_err(|e| CliError::from_kind(e.kind(), format!("{}: {e}", path.display())))?;
-        if let Some(e) = store_error {
-            return Err(CliError::failed(format!("storing {}: {e}", path.display())));
+        );
+        match result {
+            Ok(summary) => summaries.push((path.clone(), summary)),
+            Err(e) => {
+                read_error = Some(CliError::from_kind(
+                    e.kind(),
+                    format!("{}: {e}", path.display()),
+                ));
+                break;
+            }
         }
         done_bytes += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        summaries.push((path.clone(), summary));
+    }
+    drop(to_writer);
+    let written = writer
+        .join()
+        .unwrap_or_else(|_| Err("the store writer panicked".to_string()));
+    if written.is_err() || read_error.is_some() {
+        // Say what got in before the failure, so a rerun can be planned (completed files are stored).
+        bar.finish_and_clear();
+        print_ingest_summary(&summaries, format);
+    }
+    if let Err(e) = written {
+        return Err(CliError::failed(format!("storing: {e}")));
+    }
+    if let Some(e) = read_error {
+        return Err(e);
     }
     bar.finish_and_clear();
     store

@@ -255,7 +255,7 @@ pub fn load(file: Option<&Path>, env: &[(String, String)]) -> Result<Config, Con
     load_section("query", raw.get("query"), &mut config.query, &mut errors);
     load_section("stages", raw.get("stages"), &mut config.stages, &mut errors);
     match raw.get("version") {
-        Some(toml::Value::Integer(v)) => config.version = *v as u32,
+        Some(toml::Value::Integer(v)) => config.version = u32::try_from(*v).unwrap_or(u32::MAX),
         Some(other) => errors.push(format!(
             "version: expected an integer, found {}",
             other.type_str()

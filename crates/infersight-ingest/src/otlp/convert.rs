@@ -739,11 +739,14 @@ pub fn exponential_buckets(point: &ExponentialHistogramDataPoint) -> (Vec<f64>, 
     let bounds: Vec<f64> = (0..=counts.len())
         .map(|k| ((f64::from(offset) + k as f64) * exponent_step).exp2())
         .collect();
-    let below: u64 = point.zero_count
-        + point
-            .negative
-            .as_ref()
-            .map_or(0, |b| b.bucket_counts.iter().sum::<u64>());
+    // Saturating: counts come from the wire and must not overflow (a panic in debug builds).
+    let below: u64 = point
+        .zero_count
+        .saturating_add(point.negative.as_ref().map_or(0, |b| {
+            b.bucket_counts
+                .iter()
+                .fold(0u64, |a, c| a.saturating_add(*c))
+        }));
     let mut bucket_counts = Vec::with_capacity(counts.len() + 2);
     bucket_counts.push(below as f64);
     bucket_counts.extend(counts.iter().map(|c| *c as f64));
@@ -797,4 +800,67 @@ fn summary_point(
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// How many bytes converting a request may produce, estimated before converting: resource
+/// attributes are copied into every row of their resource, so a small body with large resource
+/// attributes and many tiny records could expand enormously. Receivers refuse requests whose
+/// estimate exceeds a multiple of their body limit.
+pub trait ExpansionEstimate {
+    fn expansion_estimate(&self) -> usize;
+}
+
+impl ExpansionEstimate for ExportTraceServiceRequest {
+    fn expansion_estimate(&self) -> usize {
+        self.resource_spans
+            .iter()
+            .map(|r| {
+                let shared = r.resource.as_ref().map_or(0, prost::Message::encoded_len);
+                let items: usize = r.scope_spans.iter().map(|s| s.spans.len()).sum();
+                let own: usize = r.scope_spans.iter().map(prost::Message::encoded_len).sum();
+                shared.saturating_mul(items).saturating_add(own)
+            })
+            .fold(0usize, usize::saturating_add)
+    }
+}
+
+impl ExpansionEstimate for ExportLogsServiceRequest {
+    fn expansion_estimate(&self) -> usize {
+        self.resource_logs
+            .iter()
+            .map(|r| {
+                let shared = r.resource.as_ref().map_or(0, prost::Message::encoded_len);
+                let items: usize = r.scope_logs.iter().map(|s| s.log_records.len()).sum();
+                let own: usize = r.scope_logs.iter().map(prost::Message::encoded_len).sum();
+                shared.saturating_mul(items).saturating_add(own)
+            })
+            .fold(0usize, usize::saturating_add)
+    }
+}
+
+impl ExpansionEstimate for ExportMetricsServiceRequest {
+    fn expansion_estimate(&self) -> usize {
+        self.resource_metrics
+            .iter()
+            .map(|r| {
+                let shared = r.resource.as_ref().map_or(0, prost::Message::encoded_len);
+                let items: usize = r.scope_metrics.iter().map(|s| s.metrics.len()).sum();
+                let own: usize = r
+                    .scope_metrics
+                    .iter()
+                    .map(prost::Message::encoded_len)
+                    .sum();
+                shared.saturating_mul(items).saturating_add(own)
+            })
+            .fold(0usize, usize::saturating_add)
+    }
+}
+
+/// Refuses a request whose converted form would exceed `limit` bytes (see [`ExpansionEstimate`]).
+pub fn check_expansion(request: &impl ExpansionEstimate, limit: usize) -> Result<(), IngestError> {
+    let estimate = request.expansion_estimate();
+    if estimate > limit {
+        return Err(IngestError::Expansion { estimate, limit });
+    }
+    Ok(())
 }

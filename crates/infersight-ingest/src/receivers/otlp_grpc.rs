@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::otlp::convert::{ExpansionEstimate, check_expansion};
 use crate::{Converted, IngestError};
 use infersight_model::ErrorKind;
 use infersight_model::mapping::AttributeMapper;
@@ -36,6 +37,10 @@ pub struct GrpcReceiver {
     pub sink: Arc<dyn Sink>,
     pub mapper: Arc<AttributeMapper>,
     pub counters: Arc<Counters>,
+    /// Largest accepted message (also bounds how far conversion may expand it).
+    pub max_message_bytes: usize,
+    /// Exports being converted at once; beyond it the answer is RESOURCE_EXHAUSTED.
+    pub in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 fn to_status(error: &IngestError) -> Status {
@@ -57,7 +62,7 @@ fn submit_status(error: &SinkError) -> Status {
 }
 
 impl GrpcReceiver {
-    async fn ingest<T: Send + 'static>(
+    async fn ingest<T: ExpansionEstimate + Send + 'static>(
         &self,
         signal: &'static str,
         request: T,
@@ -75,10 +80,22 @@ impl GrpcReceiver {
                 1,
             );
         };
+        let Ok(_permit) = self.in_flight.clone().try_acquire_owned() else {
+            outcome("throttled");
+            return Err(Status::resource_exhausted(
+                "too many export requests in flight; retry later",
+            ));
+        };
         let mapper = self.mapper.clone();
-        let converted = tokio::task::spawn_blocking(move || convert(&request, &mapper))
-            .await
-            .map_err(|e| Status::internal(format!("decoder task failed: {e}")))?;
+        let limit = self
+            .max_message_bytes
+            .saturating_mul(super::otlp_http::EXPANSION_FACTOR);
+        let converted = tokio::task::spawn_blocking(move || {
+            check_expansion(&request, limit)?;
+            convert(&request, &mapper)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("decoder task failed: {e}")))?;
         let converted = match converted {
             Ok(c) => c,
             Err(e) => {
@@ -177,7 +194,8 @@ impl MetricsService for GrpcReceiver {
 }
 
 /// The three services as one tonic router, gzip accepted, messages capped at `max_message_bytes`.
-pub fn routes(receiver: GrpcReceiver, max_message_bytes: usize) -> tonic::service::Routes {
+pub fn routes(receiver: GrpcReceiver) -> tonic::service::Routes {
+    let max_message_bytes = receiver.max_message_bytes;
     let traces = TraceServiceServer::new(receiver.clone())
         .accept_compressed(CompressionEncoding::Gzip)
         .send_compressed(CompressionEncoding::Gzip)

@@ -5,9 +5,10 @@
 
 use std::sync::Arc;
 
+use crate::otlp::convert::check_expansion;
 use crate::{Converted, Encoding, IngestError};
 use axum::Router;
-use axum::body::{Body, to_bytes};
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -35,6 +36,9 @@ pub struct ReceiverState {
     pub counters: Arc<Counters>,
     /// Largest accepted body, compressed or not (and the cap on decompressed size).
     pub max_body_bytes: usize,
+    /// Requests being read, decoded or converted at once; beyond it the answer is 429, so memory
+    /// stays bounded before the ingest queue is reached.
+    pub in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,17 +148,33 @@ pub(crate) fn sink_error_status(error: &SinkError) -> (StatusCode, i32) {
 }
 
 /// Decodes and converts one OTLP request body; shared by the HTTP receiver and tests.
+/// A request may expand to at most this many times the body limit once resource attributes are
+/// copied into every record.
+pub const EXPANSION_FACTOR: usize = 8;
+
 pub fn convert_body(
     signal: Signal,
     bytes: &[u8],
     encoding: Encoding,
     mapper: &AttributeMapper,
+    max_body_bytes: usize,
 ) -> Result<Converted, IngestError> {
+    let limit = max_body_bytes.saturating_mul(EXPANSION_FACTOR);
     match signal {
-        Signal::Traces => crate::traces_to_batches(&crate::decode_traces(bytes, encoding)?, mapper),
-        Signal::Logs => crate::logs_to_batches(&crate::decode_logs(bytes, encoding)?, mapper),
+        Signal::Traces => {
+            let request = crate::decode_traces(bytes, encoding)?;
+            check_expansion(&request, limit)?;
+            crate::traces_to_batches(&request, mapper)
+        }
+        Signal::Logs => {
+            let request = crate::decode_logs(bytes, encoding)?;
+            check_expansion(&request, limit)?;
+            crate::logs_to_batches(&request, mapper)
+        }
         Signal::Metrics => {
-            crate::metrics_to_batches(&crate::decode_metrics(bytes, encoding)?, mapper)
+            let request = crate::decode_metrics(bytes, encoding)?;
+            check_expansion(&request, limit)?;
+            crate::metrics_to_batches(&request, mapper)
         }
     }
 }
@@ -195,6 +215,38 @@ fn success_body(signal: Signal, converted: &Converted, encoding: Encoding) -> Ve
     }
 }
 
+/// Reads the body up to `limit` bytes. Over the limit it keeps reading (and discarding) up to
+/// four times the limit, so the client receives the 413 rather than a reset connection, then
+/// gives up; `None` means too large.
+async fn read_limited(body: Body, limit: usize) -> Option<bytes::Bytes> {
+    use futures::StreamExt;
+    let mut stream = body.into_data_stream();
+    let mut buffer = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(chunk) = stream.next().await {
+        let Ok(chunk) = chunk else { return None };
+        seen += chunk.len();
+        if seen <= limit {
+            buffer.extend_from_slice(&chunk);
+        } else if seen > limit.saturating_mul(4) {
+            return None;
+        }
+    }
+    (seen <= limit).then(|| buffer.freeze())
+}
+
+async fn drain(body: Body, limit: usize) {
+    use futures::StreamExt;
+    let mut stream = body.into_data_stream();
+    let mut seen = 0usize;
+    while let Some(Ok(chunk)) = stream.next().await {
+        seen += chunk.len();
+        if seen > limit {
+            break;
+        }
+    }
+}
+
 fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
@@ -224,9 +276,21 @@ async fn handle(
         Some(ct) if ct.contains("protobuf") => Encoding::Protobuf,
         _ => Encoding::Json,
     };
-    let bytes = match to_bytes(body, state.max_body_bytes).await {
-        Ok(bytes) => bytes,
-        Err(_) => {
+    let Ok(_permit) = state.in_flight.clone().try_acquire_owned() else {
+        // Read and discard the body (without buffering it) so the client sees the 429 instead of
+        // a connection reset while it is still sending.
+        drain(body, state.max_body_bytes).await;
+        outcome("throttled");
+        return error_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            8,
+            "too many export requests in flight; retry later".into(),
+            reply_encoding,
+        );
+    };
+    let bytes = match read_limited(body, state.max_body_bytes).await {
+        Some(bytes) => bytes,
+        None => {
             outcome("too_large");
             return error_response(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -247,7 +311,7 @@ async fn handle(
     // Decompression, decoding and conversion are CPU work: keep them off the async workers.
     let converted = tokio::task::spawn_blocking(move || {
         let (payload, encoding) = crate::decode_body(&bytes, ct.as_deref(), ce.as_deref(), max)?;
-        convert_body(signal, &payload, encoding, &mapper).map(|c| (c, encoding))
+        convert_body(signal, &payload, encoding, &mapper, max).map(|c| (c, encoding))
     })
     .await;
     let (converted, encoding) = match converted {

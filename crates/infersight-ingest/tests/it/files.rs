@@ -307,7 +307,10 @@ fn otlp_json_lines_from_the_collector_file_exporter() {
     );
     let errors = summary.first_errors.join("\n");
     assert!(errors.contains(":2: log record rejected"), "{errors}");
-    assert!(errors.contains(":4: invalid json: EOF"), "{errors}");
+    assert!(
+        errors.contains(":4: invalid otlp json at line 1"),
+        "{errors}"
+    );
     assert!(
         errors.contains(":5: invalid attribute: attribute `gen_ai.usage.input_tokens`"),
         "{errors}"

@@ -67,6 +67,7 @@ fn app(outcome: Option<SinkError>, max_body_bytes: usize) -> (axum::Router, Arc<
         mapper: Arc::new(AttributeMapper::default()),
         counters: Arc::new(Counters::new()),
         max_body_bytes,
+        in_flight: Arc::new(tokio::sync::Semaphore::new(4)),
     };
     (router(state), sink)
 }
