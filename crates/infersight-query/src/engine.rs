@@ -53,11 +53,37 @@ impl QueryEngine {
 
     /// Runs one read-only SQL statement and collects its result.
     pub async fn sql(&self, sql: &str) -> Result<QueryOutput, QueryError> {
+        self.run(sql, None).await
+    }
+
+    /// Like [`QueryEngine::sql`], but fails with `BadRequest` once the result would exceed
+    /// `max_rows`, without materializing more than `max_rows + 1` rows (the HTTP API uses it).
+    pub async fn sql_limited(&self, sql: &str, max_rows: usize) -> Result<QueryOutput, QueryError> {
+        let output = self.run(sql, Some(max_rows)).await?;
+        let rows: usize = output.batches.iter().map(|b| b.num_rows()).sum();
+        if rows > max_rows {
+            return Err(QueryError::BadRequest(format!(
+                "the query returns more than {max_rows} rows; add a LIMIT or aggregate"
+            )));
+        }
+        Ok(output)
+    }
+
+    async fn run(&self, sql: &str, max_rows: Option<usize>) -> Result<QueryOutput, QueryError> {
         let started = Instant::now();
         let state = self.context.state();
         let plan = state.create_logical_plan(sql).await?;
         ensure_read_only(&plan)?;
-        let frame = self.context.execute_logical_plan(plan).await?;
+        let mut frame = self.context.execute_logical_plan(plan).await?;
+        // EXPLAIN/SHOW/DESCRIBE outputs are small; a limit on them would change their meaning.
+        if let Some(max) = max_rows
+            && !matches!(
+                frame.logical_plan(),
+                LogicalPlan::Explain(_) | LogicalPlan::Analyze(_) | LogicalPlan::DescribeTable(_)
+            )
+        {
+            frame = frame.limit(0, Some(max.saturating_add(1)))?;
+        }
         let schema = Arc::clone(frame.schema().inner());
         let batches = frame.collect().await?;
         Ok(QueryOutput {

@@ -176,14 +176,10 @@ async fn query(
 ) -> Result<Response, ApiError> {
     let Json(body) = body
         .map_err(|e| ApiError::bad_request(format!("invalid query request: {}", e.body_text())))?;
-    let output = state.engine.sql(&body.sql).await?;
-    let total_rows: usize = output.batches.iter().map(|b| b.num_rows()).sum();
-    if total_rows > state.max_query_rows {
-        return Err(ApiError::bad_request(format!(
-            "query returned {total_rows} rows, more than the limit of {}; add a LIMIT or aggregate",
-            state.max_query_rows
-        )));
-    }
+    let output = state
+        .engine
+        .sql_limited(&body.sql, state.max_query_rows)
+        .await?;
     match body.format.as_deref() {
         None | Some("json") => Ok(Json(output.to_json_value()?).into_response()),
         Some("csv") => Ok((

@@ -178,3 +178,26 @@ fn the_engine_and_its_futures_can_be_shared_across_tasks() {
     assert_send(&engine.sql("SELECT 1"));
     assert_send(&engine.dimensions(infersight_store::TimeRange::ALL, 10, 10));
 }
+
+#[tokio::test]
+async fn row_limit_refuses_large_results_but_not_limited_or_aggregated_ones() {
+    let store = TestStore::new();
+    store.append_requests(&requests(base_ns(), 50, "llama"));
+    let engine = store.engine();
+    let err = engine
+        .sql_limited("SELECT * FROM requests", 10)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), infersight_model::ErrorKind::BadRequest);
+    assert!(err.to_string().contains("more than 10 rows"), "{err}");
+    let ok = engine
+        .sql_limited("SELECT * FROM requests LIMIT 10", 10)
+        .await
+        .unwrap();
+    assert_eq!(ok.batches.iter().map(|b| b.num_rows()).sum::<usize>(), 10);
+    let agg = engine
+        .sql_limited("SELECT model, count(*) FROM requests GROUP BY model", 10)
+        .await
+        .unwrap();
+    assert_eq!(agg.batches.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+}
