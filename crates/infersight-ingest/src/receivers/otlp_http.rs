@@ -215,9 +215,12 @@ fn success_body(signal: Signal, converted: &Converted, encoding: Encoding) -> Ve
     }
 }
 
+/// Bodies over the limit are still read and discarded up to this size (or 4× the limit).
+const DRAIN_AT_LEAST_BYTES: usize = 64 * 1024 * 1024;
+
 /// Reads the body up to `limit` bytes. Over the limit it keeps reading (and discarding) up to
-/// four times the limit, so the client receives the 413 rather than a reset connection, then
-/// gives up; `None` means too large.
+/// `max(4 × limit, 64 MiB)`, so the client receives the 413 rather than a reset connection,
+/// then gives up; `None` means too large.
 async fn read_limited(body: Body, limit: usize) -> Option<bytes::Bytes> {
     use futures::StreamExt;
     let mut stream = body.into_data_stream();
@@ -228,7 +231,7 @@ async fn read_limited(body: Body, limit: usize) -> Option<bytes::Bytes> {
         seen += chunk.len();
         if seen <= limit {
             buffer.extend_from_slice(&chunk);
-        } else if seen > limit.saturating_mul(4) {
+        } else if seen > limit.saturating_mul(4).max(DRAIN_AT_LEAST_BYTES) {
             return None;
         }
     }
@@ -279,7 +282,7 @@ async fn handle(
     let Ok(_permit) = state.in_flight.clone().try_acquire_owned() else {
         // Read and discard the body (without buffering it) so the client sees the 429 instead of
         // a connection reset while it is still sending.
-        drain(body, state.max_body_bytes).await;
+        drain(body, state.max_body_bytes.max(DRAIN_AT_LEAST_BYTES)).await;
         outcome("throttled");
         return error_response(
             StatusCode::TOO_MANY_REQUESTS,

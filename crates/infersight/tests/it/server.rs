@@ -86,7 +86,7 @@ fn bad_input_gets_a_clear_error_and_stores_nothing() {
         String::from_utf8_lossy(&body)
     );
 
-    let big = request_spans("big", 2_000, TS).encode_to_vec();
+    let big = request_spans("big", 400, TS).encode_to_vec();
     assert!(big.len() > 65_536);
     let (status, _, _) = server.post_otlp("/v1/traces", "application/x-protobuf", &big, false);
     assert_eq!(status, 413);
