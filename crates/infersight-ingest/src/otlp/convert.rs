@@ -810,51 +810,43 @@ pub trait ExpansionEstimate {
     fn expansion_estimate(&self) -> usize;
 }
 
-impl ExpansionEstimate for ExportTraceServiceRequest {
-    fn expansion_estimate(&self) -> usize {
-        self.resource_spans
-            .iter()
-            .map(|r| {
-                let shared = r.resource.as_ref().map_or(0, prost::Message::encoded_len);
-                let items: usize = r.scope_spans.iter().map(|s| s.spans.len()).sum();
-                let own: usize = r.scope_spans.iter().map(prost::Message::encoded_len).sum();
-                shared.saturating_mul(items).saturating_add(own)
-            })
-            .fold(0usize, usize::saturating_add)
-    }
-}
-
-impl ExpansionEstimate for ExportLogsServiceRequest {
-    fn expansion_estimate(&self) -> usize {
-        self.resource_logs
-            .iter()
-            .map(|r| {
-                let shared = r.resource.as_ref().map_or(0, prost::Message::encoded_len);
-                let items: usize = r.scope_logs.iter().map(|s| s.log_records.len()).sum();
-                let own: usize = r.scope_logs.iter().map(prost::Message::encoded_len).sum();
-                shared.saturating_mul(items).saturating_add(own)
-            })
-            .fold(0usize, usize::saturating_add)
-    }
-}
-
-impl ExpansionEstimate for ExportMetricsServiceRequest {
-    fn expansion_estimate(&self) -> usize {
-        self.resource_metrics
-            .iter()
-            .map(|r| {
-                let shared = r.resource.as_ref().map_or(0, prost::Message::encoded_len);
-                let items: usize = r.scope_metrics.iter().map(|s| s.metrics.len()).sum();
-                let own: usize = r
-                    .scope_metrics
+/// One impl per export request: (request, resource list, scope list, item list).
+macro_rules! expansion_estimate {
+    ($request:ty, $resources:ident, $scopes:ident, $items:ident) => {
+        impl ExpansionEstimate for $request {
+            fn expansion_estimate(&self) -> usize {
+                self.$resources
                     .iter()
-                    .map(prost::Message::encoded_len)
-                    .sum();
-                shared.saturating_mul(items).saturating_add(own)
-            })
-            .fold(0usize, usize::saturating_add)
-    }
+                    .map(|r| {
+                        let shared = r.resource.as_ref().map_or(0, prost::Message::encoded_len);
+                        let items: usize = r.$scopes.iter().map(|s| s.$items.len()).sum();
+                        let own: usize = r.$scopes.iter().map(prost::Message::encoded_len).sum();
+                        shared.saturating_mul(items).saturating_add(own)
+                    })
+                    .fold(0usize, usize::saturating_add)
+            }
+        }
+    };
 }
+
+expansion_estimate!(
+    ExportTraceServiceRequest,
+    resource_spans,
+    scope_spans,
+    spans
+);
+expansion_estimate!(
+    ExportLogsServiceRequest,
+    resource_logs,
+    scope_logs,
+    log_records
+);
+expansion_estimate!(
+    ExportMetricsServiceRequest,
+    resource_metrics,
+    scope_metrics,
+    metrics
+);
 
 /// Refuses a request whose converted form would exceed `limit` bytes (see [`ExpansionEstimate`]).
 pub fn check_expansion(request: &impl ExpansionEstimate, limit: usize) -> Result<(), IngestError> {

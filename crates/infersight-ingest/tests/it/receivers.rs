@@ -157,3 +157,33 @@ async fn oversized_and_malformed_bodies_never_reach_the_sink() {
     );
     assert_eq!(*sink.rows.lock().unwrap() + *sink2.rows.lock().unwrap(), 0);
 }
+
+#[tokio::test]
+async fn resource_attributes_that_would_expand_past_the_limit_are_refused() {
+    let (router_, sink) = app(None, 64 * 1024);
+    let mut request = export(200);
+    request.resource_spans[0].resource = Some(opentelemetry_proto::tonic::resource::v1::Resource {
+        attributes: vec![kv("big.label", s(&"x".repeat(8 * 1024)))],
+        ..Default::default()
+    });
+    let body = request.encode_to_vec();
+    assert!(
+        body.len() < 64 * 1024,
+        "the body itself is within the limit"
+    );
+    let (status, _, body) = post(router_, "application/x-protobuf", body).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    let status_message = String::from_utf8_lossy(&body).to_string();
+    assert!(status_message.contains("expand"), "{status_message}");
+    assert_eq!(*sink.rows.lock().unwrap(), 0);
+    // the same attributes on few records are fine
+    let (router_, sink) = app(None, 64 * 1024);
+    let mut request = export(3);
+    request.resource_spans[0].resource = Some(opentelemetry_proto::tonic::resource::v1::Resource {
+        attributes: vec![kv("big.label", s(&"x".repeat(8 * 1024)))],
+        ..Default::default()
+    });
+    let (status, _, _) = post(router_, "application/x-protobuf", request.encode_to_vec()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(*sink.rows.lock().unwrap(), 6);
+}
