@@ -14,9 +14,10 @@ use tokio::sync::watch;
 use crate::api::{self, ApiState};
 use crate::queue::{IngestQueue, Transform};
 use infersight_ingest::Counters;
+use infersight_ingest::receivers::ReceiverState;
 use infersight_ingest::receivers::Sink;
 use infersight_ingest::receivers::otlp_grpc::{self, GrpcReceiver};
-use infersight_ingest::receivers::otlp_http::{self, ReceiverState};
+use infersight_ingest::receivers::otlp_http;
 
 #[derive(Debug, Clone)]
 pub struct ServeSettings {
@@ -107,13 +108,13 @@ pub async fn serve(
         settings.queue_capacity.saturating_mul(2).max(2),
     ));
     let receiver_state = ReceiverState {
-        sink: sink.clone(),
+        sink,
         mapper: mapper.clone(),
         counters: counters.clone(),
         max_body_bytes: settings.max_body_bytes,
-        in_flight: in_flight.clone(),
+        in_flight,
     };
-    let http_app = otlp_http::router(receiver_state);
+    let http_app = otlp_http::router(receiver_state.clone());
     let (ended_tx, mut ended_rx) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
     let http_task = watch_server("otlp http", ended_tx.clone(), {
         let stop = stopped();
@@ -141,11 +142,7 @@ pub async fn serve(
     });
 
     let grpc_routes = otlp_grpc::routes(GrpcReceiver {
-        sink,
-        mapper,
-        counters: counters.clone(),
-        max_message_bytes: settings.max_body_bytes,
-        in_flight,
+        state: receiver_state.clone(),
     });
     let grpc_task = watch_server("otlp grpc", ended_tx, {
         let stop = stopped();
@@ -159,6 +156,8 @@ pub async fn serve(
                 .await
         }
     });
+    // Only the servers may hold queue handles now, so the worker exits once they stop.
+    drop(receiver_state);
     drop(queue);
     on_bound(addrs);
 

@@ -7,3 +7,23 @@ pub mod otlp_http;
 pub mod sink;
 
 pub use sink::{Sink, SinkError, SinkFuture};
+
+use std::sync::Arc;
+
+use infersight_model::mapping::AttributeMapper;
+
+use crate::counters::Counters;
+
+/// What every receiver (HTTP and gRPC) shares: where batches go, how attributes map, the
+/// counters, the size limit and the in-flight permits.
+#[derive(Clone)]
+pub struct ReceiverState {
+    pub sink: Arc<dyn Sink>,
+    pub mapper: Arc<AttributeMapper>,
+    pub counters: Arc<Counters>,
+    /// Largest accepted body, compressed or not (and the cap on decompressed size).
+    pub max_body_bytes: usize,
+    /// Requests being read, decoded or converted at once; beyond it the answer is 429, so memory
+    /// stays bounded before the ingest queue is reached.
+    pub in_flight: Arc<tokio::sync::Semaphore>,
+}

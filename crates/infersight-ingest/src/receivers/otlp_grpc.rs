@@ -2,8 +2,6 @@
 //! pre-generated `opentelemetry-proto` types. Same conversion and queue as OTLP/HTTP; errors map to
 //! INVALID_ARGUMENT (bad input), RESOURCE_EXHAUSTED (queue full: retry) and UNAVAILABLE.
 
-use std::sync::Arc;
-
 use crate::otlp::convert::{ExpansionEstimate, check_expansion};
 use crate::{Converted, IngestError};
 use infersight_model::ErrorKind;
@@ -29,18 +27,13 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 use tonic::codec::CompressionEncoding;
 use tonic::{Request, Response, Status};
 
-use crate::counters::Counters;
-use crate::receivers::sink::{Sink, SinkError};
+use crate::receivers::ReceiverState;
+use crate::receivers::sink::SinkError;
 
 #[derive(Clone)]
 pub struct GrpcReceiver {
-    pub sink: Arc<dyn Sink>,
-    pub mapper: Arc<AttributeMapper>,
-    pub counters: Arc<Counters>,
-    /// Largest accepted message (also bounds how far conversion may expand it).
-    pub max_message_bytes: usize,
-    /// Exports being converted at once; beyond it the answer is RESOURCE_EXHAUSTED.
-    pub in_flight: Arc<tokio::sync::Semaphore>,
+    /// Shared with the HTTP receiver; `max_body_bytes` caps gRPC messages.
+    pub state: ReceiverState,
 }
 
 fn to_status(error: &IngestError) -> Status {
@@ -69,7 +62,7 @@ impl GrpcReceiver {
         convert: fn(&T, &AttributeMapper) -> Result<Converted, IngestError>,
     ) -> Result<Converted, Status> {
         let outcome = |result: &str| {
-            self.counters.add(
+            self.state.counters.add(
                 "infersight_receiver_requests_total",
                 "export requests received, by protocol, signal and outcome",
                 &[
@@ -80,15 +73,16 @@ impl GrpcReceiver {
                 1,
             );
         };
-        let Ok(_permit) = self.in_flight.clone().try_acquire_owned() else {
+        let Ok(_permit) = self.state.in_flight.clone().try_acquire_owned() else {
             outcome("throttled");
             return Err(Status::resource_exhausted(
                 "too many export requests in flight; retry later",
             ));
         };
-        let mapper = self.mapper.clone();
+        let mapper = self.state.mapper.clone();
         let limit = self
-            .max_message_bytes
+            .state
+            .max_body_bytes
             .saturating_mul(super::otlp_http::EXPANSION_FACTOR);
         let converted = tokio::task::spawn_blocking(move || {
             check_expansion(&request, limit)?;
@@ -110,7 +104,7 @@ impl GrpcReceiver {
             .cloned()
             .collect();
         if !batches.is_empty()
-            && let Err(e) = self.sink.submit(batches).await
+            && let Err(e) = self.state.sink.submit(batches).await
         {
             outcome(if matches!(e, SinkError::Full) {
                 "throttled"
@@ -123,7 +117,7 @@ impl GrpcReceiver {
             ("accepted", converted.accepted),
             ("rejected", converted.rejected),
         ] {
-            self.counters.add(
+            self.state.counters.add(
                 "infersight_receiver_records_total",
                 "records received, by protocol, signal and outcome",
                 &[
@@ -195,7 +189,7 @@ impl MetricsService for GrpcReceiver {
 
 /// The three services as one tonic router, gzip accepted, messages capped at `max_message_bytes`.
 pub fn routes(receiver: GrpcReceiver) -> tonic::service::Routes {
-    let max_message_bytes = receiver.max_message_bytes;
+    let max_message_bytes = receiver.state.max_body_bytes;
     let traces = TraceServiceServer::new(receiver.clone())
         .accept_compressed(CompressionEncoding::Gzip)
         .send_compressed(CompressionEncoding::Gzip)

@@ -3,8 +3,6 @@
 //! the ingest queue and answers only once they are durable, with OTLP's partial-success and
 //! retryable-error semantics (429/503 + Retry-After; 400/413 carry a Status naming the problem).
 
-use std::sync::Arc;
-
 use crate::otlp::convert::check_expansion;
 use crate::{Converted, Encoding, IngestError};
 use axum::Router;
@@ -26,20 +24,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use prost::Message;
 
-use crate::counters::Counters;
-use crate::receivers::sink::{Sink, SinkError};
-
-#[derive(Clone)]
-pub struct ReceiverState {
-    pub sink: Arc<dyn Sink>,
-    pub mapper: Arc<AttributeMapper>,
-    pub counters: Arc<Counters>,
-    /// Largest accepted body, compressed or not (and the cap on decompressed size).
-    pub max_body_bytes: usize,
-    /// Requests being read, decoded or converted at once; beyond it the answer is 429, so memory
-    /// stays bounded before the ingest queue is reached.
-    pub in_flight: Arc<tokio::sync::Semaphore>,
-}
+use crate::receivers::ReceiverState;
+use crate::receivers::sink::SinkError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {

@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::{Body, to_bytes};
 use axum::http::{Request, StatusCode};
-use infersight_ingest::receivers::otlp_http::{ReceiverState, router};
+use infersight_ingest::receivers::ReceiverState;
+use infersight_ingest::receivers::otlp_http::router;
 use infersight_ingest::{Counters, Sink, SinkError, SinkFuture};
 use infersight_model::TableBatch;
 use infersight_model::mapping::AttributeMapper;
