@@ -27,3 +27,20 @@ pub struct ReceiverState {
     /// stays bounded before the ingest queue is reached.
     pub in_flight: Arc<tokio::sync::Semaphore>,
 }
+
+impl ReceiverState {
+    /// Hands the non-empty batches of a converted request to the sink and waits until they are
+    /// durable; a request with nothing to store succeeds at once.
+    pub async fn submit(&self, converted: &crate::Converted) -> Result<(), SinkError> {
+        let batches: Vec<_> = converted
+            .batches
+            .iter()
+            .filter(|b| b.batch.num_rows() > 0)
+            .cloned()
+            .collect();
+        if batches.is_empty() {
+            return Ok(());
+        }
+        self.sink.submit(batches).await
+    }
+}

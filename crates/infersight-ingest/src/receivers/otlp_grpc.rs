@@ -97,15 +97,7 @@ impl GrpcReceiver {
                 return Err(to_status(&e));
             }
         };
-        let batches: Vec<_> = converted
-            .batches
-            .iter()
-            .filter(|b| b.batch.num_rows() > 0)
-            .cloned()
-            .collect();
-        if !batches.is_empty()
-            && let Err(e) = self.state.sink.submit(batches).await
-        {
+        if let Err(e) = self.state.submit(&converted).await {
             outcome(if matches!(e, SinkError::Full) {
                 "throttled"
             } else {

@@ -329,15 +329,7 @@ async fn handle(
         ],
         converted.rejected,
     );
-    let batches: Vec<_> = converted
-        .batches
-        .iter()
-        .filter(|b| b.batch.num_rows() > 0)
-        .cloned()
-        .collect();
-    if !batches.is_empty()
-        && let Err(e) = state.sink.submit(batches).await
-    {
+    if let Err(e) = state.submit(&converted).await {
         let (status, code) = sink_error_status(&e);
         outcome(if matches!(e, SinkError::Full) {
             "throttled"
