@@ -1,12 +1,14 @@
-//! Receivers' protocol layer: OTLP payloads (protobuf or JSON, gzip or plain) and files (OTLP
-//! JSON lines, JSON lines, raw text logs) → canonical `TableBatch`es for the pipeline. The network
-//! receivers (OTLP gRPC/HTTP, in [`receivers`]) and the `infersight ingest` command are built on it;
-//! receivers hand their batches to a [`Sink`].
+//! Receivers' protocol layer: OTLP payloads (protobuf or JSON, gzip or plain), Prometheus text
+//! expositions and files (OTLP JSON lines, JSON lines, raw text logs) → canonical `TableBatch`es
+//! for the pipeline. The network receivers (OTLP gRPC/HTTP and the Prometheus scraper, in
+//! [`receivers`]) and the `infersight ingest` command are built on it; receivers hand their
+//! batches to a [`Sink`].
 
 pub mod counters;
 pub mod error;
 pub mod files;
 pub mod otlp;
+pub mod prometheus;
 pub mod receivers;
 
 pub use counters::Counters;

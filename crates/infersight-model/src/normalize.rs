@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value as Json};
 
+use crate::breakdown::{BreakdownCheck, complete_breakdown};
 use crate::error::ModelError;
 use crate::mapping::{AttributeMapper, RequestColumn, Unit, ValueKind};
 use crate::tables::RequestRecord;
@@ -145,6 +146,9 @@ fn set_column(record: &mut RequestRecord, column: RequestColumn, value: Converte
     }
 }
 
+/// Key in `attrs` of a request whose latency phases contradict each other (the value says how).
+pub const BREAKDOWN_MISMATCH_KEY: &str = "infersight.breakdown_mismatch";
+
 /// Merges resource and span attributes into `attrs` JSON. Span attributes win a key conflict; the
 /// resource value is then kept under `resource.<key>` so it is not lost.
 pub fn attrs_json<'a>(
@@ -242,7 +246,16 @@ pub fn normalize_request(
     {
         record.e2e_ms = Some((end - facts.ts_ns) as f64 / 1e6);
     }
-    record.attrs = attrs_json(unmapped_resource, unmapped_span);
+    let mismatch = match complete_breakdown(&mut record) {
+        BreakdownCheck::Consistent => None,
+        BreakdownCheck::Mismatch(reason) => {
+            Some((BREAKDOWN_MISMATCH_KEY.to_string(), AttrValue::Str(reason)))
+        }
+    };
+    record.attrs = attrs_json(
+        unmapped_resource,
+        unmapped_span.into_iter().chain(&mismatch),
+    );
     Ok(Some(record))
 }
 

@@ -7,7 +7,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::registry::STAGE_NAMES;
+use crate::stages::label::LabelConfig;
+use crate::stages::parse::ParseConfig;
 use crate::stages::redact::RedactConfig;
+use crate::stages::template::TemplateConfig;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -15,14 +18,24 @@ pub struct StagesConfig {
     /// Stage names in the order batches flow through them. Must include `redact`: turning
     /// redaction off is an explicit `redact.enabled = false`, never an accidental omission.
     pub order: Vec<String>,
+    pub parse: ParseConfig,
     pub redact: RedactConfig,
+    pub template: TemplateConfig,
+    pub label: LabelConfig,
 }
 
 impl Default for StagesConfig {
     fn default() -> Self {
         Self {
-            order: vec!["redact".to_string()],
+            // parse splits prompts out of bodies first; redact runs before anything is mined or
+            // stored; label needs the template ids
+            order: ["parse", "redact", "template", "label"]
+                .map(String::from)
+                .to_vec(),
+            parse: ParseConfig::default(),
             redact: RedactConfig::default(),
+            template: TemplateConfig::default(),
+            label: LabelConfig::default(),
         }
     }
 }
@@ -57,6 +70,27 @@ impl StagesConfig {
                 .into_iter()
                 .map(|problem| format!("stages.redact.{problem}")),
         );
+        let sections = [
+            ("parse", self.parse.validate()),
+            ("template", self.template.validate()),
+            ("label", self.label.validate()),
+        ];
+        for (section, section_problems) in sections {
+            problems.extend(
+                section_problems
+                    .into_iter()
+                    .map(|problem| format!("stages.{section}.{problem}")),
+            );
+        }
+        let position = |name: &str| self.order.iter().position(|n| n == name);
+        if let (Some(template), Some(label)) = (position("template"), position("label"))
+            && label < template
+        {
+            problems.push(
+                "stages.order: `label` must come after `template` (template rules need template ids)"
+                    .to_string(),
+            );
+        }
         problems
     }
 }
@@ -68,7 +102,7 @@ mod tests {
     #[test]
     fn default_config_is_valid_and_runs_redact() {
         let config = StagesConfig::default();
-        assert_eq!(config.order, vec!["redact"]);
+        assert_eq!(config.order, vec!["parse", "redact", "template", "label"]);
         assert!(config.validate().is_empty());
     }
 

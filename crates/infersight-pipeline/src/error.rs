@@ -18,6 +18,12 @@ pub enum PipelineError {
     },
     #[error("stage `{stage}` failed: {reason}")]
     Stage { stage: &'static str, reason: String },
+    #[error("invalid log format `{spec}`: {reason}")]
+    LogFormat { spec: String, reason: String },
+    #[error("template store `{path}`: {reason}")]
+    TemplateStore { path: String, reason: String },
+    #[error("invalid label rules: {0}")]
+    LabelRules(String),
     #[error("arrow: {0}")]
     Arrow(#[from] arrow::error::ArrowError),
     #[error(transparent)]
@@ -27,9 +33,11 @@ pub enum PipelineError {
 impl PipelineError {
     pub fn kind(&self) -> ErrorKind {
         match self {
-            PipelineError::InvalidConfig(_) | PipelineError::UnknownStage { .. } => {
-                ErrorKind::BadRequest
-            }
+            PipelineError::InvalidConfig(_)
+            | PipelineError::UnknownStage { .. }
+            | PipelineError::LogFormat { .. }
+            | PipelineError::LabelRules(_) => ErrorKind::BadRequest,
+            PipelineError::TemplateStore { .. } => ErrorKind::Internal,
             PipelineError::Column { .. }
             | PipelineError::Stage { .. }
             | PipelineError::Arrow(_) => ErrorKind::Internal,

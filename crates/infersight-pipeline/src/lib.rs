@@ -1,5 +1,6 @@
 //! The ingest pipeline: receivers hand canonical [`TableBatch`]es to a [`Pipeline`], which runs them
-//! through synchronous [`Stage`]s (today: `redact`) before the store persists them.
+//! through synchronous [`Stage`]s (`parse`, `redact`, `template`, `label`) before the store persists
+//! them.
 //!
 //! Personal data must never reach storage or one of our own logs, so `redact` runs on every batch
 //! and [`Redactor`] is also usable on its own by any crate that is about to log user text.
@@ -19,6 +20,12 @@ pub use config::StagesConfig;
 pub use error::PipelineError;
 pub use registry::{STAGE_NAMES, build_stage};
 pub use stage::{Pipeline, Stage, StageCounters};
+pub use stages::label::{LabelConfig, LabelRule, LabelRules, LabelStage};
+pub use stages::parse::{LogClass, ParseConfig, ParseStage, ParsedLine, parse_line};
 pub use stages::redact::{
     CustomPattern, DetectorName, RedactConfig, RedactStage, Redactor, ReplacementStyle,
+};
+pub use stages::template::{
+    LogFormat, MinedLine, MinerConfig, TemplateConfig, TemplateInfo, TemplateStage, TemplateStore,
+    mine_lines,
 };

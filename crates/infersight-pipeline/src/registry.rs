@@ -4,15 +4,21 @@
 use crate::config::StagesConfig;
 use crate::error::PipelineError;
 use crate::stage::Stage;
+use crate::stages::label::LabelStage;
+use crate::stages::parse::ParseStage;
 use crate::stages::redact::RedactStage;
+use crate::stages::template::TemplateStage;
 
 /// Names accepted in `stages.order`.
-pub const STAGE_NAMES: &[&str] = &["redact"];
+pub const STAGE_NAMES: &[&str] = &["parse", "redact", "template", "label"];
 
 /// Builds the stage called `name` from its section of `config`.
 pub fn build_stage(name: &str, config: &StagesConfig) -> Result<Box<dyn Stage>, PipelineError> {
     match name {
+        "parse" => Ok(Box::new(ParseStage::new(&config.parse)?)),
         "redact" => Ok(Box::new(RedactStage::new(&config.redact)?)),
+        "template" => Ok(Box::new(TemplateStage::new(&config.template)?)),
+        "label" => Ok(Box::new(LabelStage::new(&config.label)?)),
         other => Err(PipelineError::UnknownStage {
             name: other.to_string(),
             known: STAGE_NAMES.join(", "),

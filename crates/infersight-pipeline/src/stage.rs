@@ -242,7 +242,10 @@ mod tests {
     #[test]
     fn from_config_builds_the_default_stages() {
         let pipeline = Pipeline::from_config(&StagesConfig::default()).unwrap();
-        assert_eq!(pipeline.stage_names(), vec!["redact"]);
+        assert_eq!(
+            pipeline.stage_names(),
+            vec!["parse", "redact", "template", "label"]
+        );
         let mut config = StagesConfig::default();
         config.order.push("nope".into());
         let error = Pipeline::from_config(&config).unwrap_err();

@@ -15,6 +15,7 @@ use crate::dimensions::{Dimension, discover_dimensions};
 use crate::error::QueryError;
 use crate::output::QueryOutput;
 use crate::provider::{ScanStats, ScanStatsRegistry, StoreTable};
+use crate::sli::{SliAnswer, SliRequest, answer_sli};
 use crate::udf::json_get_udf;
 
 const READ_ONLY_MESSAGE: &str = "only SELECT/EXPLAIN/SHOW/DESCRIBE queries are allowed";
@@ -23,6 +24,7 @@ const READ_ONLY_MESSAGE: &str = "only SELECT/EXPLAIN/SHOW/DESCRIBE queries are a
 pub struct QueryEngine {
     context: SessionContext,
     stats: Arc<ScanStatsRegistry>,
+    store: Arc<dyn StorageBackend>,
 }
 
 impl std::fmt::Debug for QueryEngine {
@@ -48,7 +50,11 @@ impl QueryEngine {
                 .register_table(table.name(), Arc::new(provider))
                 .expect("a fresh session accepts the six canonical table names");
         }
-        QueryEngine { context, stats }
+        QueryEngine {
+            context,
+            stats,
+            store,
+        }
     }
 
     /// Runs one read-only SQL statement and collects its result.
@@ -108,6 +114,14 @@ impl QueryEngine {
         max_values: usize,
     ) -> Result<Vec<Dimension>, QueryError> {
         discover_dimensions(&self.context, range, max_cardinality, max_values).await
+    }
+
+    /// An SLI series from the store's rollups (no raw-row scan); runs on a blocking thread.
+    pub async fn sli(&self, request: SliRequest) -> Result<SliAnswer, QueryError> {
+        let store = Arc::clone(&self.store);
+        tokio::task::spawn_blocking(move || answer_sli(store.as_ref(), &request))
+            .await
+            .map_err(|e| QueryError::Internal(format!("sli task failed: {e}")))?
     }
 }
 

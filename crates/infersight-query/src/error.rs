@@ -54,9 +54,9 @@ impl From<StoreError> for QueryError {
         let message = error.to_string();
         match error.kind() {
             ErrorKind::Unavailable => QueryError::Unavailable(message),
-            ErrorKind::BadRequest | ErrorKind::TooLarge | ErrorKind::NotFound => {
-                QueryError::Internal(message)
-            }
+            // the store refuses the request itself (e.g. rollups are off): the caller's to fix
+            ErrorKind::BadRequest => QueryError::BadRequest(message),
+            ErrorKind::TooLarge | ErrorKind::NotFound => QueryError::Internal(message),
             ErrorKind::Internal => QueryError::Internal(message),
         }
     }

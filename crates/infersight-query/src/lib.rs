@@ -10,12 +10,14 @@
 //! `percentile_cont(0.99) WITHIN GROUP (ORDER BY e2e_ms)` (or `percentile_cont(e2e_ms, 0.99)`)
 //! and `median(e2e_ms)` for exact values.
 
+mod derived;
 mod dimensions;
 mod engine;
 mod error;
 mod output;
 mod provider;
 mod range;
+mod sli;
 mod udf;
 
 pub use dimensions::{Dimension, DimensionSource};
@@ -24,4 +26,5 @@ pub use error::QueryError;
 pub use output::{OutputFormat, QueryOutput};
 pub use provider::ScanStats;
 pub use range::time_range_from_filters;
+pub use sli::{SliAnswer, SliRequest, answer_sli, parse_filter, parse_quantile};
 pub use udf::{JSON_GET, json_get_udf, json_get_value};

@@ -1,5 +1,6 @@
 //! The HTTP API (`:7070`): health, the pipeline's own Prometheus metrics, SQL over the store,
-//! dimension discovery and store statistics. Handlers stay thin: the query engine does the work.
+//! dimension discovery, SLI series from rollups and store statistics. Handlers stay thin: the
+//! query engine does the work.
 
 use std::sync::Arc;
 
@@ -10,12 +11,14 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use infersight_model::ErrorKind;
 use infersight_model::time::{now_ns, parse_time};
-use infersight_query::{OutputFormat, QueryEngine};
+use infersight_query::{OutputFormat, QueryEngine, SliRequest, parse_filter, parse_quantile};
 use infersight_store::{StorageBackend, TimeRange};
 use serde::Deserialize;
 use serde_json::json;
 
 use infersight_ingest::Counters;
+
+use crate::alerts::AlertManager;
 
 #[derive(Clone)]
 pub struct ApiState {
@@ -24,6 +27,8 @@ pub struct ApiState {
     pub counters: Arc<Counters>,
     pub max_query_rows: usize,
     pub max_dimension_cardinality: usize,
+    /// SLO evaluation and alert state; `None` when no SLO is configured.
+    pub alerts: Option<Arc<AlertManager>>,
 }
 
 /// One error type for every API handler: a status and a JSON body naming the problem.
@@ -74,6 +79,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/metrics", get(metrics))
         .route("/api/v1/query", post(query))
         .route("/api/v1/dimensions", get(dimensions))
+        .route("/api/v1/sli", get(sli))
+        .route("/api/v1/sli/derived", get(derived_slis))
+        .route("/api/v1/slo", get(slo_status))
+        .route("/api/v1/alerts", get(alerts))
         .route("/api/v1/stats", get(stats))
         .with_state(state)
 }
@@ -152,14 +161,61 @@ pub fn refresh_store_gauges(counters: &Counters, store: &dyn StorageBackend) {
 
 async fn metrics(State(state): State<ApiState>) -> Response {
     refresh_store_gauges(&state.counters, &*state.store);
+    let mut text = state.counters.render();
+    let store = Arc::clone(&state.store);
+    // SLIs come from rollups (blocking reads); a store without rollups just has none
+    if let Ok(Ok(sli_text)) =
+        tokio::task::spawn_blocking(move || crate::sli_metrics::render(store.as_ref(), now_ns()))
+            .await
+    {
+        text.push_str(&sli_text);
+    }
+    if let Some(alerts) = &state.alerts {
+        text.push_str(&alerts.render_metrics());
+    }
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        state.counters.render(),
+        text,
     )
         .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RangeParams {
+    since: Option<String>,
+    until: Option<String>,
+}
+
+async fn derived_slis(
+    State(state): State<ApiState>,
+    params: Result<Query<RangeParams>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let range =
+        parse_range(p.since.as_deref(), p.until.as_deref()).map_err(ApiError::bad_request)?;
+    Ok(Json(state.engine.derived_slis(range).await?))
+}
+
+async fn slo_status(State(state): State<ApiState>) -> Json<serde_json::Value> {
+    Json(
+        state
+            .alerts
+            .as_ref()
+            .map_or_else(|| json!({ "slos": [] }), |a| a.slo_json()),
+    )
+}
+
+async fn alerts(State(state): State<ApiState>) -> Json<serde_json::Value> {
+    Json(
+        state
+            .alerts
+            .as_ref()
+            .map_or_else(|| json!({ "alerts": [] }), |a| a.alerts_json()),
+    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -205,6 +261,77 @@ struct DimensionParams {
     until: Option<String>,
     max_cardinality: Option<usize>,
     max_values: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SliParams {
+    sli: String,
+    /// Comma-separated quantiles (`0.5,0.99` or `p50,p99`).
+    q: Option<String>,
+    /// Comma-separated dimensions.
+    by: Option<String>,
+    /// Comma-separated `dimension=value` filters.
+    filter: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    step: Option<String>,
+}
+
+fn comma_list(text: Option<&str>) -> Vec<&str> {
+    text.map(|t| {
+        t.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// Builds an [`SliRequest`] from the API's (and CLI's) string parameters.
+#[allow(clippy::too_many_arguments)]
+pub fn sli_request(
+    sli: &str,
+    q: Option<&str>,
+    by: Option<&str>,
+    filter: Option<&str>,
+    since: Option<&str>,
+    until: Option<&str>,
+    step: Option<&str>,
+) -> Result<SliRequest, String> {
+    Ok(SliRequest {
+        sli: sli.to_string(),
+        quantiles: comma_list(q)
+            .into_iter()
+            .map(parse_quantile)
+            .collect::<Result<_, _>>()?,
+        by: comma_list(by).into_iter().map(String::from).collect(),
+        filters: comma_list(filter)
+            .into_iter()
+            .map(parse_filter)
+            .collect::<Result<_, _>>()?,
+        range: parse_range(since, until)?,
+        step: step.map(String::from),
+    })
+}
+
+async fn sli(
+    State(state): State<ApiState>,
+    params: Result<Query<SliParams>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let request = sli_request(
+        &p.sli,
+        p.q.as_deref(),
+        p.by.as_deref(),
+        p.filter.as_deref(),
+        p.since.as_deref(),
+        p.until.as_deref(),
+        p.step.as_deref(),
+    )
+    .map_err(ApiError::bad_request)?;
+    let answer = state.engine.sli(request).await?;
+    Ok(Json(answer.to_json()))
 }
 
 pub fn parse_range(since: Option<&str>, until: Option<&str>) -> Result<TimeRange, String> {

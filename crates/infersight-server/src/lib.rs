@@ -2,9 +2,11 @@
 //! queue that connects the receivers (from `infersight-ingest`) to the store, and `serve`, which
 //! runs them all.
 
+pub mod alerts;
 pub mod api;
 pub mod queue;
 pub mod serve;
+pub mod sli_metrics;
 
 pub use infersight_ingest::Counters;
 pub use queue::{IngestQueue, Transform, TransformError};

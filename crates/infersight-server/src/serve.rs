@@ -1,5 +1,6 @@
-//! `infersight serve`: binds the OTLP gRPC, OTLP HTTP and API listeners, starts the ingest queue,
-//! and on shutdown stops accepting, drains the queue and closes the store (flushing everything).
+//! `infersight serve`: binds the OTLP gRPC, OTLP HTTP and API listeners, starts the ingest queue
+//! and the Prometheus scrapers, and on shutdown stops accepting and scraping, drains the queue and
+//! closes the store (flushing everything).
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -11,6 +12,7 @@ use infersight_store::StorageBackend;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::alerts::AlertManager;
 use crate::api::{self, ApiState};
 use crate::queue::{IngestQueue, Transform};
 use infersight_ingest::Counters;
@@ -18,6 +20,7 @@ use infersight_ingest::receivers::ReceiverState;
 use infersight_ingest::receivers::Sink;
 use infersight_ingest::receivers::otlp_grpc::{self, GrpcReceiver};
 use infersight_ingest::receivers::otlp_http;
+use infersight_ingest::receivers::prom_scrape::{self, ScrapeTarget};
 
 #[derive(Debug, Clone)]
 pub struct ServeSettings {
@@ -63,8 +66,45 @@ async fn bind(ip: IpAddr, port: u16) -> Result<TcpListener, ServeError> {
 }
 
 /// Runs until `shutdown` resolves. `on_bound` is called once every listener is bound.
+/// Scrapes no Prometheus target; see [`serve_with_scrape`].
 pub async fn serve(
     settings: ServeSettings,
+    store: Arc<dyn StorageBackend>,
+    transform: Transform,
+    mapper: Arc<AttributeMapper>,
+    counters: Arc<Counters>,
+    on_bound: impl FnOnce(BoundAddrs),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    serve_with(
+        settings,
+        ServeExtras::default(),
+        store,
+        transform,
+        mapper,
+        counters,
+        on_bound,
+        shutdown,
+    )
+    .await
+}
+
+/// What `serve` runs besides the receivers and the API; empty by default.
+#[derive(Debug, Default)]
+pub struct ServeExtras {
+    /// Prometheus `/metrics` endpoints of engines and exporters, scraped into the ingest queue.
+    pub scrape_targets: Vec<ScrapeTarget>,
+    /// SLOs evaluated every `slo_eval_interval` (alerts, webhook, `/api/v1/slo`, `/metrics`).
+    pub alerts: Option<Arc<AlertManager>>,
+    pub slo_eval_interval: Option<std::time::Duration>,
+}
+
+/// [`serve`] with [`ServeExtras`]: scrapers feeding the same ingest queue and the SLO
+/// evaluation loop, all stopped on shutdown.
+#[allow(clippy::too_many_arguments)]
+pub async fn serve_with(
+    settings: ServeSettings,
+    extras: ServeExtras,
     store: Arc<dyn StorageBackend>,
     transform: Transform,
     mapper: Arc<AttributeMapper>,
@@ -94,6 +134,7 @@ pub async fn serve(
     let engine = Arc::new(QueryEngine::new(store.clone()));
 
     let (stop_tx, stop_rx) = watch::channel(false);
+    let scrape_stop = stop_tx.subscribe();
     let stopped = move || {
         let mut rx = stop_rx.clone();
         async move {
@@ -131,6 +172,17 @@ pub async fn serve(
         counters: counters.clone(),
         max_query_rows: settings.max_query_rows,
         max_dimension_cardinality: settings.max_dimension_cardinality,
+        alerts: extras.alerts.clone(),
+    });
+    let alert_task = extras.alerts.clone().map(|manager| {
+        tokio::spawn(crate::alerts::run_alert_loop(
+            manager,
+            store.clone(),
+            extras
+                .slo_eval_interval
+                .unwrap_or(std::time::Duration::from_secs(30)),
+            stopped(),
+        ))
     });
     let api_task = watch_server("api", ended_tx.clone(), {
         let stop = stopped();
@@ -156,7 +208,21 @@ pub async fn serve(
                 .await
         }
     });
-    // Only the servers may hold queue handles now, so the worker exits once they stop.
+    let scrape_targets = extras.scrape_targets;
+    if !scrape_targets.is_empty() {
+        tracing::info!(
+            targets = scrape_targets.len(),
+            "scraping Prometheus targets"
+        );
+    }
+    let scrapers = prom_scrape::spawn_scrapers(
+        scrape_targets,
+        settings.max_body_bytes,
+        receiver_state.clone(),
+        scrape_stop,
+    );
+    // Only the servers and scrapers may hold queue handles now, so the worker exits once they
+    // stop.
     drop(receiver_state);
     drop(queue);
     on_bound(addrs);
@@ -174,6 +240,17 @@ pub async fn serve(
     }
     tracing::info!("shutting down: draining receivers, flushing the store");
     let _ = stop_tx.send(true);
+    // Scrapers end at the stop signal (an abandoned fetch holds no queue handle).
+    for scraper in scrapers {
+        if let Err(e) = scraper.await {
+            tracing::error!(error = %e, "a scrape task failed");
+        }
+    }
+    if let Some(task) = alert_task
+        && let Err(e) = task.await
+    {
+        tracing::error!(error = %e, "the slo evaluation task failed");
+    }
     let mut first_error = None;
     for (name, task) in [
         ("otlp http", http_task),

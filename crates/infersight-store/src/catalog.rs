@@ -169,6 +169,7 @@ mod tests {
             min_ts_ns: 1,
             max_ts_ns: 2,
             schema_version: 1,
+            rollup_bytes: Some(10),
         });
         catalog.save(dir.path()).unwrap();
         let text = std::fs::read_to_string(dir.path().join(CATALOG_FILE)).unwrap();

@@ -18,6 +18,7 @@ mod catalog;
 mod fsutil;
 mod maintenance;
 mod memtable;
+mod rollups;
 mod segment;
 mod store;
 pub mod types;

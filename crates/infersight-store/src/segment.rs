@@ -152,6 +152,7 @@ pub(crate) fn write_segment(
         min_ts_ns,
         max_ts_ns,
         schema_version: SCHEMA_VERSION,
+        rollup_bytes: None,
     })
 }
 

@@ -12,7 +12,7 @@
 //! - lock order is `maintenance` → `wal` → `state`, and `wal` → `sync`; nothing takes `wal`
 //!   while holding `state` or `sync`.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,12 +27,14 @@ use parking_lot::{Condvar, Mutex};
 use crate::catalog::Catalog;
 use crate::fsutil::{remove_file_if_exists, sync_dir, sync_dir_best_effort};
 use crate::memtable::Memtable;
+use crate::rollups;
 use crate::segment::{self, SEGMENTS_DIR, SegmentFormat};
 use crate::types::{
     AppendReceipt, CompactionReport, FlushReport, FsyncPolicy, RetentionReport, ScanSnapshot,
     SegmentMeta, StorageBackend, StoreError, StoreOptions, StoreStats, TableStats, TimeRange,
 };
 use crate::wal::{self, SealedWal, WalWriter};
+use infersight_analytics::rollup::Rollup;
 
 pub(crate) const WAL_DIR: &str = "wal";
 const LOCK_FILE: &str = "LOCK";
@@ -55,6 +57,9 @@ struct State {
     /// waits for those at or below its rotation point.
     pending: BTreeSet<u64>,
     last_flush: Instant,
+    /// Rollups of `requests` segments, by segment id (loaded at open, kept in step with the
+    /// catalog; a segment without a sidecar is rolled up on first use).
+    rollups: HashMap<u64, Arc<Rollup>>,
 }
 
 /// The embedded store. Share it as `Arc<Store>`; every method takes `&self` and blocks on IO,
@@ -94,6 +99,7 @@ impl Store {
         let lock_file = take_lock(&data_dir)?;
         let catalog = Catalog::load(&data_dir)?;
         remove_orphan_segments(&segments_dir, &catalog);
+        let rollups = load_rollups(&catalog);
 
         let replay = replay_wal(&wal_dir, catalog.flushed_wal_seq)?;
         let next_seq = replay.last_seq.max(catalog.flushed_wal_seq) + 1;
@@ -127,6 +133,7 @@ impl Store {
                 memtable: replay.memtable,
                 catalog,
                 pending: BTreeSet::new(),
+                rollups,
                 last_flush: Instant::now(),
             }),
             state_cv: Condvar::new(),
@@ -218,6 +225,7 @@ impl Store {
         let mut report = CompactionReport::default();
         let mut written: Vec<SegmentMeta> = Vec::new();
         let mut replaced: Vec<SegmentMeta> = Vec::new();
+        let mut new_rollups: Vec<(u64, Arc<Rollup>)> = Vec::new();
         for ((table, hour_ns), group) in partitions {
             if group.len() < min_segments {
                 continue;
@@ -230,10 +238,13 @@ impl Store {
                 let sorted = segment::concat_sorted(table, &batches)?;
                 drop(batches);
                 let id = catalog.allocate_id();
-                segment::write_segment(&self.data_dir, table, hour_ns, id, &sorted, self.format)
+                self.write_segment_with_rollup(table, hour_ns, id, &sorted)
             })();
             match result {
-                Ok(meta) => {
+                Ok((meta, rollup)) => {
+                    if let Some(rollup) = rollup {
+                        new_rollups.push((meta.id, rollup));
+                    }
                     debug_assert_eq!(meta.rows, group.iter().map(|s| s.rows).sum::<u64>());
                     report.partitions_compacted += 1;
                     report.segments_removed += group.len();
@@ -261,7 +272,14 @@ impl Store {
             self.keep_segment_ids_allocated(&catalog);
             return Err(err);
         }
-        self.state.lock().catalog = catalog;
+        {
+            let mut state = self.state.lock();
+            state.catalog = catalog;
+            for id in &replaced_ids {
+                state.rollups.remove(id);
+            }
+            state.rollups.extend(new_rollups);
+        }
         remove_segment_files(&replaced);
         self.compactions.fetch_add(1, Ordering::Relaxed);
         tracing::info!(?report, "compaction finished");
@@ -290,7 +308,13 @@ impl Store {
         }
         catalog.segments = live;
         catalog.save(&self.data_dir)?;
-        self.state.lock().catalog = catalog;
+        {
+            let mut state = self.state.lock();
+            state.catalog = catalog;
+            for segment in &expired {
+                state.rollups.remove(&segment.id);
+            }
+        }
         remove_segment_files(&expired);
         let report = RetentionReport {
             segments_removed: expired.len(),
@@ -371,6 +395,53 @@ impl Store {
         *next = (*next).max(failed.next_segment_id);
     }
 
+    /// Writes segment `id` of (table, hour) and, for `requests` with rollups on, its rollup
+    /// sidecar. The rollup is built on a second thread while the Parquet file is encoded, so it
+    /// costs ingest little wall time. On error nothing of it is left on disk.
+    fn write_segment_with_rollup(
+        &self,
+        table: Table,
+        hour_ns: i64,
+        id: u64,
+        rows: &RecordBatch,
+    ) -> Result<(SegmentMeta, Option<Arc<Rollup>>), StoreError> {
+        let spec = self
+            .options
+            .rollup
+            .as_ref()
+            .filter(|_| table == Table::Requests);
+        let write =
+            || segment::write_segment(&self.data_dir, table, hour_ns, id, rows, self.format);
+        let Some(spec) = spec else {
+            return Ok((write()?, None));
+        };
+        let (meta, rollup) = std::thread::scope(|scope| {
+            let builder = scope.spawn(|| rollups::build(spec, std::slice::from_ref(rows)));
+            let meta = write();
+            let rollup = builder.join().unwrap_or_else(|_| {
+                Err(StoreError::Corrupt {
+                    what: "rollup",
+                    path: PathBuf::new(),
+                    reason: "the rollup builder panicked".into(),
+                })
+            });
+            (meta, rollup)
+        });
+        let mut meta = meta?;
+        let sidecar = rollup.and_then(|rollup| {
+            meta.rollup_bytes = Some(rollups::write_sidecar(&meta, &rollup)?);
+            sync_dir(meta.path.parent().unwrap_or(&self.data_dir))?;
+            Ok(rollup)
+        });
+        match sidecar {
+            Ok(rollup) => Ok((meta, Some(Arc::new(rollup)))),
+            Err(err) => {
+                remove_unpublished(std::slice::from_ref(&meta));
+                Err(err)
+            }
+        }
+    }
+
     /// The flush itself; the caller holds the maintenance lock.
     fn flush_locked(&self) -> Result<FlushReport, StoreError> {
         // 1. seal the WAL file: records up to `rotation_seq` are in sealed files, later appends
@@ -400,6 +471,7 @@ impl Store {
         // 3. write the segments
         let mut report = FlushReport::default();
         let mut written: Vec<SegmentMeta> = Vec::new();
+        let mut new_rollups: Vec<(u64, Arc<Rollup>)> = Vec::new();
         let write_result = (|| {
             for (table, batches) in &to_flush {
                 if batches.is_empty() {
@@ -408,14 +480,11 @@ impl Store {
                 let sorted = segment::concat_sorted(*table, batches)?;
                 for (hour_ns, part) in segment::split_by_hour(&sorted)? {
                     let id = catalog.allocate_id();
-                    let meta = segment::write_segment(
-                        &self.data_dir,
-                        *table,
-                        hour_ns,
-                        id,
-                        &part,
-                        self.format,
-                    )?;
+                    let (meta, rollup) =
+                        self.write_segment_with_rollup(*table, hour_ns, id, &part)?;
+                    if let Some(rollup) = rollup {
+                        new_rollups.push((id, rollup));
+                    }
                     report.rows += meta.rows;
                     report.bytes_written += meta.bytes;
                     report.segments_written += 1;
@@ -442,6 +511,7 @@ impl Store {
             let removed_rows = state.memtable.remove_up_to(rotation_seq);
             debug_assert_eq!(removed_rows, report.rows);
             state.catalog = catalog;
+            state.rollups.extend(new_rollups);
             state.last_flush = Instant::now();
         } else {
             self.state.lock().last_flush = Instant::now();
@@ -541,6 +611,44 @@ impl StorageBackend for Store {
             segments,
             segments_pruned,
         })
+    }
+
+    fn rollups(&self, range: TimeRange) -> Result<Vec<Arc<Rollup>>, StoreError> {
+        let Some(spec) = self.options.rollup.as_ref() else {
+            return Err(StoreError::RollupsDisabled);
+        };
+        let (mut found, missing, memtable) = {
+            let state = self.state.lock();
+            let mut found = Vec::new();
+            let mut missing = Vec::new();
+            for segment in state.catalog.table_segments(Table::Requests) {
+                if !range.overlaps(segment.min_ts_ns, segment.max_ts_ns) {
+                    continue;
+                }
+                match state.rollups.get(&segment.id) {
+                    Some(rollup) => found.push(Arc::clone(rollup)),
+                    None => missing.push(segment.clone()),
+                }
+            }
+            (
+                found,
+                missing,
+                state.memtable.overlapping(Table::Requests, range),
+            )
+        };
+        for segment in missing {
+            // written before rollups existed, or its sidecar was unreadable: roll it up now
+            let rollup = Arc::new(rollups::build(spec, &segment::read_segment(&segment)?)?);
+            let mut state = self.state.lock();
+            if state.catalog.segments.iter().any(|s| s.id == segment.id) {
+                state.rollups.insert(segment.id, Arc::clone(&rollup));
+            }
+            found.push(rollup);
+        }
+        if !memtable.is_empty() {
+            found.push(Arc::new(rollups::build(spec, &memtable)?));
+        }
+        Ok(found)
     }
 
     fn flush(&self) -> Result<FlushReport, StoreError> {
@@ -774,7 +882,18 @@ fn replay_wal(wal_dir: &Path, flushed_wal_seq: u64) -> Result<Replay, StoreError
 /// before committing, or after committing but before deleting what it replaced) and `.tmp`
 /// files. Best effort: leftovers only cost disk space.
 fn remove_orphan_segments(segments_dir: &Path, catalog: &Catalog) {
-    let live: HashSet<&Path> = catalog.segments.iter().map(|s| s.path.as_path()).collect();
+    let sidecars: Vec<PathBuf> = catalog
+        .segments
+        .iter()
+        .filter(|s| s.rollup_bytes.is_some())
+        .map(|s| rollups::sidecar_path(&s.path))
+        .collect();
+    let live: HashSet<&Path> = catalog
+        .segments
+        .iter()
+        .map(|s| s.path.as_path())
+        .chain(sidecars.iter().map(PathBuf::as_path))
+        .collect();
     let Ok(tables) = std::fs::read_dir(segments_dir) else {
         return;
     };
@@ -787,10 +906,12 @@ fn remove_orphan_segments(segments_dir: &Path, catalog: &Catalog) {
                 continue;
             };
             for path in files.flatten().map(|e| e.path()) {
-                let is_segment_file = path
-                    .extension()
-                    .and_then(|e| e.to_str())
-                    .is_some_and(|ext| ext == "parquet" || ext == "tmp");
+                let is_segment_file =
+                    path.extension()
+                        .and_then(|e| e.to_str())
+                        .is_some_and(|ext| {
+                            ext == "parquet" || ext == "tmp" || ext == rollups::ROLLUP_EXTENSION
+                        });
                 if is_segment_file && !live.contains(path.as_path()) {
                     tracing::info!(path = %path.display(), "removing unreferenced segment file");
                     if let Err(err) = std::fs::remove_file(&path) {
@@ -807,10 +928,30 @@ fn remove_orphan_segments(segments_dir: &Path, catalog: &Catalog) {
 /// Removes files written by a flush or compaction that failed before its catalog commit.
 fn remove_unpublished(written: &[SegmentMeta]) {
     for meta in written {
-        if let Err(err) = remove_file_if_exists(&meta.path) {
-            tracing::warn!(%err, "could not remove unpublished segment");
+        for path in [meta.path.clone(), rollups::sidecar_path(&meta.path)] {
+            if let Err(err) = remove_file_if_exists(&path) {
+                tracing::warn!(%err, "could not remove unpublished segment");
+            }
         }
     }
+}
+
+/// Reads the rollup sidecars the catalog names; an unreadable one is logged and rebuilt from
+/// its segment on first use.
+fn load_rollups(catalog: &Catalog) -> HashMap<u64, Arc<Rollup>> {
+    let mut loaded = HashMap::new();
+    for segment in catalog.table_segments(Table::Requests) {
+        if segment.rollup_bytes.is_none() {
+            continue;
+        }
+        match rollups::read_sidecar(segment) {
+            Ok(rollup) => {
+                loaded.insert(segment.id, rollup);
+            }
+            Err(err) => tracing::warn!(%err, "rollup sidecar unreadable; will rebuild it"),
+        }
+    }
+    loaded
 }
 
 /// Removes files of segments already dropped from the catalog, and hour directories left empty.
@@ -819,8 +960,10 @@ fn remove_unpublished(written: &[SegmentMeta]) {
 fn remove_segment_files(segments: &[SegmentMeta]) {
     let mut dirs = BTreeSet::new();
     for meta in segments {
-        if let Err(err) = remove_file_if_exists(&meta.path) {
-            tracing::warn!(%err, "could not remove segment file; it is no longer referenced");
+        for path in [meta.path.clone(), rollups::sidecar_path(&meta.path)] {
+            if let Err(err) = remove_file_if_exists(&path) {
+                tracing::warn!(%err, "could not remove segment file; it is no longer referenced");
+            }
         }
         if let Some(dir) = meta.path.parent() {
             dirs.insert(dir.to_path_buf());

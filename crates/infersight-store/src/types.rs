@@ -2,10 +2,12 @@
 //! reports and errors. Implementations live in sibling modules.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
+use infersight_analytics::rollup::{Rollup, RollupSpec};
 use infersight_model::{ErrorKind, Table, TableBatch};
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +45,9 @@ pub struct StoreOptions {
     pub parquet_row_group_rows: usize,
     /// zstd level for Parquet pages.
     pub zstd_level: i32,
+    /// SLI rollups of the `requests` table (per minute, per dimension combination); `None`
+    /// turns them off.
+    pub rollup: Option<RollupSpec>,
 }
 
 impl StoreOptions {
@@ -58,6 +63,7 @@ impl StoreOptions {
             retention: None,
             parquet_row_group_rows: 128 * 1024,
             zstd_level: 3,
+            rollup: Some(RollupSpec::default()),
         }
     }
 }
@@ -95,6 +101,10 @@ pub struct SegmentMeta {
     pub min_ts_ns: i64,
     pub max_ts_ns: i64,
     pub schema_version: u32,
+    /// Size of the rollup sidecar (`<id>.rollup`), for `requests` segments written with rollups
+    /// on; `None` when there is none (then SLI queries roll the segment up on first use).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollup_bytes: Option<u64>,
 }
 
 /// What a query sees of one table at one instant: in-memory batches not yet flushed plus the
@@ -167,6 +177,13 @@ pub trait StorageBackend: Send + Sync {
     fn stats(&self) -> StoreStats;
     /// Flushes everything and syncs; called on shutdown.
     fn close(&self) -> Result<(), StoreError>;
+    /// The SLI rollups covering `range` of the `requests` table: one per flushed segment that
+    /// may hold rows in it, plus one of the unflushed rows. Cells are whole minutes, so the
+    /// caller filters by minute. Backends without rollups say so.
+    fn rollups(&self, range: TimeRange) -> Result<Vec<Arc<Rollup>>, StoreError> {
+        let _ = range;
+        Err(StoreError::RollupsDisabled)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -192,12 +209,16 @@ pub enum StoreError {
     Parquet(#[from] parquet::errors::ParquetError),
     #[error("store is closed")]
     Closed,
+    #[error("sli rollups are disabled in this store (store.rollups = false)")]
+    RollupsDisabled,
 }
 
 impl StoreError {
     pub fn kind(&self) -> ErrorKind {
         match self {
-            StoreError::SchemaMismatch { .. } => ErrorKind::BadRequest,
+            StoreError::SchemaMismatch { .. } | StoreError::RollupsDisabled => {
+                ErrorKind::BadRequest
+            }
             StoreError::Closed | StoreError::Locked { .. } => ErrorKind::Unavailable,
             _ => ErrorKind::Internal,
         }

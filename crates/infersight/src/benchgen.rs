@@ -132,6 +132,8 @@ pub fn requests(
         record.ts = BASE_TS_NS + i as i64 * step;
         record.model = Some(MODELS[rng.below(4) as usize].to_string());
         record.worker = Some(format!("worker-{}", rng.below(16)));
+        record.tenant = Some(format!("tenant-{}", rng.below(8)));
+        record.model_version = Some(format!("r{}", rng.below(3)));
         record.input_tokens = Some(rng.below(4000) as i64);
         record.output_tokens = Some(rng.below(800) as i64);
         // log-normal-ish latency so quantiles are not trivial
@@ -151,4 +153,78 @@ pub fn requests(
     }
     store.flush().map_err(|e| CliError::failed(e.to_string()))?;
     Ok(())
+}
+
+/// Median wall time of `runs` repetitions of `f`, in milliseconds, and its last result.
+fn median_ms<T>(
+    runs: usize,
+    mut f: impl FnMut() -> Result<T, CliError>,
+) -> Result<(f64, T), CliError> {
+    let mut times = Vec::with_capacity(runs);
+    let mut last = None;
+    for _ in 0..runs.max(1) {
+        let start = std::time::Instant::now();
+        last = Some(f()?);
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let value = last.ok_or_else(|| CliError::failed("no run"))?;
+    Ok((times[times.len() / 2], value))
+}
+
+/// p99 of ttft and e2e grouped by (model, worker) over the whole store: from rollups (cold: the
+/// store is reopened so sidecars are read from disk once; then warm) vs DataFusion's exact
+/// `percentile_cont` and approximate `approx_percentile_cont` scans. Prints JSON.
+pub fn sli_compare(
+    store: std::sync::Arc<infersight_store::Store>,
+    runs: usize,
+) -> Result<serde_json::Value, CliError> {
+    use infersight_query::{QueryEngine, SliRequest, answer_sli};
+    use infersight_store::TimeRange;
+    let fail = |e: infersight_query::QueryError| CliError::failed(e.to_string());
+    let by = vec!["model".to_string(), "worker".to_string()];
+    let request = |sli: &str| SliRequest {
+        sli: sli.into(),
+        quantiles: vec![0.99],
+        by: by.clone(),
+        range: TimeRange::ALL,
+        ..SliRequest::default()
+    };
+    let (rollup_ms, groups) = median_ms(runs, || {
+        let ttft = answer_sli(store.as_ref(), &request("ttft")).map_err(fail)?;
+        let e2e = answer_sli(store.as_ref(), &request("e2e")).map_err(fail)?;
+        Ok(ttft.series.len() + e2e.series.len())
+    })?;
+    let engine = QueryEngine::new(store.clone() as std::sync::Arc<dyn StorageBackend>);
+    // called on a blocking thread of the CLI's runtime
+    let runtime = tokio::runtime::Handle::current();
+    let rows = runtime
+        .block_on(engine.sql("SELECT count(*) AS n FROM requests"))
+        .map_err(fail)?
+        .to_json_value()
+        .map_err(fail)?;
+    let scan = |sql: &str| {
+        median_ms(runs, || {
+            let out = runtime.block_on(engine.sql(sql)).map_err(fail)?;
+            Ok(out.batches.iter().map(|b| b.num_rows()).sum::<usize>())
+        })
+    };
+    let (exact_ms, exact_groups) = scan(
+        "SELECT model, worker, percentile_cont(0.99) WITHIN GROUP (ORDER BY ttft_ms), \
+         percentile_cont(0.99) WITHIN GROUP (ORDER BY e2e_ms) FROM requests GROUP BY model, worker",
+    )?;
+    let (approx_ms, _) = scan(
+        "SELECT model, worker, approx_percentile_cont(0.99) WITHIN GROUP (ORDER BY ttft_ms), \
+         approx_percentile_cont(0.99) WITHIN GROUP (ORDER BY e2e_ms) FROM requests GROUP BY model, worker",
+    )?;
+    Ok(serde_json::json!({
+        "rows": rows,
+        "groups_rollup": groups / 2,
+        "groups_scan": exact_groups,
+        "rollup_ms": rollup_ms,
+        "exact_scan_ms": exact_ms,
+        "approx_scan_ms": approx_ms,
+        "rollup_vs_exact": rollup_ms / exact_ms,
+        "rollup_vs_approx": rollup_ms / approx_ms,
+    }))
 }

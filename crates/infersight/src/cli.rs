@@ -54,6 +54,54 @@ pub enum Command {
         #[arg(long, default_value_t = 7)]
         seed: u64,
     },
+    /// Simulate an inference fleet with a fault scenario; write OTLP JSON Lines + raw engine
+    /// logs + ground_truth.json to a folder, or send to a running server over OTLP/HTTP.
+    Simulate {
+        /// Scenario (see `infersight scenarios`).
+        #[arg(long)]
+        scenario: String,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Simulated time, e.g. 30m, 1h, 2d.
+        #[arg(long, default_value = "1h")]
+        duration: String,
+        /// Start of simulated time (RFC 3339 or Unix seconds) [default: 2025-11-29T02:00:00Z].
+        #[arg(long)]
+        start: Option<String>,
+        #[arg(long, default_value_t = 16)]
+        workers: usize,
+        /// Mean arrival rate of the whole fleet, requests per second.
+        #[arg(long, default_value_t = 50.0)]
+        rate: f64,
+        /// Arrival times and lengths: auto (mooncake when the trace data is present, else
+        /// poisson), mooncake, azure_code, azure_conv, poisson.
+        #[arg(long, default_value = "auto")]
+        arrivals: String,
+        /// Rename a dimension attribute, KEY=NAME (keys: model_version, lora_adapters,
+        /// kv_cache_policy, batch_size, max_batch_size, batch_wait_ms); repeatable.
+        #[arg(long = "dimension", value_name = "KEY=NAME")]
+        dimensions: Vec<String>,
+        /// Write files into this folder.
+        #[arg(long, conflicts_with = "otlp", required_unless_present = "otlp")]
+        out: Option<PathBuf>,
+        /// Send to this OTLP/HTTP endpoint (e.g. http://127.0.0.1:4318).
+        #[arg(long)]
+        otlp: Option<String>,
+        /// Where to write ground_truth.json [default: inside --out].
+        #[arg(long)]
+        ground_truth: Option<PathBuf>,
+        /// Summary format.
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutputFormat,
+        /// Hide the progress bar.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// List the simulator's fault scenarios.
+    Scenarios {
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutputFormat,
+    },
     /// Run the OTLP receivers (gRPC :4317, HTTP :4318) and the API (:7070).
     Serve {
         #[command(flatten)]
@@ -120,6 +168,66 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "table")]
         format: OutputFormat,
     },
+    /// SLI series from the rollups: quantiles of a latency SLI or a ratio, by dimensions, per step.
+    Sli {
+        #[command(flatten)]
+        common: Common,
+        /// ttft, tpot, e2e, queue, prefill, decode, itl_max, error_rate, abort_rate,
+        /// request_rate, token_efficiency, prefix_cache_hit_rate, output_tokens_per_s.
+        #[arg(long)]
+        sli: String,
+        /// Comma-separated quantiles (0.5,0.99 or p50,p99); default p50,p95,p99.
+        #[arg(long)]
+        q: Option<String>,
+        /// Comma-separated dimensions to group by.
+        #[arg(long)]
+        by: Option<String>,
+        /// Comma-separated dimension=value filters.
+        #[arg(long)]
+        filter: Option<String>,
+        #[arg(long)]
+        since: Option<String>,
+        #[arg(long)]
+        until: Option<String>,
+        /// Point width (1m, 5m, 1h); default one point for the whole range.
+        #[arg(long)]
+        step: Option<String>,
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutputFormat,
+    },
+    /// Log templates: mine a file (one row per line) or list the persisted template store.
+    Templates {
+        #[command(flatten)]
+        common: Common,
+        #[command(subcommand)]
+        action: TemplatesAction,
+    },
+    /// Root-cause localization of a leaf table (CSV): which attribute combinations explain the
+    /// deviation. Additive: --real/--forecast. Derived ratio: --time-col/--at/--numerator/
+    /// --denominator [--history N]. Every other column is a dimension unless --dims.
+    Localize {
+        #[arg(long)]
+        table: PathBuf,
+        #[arg(long)]
+        real: Option<String>,
+        #[arg(long)]
+        forecast: Option<String>,
+        #[arg(long = "time-col")]
+        time_col: Option<String>,
+        /// The anomalous interval (value of the time column, e.g. a Unix second).
+        #[arg(long)]
+        at: Option<i64>,
+        #[arg(long)]
+        numerator: Option<String>,
+        #[arg(long)]
+        denominator: Option<String>,
+        /// Intervals before --at whose mean is the forecast [default: 10].
+        #[arg(long)]
+        history: Option<usize>,
+        /// Comma-separated dimension columns.
+        #[arg(long)]
+        dims: Option<String>,
+    },
     /// Check a configuration file and report every error at once.
     Validate {
         /// The TOML file to check.
@@ -141,6 +249,25 @@ pub enum Command {
         common: Common,
         #[command(subcommand)]
         action: StoreAction,
+    },
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum TemplatesAction {
+    /// Mine FILE: prints `line,template_id,template` for every input line (the store keeps ids).
+    Mine {
+        file: PathBuf,
+        /// Loghub-style header spec, e.g. '<Date> <Time> <Level> <Component>: <Content>';
+        /// without it headers are detected.
+        #[arg(long = "log-format")]
+        log_format: Option<String>,
+        #[arg(long, value_enum, default_value = "csv")]
+        format: OutputFormat,
+    },
+    /// List the persisted templates (most frequent first).
+    List {
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutputFormat,
     },
 }
 
@@ -175,5 +302,10 @@ pub enum BenchGen {
         hours: u64,
         #[arg(long, default_value_t = 42)]
         seed: u64,
+    },
+    /// Time p99 of ttft and e2e by model and worker: from rollups vs an exact DataFusion scan.
+    SliCompare {
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
     },
 }

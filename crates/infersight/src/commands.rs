@@ -14,7 +14,9 @@ use infersight_server::{Counters, ServeSettings};
 use infersight_store::StorageBackend;
 use serde_json::json;
 
-use crate::cli::{BenchGen, Cli, Command, Common, InputFormat, OutputFormat, StoreAction};
+use crate::cli::{
+    BenchGen, Cli, Command, Common, InputFormat, OutputFormat, StoreAction, TemplatesAction,
+};
 use crate::config::{self, Config};
 use crate::exit::CliError;
 use crate::wiring;
@@ -45,6 +47,41 @@ fn query_format(format: OutputFormat) -> infersight_query::OutputFormat {
 pub async fn run(cli: Cli) -> Result<i32, CliError> {
     match cli.command {
         Command::Demo { common, out, seed } => crate::demo::run(resolve(&common)?, out, seed).await,
+        Command::Simulate {
+            scenario,
+            seed,
+            duration,
+            start,
+            workers,
+            rate,
+            arrivals,
+            dimensions,
+            out,
+            otlp,
+            ground_truth,
+            format,
+            quiet,
+        } => {
+            let args = crate::simulate::SimulateArgs {
+                scenario,
+                seed,
+                duration,
+                start,
+                workers,
+                rate,
+                arrivals,
+                dimensions,
+                out,
+                otlp,
+                ground_truth,
+                format,
+                quiet,
+            };
+            tokio::task::spawn_blocking(move || crate::simulate::simulate(args))
+                .await
+                .map_err(|e| CliError::failed(format!("simulate task: {e}")))?
+        }
+        Command::Scenarios { format } => crate::simulate::scenarios(format),
         Command::Serve {
             common,
             listen,
@@ -81,6 +118,61 @@ pub async fn run(cli: Cli) -> Result<i32, CliError> {
             max_cardinality,
             format,
         } => dimensions(common, since, until, max_cardinality, format).await,
+        Command::Sli {
+            common,
+            sli,
+            q,
+            by,
+            filter,
+            since,
+            until,
+            step,
+            format,
+        } => {
+            let request = infersight_server::api::sli_request(
+                &sli,
+                q.as_deref(),
+                by.as_deref(),
+                filter.as_deref(),
+                since.as_deref(),
+                until.as_deref(),
+                step.as_deref(),
+            )
+            .map_err(CliError::usage)?;
+            sli_command(common, request, format).await
+        }
+        Command::Templates { common, action } => {
+            let config = resolve(&common)?;
+            match action {
+                TemplatesAction::Mine {
+                    file,
+                    log_format,
+                    format,
+                } => crate::analyze::templates_mine(&config, &file, log_format.as_deref(), format),
+                TemplatesAction::List { format } => crate::analyze::templates_list(&config, format),
+            }
+        }
+        Command::Localize {
+            table,
+            real,
+            forecast,
+            time_col,
+            at,
+            numerator,
+            denominator,
+            history,
+            dims,
+        } => crate::analyze::localize(crate::analyze::LocalizeArgs {
+            table,
+            real,
+            forecast,
+            time_col,
+            at,
+            numerator,
+            denominator,
+            history,
+            dims,
+        }),
         Command::Validate { config: path } => match config::load(Some(&path), &environment()) {
             Ok(_) => {
                 println!("{}: ok", path.display());
@@ -168,8 +260,9 @@ async fn serve(
     let counters = Arc::new(Counters::new());
     let transform = wiring::build_transform(&config, counters.clone())?;
     let data_dir = config.store.data_dir.display().to_string();
-    let result = infersight_server::serve(
+    let result = infersight_server::serve::serve_with(
         settings,
+        wiring::serve_extras(&config)?,
         store.clone() as Arc<dyn StorageBackend>,
         transform,
         wiring::mapper(&config),
@@ -436,6 +529,33 @@ async fn query(
     Ok(0)
 }
 
+async fn sli_command(
+    common: Common,
+    request: infersight_query::SliRequest,
+    format: OutputFormat,
+) -> Result<i32, CliError> {
+    let config = resolve(&common)?;
+    let store = tokio::task::block_in_place(|| wiring::open_existing_store(&config))?;
+    let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>);
+    let answer = engine
+        .sli(request)
+        .await
+        .map_err(|e| CliError::from_kind(e.kind(), e.to_string()))?;
+    match format {
+        OutputFormat::Json => println!("{}", answer.to_json()),
+        OutputFormat::Csv => {
+            let (header, rows) = answer.table();
+            println!("{}", header.join(","));
+            for row in rows {
+                let cells: Vec<String> = row.iter().map(|c| c.replace(',', ";")).collect();
+                println!("{}", cells.join(","));
+            }
+        }
+        OutputFormat::Table => print!("{}", answer.render_table()),
+    }
+    Ok(0)
+}
+
 async fn dimensions(
     common: Common,
     since: Option<String>,
@@ -542,6 +662,11 @@ fn bench_gen(mut config: Config, what: BenchGen) -> Result<i32, CliError> {
             let store = wiring::open_store(&config)?;
             crate::benchgen::requests(&*store, rows, hours, seed)?;
             store.close().map_err(|e| CliError::failed(e.to_string()))?;
+        }
+        BenchGen::SliCompare { runs } => {
+            let store = wiring::open_existing_store(&config)?;
+            let report = crate::benchgen::sli_compare(store, runs)?;
+            println!("{report}");
         }
     }
     Ok(0)

@@ -8,6 +8,9 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use arrow::datatypes::DataType;
+use infersight_analytics::rollup::RollupSpec;
+use infersight_model::RequestRecord;
 use infersight_model::mapping::RequestColumn;
 use infersight_model::time::parse_duration_ns;
 use infersight_store::{FsyncPolicy, StoreOptions};
@@ -26,6 +29,10 @@ pub struct Config {
     pub query: QueryConfig,
     /// Pipeline stages between receivers and the store (order, redaction settings).
     pub stages: infersight_pipeline::StagesConfig,
+    /// Prometheus `/metrics` targets `serve` scrapes (engines, DCGM exporter).
+    pub scrape: ScrapeConfig,
+    /// SLOs, burn-rate alerting and the webhook alerts go to.
+    pub alerts: AlertsConfig,
 }
 
 impl Default for Config {
@@ -37,6 +44,8 @@ impl Default for Config {
             normalize: NormalizeConfig::default(),
             query: QueryConfig::default(),
             stages: infersight_pipeline::StagesConfig::default(),
+            scrape: ScrapeConfig::default(),
+            alerts: AlertsConfig::default(),
         }
     }
 }
@@ -85,6 +94,12 @@ pub struct StoreConfig {
     /// Keep data this long (e.g. `7d`); empty keeps everything.
     pub retention: String,
     pub zstd_level: i32,
+    /// Build per-minute SLI rollups of `requests` (sketches per dimension combination).
+    pub rollups: bool,
+    /// `requests` columns a rollup combination is made of.
+    pub rollup_dimensions: Vec<String>,
+    /// Combinations per rollup beyond which rows fold into `other` (counted).
+    pub rollup_max_combinations: usize,
 }
 
 impl Default for StoreConfig {
@@ -101,6 +116,9 @@ impl Default for StoreConfig {
             compaction_small_bytes: o.compaction_small_bytes,
             retention: String::new(),
             zstd_level: o.zstd_level,
+            rollups: true,
+            rollup_dimensions: RollupSpec::default().dimensions,
+            rollup_max_combinations: RollupSpec::default().max_combinations,
         }
     }
 }
@@ -126,6 +144,98 @@ impl Default for QueryConfig {
         Self {
             max_rows: 100_000,
             max_dimension_cardinality: 200,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScrapeConfig {
+    /// How often each target is scraped (a target's own `interval` wins).
+    pub interval: String,
+    /// Deadline of one scrape: connect, request and body; shorter than the interval.
+    pub timeout: String,
+    /// `[{ url = "http://host:port/metrics", job = "vllm", worker = "worker-1" }]`.
+    pub targets: Vec<ScrapeTargetConfig>,
+}
+
+impl Default for ScrapeConfig {
+    fn default() -> Self {
+        Self {
+            interval: "15s".into(),
+            timeout: "5s".into(),
+            targets: Vec::new(),
+        }
+    }
+}
+
+/// One scrape target; `interval` and `timeout` override the section's.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScrapeTargetConfig {
+    /// `http://host:port/metrics`.
+    pub url: String,
+    /// Recorded as `service.name` (e.g. `vllm`, `sglang`, `tgi`, `triton`, `dcgm`).
+    pub job: String,
+    /// The `worker` of every sample; host:port of the URL when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AlertsConfig {
+    /// How often `serve` evaluates the SLOs.
+    pub eval_interval: String,
+    /// Where firing / resolved notifications are POSTed (JSON); empty: none.
+    pub webhook_url: String,
+    pub webhook_timeout: String,
+    /// Attempts per notification (backoff 200 ms, doubling).
+    pub webhook_attempts: u32,
+    /// `[{ name = "ttft", sli = "ttft", threshold_ms = 2000, objective = 0.99, window = "30d",
+    /// filters = ["model=llama-3-8b"] }]`; `sli = "error_rate"` needs no threshold.
+    pub slos: Vec<SloConfig>,
+}
+
+impl Default for AlertsConfig {
+    fn default() -> Self {
+        Self {
+            eval_interval: "30s".into(),
+            webhook_url: String::new(),
+            webhook_timeout: "5s".into(),
+            webhook_attempts: 3,
+            slos: Vec::new(),
+        }
+    }
+}
+
+/// One SLO.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SloConfig {
+    pub name: String,
+    pub sli: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threshold_ms: Option<f64>,
+    pub objective: f64,
+    pub window: String,
+    /// `dimension=value` pairs (rollup dimensions).
+    pub filters: Vec<String>,
+}
+
+impl Default for SloConfig {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            sli: String::new(),
+            threshold_ms: None,
+            objective: 0.99,
+            window: "30d".into(),
+            filters: Vec::new(),
         }
     }
 }
@@ -254,6 +364,8 @@ pub fn load(file: Option<&Path>, env: &[(String, String)]) -> Result<Config, Con
     );
     load_section("query", raw.get("query"), &mut config.query, &mut errors);
     load_section("stages", raw.get("stages"), &mut config.stages, &mut errors);
+    load_section("scrape", raw.get("scrape"), &mut config.scrape, &mut errors);
+    load_section("alerts", raw.get("alerts"), &mut config.alerts, &mut errors);
     match raw.get("version") {
         Some(toml::Value::Integer(v)) => config.version = u32::try_from(*v).unwrap_or(u32::MAX),
         Some(other) => errors.push(format!(
@@ -400,11 +512,155 @@ impl Config {
                 ));
             }
         }
+        for column in &self.store.rollup_dimensions {
+            let usable = RequestRecord::schema()
+                .field_with_name(column)
+                .is_ok_and(|f| matches!(f.data_type(), DataType::Utf8 | DataType::Int64));
+            if !usable {
+                errors.push(format!(
+                    "store.rollup_dimensions: `{column}` is not a string or integer column of the requests table"
+                ));
+            }
+        }
+        if self.store.rollup_max_combinations == 0 {
+            errors.push("store.rollup_max_combinations: must be at least 1".into());
+        }
         if self.query.max_rows == 0 {
             errors.push("query.max_rows: must be at least 1".into());
         }
         errors.extend(self.stages.validate());
+        self.validate_scrape(&mut errors);
+        self.validate_alerts(&mut errors);
         errors
+    }
+
+    /// The configured SLOs, each checked; errors name `alerts.slos[i]`.
+    pub fn slos(&self) -> Result<Vec<infersight_analytics::slo::Slo>, Vec<String>> {
+        let mut errors = Vec::new();
+        let mut slos = Vec::new();
+        let mut names = std::collections::HashSet::new();
+        for (i, slo) in self.alerts.slos.iter().enumerate() {
+            let at = format!("alerts.slos[{i}]");
+            if slo.name.trim().is_empty() {
+                errors.push(format!("{at}.name: must not be empty"));
+                continue;
+            }
+            if !names.insert(slo.name.clone()) {
+                errors.push(format!("{at}.name: `{}` is used twice", slo.name));
+            }
+            let Some(window_ns) = parse_duration_ns(&slo.window) else {
+                errors.push(format!("{at}.window: `{}` is not a duration", slo.window));
+                continue;
+            };
+            let mut filters = Vec::new();
+            for filter in &slo.filters {
+                match filter.split_once('=') {
+                    Some((d, v)) if self.store.rollup_dimensions.iter().any(|k| k == d.trim()) => {
+                        filters.push((d.trim().to_string(), v.to_string()))
+                    }
+                    _ => errors.push(format!(
+                        "{at}.filters: `{filter}` must be dimension=value with a dimension of store.rollup_dimensions"
+                    )),
+                }
+            }
+            match infersight_analytics::slo::Slo::new(
+                &slo.name,
+                &slo.sli,
+                slo.threshold_ms,
+                slo.objective,
+                window_ns,
+                filters,
+            ) {
+                Ok(s) => slos.push(s),
+                Err(e) => errors.push(format!("{at}: {e}")),
+            }
+        }
+        if errors.is_empty() {
+            Ok(slos)
+        } else {
+            Err(errors)
+        }
+    }
+
+    fn validate_alerts(&self, errors: &mut Vec<String>) {
+        let alerts = &self.alerts;
+        check_duration(errors, "alerts.eval_interval", &alerts.eval_interval, false);
+        check_duration(
+            errors,
+            "alerts.webhook_timeout",
+            &alerts.webhook_timeout,
+            false,
+        );
+        if !alerts.webhook_url.is_empty() && !alerts.webhook_url.starts_with("http://") {
+            errors.push(format!(
+                "alerts.webhook_url: `{}` must be an http:// URL (no TLS in this build)",
+                alerts.webhook_url
+            ));
+        }
+        if alerts.webhook_attempts == 0 {
+            errors.push("alerts.webhook_attempts: must be at least 1".into());
+        }
+        if !alerts.slos.is_empty() && !self.store.rollups {
+            errors.push(
+                "alerts.slos: SLOs are computed from rollups; set store.rollups = true".into(),
+            );
+        }
+        if let Err(problems) = self.slos() {
+            errors.extend(problems);
+        }
+    }
+
+    fn validate_scrape(&self, errors: &mut Vec<String>) {
+        let scrape = &self.scrape;
+        check_duration(errors, "scrape.interval", &scrape.interval, false);
+        check_duration(errors, "scrape.timeout", &scrape.timeout, false);
+        if let (Some(interval), Some(timeout)) =
+            (duration(&scrape.interval), duration(&scrape.timeout))
+            && timeout >= interval
+        {
+            errors.push(format!(
+                "scrape.timeout: `{}` must be shorter than scrape.interval `{}`",
+                scrape.timeout, scrape.interval
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, target) in scrape.targets.iter().enumerate() {
+            let at = format!("scrape.targets[{i}]");
+            if let Err(e) = infersight_ingest::receivers::prom_scrape::check_url(&target.url) {
+                errors.push(format!("{at}.url: {e}"));
+            }
+            if target.job.trim().is_empty() {
+                errors.push(format!("{at}.job: must not be empty (e.g. \"vllm\")"));
+            }
+            if target.worker.as_ref().is_some_and(|w| w.trim().is_empty()) {
+                errors.push(format!(
+                    "{at}.worker: must not be empty (leave it out to use the target's host:port)"
+                ));
+            }
+            if let Some(interval) = &target.interval {
+                check_duration(errors, &format!("{at}.interval"), interval, false);
+            }
+            if let Some(timeout) = &target.timeout {
+                check_duration(errors, &format!("{at}.timeout"), timeout, false);
+            }
+            if target.interval.is_some() || target.timeout.is_some() {
+                let interval = target.interval.as_deref().unwrap_or(&scrape.interval);
+                let timeout = target.timeout.as_deref().unwrap_or(&scrape.timeout);
+                if let (Some(i), Some(t)) = (duration(interval), duration(timeout))
+                    && t >= i
+                {
+                    errors.push(format!(
+                        "{at}: timeout `{timeout}` must be shorter than interval `{interval}`"
+                    ));
+                }
+            }
+            if !seen.insert((target.url.as_str(), target.job.as_str())) {
+                errors.push(format!(
+                    "{at}: `{}` is already a target of job `{}`",
+                    target.url, target.job
+                ));
+            }
+        }
     }
 
     pub fn store_options(&self) -> StoreOptions {
@@ -423,6 +679,10 @@ impl Config {
         o.compaction_small_bytes = self.store.compaction_small_bytes;
         o.retention = duration(&self.store.retention);
         o.zstd_level = self.store.zstd_level;
+        o.rollup = self.store.rollups.then(|| RollupSpec {
+            dimensions: self.store.rollup_dimensions.clone(),
+            max_combinations: self.store.rollup_max_combinations,
+        });
         o
     }
 
@@ -488,6 +748,97 @@ mod tests {
         ] {
             assert!(joined.contains(needle), "missing `{needle}` in:\n{joined}");
         }
+    }
+
+    #[test]
+    fn slos_are_validated_all_at_once() {
+        let file = write(concat!(
+            "[alerts]\nwebhook_url = \"https://hooks\"\nwebhook_attempts = 0\n",
+            "slos = [\n",
+            "  { name = \"ok\", sli = \"ttft\", threshold_ms = 500, objective = 0.99, window = \"30d\", filters = [\"model=llama\"] },\n",
+            "  { name = \"ok\", sli = \"error_rate\", objective = 0.999 },\n",
+            "  { name = \"no-threshold\", sli = \"e2e\" },\n",
+            "  { name = \"bad-filter\", sli = \"error_rate\", filters = [\"colour=red\"] },\n",
+            "  { name = \"bad-objective\", sli = \"error_rate\", objective = 1.5 },\n",
+            "]\n",
+        ));
+        let errors = load(Some(file.path()), &[]).unwrap_err().0;
+        let joined = errors.join("\n");
+        for needle in [
+            "alerts.webhook_url: `https://hooks` must be an http:// URL",
+            "alerts.webhook_attempts: must be at least 1",
+            "alerts.slos[1].name: `ok` is used twice",
+            "alerts.slos[2]: slo no-threshold: latency sli `e2e` needs a positive threshold_ms",
+            "alerts.slos[3].filters: `colour=red`",
+            "alerts.slos[4]: slo bad-objective: objective 1.5",
+        ] {
+            assert!(joined.contains(needle), "missing `{needle}` in:\n{joined}");
+        }
+        let unknown =
+            write("[alerts]\nslos = [{ name = \"x\", sli = \"error_rate\", bogus = 1 }]\n");
+        let errors = load(Some(unknown.path()), &[]).unwrap_err().0;
+        assert!(
+            errors.join("\n").contains("unknown field `bogus`"),
+            "{errors:?}"
+        );
+        let good = write(
+            "[alerts]\nslos = [{ name = \"a\", sli = \"error_rate\", objective = 0.999, window = \"7d\" }]\n",
+        );
+        let config = load(Some(good.path()), &[]).unwrap();
+        assert_eq!(config.slos().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn scrape_targets_are_validated_all_at_once() {
+        let file = write(concat!(
+            "[scrape]\ninterval = \"2s\"\ntimeout = \"1s\"\n",
+            "targets = [\n",
+            "  { url = \"http://10.0.0.5:8000/metrics\", job = \"vllm\", worker = \"worker-1\" },\n",
+            "  { url = \"https://x/metrics\", job = \"dcgm\" },\n",
+            "  { url = \"not a url\", job = \"\" },\n",
+            "  { url = \"http://h:9400/metrics\", job = \"dcgm\", timeout = \"3s\" },\n",
+            "  { url = \"http://10.0.0.5:8000/metrics\", job = \"vllm\", interval = \"soon\" },\n",
+            "]\n",
+        ));
+        let errors = load(Some(file.path()), &[]).unwrap_err().0;
+        let joined = errors.join("\n");
+        for needle in [
+            "scrape.targets[1].url: `https://x/metrics`: https targets are not supported",
+            "scrape.targets[2].url:",
+            "scrape.targets[2].job: must not be empty",
+            "scrape.targets[3]: timeout `3s` must be shorter than interval `2s`",
+            "scrape.targets[4].interval: `soon` is not a positive duration",
+            "scrape.targets[4]: `http://10.0.0.5:8000/metrics` is already a target of job `vllm`",
+        ] {
+            assert!(joined.contains(needle), "missing `{needle}` in:\n{joined}");
+        }
+        assert_eq!(errors.len(), 6, "{joined}");
+
+        let file = write(
+            "[scrape]\ninterval = \"5s\"\ntimeout = \"5s\"\ntargets = [{ url = \"http://h/metrics\", job = \"vllm\", bogus = 1 }]\n",
+        );
+        let joined = load(Some(file.path()), &[]).unwrap_err().0.join("\n");
+        assert!(
+            joined.contains("scrape.timeout: `5s` must be shorter than scrape.interval `5s`"),
+            "{joined}"
+        );
+        assert!(
+            joined.contains("scrape.targets: unknown field `bogus`"),
+            "{joined}"
+        );
+
+        let file = write(
+            "[scrape]\ninterval = \"200ms\"\ntimeout = \"100ms\"\ntargets = [{ url = \"http://127.0.0.1:9/metrics\", job = \"vllm\", worker = \"w\" }, { url = \"http://h:8000/metrics\", job = \"tgi\", interval = \"1s\", timeout = \"500ms\" }]\n",
+        );
+        let config = load(Some(file.path()), &[]).unwrap();
+        let targets = crate::wiring::scrape_targets(&config);
+        assert_eq!(targets.len(), 2);
+        assert_eq!(targets[0].interval, Duration::from_millis(200));
+        assert_eq!(targets[0].timeout, Duration::from_millis(100));
+        assert_eq!(targets[0].worker.as_deref(), Some("w"));
+        assert_eq!(targets[1].interval, Duration::from_secs(1));
+        assert_eq!(targets[1].timeout, Duration::from_millis(500));
+        assert_eq!(targets[1].instance(), "h:8000");
     }
 
     #[test]

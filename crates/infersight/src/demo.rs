@@ -1,11 +1,12 @@
 //! `infersight demo`: the main job end to end on the embedded default. It starts the real server
-//! in-process on free ports with a fresh store, sends a synthetic fleet's telemetry over OTLP/HTTP
-//! (with an injected regression), shuts down (flushing to Parquet), then answers with SQL: the
-//! latency breakdown before vs during the incident and the slices whose over-SLO counts moved most.
+//! in-process on free ports with a fresh store, runs the fleet simulator's headline scenario
+//! (`lora_kv_regression`: model version × paged KV cache × one LoRA pair gets +900 ms) and sends
+//! everything it emits — traces, logs, metrics, raw engine lines — over OTLP/HTTP, shuts down
+//! (flushing to Parquet), then answers with SQL: the latency breakdown before vs during the
+//! incident and the slices whose over-SLO counts moved most.
 //!
-//! The traffic generator here is deliberately small (a documented latency model, seeded); the
-//! faithful fleet simulator with scenarios and ground truth replaces it (issue 3), and the
-//! root-cause engine replaces the "largest movers" table (issue 6).
+//! Arrivals are Poisson, so the demo needs no data folder. The root-cause engine replaces the
+//! "largest movers" table (issue 6).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -13,154 +14,30 @@ use std::sync::Arc;
 
 use infersight_query::QueryEngine;
 use infersight_server::{Counters, ServeSettings};
+use infersight_sim::{ArrivalKind, Scenario, SimConfig, Simulator};
 use infersight_store::StorageBackend;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::any_value::Value;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
-use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
-use prost::Message;
 
 use crate::config::Config;
 use crate::exit::CliError;
-use crate::rng::Rng;
+use crate::simulate::{OtlpHttpSink, progress_bar, run_into, sim_error};
 use crate::wiring;
 
 const WORKERS: usize = 16;
-const RATE_PER_S: f64 = 40.0;
-const BASELINE_MIN: i64 = 30;
-const INCIDENT_MIN: i64 = 15;
-const START_NS: i64 = 1_764_381_600_000_000_000; // 2025-11-29T02:00:00Z
-const INCIDENT_LORA: &str = "chat-lora,sql-lora";
-
-fn kv(key: &str, value: Value) -> KeyValue {
-    KeyValue {
-        key: key.into(),
-        value: Some(AnyValue { value: Some(value) }),
-        ..Default::default()
-    }
-}
-
-fn text(v: impl Into<String>) -> Value {
-    Value::StringValue(v.into())
-}
-
-/// Worker settings: model, version, KV-cache policy.
-fn worker_settings(w: usize) -> (&'static str, &'static str, &'static str) {
-    let model = if w < WORKERS / 2 {
-        "llama-3-8b"
-    } else {
-        "qwen2.5-7b"
-    };
-    let version = if w.is_multiple_of(2) { "r1" } else { "r2" };
-    let kv = if w % 4 < 2 { "paged" } else { "contiguous" };
-    (model, version, kv)
-}
-
-/// One export per worker per minute of simulated traffic.
-fn generate(seed: u64) -> Vec<ExportTraceServiceRequest> {
-    let mut rng = Rng::new(seed);
-    let mut exports = Vec::new();
-    let per_worker_per_min = RATE_PER_S * 60.0 / WORKERS as f64;
-    let loras = ["none", INCIDENT_LORA, "summarize-lora"];
-    let mut request_no = 0u64;
-    for minute in 0..(BASELINE_MIN + INCIDENT_MIN) {
-        let incident = minute >= BASELINE_MIN;
-        for w in 0..WORKERS {
-            let (model, version, kv_policy) = worker_settings(w);
-            let mut spans = Vec::new();
-            let n = (per_worker_per_min + rng.normal() * per_worker_per_min.sqrt())
-                .round()
-                .max(0.0) as usize;
-            for _ in 0..n {
-                request_no += 1;
-                let ts = START_NS + minute * 60_000_000_000 + (rng.unit() * 60e9) as i64;
-                let input = (6.2 + 0.8 * rng.normal())
-                    .exp()
-                    .clamp(8.0, 16_000.0)
-                    .round();
-                let output = (4.6 + 0.6 * rng.normal()).exp().clamp(1.0, 2_048.0).round();
-                let lora = loras[(rng.next_u64() % 3) as usize];
-                let batch = 8 + (rng.next_u64() % 40) as i64;
-                // Latency model: queue (exponential), prefill ∝ input, decode = output × TPOT where
-                // TPOT grows with batch size; the incident slows TPOT on one slice.
-                let queue_s = rng.exp(0.02);
-                let prefill_s = input * 0.000_12;
-                let mut tpot_s =
-                    0.005 * (1.0 + batch as f64 / 64.0) * (1.0 + 0.1 * rng.normal()).max(0.5);
-                if incident && version == "r2" && kv_policy == "paged" && lora == INCIDENT_LORA {
-                    tpot_s += 0.009;
-                }
-                let decode_s = output * tpot_s;
-                let ttft_s = queue_s + prefill_s;
-                let e2e_s = ttft_s + decode_s + 0.004;
-                let mut trace_id = [0u8; 16];
-                trace_id[..8].copy_from_slice(&request_no.to_be_bytes());
-                trace_id[8..].copy_from_slice(&rng.next_u64().to_be_bytes());
-                spans.push(Span {
-                    trace_id: trace_id.to_vec(),
-                    span_id: (rng.next_u64() | 1).to_be_bytes().to_vec(),
-                    name: "llm_request".into(),
-                    kind: 2,
-                    start_time_unix_nano: ts as u64,
-                    end_time_unix_nano: (ts + (e2e_s * 1e9) as i64) as u64,
-                    attributes: vec![
-                        kv("gen_ai.request.model", text(model)),
-                        kv("gen_ai.usage.input_tokens", Value::IntValue(input as i64)),
-                        kv("gen_ai.usage.output_tokens", Value::IntValue(output as i64)),
-                        kv("gen_ai.latency.time_in_queue", Value::DoubleValue(queue_s)),
-                        kv(
-                            "gen_ai.latency.time_to_first_token",
-                            Value::DoubleValue(ttft_s),
-                        ),
-                        kv(
-                            "gen_ai.latency.time_in_model_prefill",
-                            Value::DoubleValue(prefill_s),
-                        ),
-                        kv(
-                            "gen_ai.latency.time_in_model_decode",
-                            Value::DoubleValue(decode_s),
-                        ),
-                        kv("gen_ai.latency.e2e", Value::DoubleValue(e2e_s)),
-                        kv("gen_ai.request.id", text(format!("req-{request_no}"))),
-                        kv("serving.model.version", text(version)),
-                        kv("serving.kv_cache.policy", text(kv_policy)),
-                        kv("llm.lora.adapters", text(lora)),
-                        kv("serving.batch.size", Value::IntValue(batch)),
-                        kv("tenant", text(format!("tenant-{}", rng.next_u64() % 6))),
-                        // personal data inside an attribute: redacted before storage
-                        kv(
-                            "user.contact",
-                            text(format!("user{}@example.com", rng.next_u64() % 1000)),
-                        ),
-                    ],
-                    ..Default::default()
-                });
-            }
-            exports.push(ExportTraceServiceRequest {
-                resource_spans: vec![ResourceSpans {
-                    resource: Some(Resource {
-                        attributes: vec![
-                            kv("service.name", text("vllm")),
-                            kv("k8s.pod.name", text(format!("worker-{w:02}"))),
-                            kv("gen_ai.system", text("vllm")),
-                        ],
-                        ..Default::default()
-                    }),
-                    scope_spans: vec![ScopeSpans {
-                        spans,
-                        ..Default::default()
-                    }],
-                    schema_url: String::new(),
-                }],
-            });
-        }
-    }
-    exports
-}
+const RATE_PER_S: f64 = 30.0;
+const DURATION_MIN: i64 = 45;
 
 fn ts_literal(ns: i64) -> String {
     format!("'{}'", infersight_model::time::format_rfc3339(ns))
+}
+
+fn sim_config(seed: u64) -> SimConfig {
+    let mut config = SimConfig::new(Scenario::LoraKvRegression);
+    config.seed = seed;
+    config.workers = WORKERS;
+    config.rate_per_s = RATE_PER_S;
+    config.duration_s = (DURATION_MIN * 60) as f64;
+    config.arrivals = ArrivalKind::Poisson;
+    config
 }
 
 pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<i32, CliError> {
@@ -176,9 +53,13 @@ pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| CliError::failed(format!("{}: {e}", out_dir.display())))?;
     config.store.data_dir = data.clone();
+    let simulator = Simulator::new(sim_config(seed)).map_err(sim_error)?;
+    let truth = simulator.ground_truth();
+    let incident_start = simulator.incident_start_ns();
     eprintln!(
-        "infersight demo: {WORKERS} workers, {} min of traffic at {RATE_PER_S} req/s, regression injected at minute {BASELINE_MIN}",
-        BASELINE_MIN + INCIDENT_MIN
+        "infersight demo: scenario {}, {WORKERS} workers, {DURATION_MIN} min of traffic at {RATE_PER_S} req/s, incident from {}",
+        Scenario::LoraKvRegression.name(),
+        truth.incident_window.start
     );
 
     let store = tokio::task::block_in_place(|| wiring::open_store(&config))?;
@@ -213,45 +94,15 @@ pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<
         .await
         .map_err(|_| CliError::failed("demo server did not start"))?;
 
-    let exports = tokio::task::spawn_blocking(move || generate(seed))
-        .await
-        .map_err(|e| CliError::failed(e.to_string()))?;
-    let url = format!("http://{}/v1/traces", addrs.otlp_http);
-    let bar = indicatif::ProgressBar::new(exports.len() as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("sending over OTLP/HTTP {wide_bar} {pos}/{len}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    let sent = tokio::task::spawn_blocking(move || -> Result<u64, CliError> {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .into();
-        let mut spans = 0u64;
-        for export in &exports {
-            let body = export.encode_to_vec();
-            loop {
-                let response = agent
-                    .post(&url)
-                    .header("content-type", "application/x-protobuf")
-                    .send(&body[..])
-                    .map_err(|e| CliError::failed(format!("sending to {url}: {e}")))?;
-                match response.status().as_u16() {
-                    200 => break,
-                    429 | 503 => std::thread::sleep(std::time::Duration::from_millis(20)),
-                    other => return Err(CliError::failed(format!("{url} answered {other}"))),
-                }
-            }
-            spans += export
-                .resource_spans
-                .iter()
-                .flat_map(|r| &r.scope_spans)
-                .map(|s| s.spans.len() as u64)
-                .sum::<u64>();
-            bar.inc(1);
-        }
-        bar.finish_and_clear();
-        Ok(spans)
+    let url = format!("http://{}", addrs.otlp_http);
+    let show = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let summary = tokio::task::spawn_blocking(move || {
+        let mut sink = OtlpHttpSink::new(&url);
+        run_into(
+            simulator,
+            &mut sink,
+            progress_bar("sending over OTLP/HTTP", show),
+        )
     })
     .await
     .map_err(|e| CliError::failed(e.to_string()))??;
@@ -265,7 +116,6 @@ pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<
     // Reopen the flushed store and ask it questions, as a user would after an incident.
     let store = tokio::task::block_in_place(|| wiring::open_store(&config))?;
     let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>);
-    let incident_start = START_NS + BASELINE_MIN * 60_000_000_000;
     let window = |alias: &str| {
         format!(
             "CASE WHEN ts >= {} THEN '2 incident' ELSE '1 baseline' END AS {alias}",
@@ -316,7 +166,8 @@ pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<
          FROM requests GROUP BY 1, 2, 3 ORDER BY slow_during - slow_before * {ratio} DESC LIMIT 5",
         inc = ts_literal(incident_start),
         thr = threshold_ms,
-        ratio = INCIDENT_MIN as f64 / BASELINE_MIN as f64,
+        ratio = (config_end_ns(seed) - incident_start) as f64
+            / (incident_start - infersight_sim::config::DEFAULT_START_NS) as f64,
     );
     let movers = q(movers_sql).await?;
     let redacted =
@@ -328,7 +179,12 @@ pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<
     let _ = writeln!(report, "# infersight demo report\n");
     let _ = writeln!(
         report,
-        "{sent} request spans from {WORKERS} workers ingested over OTLP/HTTP into {}.\n",
+        "{} requests from {WORKERS} workers ({} spans, {} log records, {} raw engine log lines, {} metric points) ingested over OTLP/HTTP into {}.\n",
+        summary.requests,
+        summary.spans,
+        summary.log_records,
+        summary.raw_lines,
+        summary.metric_points,
         data.display()
     );
     let _ = writeln!(
@@ -341,10 +197,21 @@ pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<
         "## Slices with the most requests over the baseline p99 ({threshold_ms:.0} ms), normalized for window length\n\n```\n{}\n```\n",
         movers.render(table).trim_end()
     );
-    let _ = writeln!(
-        report,
-        "Injected: TPOT +9 ms on model_version=r2 × kv_cache_policy=paged × lora_adapters={INCIDENT_LORA} from minute {BASELINE_MIN}."
-    );
+    for cause in &truth.root_causes {
+        let dims: Vec<String> = cause
+            .dimensions
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let _ = writeln!(
+            report,
+            "Injected (ground truth): {} — {}: {}, from {}.\n",
+            dims.join(" × "),
+            cause.sli,
+            cause.effect,
+            truth.incident_window.start
+        );
+    }
     let _ = writeln!(
         report,
         "Requests whose stored attributes still contain an e-mail address (must be 0, redaction): \n\n```\n{}\n```",
@@ -362,4 +229,8 @@ pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<
         data.display()
     );
     Ok(0)
+}
+
+fn config_end_ns(seed: u64) -> i64 {
+    sim_config(seed).end_ns()
 }

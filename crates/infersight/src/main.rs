@@ -1,6 +1,7 @@
 //! The `infersight` binary: parses the command line, loads the configuration, wires the crates
 //! together and maps every outcome onto an exit code (0 ok, 1 failed, 2 bad usage or input).
 
+mod analyze;
 mod benchgen;
 mod cli;
 mod commands;
@@ -8,6 +9,7 @@ mod config;
 mod demo;
 mod exit;
 mod rng;
+mod simulate;
 mod wiring;
 
 use clap::Parser;

@@ -1,8 +1,10 @@
 //! Wiring: turns the resolved configuration into running parts (store, pipeline stages,
-//! attribute mapper) so every command builds them the same way.
+//! attribute mapper, scrape targets) so every command builds them the same way.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use infersight_ingest::receivers::prom_scrape::ScrapeTarget;
 use infersight_model::TableBatch;
 use infersight_model::mapping::AttributeMapper;
 use infersight_server::{Counters, Transform, TransformError};
@@ -14,7 +16,10 @@ use crate::exit::CliError;
 /// The pipeline stages every record passes before the store (redaction first). Stage counters
 /// are published to `counters` after every run so `/metrics` shows them.
 pub fn build_transform(config: &Config, counters: Arc<Counters>) -> Result<Transform, CliError> {
-    let mut pipeline = infersight_pipeline::Pipeline::from_config(&config.stages)
+    let mut stages = config.stages.clone();
+    // mined templates persist with the store, so template ids survive restarts
+    stages.template.store_dir = Some(crate::analyze::template_store_dir(config));
+    let mut pipeline = infersight_pipeline::Pipeline::from_config(&stages)
         .map_err(|e| CliError::usage(format!("stages: {e}")))?;
     Ok(Box::new(move |batches: Vec<TableBatch>| {
         let result = pipeline.run(batches).map_err(|e| TransformError {
@@ -66,6 +71,33 @@ pub fn mapper(config: &Config) -> Arc<AttributeMapper> {
     Arc::new(AttributeMapper::new(&config.aliases()))
 }
 
+/// The `[scrape]` targets `serve` pulls, with the section's interval and timeout filled in.
+/// The configuration is validated before this runs, so every duration parses.
+pub fn scrape_targets(config: &Config) -> Vec<ScrapeTarget> {
+    let scrape = &config.scrape;
+    let interval = crate::config::duration(&scrape.interval).unwrap_or(Duration::from_secs(15));
+    let timeout = crate::config::duration(&scrape.timeout).unwrap_or(Duration::from_secs(5));
+    scrape
+        .targets
+        .iter()
+        .map(|target| ScrapeTarget {
+            url: target.url.clone(),
+            job: target.job.clone(),
+            worker: target.worker.clone(),
+            interval: target
+                .interval
+                .as_deref()
+                .and_then(crate::config::duration)
+                .unwrap_or(interval),
+            timeout: target
+                .timeout
+                .as_deref()
+                .and_then(crate::config::duration)
+                .unwrap_or(timeout),
+        })
+        .collect()
+}
+
 /// Opens an existing store for reading commands: a mistyped `--data` is an error, not an empty
 /// result.
 pub fn open_existing_store(config: &Config) -> Result<Arc<Store>, CliError> {
@@ -89,5 +121,28 @@ pub fn open_store(config: &Config) -> Result<Arc<Store>, CliError> {
             _ => "",
         };
         CliError::failed(format!("opening the store: {e}{hint}"))
+    })
+}
+
+/// Scrapers and SLO alerting for `serve`, from the configuration.
+pub fn serve_extras(config: &Config) -> Result<infersight_server::serve::ServeExtras, CliError> {
+    let slos = config
+        .slos()
+        .map_err(|errors| CliError::usage(errors.join("; ")))?;
+    let alerts = (!slos.is_empty()).then(|| {
+        let webhook = (!config.alerts.webhook_url.is_empty()).then(|| {
+            infersight_server::alerts::WebhookSettings {
+                url: config.alerts.webhook_url.clone(),
+                timeout: crate::config::duration(&config.alerts.webhook_timeout)
+                    .unwrap_or(std::time::Duration::from_secs(5)),
+                attempts: config.alerts.webhook_attempts,
+            }
+        });
+        Arc::new(infersight_server::alerts::AlertManager::new(slos, webhook))
+    });
+    Ok(infersight_server::serve::ServeExtras {
+        scrape_targets: scrape_targets(config),
+        alerts,
+        slo_eval_interval: crate::config::duration(&config.alerts.eval_interval),
     })
 }

@@ -4,6 +4,8 @@
 mod files;
 mod logs_metrics;
 mod otlp_json;
+mod prom_scrape;
+mod prometheus;
 mod receivers;
 mod traces;
 

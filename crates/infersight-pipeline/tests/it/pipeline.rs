@@ -75,7 +75,10 @@ fn configured_pipeline_redacts_requests_and_logs() {
 
 #[test]
 fn disabled_redaction_passes_batches_through_and_still_counts() {
-    let mut pipeline = Pipeline::from_config(&config(r#"{"redact": {"enabled": false}}"#)).unwrap();
+    let mut pipeline = Pipeline::from_config(&config(
+        r#"{"order": ["redact"], "redact": {"enabled": false}}"#,
+    ))
+    .unwrap();
     let logs = LogRecord::to_batch(&[LogRecord {
         ts: 1,
         body: Some("a@b.com".into()),
@@ -95,7 +98,7 @@ fn disabled_redaction_passes_batches_through_and_still_counts() {
 #[test]
 fn invalid_config_reports_every_problem_as_bad_request() {
     let error = Pipeline::from_config(&config(
-        r#"{"order": ["redact", "label"],
+        r#"{"order": ["redact", "sample"],
             "redact": {"custom": [{"name": "x", "regex": "[unclosed"}]}}"#,
     ))
     .unwrap_err();
@@ -106,7 +109,7 @@ fn invalid_config_reports_every_problem_as_bad_request() {
         message.starts_with("invalid pipeline config: "),
         "{message}"
     );
-    assert!(message.contains("unknown stage `label`"), "{message}");
+    assert!(message.contains("unknown stage `sample`"), "{message}");
     assert!(
         message.contains("stages.redact.custom[0].regex: invalid regex"),
         "{message}"

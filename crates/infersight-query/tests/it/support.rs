@@ -112,6 +112,7 @@ impl TestStore {
             min_ts_ns,
             max_ts_ns,
             schema_version: 1,
+            rollup_bytes: None,
         }
     }
 }

@@ -5,3 +5,4 @@ mod concurrency;
 mod durability;
 mod flush;
 mod maintenance;
+mod rollups;

@@ -184,3 +184,164 @@ fn readme_mapping_table_matches_the_code() {
         "README.md's mapping table is stale: replace it with the output of `infersight mapping`"
     );
 }
+
+#[test]
+fn scenarios_lists_every_scenario() {
+    let out = run(&["scenarios", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    for name in [
+        "lora_kv_regression",
+        "gpu_memory_leak",
+        "batching_misconfig",
+        "cache_pollution",
+        "injection_resonance",
+        "truncation_surge",
+        "trace_context_loss",
+        "flow_control_stall",
+        "preemption_storm",
+        "slow_worker",
+        "two_causes",
+        "healthy",
+    ] {
+        assert!(names.contains(&name), "{name} missing from {names:?}");
+    }
+    let table = stdout(&run(&["scenarios"]));
+    assert_eq!(table.lines().count(), 12, "{table}");
+}
+
+#[test]
+fn simulate_to_files_is_reproducible_and_ingestible() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = |out: &str| {
+        vec![
+            "simulate".to_string(),
+            "--scenario".into(),
+            "gpu_memory_leak".into(),
+            "--seed".into(),
+            "3".into(),
+            "--duration".into(),
+            "2m".into(),
+            "--workers".into(),
+            "4".into(),
+            "--rate".into(),
+            "10".into(),
+            "--arrivals".into(),
+            "poisson".into(),
+            "--format".into(),
+            "json".into(),
+            "--out".into(),
+            out.into(),
+        ]
+    };
+    let a = dir.path().join("a");
+    let b = dir.path().join("b");
+    let run_args = |v: Vec<String>| run(&v.iter().map(String::as_str).collect::<Vec<_>>());
+    let out = run_args(args(a.to_str().unwrap()));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(run_args(args(b.to_str().unwrap())).status.success());
+    for file in [
+        "traces.jsonl",
+        "logs.jsonl",
+        "metrics.jsonl",
+        "ground_truth.json",
+        "raw/worker-00.log",
+    ] {
+        let x = std::fs::read(a.join(file)).unwrap();
+        assert!(!x.is_empty(), "{file}");
+        assert_eq!(
+            x,
+            std::fs::read(b.join(file)).unwrap(),
+            "{file} differs between runs"
+        );
+    }
+    let truth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(a.join("ground_truth.json")).unwrap())
+            .unwrap();
+    assert_eq!(truth["scenario"], "gpu_memory_leak");
+    assert_eq!(truth["root_causes"][0]["dimensions"]["worker"], "worker-03");
+    assert_eq!(truth["expected_signals"][0]["kind"], "gpu_memory_leak");
+    assert!(truth["incident_window"]["start"].as_str().unwrap() < truth["end"].as_str().unwrap());
+
+    // The files go through `ingest` like the Collector's: every span becomes a row.
+    let data = dir.path().join("data");
+    let jsonl: Vec<String> = ["traces.jsonl", "logs.jsonl", "metrics.jsonl"]
+        .iter()
+        .map(|f| a.join(f).display().to_string())
+        .collect();
+    let mut ingest = vec!["ingest", "--quiet", "--data", data.to_str().unwrap()];
+    ingest.extend(jsonl.iter().map(String::as_str));
+    let out = run(&ingest);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = run(&[
+        "query",
+        "--data",
+        data.to_str().unwrap(),
+        "--format",
+        "csv",
+        "SELECT count(*) AS n FROM requests",
+    ]);
+    let text = stdout(&out);
+    assert_eq!(
+        text.lines().nth(1).unwrap().trim(),
+        summary["summary"]["requests"].to_string(),
+        "{text}"
+    );
+}
+
+#[test]
+fn simulate_rejects_bad_input_with_exit_code_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("o");
+    let out = run(&[
+        "simulate",
+        "--scenario",
+        "nope",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("unknown scenario `nope`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&["simulate", "--scenario", "healthy"]);
+    assert_eq!(out.status.code(), Some(2), "neither --out nor --otlp");
+    let out = run(&[
+        "simulate",
+        "--scenario",
+        "healthy",
+        "--duration",
+        "soon",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = std::process::Command::new(crate::support::bin())
+        .args([
+            "simulate",
+            "--scenario",
+            "healthy",
+            "--arrivals",
+            "mooncake",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .env("INFERSIGHT_DATA_DIR", dir.path().join("no-data"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("trace data not found"),
+        "{}",
+        stderr(&out)
+    );
+}

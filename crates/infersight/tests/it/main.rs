@@ -3,6 +3,9 @@
 //! OpenTelemetry SDK client. One integration-test binary for the crate.
 
 mod cli;
+mod prometheus;
 mod python_otel;
+mod scrape;
 mod server;
+mod sli;
 mod support;

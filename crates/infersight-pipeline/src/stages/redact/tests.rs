@@ -523,7 +523,11 @@ fn stage_covers_spans_metrics_and_leaves_tokens_alone() {
         request_id: Some("10.0.0.1".into()),
         ..Default::default()
     }]);
-    let mut pipeline = Pipeline::from_config(&crate::StagesConfig::default()).unwrap();
+    let config = crate::StagesConfig {
+        order: vec!["redact".into()],
+        ..crate::StagesConfig::default()
+    };
+    let mut pipeline = Pipeline::from_config(&config).unwrap();
     let out = pipeline
         .run(vec![
             TableBatch {

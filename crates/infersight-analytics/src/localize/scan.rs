@@ -1,0 +1,444 @@
+//! The scan engine behind [`super::localize_additive`] and [`super::localize_derived`]: fits the
+//! noise model, enumerates the cuboids (dimension subsets) of the lattice, and greedily picks the
+//! element with the highest expectation-based scan statistic until nothing significant is left.
+//! Inputs are already validated by the caller (lengths, finiteness, value ids).
+
+use std::collections::HashMap;
+
+use super::{LeafTable, Localization, NoiseModel, Params, RootCause};
+
+/// Median of χ²(1): squared standard-normal residuals have this median.
+const CHI2_1_MEDIAN: f64 = 0.454_936_4;
+/// Floor of an element's effective forecast count, so that elements made only of new leaves
+/// (forecast 0) get a finite score.
+const MIN_EFFECTIVE_FORECAST: f64 = 0.5;
+/// Up to this many elements a cuboid is indexed with a dense array, beyond with a hash map.
+const DENSE_INDEX_LIMIT: u64 = 1 << 20;
+
+/// One cuboid: a subset of dimensions and the element each leaf belongs to in it.
+struct Cuboid {
+    /// Bit `j` set when table dimension `j` is part of the cuboid.
+    mask: u64,
+    /// Table dimension indices, ascending.
+    dims: Vec<usize>,
+    element_of_leaf: Vec<u32>,
+    /// One leaf of each element, to read the element's values back.
+    first_leaf: Vec<usize>,
+}
+
+/// Per-element sums of one cuboid over the leaves not yet explained.
+#[derive(Default, Clone)]
+struct Sums {
+    real_effective: Vec<f64>,
+    forecast_effective: Vec<f64>,
+}
+
+pub(super) fn localize(
+    table: &LeafTable,
+    real: &[f64],
+    forecast: &[f64],
+    params: &Params,
+) -> Localization {
+    let n_leaves = table.len();
+    let mut skipped_dimensions = Vec::new();
+    let mut dims = Vec::new();
+    for (index, dimension) in table.dimensions.iter().enumerate() {
+        if dimension.values.len() > params.max_cardinality || index >= 64 {
+            skipped_dimensions.push(dimension.name.clone());
+        } else {
+            dims.push(index);
+        }
+    }
+    let noise = resolve_noise(params.noise, real);
+    let scale = effective_count_scale(noise, real, forecast);
+    let real_effective: Vec<f64> = real.iter().zip(&scale).map(|(v, k)| v / k).collect();
+    let forecast_effective: Vec<f64> = forecast.iter().zip(&scale).map(|(f, k)| f / k).collect();
+    let total_deviation: f64 = real.iter().sum::<f64>() - forecast.iter().sum::<f64>();
+
+    let mut result = Localization {
+        noise,
+        skipped_dimensions,
+        ..Localization::default()
+    };
+    if n_leaves == 0 || dims.is_empty() {
+        return result;
+    }
+
+    let cuboids = build_cuboids(table, &dims, params.max_layer);
+    let cuboid_by_mask: HashMap<u64, usize> = cuboids
+        .iter()
+        .enumerate()
+        .map(|(index, cuboid)| (cuboid.mask, index))
+        .collect();
+    let n_candidates: usize = 1 + cuboids.iter().map(|c| c.first_leaf.len()).sum::<usize>();
+    let significance = (n_candidates as f64 / params.alpha).ln();
+
+    let mut unexplained = vec![true; n_leaves];
+    let mut sums: Vec<Sums> = cuboids
+        .iter()
+        .map(|cuboid| Sums {
+            real_effective: vec![0.0; cuboid.first_leaf.len()],
+            forecast_effective: vec![0.0; cuboid.first_leaf.len()],
+        })
+        .collect();
+    let mut largest_cause_deviation = 0.0_f64;
+
+    while result.root_causes.len() < params.max_root_causes {
+        // Sum every element of every cuboid over the leaves not yet explained.
+        let (mut root_real, mut root_forecast) = (0.0, 0.0);
+        for leaf in 0..n_leaves {
+            if unexplained[leaf] {
+                root_real += real_effective[leaf];
+                root_forecast += forecast_effective[leaf];
+            }
+        }
+        let mut best: Option<(usize, u32, f64)> = None;
+        for (index, cuboid) in cuboids.iter().enumerate() {
+            let cuboid_sums = &mut sums[index];
+            cuboid_sums.real_effective.fill(0.0);
+            cuboid_sums.forecast_effective.fill(0.0);
+            for leaf in 0..n_leaves {
+                if unexplained[leaf] {
+                    let element = cuboid.element_of_leaf[leaf] as usize;
+                    cuboid_sums.real_effective[element] += real_effective[leaf];
+                    cuboid_sums.forecast_effective[element] += forecast_effective[leaf];
+                }
+            }
+            for element in 0..cuboid.first_leaf.len() {
+                let score = scan_statistic(
+                    cuboid_sums.real_effective[element],
+                    cuboid_sums.forecast_effective[element],
+                );
+                if best.is_none_or(|(_, _, best_score)| score > best_score) {
+                    best = Some((index, element as u32, score));
+                }
+            }
+        }
+        let root_score = scan_statistic(root_real, root_forecast);
+        let Some((mut chosen_cuboid, mut chosen_element, best_score)) = best else {
+            break;
+        };
+        let best_score = best_score.max(root_score);
+        if best_score < significance {
+            break;
+        }
+        // Coarsest ancestor (fewest attributes) that explains nearly as well; the fleet first.
+        let good_enough = (1.0 - params.coarsen_tolerance) * best_score;
+        if root_score >= good_enough {
+            result.fleet_wide = true;
+            break;
+        }
+        let best_mask = cuboids[chosen_cuboid].mask;
+        let probe_leaf = cuboids[chosen_cuboid].first_leaf[chosen_element as usize];
+        let mut chosen_score = scan_statistic(
+            sums[chosen_cuboid].real_effective[chosen_element as usize],
+            sums[chosen_cuboid].forecast_effective[chosen_element as usize],
+        );
+        let mut chosen_layer = cuboids[chosen_cuboid].dims.len();
+        let mut submask = (best_mask.wrapping_sub(1)) & best_mask;
+        while submask != 0 {
+            if let Some(&index) = cuboid_by_mask.get(&submask) {
+                let element = cuboids[index].element_of_leaf[probe_leaf];
+                let score = scan_statistic(
+                    sums[index].real_effective[element as usize],
+                    sums[index].forecast_effective[element as usize],
+                );
+                let layer = cuboids[index].dims.len();
+                if score >= good_enough
+                    && (layer < chosen_layer || (layer == chosen_layer && score > chosen_score))
+                {
+                    chosen_cuboid = index;
+                    chosen_element = element;
+                    chosen_score = score;
+                    chosen_layer = layer;
+                }
+            }
+            submask = (submask - 1) & best_mask;
+        }
+
+        // Raw deviation and size of the chosen element (over its unexplained leaves).
+        let cuboid = &cuboids[chosen_cuboid];
+        let mut deviation = 0.0;
+        for leaf in 0..n_leaves {
+            if unexplained[leaf] && cuboid.element_of_leaf[leaf] == chosen_element {
+                deviation += real[leaf] - forecast[leaf];
+            }
+        }
+        let reference = largest_cause_deviation.max(total_deviation.abs());
+        if deviation.abs() < params.min_explained * reference || deviation == 0.0 {
+            break;
+        }
+        largest_cause_deviation = largest_cause_deviation.max(deviation.abs());
+
+        let (mut element_real, mut element_forecast, mut element_leaves) = (0.0, 0.0, 0_usize);
+        for leaf in 0..n_leaves {
+            if cuboid.element_of_leaf[leaf] == chosen_element {
+                element_real += real[leaf];
+                element_forecast += forecast[leaf];
+                element_leaves += 1;
+                unexplained[leaf] = false;
+            }
+        }
+        let probe = cuboid.first_leaf[chosen_element as usize];
+        let elements = cuboid
+            .dims
+            .iter()
+            .map(|&dimension| {
+                let id = table.code(probe, dimension) as usize;
+                let dim = &table.dimensions[dimension];
+                (dim.name.clone(), dim.values[id].clone())
+            })
+            .collect();
+        // A cause that is an ancestor of causes found before (they were its most deviating
+        // part, the rest of it deviates too) replaces them: one coarser element, same leaves.
+        let chosen_pairs: Vec<(usize, u32)> = cuboid
+            .dims
+            .iter()
+            .map(|&dimension| (dimension, table.code(probe, dimension)))
+            .collect();
+        let mut merged_score = 0.0_f64;
+        result.root_causes.retain(|earlier| {
+            let is_descendant = chosen_pairs.iter().all(|&(dimension, id)| {
+                let name = &table.dimensions[dimension].name;
+                let value = &table.dimensions[dimension].values[id as usize];
+                earlier
+                    .elements
+                    .iter()
+                    .any(|(n, v)| n == name && v == value)
+            });
+            if is_descendant {
+                merged_score = merged_score.max(earlier.score);
+            }
+            !is_descendant
+        });
+        result.root_causes.push(RootCause {
+            elements,
+            explained_fraction: if total_deviation != 0.0 {
+                (element_real - element_forecast) / total_deviation
+            } else {
+                0.0
+            },
+            score: chosen_score.max(merged_score),
+            real: element_real,
+            forecast: element_forecast,
+            leaves: element_leaves,
+        });
+    }
+    result
+}
+
+/// Expectation-based Poisson log-likelihood ratio of "this element changed by a common factor".
+fn scan_statistic(real_effective: f64, forecast_effective: f64) -> f64 {
+    let forecast = forecast_effective.max(MIN_EFFECTIVE_FORECAST);
+    if real_effective <= 0.0 {
+        return forecast;
+    }
+    (real_effective * (real_effective / forecast).ln() - (real_effective - forecast)).max(0.0)
+}
+
+fn resolve_noise(noise: NoiseModel, real: &[f64]) -> NoiseModel {
+    match noise {
+        NoiseModel::Auto => {
+            if real.iter().all(|value| value.fract() == 0.0) {
+                NoiseModel::Counts
+            } else {
+                NoiseModel::Relative
+            }
+        }
+        other => other,
+    }
+}
+
+/// `κ_i = Var(v_i) / f_i` per leaf, fitted robustly around the fleet-wide ratio.
+fn effective_count_scale(noise: NoiseModel, real: &[f64], forecast: &[f64]) -> Vec<f64> {
+    // The fleet-wide factor is the forecast-weighted median of the leaf ratios, not the total
+    // ratio: the total is pulled by the anomaly itself, the median by the normal majority.
+    let fleet_factor = weighted_median_ratio(real, forecast).unwrap_or(1.0);
+    match noise {
+        NoiseModel::Relative => {
+            let mut positive: Vec<f64> = forecast.iter().copied().filter(|f| *f > 0.0).collect();
+            let reference = median(&mut positive).unwrap_or(1.0);
+            let mut ratios: Vec<f64> = real
+                .iter()
+                .zip(forecast)
+                .filter(|(_, f)| **f > 0.0)
+                .map(|(v, f)| {
+                    let residual = v - fleet_factor * f;
+                    residual * residual / (f * (f + reference))
+                })
+                .collect();
+            let relative_variance = (median(&mut ratios).unwrap_or(1.0) / CHI2_1_MEDIAN).max(1e-10);
+            forecast
+                .iter()
+                .map(|f| relative_variance * (f.max(0.0) + reference))
+                .collect()
+        }
+        NoiseModel::Counts | NoiseModel::Auto => {
+            // Leaves expecting at least one event carry the dispersion; tiny leaves are all
+            // zeros and would underestimate it.
+            let ratios = |min_expected: f64| -> Vec<f64> {
+                real.iter()
+                    .zip(forecast)
+                    .filter(|(_, f)| fleet_factor * **f >= min_expected && **f > 0.0)
+                    .map(|(v, f)| {
+                        let expected = fleet_factor * f;
+                        (v - expected).powi(2) / expected
+                    })
+                    .collect()
+            };
+            let mut sample = ratios(1.0);
+            if sample.len() < 20 {
+                sample = ratios(0.0);
+            }
+            let dispersion = (median(&mut sample).unwrap_or(1.0) / CHI2_1_MEDIAN).max(1.0);
+            vec![dispersion; forecast.len()]
+        }
+    }
+}
+
+/// Median of `real / forecast` over leaves with a positive forecast, each weighted by it.
+fn weighted_median_ratio(real: &[f64], forecast: &[f64]) -> Option<f64> {
+    let mut ratios: Vec<(f64, f64)> = real
+        .iter()
+        .zip(forecast)
+        .filter(|(_, f)| **f > 0.0)
+        .map(|(v, f)| (v / f, *f))
+        .collect();
+    ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let half = ratios.iter().map(|(_, weight)| weight).sum::<f64>() / 2.0;
+    let mut cumulative = 0.0;
+    for (ratio, weight) in ratios {
+        cumulative += weight;
+        if cumulative >= half {
+            return Some(ratio).filter(|r| *r > 0.0);
+        }
+    }
+    None
+}
+
+fn median(values: &mut [f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let middle = values.len() / 2;
+    let (_, value, _) = values.select_nth_unstable_by(middle, f64::total_cmp);
+    Some(*value)
+}
+
+/// Every non-empty subset of `dims` with at most `max_layer` members, by increasing size.
+fn build_cuboids(table: &LeafTable, dims: &[usize], max_layer: usize) -> Vec<Cuboid> {
+    let mut subsets: Vec<Vec<usize>> = Vec::new();
+    let max_layer = max_layer.min(dims.len());
+    for layer in 1..=max_layer {
+        let mut chosen = Vec::with_capacity(layer);
+        combinations(dims, layer, 0, &mut chosen, &mut subsets);
+    }
+    subsets
+        .into_iter()
+        .map(|cuboid_dims| index_cuboid(table, cuboid_dims))
+        .collect()
+}
+
+fn combinations(
+    dims: &[usize],
+    size: usize,
+    start: usize,
+    chosen: &mut Vec<usize>,
+    out: &mut Vec<Vec<usize>>,
+) {
+    if chosen.len() == size {
+        out.push(chosen.clone());
+        return;
+    }
+    for index in start..dims.len() {
+        chosen.push(dims[index]);
+        combinations(dims, size, index + 1, chosen, out);
+        chosen.pop();
+    }
+}
+
+fn index_cuboid(table: &LeafTable, dims: Vec<usize>) -> Cuboid {
+    let n_leaves = table.len();
+    let mask = dims.iter().fold(0_u64, |mask, &d| mask | (1 << d));
+    let mut element_of_leaf = Vec::with_capacity(n_leaves);
+    let mut first_leaf = Vec::new();
+    // Mixed-radix key over the cuboid's dimensions; fits u64 for the cardinalities allowed.
+    let radices: Vec<u64> = dims
+        .iter()
+        .map(|&d| table.dimensions[d].values.len().max(1) as u64)
+        .collect();
+    let space = radices
+        .iter()
+        .try_fold(1_u64, |product, &radix| product.checked_mul(radix));
+    let key_of = |leaf: usize| -> u64 {
+        dims.iter().zip(&radices).fold(0_u64, |key, (&d, &radix)| {
+            key.wrapping_mul(radix)
+                .wrapping_add(u64::from(table.code(leaf, d)))
+        })
+    };
+    match space {
+        Some(space) if space <= DENSE_INDEX_LIMIT => {
+            let mut slot = vec![u32::MAX; space as usize];
+            for leaf in 0..n_leaves {
+                let key = key_of(leaf) as usize;
+                if slot[key] == u32::MAX {
+                    slot[key] = first_leaf.len() as u32;
+                    first_leaf.push(leaf);
+                }
+                element_of_leaf.push(slot[key]);
+            }
+        }
+        Some(_) => {
+            let mut slot: HashMap<u64, u32> = HashMap::new();
+            for leaf in 0..n_leaves {
+                let next = first_leaf.len() as u32;
+                let element = *slot.entry(key_of(leaf)).or_insert(next);
+                if element == next {
+                    first_leaf.push(leaf);
+                }
+                element_of_leaf.push(element);
+            }
+        }
+        None => {
+            let mut slot: HashMap<Vec<u32>, u32> = HashMap::new();
+            for leaf in 0..n_leaves {
+                let key: Vec<u32> = dims.iter().map(|&d| table.code(leaf, d)).collect();
+                let next = first_leaf.len() as u32;
+                let element = *slot.entry(key).or_insert(next);
+                if element == next {
+                    first_leaf.push(leaf);
+                }
+                element_of_leaf.push(element);
+            }
+        }
+    }
+    Cuboid {
+        mask,
+        dims,
+        element_of_leaf,
+        first_leaf,
+    }
+}
+
+/// Leaves under an element given as `(dimension name, value)` pairs.
+pub(super) fn leaves_of(table: &LeafTable, elements: &[(String, String)]) -> Vec<usize> {
+    let resolved: Vec<(usize, Option<u32>)> = elements
+        .iter()
+        .filter_map(|(name, value)| {
+            let dimension = table.dimensions.iter().position(|d| &d.name == name)?;
+            let id = table.dimensions[dimension]
+                .values
+                .iter()
+                .position(|known| known == value)
+                .map(|id| id as u32);
+            Some((dimension, id))
+        })
+        .collect();
+    (0..table.len())
+        .filter(|&leaf| {
+            resolved
+                .iter()
+                .all(|&(dimension, id)| Some(table.code(leaf, dimension)) == id)
+        })
+        .collect()
+}

@@ -1,0 +1,6 @@
+//! Integration tests of infersight-analytics, one binary.
+
+mod detect;
+mod localize;
+mod rollup;
+mod sequence;

@@ -1,0 +1,149 @@
+//! The per-request latency breakdown, completed and checked once at normalization: phases the
+//! telemetry left out are derived from the ones it carries (prefill = TTFT − queue, decode =
+//! e2e − TTFT, TPOT = decode / (output tokens − 1)), and phases that do not add up are flagged
+//! (`infersight.breakdown_mismatch` in `attrs`, counted by the receivers), never silently fixed.
+//!
+//! Model: `ttft = queue + prefill` and `e2e = ttft + decode + overhead` with `overhead >= 0`
+//! (tokenization, detokenization, network). Tolerance: 5 % of the larger side plus 1 ms, because
+//! engines stamp phases from different clocks and round them.
+
+use crate::tables::RequestRecord;
+
+const RELATIVE_TOLERANCE: f64 = 0.05;
+const ABSOLUTE_TOLERANCE_MS: f64 = 1.0;
+
+/// What [`complete_breakdown`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BreakdownCheck {
+    /// Every check that the present phases allow passed.
+    Consistent,
+    /// The phases contradict each other; the reason names them.
+    Mismatch(String),
+}
+
+fn close_enough(a: f64, b: f64) -> bool {
+    (a - b).abs() <= RELATIVE_TOLERANCE * a.abs().max(b.abs()) + ABSOLUTE_TOLERANCE_MS
+}
+
+fn non_negative(v: f64) -> Option<f64> {
+    (v >= 0.0).then_some(v)
+}
+
+/// Checks the phases `record` carries, then derives the missing ones from consistent ones.
+pub fn complete_breakdown(record: &mut RequestRecord) -> BreakdownCheck {
+    let mut problems: Vec<String> = Vec::new();
+    for (name, value) in [
+        ("queue_ms", record.queue_ms),
+        ("prefill_ms", record.prefill_ms),
+        ("ttft_ms", record.ttft_ms),
+        ("decode_ms", record.decode_ms),
+        ("tpot_ms", record.tpot_ms),
+        ("itl_max_ms", record.itl_max_ms),
+        ("e2e_ms", record.e2e_ms),
+    ] {
+        if value.is_some_and(|v| v < 0.0 || !v.is_finite()) {
+            problems.push(format!("{name} is negative or not finite"));
+        }
+    }
+    if let (Some(q), Some(p), Some(t)) = (record.queue_ms, record.prefill_ms, record.ttft_ms)
+        && !close_enough(q + p, t)
+    {
+        problems.push(format!("queue {q:.1} + prefill {p:.1} != ttft {t:.1} ms"));
+    }
+    if let (Some(t), Some(e)) = (record.ttft_ms, record.e2e_ms) {
+        let decode = record.decode_ms.unwrap_or(0.0);
+        if t + decode > e && !close_enough(t + decode, e) {
+            problems.push(format!(
+                "ttft {t:.1} + decode {decode:.1} exceeds e2e {e:.1} ms"
+            ));
+        }
+    }
+    if let (Some(q), Some(t)) = (record.queue_ms, record.ttft_ms)
+        && q > t
+        && !close_enough(q, t)
+    {
+        problems.push(format!("queue {q:.1} exceeds ttft {t:.1} ms"));
+    }
+    if !problems.is_empty() {
+        return BreakdownCheck::Mismatch(problems.join("; "));
+    }
+    if record.prefill_ms.is_none()
+        && let (Some(q), Some(t)) = (record.queue_ms, record.ttft_ms)
+    {
+        record.prefill_ms = non_negative(t - q);
+    }
+    if record.ttft_ms.is_none()
+        && let (Some(q), Some(p)) = (record.queue_ms, record.prefill_ms)
+    {
+        record.ttft_ms = Some(q + p);
+    }
+    if record.decode_ms.is_none()
+        && let (Some(t), Some(e)) = (record.ttft_ms, record.e2e_ms)
+    {
+        record.decode_ms = non_negative(e - t);
+    }
+    if record.tpot_ms.is_none()
+        && let (Some(d), Some(n)) = (record.decode_ms, record.output_tokens)
+        && n > 1
+    {
+        record.tpot_ms = Some(d / (n - 1) as f64);
+    }
+    BreakdownCheck::Consistent
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(
+        queue: Option<f64>,
+        prefill: Option<f64>,
+        ttft: Option<f64>,
+        e2e: Option<f64>,
+    ) -> RequestRecord {
+        RequestRecord {
+            queue_ms: queue,
+            prefill_ms: prefill,
+            ttft_ms: ttft,
+            e2e_ms: e2e,
+            output_tokens: Some(21),
+            ..RequestRecord::default()
+        }
+    }
+
+    #[test]
+    fn missing_phases_are_derived() {
+        let mut r = record(Some(125.0), None, Some(500.0), Some(2000.0));
+        assert_eq!(complete_breakdown(&mut r), BreakdownCheck::Consistent);
+        assert_eq!(r.prefill_ms, Some(375.0));
+        assert_eq!(r.decode_ms, Some(1500.0));
+        assert_eq!(r.tpot_ms, Some(75.0));
+        let mut r = record(Some(100.0), Some(50.0), None, None);
+        assert_eq!(complete_breakdown(&mut r), BreakdownCheck::Consistent);
+        assert_eq!(r.ttft_ms, Some(150.0));
+        assert_eq!(r.decode_ms, None);
+    }
+
+    #[test]
+    fn contradictions_are_flagged_not_fixed() {
+        let mut r = record(Some(100.0), Some(50.0), Some(400.0), Some(2000.0));
+        let BreakdownCheck::Mismatch(why) = complete_breakdown(&mut r) else {
+            panic!("not flagged");
+        };
+        assert!(why.contains("prefill"), "{why}");
+        assert_eq!(r.decode_ms, None, "a mismatched record is left as it came");
+        let mut r = record(None, None, Some(3000.0), Some(2000.0));
+        assert!(matches!(
+            complete_breakdown(&mut r),
+            BreakdownCheck::Mismatch(_)
+        ));
+        // rounding within tolerance is fine
+        let mut r = record(Some(100.0), Some(50.0), Some(151.0), Some(151.5));
+        assert_eq!(complete_breakdown(&mut r), BreakdownCheck::Consistent);
+        let mut r = record(Some(-1.0), None, None, None);
+        assert!(matches!(
+            complete_breakdown(&mut r),
+            BreakdownCheck::Mismatch(_)
+        ));
+    }
+}

@@ -1,0 +1,30 @@
+//! Configuration of the `parse` stage (`[stages.parse]`).
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ParseConfig {
+    pub enabled: bool,
+    /// Emit a `metrics` batch for engine statistics lines.
+    pub emit_metrics: bool,
+    /// Redact prompt and response text split out of mixed lines (the `redact` stage redacts
+    /// again later; this keeps personal data out of `attrs` even if `redact` is misconfigured).
+    pub redact_text: bool,
+}
+
+impl Default for ParseConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            emit_metrics: true,
+            redact_text: true,
+        }
+    }
+}
+
+impl ParseConfig {
+    pub fn validate(&self) -> Vec<String> {
+        Vec::new()
+    }
+}

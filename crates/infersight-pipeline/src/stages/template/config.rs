@@ -1,0 +1,96 @@
+//! Configuration of the `template` stage (`[stages.template]`) and of the miner itself.
+//!
+//! One miner configuration serves every log source: the defaults below were chosen once on the
+//! whole corrected Loghub-2k set, never per system (see `bench/README.md`).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Settings of the Drain-family miner.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MinerConfig {
+    /// Fraction of positions that must match for a line to join a cluster (Drain's `st`).
+    pub similarity_threshold: f64,
+    /// Leading tokens used as tree keys below the token-count layer (Drain's depth − 2).
+    pub tree_depth: usize,
+    /// Children per tree node before new keys go to the `<*>` child (Drain's `maxChild`).
+    pub max_children: usize,
+    /// Tokens of a message beyond this count are ignored (guards against megabyte lines).
+    pub max_tokens: usize,
+    /// The stage compacts (merges covered templates) after this many lines.
+    pub compact_every_lines: u64,
+}
+
+impl Default for MinerConfig {
+    fn default() -> Self {
+        Self {
+            similarity_threshold: 0.7,
+            tree_depth: 2,
+            max_children: 100,
+            max_tokens: 256,
+            compact_every_lines: 100_000,
+        }
+    }
+}
+
+impl MinerConfig {
+    /// Every problem of this section, each prefixed with the offending field.
+    pub fn validate(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if !(self.similarity_threshold > 0.0 && self.similarity_threshold <= 1.0) {
+            problems.push(format!(
+                "similarity_threshold: {} must be in (0, 1]",
+                self.similarity_threshold
+            ));
+        }
+        if self.max_children < 2 {
+            problems.push(format!(
+                "max_children: {} must be at least 2",
+                self.max_children
+            ));
+        }
+        if self.max_tokens == 0 {
+            problems.push("max_tokens: must be at least 1".to_string());
+        }
+        if self.compact_every_lines == 0 {
+            problems.push("compact_every_lines: must be at least 1".to_string());
+        }
+        problems
+    }
+}
+
+/// The `template` stage: mines the `body` of every log row into `template_id` and `params`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TemplateConfig {
+    pub enabled: bool,
+    pub miner: MinerConfig,
+    /// Directory of the persisted template store (`templates.json`); `None` keeps templates in
+    /// memory only (ids are still deterministic, but counts restart).
+    pub store_dir: Option<PathBuf>,
+    /// Emit a `templates` batch (new and changed templates) after every processed logs batch.
+    pub emit_templates: bool,
+}
+
+impl Default for TemplateConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            miner: MinerConfig::default(),
+            store_dir: None,
+            emit_templates: true,
+        }
+    }
+}
+
+impl TemplateConfig {
+    pub fn validate(&self) -> Vec<String> {
+        self.miner
+            .validate()
+            .into_iter()
+            .map(|problem| format!("miner.{problem}"))
+            .collect()
+    }
+}

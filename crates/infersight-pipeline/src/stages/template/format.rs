@@ -1,0 +1,272 @@
+//! Header splitting, the step before mining: a log line is `header + content`, and only the content
+//! is mined. With a Loghub-style format spec (`<Date> <Time> <Level> <Component>: <Content>`, the
+//! `--log-format` flag) the spec decides; without one, [`detect_header`] strips leading timestamps,
+//! levels, pids and a component the way most runtimes print them.
+//!
+//! Spec semantics follow logparser's `generate_logformat_regex` (Zhu et al., ICSE'19) so the
+//! published per-system format strings work unchanged: `<Name>` captures lazily, literal text is a
+//! regex fragment (hence `\[`), and runs of spaces match any whitespace.
+
+use crate::error::PipelineError;
+
+/// A compiled Loghub-style format spec.
+#[derive(Debug, Clone)]
+pub struct LogFormat {
+    spec: String,
+    regex: regex::Regex,
+    names: Vec<String>,
+}
+
+/// A line split into its header fields and its content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitLine<'a> {
+    pub content: &'a str,
+    /// Header fields by name (`Level`, `Component`, …), in spec order.
+    pub fields: Vec<(&'a str, &'a str)>,
+}
+
+impl SplitLine<'_> {
+    pub fn field(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(field, _)| field.eq_ignore_ascii_case(name))
+            .map(|(_, value)| *value)
+    }
+}
+
+impl LogFormat {
+    /// Compiles `spec`; it must name a `<Content>` field.
+    pub fn parse(spec: &str) -> Result<Self, PipelineError> {
+        let bad = |reason: String| PipelineError::LogFormat {
+            spec: spec.to_string(),
+            reason,
+        };
+        let mut pattern = String::from("^");
+        let mut names = Vec::new();
+        let mut rest = spec;
+        while let Some(open) = rest.find('<') {
+            let Some(close_offset) = rest[open..].find('>') else {
+                return Err(bad("unclosed `<`".into()));
+            };
+            let close = open + close_offset;
+            push_literal(&mut pattern, &rest[..open]);
+            let name = &rest[open + 1..close];
+            if name.is_empty()
+                || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                || name.as_bytes()[0].is_ascii_digit()
+            {
+                return Err(bad(format!(
+                    "field name `{name}` must be [A-Za-z_][A-Za-z0-9_]*"
+                )));
+            }
+            if names.iter().any(|known| known == name) {
+                return Err(bad(format!("field `{name}` appears twice")));
+            }
+            pattern.push_str(&format!("(?P<{name}>.*?)"));
+            names.push(name.to_string());
+            rest = &rest[close + 1..];
+        }
+        push_literal(&mut pattern, rest);
+        pattern.push('$');
+        if !names.iter().any(|name| name == "Content") {
+            return Err(bad("the spec must contain `<Content>`".into()));
+        }
+        let regex = regex::RegexBuilder::new(&pattern)
+            .size_limit(1 << 20)
+            .build()
+            .map_err(|error| bad(error.to_string().replace('\n', " ")))?;
+        Ok(Self {
+            spec: spec.to_string(),
+            regex,
+            names,
+        })
+    }
+
+    /// Only the content of a line (`None` when the line does not match the spec).
+    pub fn content<'a>(&self, line: &'a str) -> Option<&'a str> {
+        let line = line.trim_end_matches(['\r', '\n']);
+        self.regex
+            .captures(line)
+            .and_then(|captures| captures.name("Content"))
+            .map(|content| content.as_str())
+    }
+
+    pub fn spec(&self) -> &str {
+        &self.spec
+    }
+
+    /// Splits a line by the spec; `None` when the line does not match it (logparser drops such
+    /// lines; callers here fall back to mining the whole line).
+    pub fn split<'a>(&'a self, line: &'a str) -> Option<SplitLine<'a>> {
+        let line = line.trim_end_matches(['\r', '\n']);
+        let captures = self.regex.captures(line)?;
+        let content = captures.name("Content")?.as_str();
+        let fields = self
+            .names
+            .iter()
+            .filter(|name| *name != "Content")
+            .filter_map(|name| {
+                captures
+                    .name(name)
+                    .map(|value| (name.as_str(), value.as_str()))
+            })
+            .collect();
+        Some(SplitLine { content, fields })
+    }
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = PipelineError;
+    fn from_str(spec: &str) -> Result<Self, Self::Err> {
+        LogFormat::parse(spec)
+    }
+}
+
+/// Literal spec text: a regex fragment with every run of spaces matching any whitespace.
+fn push_literal(pattern: &mut String, literal: &str) {
+    let mut in_spaces = false;
+    for ch in literal.chars() {
+        if ch == ' ' {
+            if !in_spaces {
+                pattern.push_str(r"\s+");
+            }
+            in_spaces = true;
+        } else {
+            pattern.push(ch);
+            in_spaces = false;
+        }
+    }
+}
+
+const LEVELS: &[&str] = &[
+    "TRACE", "DEBUG", "INFO", "NOTICE", "WARN", "WARNING", "ERROR", "ERR", "FATAL", "CRITICAL",
+    "CRIT", "SEVERE", "ALERT", "EMERG",
+];
+const MONTHS: &[&str] = &[
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+const WEEKDAYS: &[&str] = &["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+
+/// Header fields found by [`detect_header`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DetectedHeader<'a> {
+    pub content: &'a str,
+    pub timestamp: Option<&'a str>,
+    pub level: Option<&'a str>,
+    pub component: Option<&'a str>,
+}
+
+fn strip_brackets(token: &str) -> &str {
+    token
+        .trim_start_matches(['[', '(', '<'])
+        .trim_end_matches([']', ')', '>', ':', ','])
+}
+
+fn is_timestampish(token: &str) -> bool {
+    let core = strip_brackets(token);
+    if MONTHS.contains(&core) || WEEKDAYS.contains(&core) {
+        return true;
+    }
+    let bytes = core.as_bytes();
+    let digits = bytes.iter().filter(|b| b.is_ascii_digit()).count();
+    // Compact dates and epochs: `081109`, `203615`, `1117838570`.
+    if digits == bytes.len() && digits >= 6 {
+        return true;
+    }
+    digits >= 2
+        && bytes.iter().all(|&b| {
+            b.is_ascii_digit() || matches!(b, b'-' | b'/' | b':' | b'.' | b',' | b'T' | b'Z' | b'+')
+        })
+        && bytes
+            .iter()
+            .any(|&b| matches!(b, b'-' | b'/' | b':' | b'.'))
+}
+
+fn level_of(token: &str) -> Option<&str> {
+    let core = strip_brackets(token);
+    // Bare levels must be upper case (`INFO`); bracketed ones may not be (`[notice]`).
+    let shouted = core.bytes().all(|b| b.is_ascii_uppercase());
+    let bracketed = token.starts_with('[') || token.starts_with('<');
+    LEVELS
+        .iter()
+        .any(|level| level.eq_ignore_ascii_case(core) && (shouted || bracketed))
+        .then_some(core)
+}
+
+/// Automatic header detection for lines without a format spec: leading timestamp tokens
+/// (dates, times, month and weekday names, epoch-like numbers next to them), a level
+/// (`INFO`, `[error]`), bare pids, and a component token that ends with `:` or `]`
+/// (`dfs.DataNode$PacketResponder:`, `llm_engine.py:123]`). Content is what follows.
+pub fn detect_header(line: &str) -> DetectedHeader<'_> {
+    let line = line.trim_end_matches(['\r', '\n']);
+    let mut header = DetectedHeader {
+        content: line,
+        ..DetectedHeader::default()
+    };
+    let mut timestamp_span: Option<(usize, usize)> = None;
+    let mut consumed_end = 0;
+    let mut offset = 0;
+    let mut tokens_seen = 0;
+    let bytes = line.as_bytes();
+    loop {
+        while offset < bytes.len() && bytes[offset].is_ascii_whitespace() {
+            offset += 1;
+        }
+        if offset >= bytes.len() || tokens_seen >= 8 {
+            break;
+        }
+        let start = offset;
+        // A bracketed group may contain spaces: `[Sun Dec 04 04:47:44 2005]`.
+        let end = if bytes[start] == b'[' {
+            match line[start..].find(']') {
+                Some(close) if close < 40 => start + close + 1,
+                _ => token_end(bytes, start),
+            }
+        } else {
+            token_end(bytes, start)
+        };
+        let token = &line[start..end];
+        offset = end;
+        tokens_seen += 1;
+        let inner = token.trim_start_matches('[').trim_end_matches(']');
+        let bracketed_time = token.starts_with('[')
+            && inner.split_ascii_whitespace().any(is_timestampish)
+            && inner
+                .split_ascii_whitespace()
+                .all(|t| is_timestampish(t) || t.bytes().all(|b| b.is_ascii_digit()));
+        if is_timestampish(token) || bracketed_time {
+            timestamp_span = Some(timestamp_span.map_or((start, end), |(s, _)| (s, end)));
+        } else if header.level.is_none() && level_of(token).is_some() {
+            header.level = level_of(token);
+        } else if (timestamp_span.is_some() || header.level.is_some())
+            && token.bytes().all(|b| b.is_ascii_digit())
+        {
+            // A pid or thread id between the timestamp and the message.
+        } else if (timestamp_span.is_some() || header.level.is_some())
+            && token.len() > 1
+            && (token.ends_with(':') || token.ends_with(']'))
+            && end < bytes.len()
+        {
+            header.component = Some(token.trim_end_matches([':', ']']).trim_start_matches('['));
+            consumed_end = end;
+            break;
+        } else {
+            break;
+        }
+        consumed_end = end;
+    }
+    if timestamp_span.is_none() && header.level.is_none() {
+        return header;
+    }
+    header.timestamp = timestamp_span.map(|(start, end)| &line[start..end]);
+    header.content = line[consumed_end..].trim_start();
+    header
+}
+
+fn token_end(bytes: &[u8], start: usize) -> usize {
+    let mut end = start;
+    while end < bytes.len() && !bytes[end].is_ascii_whitespace() {
+        end += 1;
+    }
+    end
+}

@@ -1,0 +1,218 @@
+//! Loghub-2k scoring shared by the accuracy test and `examples/loghub_eval.rs`: reads the raw
+//! logs and the corrected ground truth from `../shared/data/loghub_2k`, mines with ONE miner
+//! configuration, and computes GA and PA as defined in `shared/data/README.md`.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use infersight_pipeline::stages::template::{LogFormat, MinedLine, MinerConfig, mine_lines};
+
+/// The Loghub benchmark format specs (logpai/logparser `benchmark_settings`, Zhu et al. ICSE'19):
+/// the only per-system input, exactly what `--log-format` takes.
+pub const SYSTEMS: &[(&str, &str)] = &[
+    (
+        "Android",
+        r"<Date> <Time>  <Pid>  <Tid> <Level> <Component>: <Content>",
+    ),
+    ("Apache", r"\[<Time>\] \[<Level>\] <Content>"),
+    (
+        "BGL",
+        r"<Label> <Timestamp> <Date> <Node> <Time> <NodeRepeat> <Type> <Component> <Level> <Content>",
+    ),
+    (
+        "HDFS",
+        r"<Date> <Time> <Pid> <Level> <Component>: <Content>",
+    ),
+    (
+        "Hadoop",
+        r"<Date> <Time> <Level> \[<Process>\] <Component>: <Content>",
+    ),
+    ("HealthApp", r"<Time>\|<Component>\|<Pid>\|<Content>"),
+    (
+        "Linux",
+        r"<Month> <Date> <Time> <Level> <Component>(\[<PID>\])?: <Content>",
+    ),
+    (
+        "OpenSSH",
+        r"<Date> <Day> <Time> <Component> sshd\[<Pid>\]: <Content>",
+    ),
+    ("Spark", r"<Date> <Time> <Level> <Component>: <Content>"),
+    (
+        "Zookeeper",
+        r"<Date> <Time> - <Level>  \[<Node>:<Component>@<Id>\] - <Content>",
+    ),
+];
+
+/// `$INFERSIGHT_DATA_DIR/loghub_2k`, default `../../../shared/data` from the crate directory.
+pub fn loghub_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("INFERSIGHT_DATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"));
+    let dir = base.join("loghub_2k");
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!(
+            "skipping Loghub-2k accuracy: {} is absent (set INFERSIGHT_DATA_DIR to the shared data \
+             folder)",
+            dir.display()
+        );
+        None
+    }
+}
+
+/// RFC 4180 records (quoted fields, doubled quotes, newlines inside quotes).
+pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let mut records = Vec::new();
+    let mut record = Vec::new();
+    let mut field = String::new();
+    let mut in_quotes = false;
+    let mut chars = text.chars().peekable();
+    while let Some(ch) = chars.next() {
+        if in_quotes {
+            if ch == '"' {
+                if chars.peek() == Some(&'"') {
+                    field.push('"');
+                    chars.next();
+                } else {
+                    in_quotes = false;
+                }
+            } else {
+                field.push(ch);
+            }
+            continue;
+        }
+        match ch {
+            '"' => in_quotes = true,
+            ',' => record.push(std::mem::take(&mut field)),
+            '\r' => {}
+            '\n' => {
+                record.push(std::mem::take(&mut field));
+                records.push(std::mem::take(&mut record));
+            }
+            _ => field.push(ch),
+        }
+    }
+    if !field.is_empty() || !record.is_empty() {
+        record.push(field);
+        records.push(record);
+    }
+    records
+}
+
+pub struct Truth {
+    pub contents: Vec<String>,
+    pub templates: Vec<String>,
+}
+
+pub fn read_truth(dir: &Path, system: &str) -> Truth {
+    let path = dir
+        .join(system)
+        .join(format!("{system}_2k.log_structured_corrected.csv"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut rows = parse_csv(&text).into_iter();
+    let header = rows.next().unwrap();
+    let content = header.iter().position(|h| h == "Content").unwrap();
+    let template = header.iter().position(|h| h == "EventTemplate").unwrap();
+    let mut truth = Truth {
+        contents: Vec::new(),
+        templates: Vec::new(),
+    };
+    for row in rows {
+        truth.contents.push(row[content].clone());
+        truth.templates.push(row[template].clone());
+    }
+    truth
+}
+
+pub fn normalize(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Grouping accuracy: a line counts when the set of lines sharing its predicted group equals the
+/// set sharing its true group.
+pub fn grouping_accuracy(predicted: &[&str], truth: &[&str]) -> f64 {
+    assert_eq!(predicted.len(), truth.len());
+    let mut predicted_groups: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (line, group) in predicted.iter().enumerate() {
+        predicted_groups.entry(group).or_default().push(line);
+    }
+    let mut truth_sizes: HashMap<&str, usize> = HashMap::new();
+    for group in truth {
+        *truth_sizes.entry(group).or_default() += 1;
+    }
+    let mut correct = 0;
+    for lines in predicted_groups.values() {
+        let first = truth[lines[0]];
+        if lines.iter().all(|&line| truth[line] == first) && truth_sizes[first] == lines.len() {
+            correct += lines.len();
+        }
+    }
+    correct as f64 / truth.len() as f64
+}
+
+pub struct SystemScore {
+    pub system: &'static str,
+    pub lines: usize,
+    pub ga: f64,
+    pub pa: f64,
+    pub predicted_groups: usize,
+    pub true_groups: usize,
+    pub content_mismatches: usize,
+    pub mined: Vec<MinedLine>,
+    pub truth: Truth,
+}
+
+pub fn score_system(
+    dir: &Path,
+    system: &'static str,
+    spec: &str,
+    config: &MinerConfig,
+) -> SystemScore {
+    let raw = std::fs::read_to_string(dir.join(system).join(format!("{system}_2k.log"))).unwrap();
+    let lines: Vec<&str> = raw.lines().collect();
+    let format = LogFormat::parse(spec).unwrap();
+    let truth = read_truth(dir, system);
+    assert_eq!(lines.len(), truth.templates.len(), "{system}: line count");
+    let content_mismatches = lines
+        .iter()
+        .zip(&truth.contents)
+        .filter(|(line, content)| format.content(line).map(normalize) != Some(normalize(content)))
+        .count();
+    let mined = mine_lines(lines.iter().copied(), config, Some(&format));
+    let predicted: Vec<&str> = mined.iter().map(|m| m.template_id.as_str()).collect();
+    let true_groups: Vec<&str> = truth.templates.iter().map(String::as_str).collect();
+    let ga = grouping_accuracy(&predicted, &true_groups);
+    let pa = mined
+        .iter()
+        .zip(&truth.templates)
+        .filter(|(mined, truth)| normalize(&mined.template) == normalize(truth))
+        .count() as f64
+        / lines.len() as f64;
+    let mut distinct_predicted = predicted.clone();
+    distinct_predicted.sort_unstable();
+    distinct_predicted.dedup();
+    let mut distinct_truth = true_groups.clone();
+    distinct_truth.sort_unstable();
+    distinct_truth.dedup();
+    SystemScore {
+        system,
+        lines: lines.len(),
+        ga,
+        pa,
+        predicted_groups: distinct_predicted.len(),
+        true_groups: distinct_truth.len(),
+        content_mismatches,
+        mined,
+        truth,
+    }
+}
+
+pub fn score_all(dir: &Path, config: &MinerConfig) -> Vec<SystemScore> {
+    SYSTEMS
+        .iter()
+        .map(|(system, spec)| score_system(dir, system, spec, config))
+        .collect()
+}

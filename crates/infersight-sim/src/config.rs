@@ -1,0 +1,208 @@
+//! Simulation settings: which scenario, seed, time range, fleet size, load, where arrivals come
+//! from, and the (configurable) names of the non-standard dimension attributes the fleet emits.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use crate::error::SimError;
+use crate::scenario::Scenario;
+
+/// 2025-11-29T02:00:00Z, the default start of simulated time.
+pub const DEFAULT_START_NS: i64 = 1_764_381_600_000_000_000;
+
+/// Where arrival times and input/output lengths come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArrivalKind {
+    /// Mooncake conversation trace (Kimi, FAST'25): arrivals, lengths and prefix hash blocks.
+    Mooncake,
+    /// Azure LLM inference trace 2023, code completion.
+    AzureCode,
+    /// Azure LLM inference trace 2023, conversation.
+    AzureConv,
+    /// Poisson arrivals with lognormal input/output lengths (no data needed).
+    Poisson,
+}
+
+impl ArrivalKind {
+    pub const ALL: [ArrivalKind; 4] = [
+        ArrivalKind::Mooncake,
+        ArrivalKind::AzureCode,
+        ArrivalKind::AzureConv,
+        ArrivalKind::Poisson,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ArrivalKind::Mooncake => "mooncake",
+            ArrivalKind::AzureCode => "azure_code",
+            ArrivalKind::AzureConv => "azure_conv",
+            ArrivalKind::Poisson => "poisson",
+        }
+    }
+}
+
+impl FromStr for ArrivalKind {
+    type Err = SimError;
+    fn from_str(s: &str) -> Result<Self, SimError> {
+        ArrivalKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                SimError::Config(format!(
+                    "unknown arrival source `{s}` (mooncake, azure_code, azure_conv, poisson)"
+                ))
+            })
+    }
+}
+
+/// Names of the non-standard dimension attributes on engine spans. Defaults are names the
+/// normalizer maps (see `infersight mapping`); other names land in `attrs` unless the server is
+/// configured with `[normalize.aliases]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DimensionNames {
+    pub model_version: String,
+    pub lora_adapters: String,
+    pub kv_cache_policy: String,
+    pub batch_size: String,
+    pub max_batch_size: String,
+    pub batch_wait_ms: String,
+}
+
+impl Default for DimensionNames {
+    fn default() -> Self {
+        Self {
+            model_version: "serving.model.version".into(),
+            lora_adapters: "llm.lora.adapters".into(),
+            kv_cache_policy: "serving.kv_cache.policy".into(),
+            batch_size: "serving.batch.size".into(),
+            max_batch_size: "serving.batch.max_size".into(),
+            batch_wait_ms: "serving.batch.wait_ms".into(),
+        }
+    }
+}
+
+impl DimensionNames {
+    /// Overrides from `key=name` pairs (keys: model_version, lora_adapters, kv_cache_policy,
+    /// batch_size, max_batch_size, batch_wait_ms).
+    pub fn with_override(mut self, spec: &str) -> Result<Self, SimError> {
+        let (key, name) = spec
+            .split_once('=')
+            .ok_or_else(|| SimError::Config(format!("`{spec}`: expected KEY=ATTRIBUTE_NAME")))?;
+        let name = name.trim().to_string();
+        if name.is_empty() {
+            return Err(SimError::Config(format!("`{spec}`: empty attribute name")));
+        }
+        let slot = match key.trim() {
+            "model_version" => &mut self.model_version,
+            "lora_adapters" => &mut self.lora_adapters,
+            "kv_cache_policy" => &mut self.kv_cache_policy,
+            "batch_size" => &mut self.batch_size,
+            "max_batch_size" => &mut self.max_batch_size,
+            "batch_wait_ms" => &mut self.batch_wait_ms,
+            other => {
+                return Err(SimError::Config(format!(
+                    "unknown dimension `{other}` (model_version, lora_adapters, kv_cache_policy, batch_size, max_batch_size, batch_wait_ms)"
+                )));
+            }
+        };
+        *slot = name;
+        Ok(self)
+    }
+}
+
+/// Extra load for a stretch of time: the arrival rate is multiplied by `factor`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Surge {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub factor: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub scenario: Scenario,
+    pub seed: u64,
+    /// Start of simulated time, ns since the Unix epoch.
+    pub start_ns: i64,
+    pub duration_s: f64,
+    pub workers: usize,
+    /// Mean fleet-wide arrival rate (requests per second) before load variation and surges.
+    pub rate_per_s: f64,
+    pub arrivals: ArrivalKind,
+    pub dimension_names: DimensionNames,
+    /// Folder holding `llm_traces/`; `None` = `INFERSIGHT_DATA_DIR` or `../shared/data`.
+    pub data_dir: Option<PathBuf>,
+    /// Simulated seconds per emitted chunk (and the metrics scrape / stats-line interval).
+    pub chunk_s: f64,
+    /// Slow diurnal-style load variation (±25 % over a 30-minute period); on by default.
+    pub load_variation: bool,
+    pub surges: Vec<Surge>,
+}
+
+impl SimConfig {
+    pub fn new(scenario: Scenario) -> Self {
+        Self {
+            scenario,
+            seed: 7,
+            start_ns: DEFAULT_START_NS,
+            duration_s: 3_600.0,
+            workers: 16,
+            rate_per_s: 50.0,
+            arrivals: ArrivalKind::Poisson,
+            dimension_names: DimensionNames::default(),
+            data_dir: None,
+            chunk_s: 10.0,
+            load_variation: true,
+            surges: Vec::new(),
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), SimError> {
+        let mut problems = Vec::new();
+        if !(self.duration_s.is_finite() && self.duration_s >= 60.0) {
+            problems.push("duration must be at least 1 minute".to_string());
+        }
+        if self.duration_s > 7.0 * 86_400.0 {
+            problems.push("duration must be at most 7 days".to_string());
+        }
+        if self.workers == 0 || self.workers > 4_096 {
+            problems.push("workers must be between 1 and 4096".to_string());
+        }
+        if !(self.rate_per_s.is_finite() && self.rate_per_s > 0.0 && self.rate_per_s <= 100_000.0) {
+            problems.push("rate must be in (0, 100000] requests per second".to_string());
+        }
+        if !(self.chunk_s.is_finite() && self.chunk_s >= 1.0 && self.chunk_s <= 300.0) {
+            problems.push("chunk must be between 1 and 300 seconds".to_string());
+        }
+        for s in &self.surges {
+            if !(s.factor > 0.0 && s.factor.is_finite() && s.end_s > s.start_s) {
+                problems.push(format!("bad surge {s:?}"));
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(SimError::Config(problems.join("; ")))
+        }
+    }
+
+    pub fn end_ns(&self) -> i64 {
+        self.start_ns + (self.duration_s * 1e9) as i64
+    }
+}
+
+/// The data folder: `INFERSIGHT_DATA_DIR`, else `shared/data` next to the repository (found from
+/// this crate's source location), else `../shared/data` relative to the working directory.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("INFERSIGHT_DATA_DIR") {
+        return PathBuf::from(dir);
+    }
+    let beside_repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+    if beside_repo.is_dir() {
+        return beside_repo;
+    }
+    PathBuf::from("../shared/data")
+}

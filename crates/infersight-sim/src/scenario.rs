@@ -1,0 +1,554 @@
+//! Fault scenarios: what each injects, where, and when, and the ground truth an analysis should
+//! recover (incident and baseline windows, root-cause attribute combinations, expected signal
+//! kinds from DESIGN.md). The simulator asks a scenario for the effects on each request and the
+//! condition of each worker; nothing else knows which fault is active.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use crate::config::SimConfig;
+use crate::error::SimError;
+use crate::fleet::{Fleet, GATEWAY_NEW_VERSION, KvPolicy, MODELS, WorkerSpec};
+use crate::timefmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scenario {
+    LoraKvRegression,
+    GpuMemoryLeak,
+    BatchingMisconfig,
+    CachePollution,
+    InjectionResonance,
+    TruncationSurge,
+    TraceContextLoss,
+    FlowControlStall,
+    PreemptionStorm,
+    SlowWorker,
+    TwoCauses,
+    Healthy,
+}
+
+/// The headline LoRA set of `lora_kv_regression`.
+pub const INCIDENT_LORA: &str = "chat-lora,sql-lora";
+pub const INCIDENT_VERSION: &str = "r2";
+/// Added time before the first token on the regressed slice, ms (the adapter pair is reloaded
+/// into the paged KV pool's LoRA slots for every request).
+pub const LORA_REGRESSION_MS: f64 = 900.0;
+pub const LEAK_WORKER: usize = 3;
+pub const SLOW_WORKER: usize = 11;
+pub const PREEMPTION_WORKER: usize = 6;
+pub const CACHE_VICTIM: &str = "globex";
+pub const CACHE_SCANNER: &str = "hooli";
+pub const INJECTION_TENANT: &str = "initech";
+pub const MISCONFIG_BATCH_WAIT_MS: f64 = 2_000.0;
+/// KV capacity left on the preemption-storm worker.
+pub const PREEMPTION_KV_FACTOR: f64 = 0.01;
+pub const GATEWAY_TIMEOUT_MS: f64 = 60_000.0;
+/// Output tokens beyond which a stalled HTTP/2 stream waits for window updates.
+pub const FLOW_WINDOW_BYTES: f64 = 16_384.0;
+pub const BYTES_PER_STREAMED_TOKEN: f64 = 64.0;
+pub const STALL_PER_WINDOW_MS: f64 = 250.0;
+
+impl Scenario {
+    pub const ALL: [Scenario; 12] = [
+        Scenario::LoraKvRegression,
+        Scenario::GpuMemoryLeak,
+        Scenario::BatchingMisconfig,
+        Scenario::CachePollution,
+        Scenario::InjectionResonance,
+        Scenario::TruncationSurge,
+        Scenario::TraceContextLoss,
+        Scenario::FlowControlStall,
+        Scenario::PreemptionStorm,
+        Scenario::SlowWorker,
+        Scenario::TwoCauses,
+        Scenario::Healthy,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::LoraKvRegression => "lora_kv_regression",
+            Scenario::GpuMemoryLeak => "gpu_memory_leak",
+            Scenario::BatchingMisconfig => "batching_misconfig",
+            Scenario::CachePollution => "cache_pollution",
+            Scenario::InjectionResonance => "injection_resonance",
+            Scenario::TruncationSurge => "truncation_surge",
+            Scenario::TraceContextLoss => "trace_context_loss",
+            Scenario::FlowControlStall => "flow_control_stall",
+            Scenario::PreemptionStorm => "preemption_storm",
+            Scenario::SlowWorker => "slow_worker",
+            Scenario::TwoCauses => "two_causes",
+            Scenario::Healthy => "healthy",
+        }
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            Scenario::LoraKvRegression => {
+                "model_version r2 × paged KV cache × LoRA set chat-lora,sql-lora: the adapter pair is reloaded for every request → +900 ms TTFT and e2e (p50 to p99) on that slice only (the headline case)"
+            }
+            Scenario::GpuMemoryLeak => {
+                "worker-03's logits processor leaks GPU memory (12 → 23 GB) while utilization stays under 5 %; its latency grows to ×10, CUDA OOM errors at the end"
+            }
+            Scenario::BatchingMisconfig => {
+                "qwen2.5-7b-instruct r1 deployment's batching wait set to 2000 ms instead of 2 (a unit slip): prefills starve, queue builds up, gateway timeouts (504)"
+            }
+            Scenario::CachePollution => {
+                "tenant hooli's long unique document scans evict tenant globex's 12k-token system prompt from the prefix cache → globex TTFT rises on prefix_cache workers"
+            }
+            Scenario::InjectionResonance => {
+                "prompt-injection burst from tenant initech: injection scores, rejection-sampling failures and speculative-decoding rollbacks rise together"
+            }
+            Scenario::TruncationSurge => {
+                "qwen2.5-7b-instruct starts rambling: outputs ×3, finish_reason=length jumps on that model"
+            }
+            Scenario::TraceContextLoss => {
+                "gateway-1 upgraded to 2.4.0 stops propagating traceparent: engine spans start orphan traces, gateway spans lose their children"
+            }
+            Scenario::FlowControlStall => {
+                "gateway-1 upgraded to 2.4.0 with a 16 KiB HTTP/2 window: long streamed outputs stall (client-side latency up, engine latency unchanged)"
+            }
+            Scenario::PreemptionStorm => {
+                "worker-06 restarts with a KV pool of 1 % (6k tokens, wrong gpu_memory_utilization): preemptions (recompute) storm, its e2e latency rises"
+            }
+            Scenario::SlowWorker => {
+                "worker-11's GPU is thermally throttled (92 °C, SM clock −45 %): decode and prefill ×2.2 on that worker"
+            }
+            Scenario::TwoCauses => {
+                "lora_kv_regression and slow_worker at the same time (two independent causes)"
+            }
+            Scenario::Healthy => {
+                "load varies (±25 % over 30 min), no fault: the right answer is nothing to blame"
+            }
+        }
+    }
+}
+
+impl FromStr for Scenario {
+    type Err = SimError;
+    fn from_str(s: &str) -> Result<Self, SimError> {
+        Scenario::ALL
+            .into_iter()
+            .find(|x| x.name() == s)
+            .ok_or_else(|| SimError::UnknownScenario(s.to_string()))
+    }
+}
+
+/// Effects of the active fault on one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Effects {
+    pub step_factor: f64,
+    pub prefill_factor: f64,
+    pub extra_prefill_ms: f64,
+    pub batch_wait_ms: Option<f64>,
+    pub kv_capacity_factor: f64,
+    pub output_factor: f64,
+    pub drop_context: bool,
+    pub flow_stall: bool,
+    pub gateway_version: Option<&'static str>,
+}
+
+impl Default for Effects {
+    fn default() -> Self {
+        Self {
+            step_factor: 1.0,
+            prefill_factor: 1.0,
+            extra_prefill_ms: 0.0,
+            batch_wait_ms: None,
+            kv_capacity_factor: 1.0,
+            output_factor: 1.0,
+            drop_context: false,
+            flow_stall: false,
+            gateway_version: None,
+        }
+    }
+}
+
+/// The resource condition of a worker at an instant (for metrics and logs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WorkerCondition {
+    pub leaked_gb: f64,
+    pub utilization_cap: Option<f64>,
+    pub throttle: f64,
+    pub kv_capacity_factor: f64,
+    pub batch_wait_ms: Option<f64>,
+}
+
+/// A scenario placed on a timeline and a fleet.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub scenario: Scenario,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub incident_start_ns: i64,
+    pub workers: usize,
+    pub rate_per_s: f64,
+}
+
+impl Plan {
+    pub fn new(config: &SimConfig) -> Self {
+        let start = config.start_ns;
+        let end = config.end_ns();
+        // The incident takes the last third, aligned to a whole minute.
+        let third = ((end - start) / 3 / 60_000_000_000).max(1) * 60_000_000_000;
+        Self {
+            scenario: config.scenario,
+            start_ns: start,
+            end_ns: end,
+            incident_start_ns: end - third,
+            workers: config.workers,
+            rate_per_s: config.rate_per_s,
+        }
+    }
+
+    fn has(&self, s: Scenario) -> bool {
+        self.scenario == s
+            || (self.scenario == Scenario::TwoCauses
+                && matches!(s, Scenario::LoraKvRegression | Scenario::SlowWorker))
+    }
+
+    pub fn worker_of(&self, index: usize) -> usize {
+        index % self.workers.max(1)
+    }
+
+    /// Fraction of the incident elapsed at `t_ns` (0 before it).
+    pub fn progress(&self, t_ns: i64) -> f64 {
+        if t_ns < self.incident_start_ns {
+            0.0
+        } else {
+            ((t_ns - self.incident_start_ns) as f64 / (self.end_ns - self.incident_start_ns) as f64)
+                .clamp(0.0, 1.0)
+        }
+    }
+
+    pub fn in_incident(&self, t_ns: i64) -> bool {
+        self.scenario != Scenario::Healthy && t_ns >= self.incident_start_ns
+    }
+
+    pub fn condition(&self, worker: &WorkerSpec, t_ns: i64) -> WorkerCondition {
+        let mut c = WorkerCondition {
+            leaked_gb: 0.0,
+            utilization_cap: None,
+            throttle: 0.0,
+            kv_capacity_factor: 1.0,
+            batch_wait_ms: None,
+        };
+        if !self.in_incident(t_ns) {
+            return c;
+        }
+        let p = self.progress(t_ns);
+        if self.has(Scenario::GpuMemoryLeak) && worker.index == self.worker_of(LEAK_WORKER) {
+            c.leaked_gb = 11.0 * p;
+            c.utilization_cap = Some(4.5);
+        }
+        if self.has(Scenario::SlowWorker) && worker.index == self.worker_of(SLOW_WORKER) {
+            c.throttle = 1.0;
+        }
+        if self.has(Scenario::PreemptionStorm) && worker.index == self.worker_of(PREEMPTION_WORKER)
+        {
+            c.kv_capacity_factor = PREEMPTION_KV_FACTOR;
+        }
+        if self.has(Scenario::BatchingMisconfig)
+            && worker.model == MODELS[1]
+            && worker.model_version == "r1"
+        {
+            c.batch_wait_ms = Some(MISCONFIG_BATCH_WAIT_MS);
+        }
+        c
+    }
+
+    /// Effects on one request arriving at `t_ns`.
+    pub fn effects(&self, worker: &WorkerSpec, lora: &str, gateway: usize, t_ns: i64) -> Effects {
+        let mut e = Effects::default();
+        if !self.in_incident(t_ns) {
+            return e;
+        }
+        let cond = self.condition(worker, t_ns);
+        e.kv_capacity_factor = cond.kv_capacity_factor;
+        e.batch_wait_ms = cond.batch_wait_ms;
+        if cond.leaked_gb > 0.0 {
+            // Allocator thrash as the leak grows: ×1 at onset → ×10 at the end.
+            let f = 1.0 + 9.0 * self.progress(t_ns);
+            e.step_factor *= f;
+            e.prefill_factor *= f;
+        }
+        if cond.throttle > 0.0 {
+            e.step_factor *= 2.2;
+            e.prefill_factor *= 2.2;
+        }
+        if self.has(Scenario::LoraKvRegression)
+            && worker.model_version == INCIDENT_VERSION
+            && worker.kv_policy == KvPolicy::Paged
+            && lora == INCIDENT_LORA
+        {
+            e.extra_prefill_ms = LORA_REGRESSION_MS;
+        }
+        if self.has(Scenario::TruncationSurge) && worker.model == MODELS[1] {
+            e.output_factor = 3.0;
+        }
+        if gateway == 1
+            && (self.has(Scenario::TraceContextLoss) || self.has(Scenario::FlowControlStall))
+        {
+            e.gateway_version = Some(GATEWAY_NEW_VERSION);
+            e.drop_context = self.has(Scenario::TraceContextLoss);
+            e.flow_stall = self.has(Scenario::FlowControlStall);
+        }
+        e
+    }
+
+    /// Extra traffic the scenario adds during the incident: (tenant, rate as a fraction of the
+    /// base rate).
+    pub fn extra_traffic(&self) -> Option<(&'static str, f64)> {
+        match self.scenario {
+            Scenario::CachePollution => Some((CACHE_SCANNER, 0.08)),
+            Scenario::InjectionResonance => Some((INJECTION_TENANT, 0.10)),
+            _ => None,
+        }
+    }
+
+    pub fn ground_truth(&self, config: &SimConfig, fleet: &Fleet) -> GroundTruth {
+        let worker_name = |i: usize| fleet.workers[self.worker_of(i)].name.clone();
+        let dims = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let cause = |dimensions, sli: &str, effect: &str| RootCauseTruth {
+            dimensions,
+            sli: sli.to_string(),
+            effect: effect.to_string(),
+        };
+        let signal = |kind: &str, subject| ExpectedSignal {
+            kind: kind.to_string(),
+            subject,
+        };
+        let lora_dims = || {
+            dims(&[
+                ("model_version", INCIDENT_VERSION),
+                ("kv_cache_policy", "paged"),
+                ("lora_adapters", INCIDENT_LORA),
+            ])
+        };
+        let lora_cause = || {
+            cause(
+                lora_dims(),
+                "ttft_ms and e2e_ms p99",
+                "+900 ms (prefill: LoRA pair reload) on every request of the slice; other slices unchanged",
+            )
+        };
+        let slow_worker = worker_name(SLOW_WORKER);
+        let slow_cause = || {
+            cause(
+                dims(&[("worker", &slow_worker)]),
+                "e2e_ms p50",
+                "×2.2 (prefill and decode) on that worker; GPU temperature 92 °C, SM clock −45 %",
+            )
+        };
+        let (root_causes, expected_signals) = match self.scenario {
+            Scenario::LoraKvRegression => (
+                vec![lora_cause()],
+                vec![
+                    signal("latency_spike", BTreeMap::new()),
+                    signal("version_regression", lora_dims()),
+                ],
+            ),
+            Scenario::GpuMemoryLeak => {
+                let w = dims(&[("worker", &worker_name(LEAK_WORKER))]);
+                (
+                    vec![cause(
+                        w.clone(),
+                        "e2e_ms p50",
+                        "×1 → ×10 over the incident; gpu_memory_used 12 → 23 GB with utilization < 5 %",
+                    )],
+                    vec![
+                        signal("gpu_memory_leak", w.clone()),
+                        signal("latency_spike", w.clone()),
+                        signal("error_burst", w),
+                    ],
+                )
+            }
+            Scenario::BatchingMisconfig => {
+                let d = dims(&[("model", MODELS[1]), ("model_version", "r1")]);
+                (
+                    vec![cause(
+                        d.clone(),
+                        "queue_ms p50",
+                        "grows to the 60 s gateway timeout; requests time out (error.type=timeout)",
+                    )],
+                    vec![
+                        signal("queue_buildup", d.clone()),
+                        signal("latency_spike", d.clone()),
+                        signal("error_burst", d),
+                    ],
+                )
+            }
+            Scenario::CachePollution => {
+                let d = dims(&[
+                    ("tenant", CACHE_VICTIM),
+                    ("kv_cache_policy", "prefix_cache"),
+                ]);
+                (
+                    vec![cause(
+                        d.clone(),
+                        "ttft_ms p50",
+                        "+≈130 ms (12k-token system prompt no longer cached); caused by tenant hooli's scans",
+                    )],
+                    vec![
+                        signal("cache_pollution", dims(&[("tenant", CACHE_SCANNER)])),
+                        signal("latency_spike", d),
+                    ],
+                )
+            }
+            Scenario::InjectionResonance => {
+                let d = dims(&[("tenant", INJECTION_TENANT)]);
+                (
+                    vec![cause(
+                        d.clone(),
+                        "spec_accepted_tokens / spec_draft_tokens",
+                        "draft acceptance rate (accepted / drafted) ≈ 0.45 → ≈ 0.05 for injected prompts on speculative workers; guardrail injection scores > 0.85; rejection-sampling failures and rollbacks logged",
+                    )],
+                    vec![signal("resonance", d)],
+                )
+            }
+            Scenario::TruncationSurge => {
+                let d = dims(&[("model", MODELS[1])]);
+                (
+                    vec![cause(
+                        d.clone(),
+                        "share of finish_reason=length",
+                        "≈2 % → > 25 %",
+                    )],
+                    vec![signal("truncation_surge", d)],
+                )
+            }
+            Scenario::TraceContextLoss => {
+                let d = dims(&[
+                    ("service", "gateway"),
+                    ("service.version", GATEWAY_NEW_VERSION),
+                ]);
+                (
+                    vec![cause(
+                        d.clone(),
+                        "share of gateway spans without children",
+                        "0 → 1 for gateway 2.4.0; engine-side spans start new (orphan) traces",
+                    )],
+                    vec![signal("trace_context_loss", d)],
+                )
+            }
+            Scenario::FlowControlStall => {
+                let d = dims(&[
+                    ("service", "gateway"),
+                    ("service.version", GATEWAY_NEW_VERSION),
+                ]);
+                (
+                    vec![cause(
+                        d.clone(),
+                        "gateway span duration for outputs > 256 tokens",
+                        "+250 ms per 16 KiB window beyond the first; engine e2e unchanged",
+                    )],
+                    vec![
+                        signal("flow_control_stall", d.clone()),
+                        signal("latency_spike", d),
+                    ],
+                )
+            }
+            Scenario::PreemptionStorm => {
+                let w = dims(&[("worker", &worker_name(PREEMPTION_WORKER))]);
+                (
+                    vec![cause(
+                        w.clone(),
+                        "preemptions and e2e_ms p50",
+                        "preemptions from ≈0 to most requests; e2e up on that worker",
+                    )],
+                    vec![
+                        signal("preemption_storm", w.clone()),
+                        signal("kv_cache_pressure", w.clone()),
+                        signal("latency_spike", w),
+                    ],
+                )
+            }
+            Scenario::SlowWorker => {
+                let w = dims(&[("worker", &slow_worker)]);
+                (
+                    vec![slow_cause()],
+                    vec![signal("slow_worker", w.clone()), signal("latency_spike", w)],
+                )
+            }
+            Scenario::TwoCauses => (
+                vec![lora_cause(), slow_cause()],
+                vec![
+                    signal("latency_spike", BTreeMap::new()),
+                    signal("version_regression", lora_dims()),
+                    signal("slow_worker", dims(&[("worker", &slow_worker)])),
+                ],
+            ),
+            Scenario::Healthy => (Vec::new(), Vec::new()),
+        };
+        GroundTruth {
+            scenario: self.scenario.name().to_string(),
+            description: self.scenario.description().to_string(),
+            fault: self.scenario != Scenario::Healthy,
+            seed: config.seed,
+            arrivals: config.arrivals.name().to_string(),
+            workers: config.workers,
+            rate_per_s: config.rate_per_s,
+            start: timefmt::rfc3339_millis(self.start_ns),
+            end: timefmt::rfc3339_millis(self.end_ns),
+            baseline_window: Window {
+                start: timefmt::rfc3339_millis(self.start_ns),
+                end: timefmt::rfc3339_millis(self.incident_start_ns),
+            },
+            incident_window: Window {
+                start: timefmt::rfc3339_millis(self.incident_start_ns),
+                end: timefmt::rfc3339_millis(self.end_ns),
+            },
+            root_causes,
+            expected_signals,
+            dimension_attributes: config.dimension_names.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Window {
+    pub start: String,
+    pub end: String,
+}
+
+/// One injected cause: the attribute combination (canonical column names where one exists,
+/// attribute names otherwise), the SLI that moves and by how much.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RootCauseTruth {
+    pub dimensions: BTreeMap<String, String>,
+    pub sli: String,
+    pub effect: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExpectedSignal {
+    pub kind: String,
+    pub subject: BTreeMap<String, String>,
+}
+
+/// `ground_truth.json`. For `healthy` the incident window is the window to analyse, where the
+/// right answer is no root cause.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroundTruth {
+    pub scenario: String,
+    pub description: String,
+    pub fault: bool,
+    pub seed: u64,
+    pub arrivals: String,
+    pub workers: usize,
+    pub rate_per_s: f64,
+    pub start: String,
+    pub end: String,
+    pub baseline_window: Window,
+    pub incident_window: Window,
+    pub root_causes: Vec<RootCauseTruth>,
+    pub expected_signals: Vec<ExpectedSignal>,
+    pub dimension_attributes: crate::config::DimensionNames,
+}

@@ -1,0 +1,8 @@
+//! Integration tests of the simulator, all checked from the emitted telemetry (OTLP parsed back
+//! and normalized through the real mapping table), never from simulator internals: determinism,
+//! file output, realism of the latency model and arrivals, and every scenario's injected effect.
+
+mod determinism;
+mod realism;
+mod scenarios;
+mod support;

@@ -1,0 +1,74 @@
+//! Rollup sidecars: every `requests` segment gets `<id>.rollup` next to its Parquet file, the
+//! per-minute SLI sketches of exactly its rows (see `infersight_analytics::rollup`). They are
+//! written with the segment (before the catalog names it), rebuilt when segments are compacted,
+//! removed with them, and cached in memory, so SLI queries never rescan raw rows of flushed data.
+//! Sidecars are zstd-compressed. Rows still in the memtable are rolled up at query time (the memtable is small and bounded).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use infersight_analytics::rollup::{Rollup, RollupSpec};
+
+use crate::types::{SegmentMeta, StoreError};
+
+pub(crate) const ROLLUP_EXTENSION: &str = "rollup";
+/// Sketch bins compress well (small varints); level 3 is cheap at flush time.
+const ZSTD_LEVEL: i32 = 3;
+
+pub(crate) fn sidecar_path(segment_path: &Path) -> PathBuf {
+    segment_path.with_extension(ROLLUP_EXTENSION)
+}
+
+/// Rolls up `batches` with `spec`.
+pub(crate) fn build(spec: &RollupSpec, batches: &[RecordBatch]) -> Result<Rollup, StoreError> {
+    let mut rollup = Rollup::new(spec);
+    for batch in batches {
+        rollup
+            .add_requests(batch)
+            .map_err(|e| StoreError::Corrupt {
+                what: "requests batch for rollup",
+                path: PathBuf::new(),
+                reason: e.to_string(),
+            })?;
+    }
+    rollup.seal();
+    Ok(rollup)
+}
+
+/// Writes the sidecar of `segment` durably (tmp, fsync, rename); the caller fsyncs the directory
+/// (the segment write that follows in the same directory does).
+pub(crate) fn write_sidecar(segment: &SegmentMeta, rollup: &Rollup) -> Result<u64, StoreError> {
+    let path = sidecar_path(&segment.path);
+    let tmp = path.with_extension(format!("{ROLLUP_EXTENSION}.tmp"));
+    let bytes =
+        zstd::bulk::compress(&rollup.encode(), ZSTD_LEVEL).map_err(StoreError::io(&path))?;
+    let result = (|| {
+        let mut file = std::fs::File::create(&tmp).map_err(StoreError::io(&tmp))?;
+        file.write_all(&bytes).map_err(StoreError::io(&tmp))?;
+        file.sync_all().map_err(StoreError::io(&tmp))?;
+        std::fs::rename(&tmp, &path).map_err(StoreError::io(&path))
+    })();
+    if let Err(err) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(err);
+    }
+    Ok(bytes.len() as u64)
+}
+
+pub(crate) fn read_sidecar(segment: &SegmentMeta) -> Result<Arc<Rollup>, StoreError> {
+    let path = sidecar_path(&segment.path);
+    let compressed = std::fs::read(&path).map_err(StoreError::io(&path))?;
+    let corrupt = |reason: String| StoreError::Corrupt {
+        what: "rollup",
+        path: path.clone(),
+        reason,
+    };
+    let mut bytes = Vec::new();
+    zstd::stream::copy_decode(compressed.as_slice(), &mut bytes)
+        .map_err(|e| corrupt(format!("zstd: {e}")))?;
+    Rollup::decode(&bytes)
+        .map(Arc::new)
+        .map_err(|e| corrupt(e.to_string()))
+}
