@@ -774,6 +774,45 @@ pub fn merge_range(
     total
 }
 
+/// Every dimension combination of `parts` with its cells in `[since_ns, until_ns)` merged: the
+/// leaves root-cause localization works on. Dimensions are those of the first part (a part
+/// without one of them contributes the empty string).
+pub fn combination_totals(
+    parts: &[&Rollup],
+    since_ns: Option<i64>,
+    until_ns: Option<i64>,
+) -> (Vec<String>, Vec<(Vec<String>, Cell)>) {
+    let Some(first) = parts.first() else {
+        return (Vec::new(), Vec::new());
+    };
+    let dimensions = first.dimensions.clone();
+    let since = since_ns.map_or(i64::MIN, |s| s.div_euclid(MINUTE_NS) * MINUTE_NS);
+    let until = until_ns.unwrap_or(i64::MAX);
+    let mut index: HashMap<Vec<String>, usize> = HashMap::new();
+    let mut out: Vec<(Vec<String>, Cell)> = Vec::new();
+    for part in parts {
+        let positions: Vec<Option<usize>> = dimensions
+            .iter()
+            .map(|d| part.dimensions.iter().position(|p| p == d))
+            .collect();
+        let mut slot_of_combo: Vec<Option<usize>> = vec![None; part.combos.len()];
+        part.visit_cells(since, until, true, |_, combo, cell| {
+            let slot = *slot_of_combo[combo as usize].get_or_insert_with(|| {
+                let values: Vec<String> = positions
+                    .iter()
+                    .map(|p| p.map_or_else(String::new, |i| part.combos[combo as usize][i].clone()))
+                    .collect();
+                *index.entry(values.clone()).or_insert_with(|| {
+                    out.push((values, Cell::default()));
+                    out.len() - 1
+                })
+            });
+            out[slot].1.merge(cell);
+        });
+    }
+    (dimensions, out)
+}
+
 fn put_str(out: &mut Vec<u8>, s: &str) {
     put_varint(out, s.len() as u64);
     out.extend_from_slice(s.as_bytes());

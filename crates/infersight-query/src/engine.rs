@@ -24,7 +24,7 @@ const READ_ONLY_MESSAGE: &str = "only SELECT/EXPLAIN/SHOW/DESCRIBE queries are a
 pub struct QueryEngine {
     context: SessionContext,
     stats: Arc<ScanStatsRegistry>,
-    store: Arc<dyn StorageBackend>,
+    pub(crate) store: Arc<dyn StorageBackend>,
 }
 
 impl std::fmt::Debug for QueryEngine {

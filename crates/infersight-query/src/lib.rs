@@ -17,6 +17,7 @@ mod error;
 mod output;
 mod provider;
 mod range;
+pub mod rca;
 mod sli;
 mod udf;
 
@@ -26,5 +27,6 @@ pub use error::QueryError;
 pub use output::{OutputFormat, QueryOutput};
 pub use provider::ScanStats;
 pub use range::time_range_from_filters;
+pub use rca::{RcaReport, RcaRequest};
 pub use sli::{SliAnswer, SliRequest, answer_sli, parse_filter, parse_quantile};
 pub use udf::{JSON_GET, json_get_udf, json_get_value};

@@ -81,6 +81,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/dimensions", get(dimensions))
         .route("/api/v1/sli", get(sli))
         .route("/api/v1/sli/derived", get(derived_slis))
+        .route("/api/v1/rca", post(rca))
         .route("/api/v1/slo", get(slo_status))
         .route("/api/v1/alerts", get(alerts))
         .route("/api/v1/stats", get(stats))
@@ -198,6 +199,42 @@ async fn derived_slis(
     let range =
         parse_range(p.since.as_deref(), p.until.as_deref()).map_err(ApiError::bad_request)?;
     Ok(Json(state.engine.derived_slis(range).await?))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RcaBody {
+    since: Option<String>,
+    until: Option<String>,
+    baseline_since: Option<String>,
+    baseline_until: Option<String>,
+}
+
+async fn rca(
+    State(state): State<ApiState>,
+    body: Result<Json<RcaBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let Json(body) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let window = |a: Option<String>, b: Option<String>, what: &str| match (a, b) {
+        (None, None) => Ok(None),
+        (Some(a), Some(b)) => parse_range(Some(&a), Some(&b))
+            .map(Some)
+            .map_err(ApiError::bad_request),
+        _ => Err(ApiError::bad_request(format!(
+            "give both ends of the {what} window or neither"
+        ))),
+    };
+    let request = infersight_query::RcaRequest {
+        incident: window(body.since, body.until, "incident")?,
+        baseline: window(body.baseline_since, body.baseline_until, "baseline")?,
+    };
+    let report = state.engine.rca(request).await?;
+    serde_json::to_value(&report)
+        .map(Json)
+        .map_err(|e| ApiError {
+            kind: ErrorKind::Internal,
+            message: e.to_string(),
+        })
 }
 
 async fn slo_status(State(state): State<ApiState>) -> Json<serde_json::Value> {

@@ -217,3 +217,76 @@ pub fn localize(args: LocalizeArgs) -> Result<i32, CliError> {
     );
     Ok(0)
 }
+
+/// The RCA report as text for a terminal: verdict, causes, signals, log evidence, advice.
+pub fn render_rca(report: &infersight_query::RcaReport) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(out, "verdict: {}", report.verdict);
+    if let (Some(i), Some(b)) = (&report.incident_window, &report.baseline_window) {
+        let _ = writeln!(
+            out,
+            "incident: {} → {}   baseline: {} → {}",
+            infersight_model::time::format_rfc3339(i.since),
+            infersight_model::time::format_rfc3339(i.until),
+            infersight_model::time::format_rfc3339(b.since),
+            infersight_model::time::format_rfc3339(b.until)
+        );
+    }
+    if !report.root_causes.is_empty() {
+        let _ = writeln!(out, "\nroot causes:");
+    }
+    for cause in &report.root_causes {
+        let dims: Vec<String> = cause
+            .dimensions
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {}. {}  (score {:.0}, explains {:.0} %)",
+            cause.rank,
+            dims.join(" & "),
+            cause.score,
+            cause.explained_fraction * 100.0
+        );
+        for e in &cause.evidence {
+            let _ = writeln!(out, "       - {e}");
+        }
+    }
+    if !report.signals.is_empty() {
+        let _ = writeln!(out, "\nsignals:");
+    }
+    for s in &report.signals {
+        let subject: Vec<String> = s.subject.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(
+            out,
+            "  {:<20} {:<40} {}",
+            s.kind,
+            subject.join(" & "),
+            s.detail
+        );
+    }
+    if !report.log_evidence.is_empty() {
+        let _ = writeln!(out, "\nlog evidence:");
+    }
+    for l in report.log_evidence.iter().take(10) {
+        let _ = writeln!(
+            out,
+            "  lift {:>7.1}  lead {:>6.0} s  {}",
+            l.lift, l.lead_seconds, l.template
+        );
+    }
+    for (title, items) in [
+        ("suggestions", &report.suggestions),
+        ("checklist", &report.checklist),
+    ] {
+        if !items.is_empty() {
+            let _ = writeln!(out, "\n{title}:");
+            for item in items {
+                let _ = writeln!(out, "  - {item}");
+            }
+        }
+    }
+    out
+}

@@ -195,6 +195,22 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "table")]
         format: OutputFormat,
     },
+    /// Root-cause analysis: when did it go wrong, which attribute combination explains it, which
+    /// signals and log templates came with it. Windows are chosen when not given.
+    Rca {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long)]
+        since: Option<String>,
+        #[arg(long)]
+        until: Option<String>,
+        #[arg(long = "baseline-since")]
+        baseline_since: Option<String>,
+        #[arg(long = "baseline-until")]
+        baseline_until: Option<String>,
+        #[arg(long, value_enum, default_value = "table")]
+        format: OutputFormat,
+    },
     /// Log templates: mine a file (one row per line) or list the persisted template store.
     Templates {
         #[command(flatten)]

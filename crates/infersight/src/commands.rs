@@ -141,6 +141,34 @@ pub async fn run(cli: Cli) -> Result<i32, CliError> {
             .map_err(CliError::usage)?;
             sli_command(common, request, format).await
         }
+        Command::Rca {
+            common,
+            since,
+            until,
+            baseline_since,
+            baseline_until,
+            format,
+        } => {
+            let request = rca_request(since, until, baseline_since, baseline_until)?;
+            let config = resolve(&common)?;
+            let store = tokio::task::block_in_place(|| wiring::open_existing_store(&config))?;
+            let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>);
+            let report = engine
+                .rca(request)
+                .await
+                .map_err(|e| CliError::from_kind(e.kind(), e.to_string()))?;
+            match format {
+                OutputFormat::Json => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report)
+                        .map_err(|e| CliError::failed(e.to_string()))?
+                ),
+                OutputFormat::Table | OutputFormat::Csv => {
+                    print!("{}", crate::analyze::render_rca(&report))
+                }
+            }
+            Ok(0)
+        }
         Command::Templates { common, action } => {
             let config = resolve(&common)?;
             match action {
@@ -527,6 +555,28 @@ async fn query(
         .map_err(|e| CliError::failed(e.to_string()))?;
     println!("{}", text.trim_end());
     Ok(0)
+}
+
+/// Windows of `infersight rca` from the flags: both ends of a window or neither.
+fn rca_request(
+    since: Option<String>,
+    until: Option<String>,
+    baseline_since: Option<String>,
+    baseline_until: Option<String>,
+) -> Result<infersight_query::RcaRequest, CliError> {
+    let range = |a: Option<String>, b: Option<String>, what: &str| match (a, b) {
+        (None, None) => Ok(None),
+        (Some(a), Some(b)) => infersight_server::api::parse_range(Some(&a), Some(&b))
+            .map(Some)
+            .map_err(CliError::usage),
+        _ => Err(CliError::usage(format!(
+            "give both ends of the {what} window or neither"
+        ))),
+    };
+    Ok(infersight_query::RcaRequest {
+        incident: range(since, until, "incident")?,
+        baseline: range(baseline_since, baseline_until, "baseline")?,
+    })
 }
 
 async fn sli_command(

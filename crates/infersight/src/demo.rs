@@ -2,11 +2,11 @@
 //! in-process on free ports with a fresh store, runs the fleet simulator's headline scenario
 //! (`lora_kv_regression`: model version × paged KV cache × one LoRA pair gets +900 ms) and sends
 //! everything it emits — traces, logs, metrics, raw engine lines — over OTLP/HTTP, shuts down
-//! (flushing to Parquet), then answers with SQL: the latency breakdown before vs during the
-//! incident and the slices whose over-SLO counts moved most.
+//! (flushing to Parquet), then answers with SQL — the latency breakdown before vs during the
+//! incident and the slices whose over-SLO counts moved most — and runs the root-cause engine,
+//! whose verdict it prints and compares with the scenario's ground truth.
 //!
-//! Arrivals are Poisson, so the demo needs no data folder. The root-cause engine replaces the
-//! "largest movers" table (issue 6).
+//! Arrivals are Poisson, so the demo needs no data folder.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -196,6 +196,26 @@ pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<
         report,
         "## Slices with the most requests over the baseline p99 ({threshold_ms:.0} ms), normalized for window length\n\n```\n{}\n```\n",
         movers.render(table).trim_end()
+    );
+    let rca = engine
+        .rca(infersight_query::RcaRequest::default())
+        .await
+        .map_err(|e| CliError::failed(format!("rca: {e}")))?;
+    let _ = writeln!(
+        report,
+        "## Root-cause analysis (`infersight rca`)\n\n**Verdict:** {}\n\n```\n{}```\n",
+        rca.verdict,
+        crate::analyze::render_rca(&rca)
+    );
+    let _ = writeln!(
+        report,
+        "Engine verdict vs ground truth: {}.\n",
+        match (rca.root_causes.first(), truth.root_causes.first()) {
+            (Some(found), Some(injected)) if found.dimensions == injected.dimensions =>
+                "the top-ranked root cause is the injected one",
+            (None, None) => "nothing blamed on a healthy fleet",
+            _ => "MISMATCH: the top-ranked root cause is not the injected one",
+        }
     );
     for cause in &truth.root_causes {
         let dims: Vec<String> = cause

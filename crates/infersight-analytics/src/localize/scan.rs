@@ -7,8 +7,12 @@ use std::collections::HashMap;
 
 use super::{LeafTable, Localization, NoiseModel, Params, RootCause};
 
-/// Median of χ²(1): squared standard-normal residuals have this median.
-const CHI2_1_MEDIAN: f64 = 0.454_936_4;
+/// The noise is fitted on this quantile of the squared standardized residuals, not the median:
+/// a cause may cover more than half of the leaves (one of two models), and the median residual
+/// would then be an anomalous one. With the lower quartile, up to 75 % of leaves may deviate.
+const NOISE_QUANTILE: f64 = 0.25;
+/// The `NOISE_QUANTILE` quantile of χ²(1): squared standard-normal residuals have it.
+const CHI2_1_NOISE_QUANTILE: f64 = 0.101_531_0;
 /// Floor of an element's effective forecast count, so that elements made only of new leaves
 /// (forecast 0) get a finite score.
 const MIN_EFFECTIVE_FORECAST: f64 = 0.5;
@@ -267,7 +271,9 @@ fn effective_count_scale(noise: NoiseModel, real: &[f64], forecast: &[f64]) -> V
                     residual * residual / (f * (f + reference))
                 })
                 .collect();
-            let relative_variance = (median(&mut ratios).unwrap_or(1.0) / CHI2_1_MEDIAN).max(1e-10);
+            let relative_variance = (quantile(&mut ratios, NOISE_QUANTILE).unwrap_or(1.0)
+                / CHI2_1_NOISE_QUANTILE)
+                .max(1e-10);
             forecast
                 .iter()
                 .map(|f| relative_variance * (f.max(0.0) + reference))
@@ -290,7 +296,9 @@ fn effective_count_scale(noise: NoiseModel, real: &[f64], forecast: &[f64]) -> V
             if sample.len() < 20 {
                 sample = ratios(0.0);
             }
-            let dispersion = (median(&mut sample).unwrap_or(1.0) / CHI2_1_MEDIAN).max(1.0);
+            let dispersion = (quantile(&mut sample, NOISE_QUANTILE).unwrap_or(1.0)
+                / CHI2_1_NOISE_QUANTILE)
+                .max(1.0);
             vec![dispersion; forecast.len()]
         }
     }
@@ -314,6 +322,15 @@ fn weighted_median_ratio(real: &[f64], forecast: &[f64]) -> Option<f64> {
         }
     }
     None
+}
+
+fn quantile(values: &mut [f64], q: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let index = ((values.len() - 1) as f64 * q).round() as usize;
+    let (_, value, _) = values.select_nth_unstable_by(index, f64::total_cmp);
+    Some(*value)
 }
 
 fn median(values: &mut [f64]) -> Option<f64> {

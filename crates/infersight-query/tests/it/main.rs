@@ -5,6 +5,7 @@ mod dimensions;
 mod errors;
 mod percentiles;
 mod pruning;
+mod rca_logs;
 mod render;
 mod sql;
 mod support;

@@ -5,6 +5,7 @@
 mod cli;
 mod prometheus;
 mod python_otel;
+mod rca;
 mod scrape;
 mod server;
 mod sli;

@@ -1,0 +1,1070 @@
+//! Resource and behaviour signals for an incident: series read with SQL from `metrics`, `spans`
+//! and `requests` (a handful of grouped queries over the baseline + incident windows, never one
+//! query per subject), judged by the detectors of `infersight_analytics::detect`.
+//!
+//! What each signal reads, and the thresholds added on top of the detectors' defaults:
+//! - `gpu_memory_leak` per worker: `gpu_memory_used_bytes` and `gpu_utilization_ratio` samples
+//!   of the incident (extended back to at least [`MIN_TREND_POINTS`] samples), the worker's mean
+//!   e2e per minute as latency evidence.
+//! - `queue_buildup` per (model, model_version) from `requests` (mean `queue_ms` against
+//!   arrivals per minute) and per worker from `requests_waiting`; queue rise ≥ 250 ms or ≥ 2
+//!   waiting requests.
+//! - `kv_cache_pressure` / `preemption_storm` per worker: the per-minute peak of
+//!   `kv_cache_usage_ratio` (watermark 0.95 in ≥ 50 % of the incident's minutes, < 50 % of the
+//!   baseline's) and the `preemptions_total` counter turned into per-minute increases (Poisson
+//!   tail p < 1e-4, ×3, ≥ 10 more than expected).
+//! - `cache_pollution` per polluting tenant: each tenant's prefix-cache hit rate
+//!   (Σcached/Σinput per minute, on workers that cached anything) and its access entropy, the
+//!   entropy of a uniform access over the distinct 512-token prefix blocks it missed per minute
+//!   (log2(1 + uncached tokens / 512)); victims are named in the detail.
+//! - `truncation_surge` per model: finish_reason = 'length' counts per minute.
+//! - `resonance` per tenant: per minute, the mean guardrail injection score, the share of
+//!   speculative requests whose drafts were mostly rejected (accepted < 20 % of drafted) and the
+//!   share of drafted tokens rolled back (shares, so load swings do not rise with them); change
+//!   detection with a 15-minute minimum baseline and a 0.01 floor on the noise scale.
+//! - `error_burst` per worker and per (model, model_version): errored requests per minute.
+//! - `trace_context_loss` per (service, service.version): share of root spans without any child
+//!   span in their trace (a version new in the incident is judged against its service's baseline).
+//! - `flow_control_stall` per (service, service.version): root-span duration minus the engine's
+//!   e2e for requests with ≥ 256 output tokens; fires when the incident median of the per-minute
+//!   means is ≥ 100 ms and ≥ 5 robust σ above the service's baseline.
+//!
+//! A detector that lacks data for a subject (too short a baseline) skips that subject; only SQL
+//! failures are errors.
+
+use std::collections::{BTreeMap, HashMap};
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::DataType;
+use infersight_analytics::detect::stats::{mad, median};
+use infersight_analytics::detect::{
+    CachePollutionParams, CountSample, DetectParams, ErrorBurstParams, Finding, KvCacheInput,
+    KvCacheParams, LeakParams, MemoryInput, ProportionParams, QueueInput, QueueParams,
+    ResonanceInput, ResonanceParams, TenantCacheSeries, cache_pollution, error_burst,
+    gpu_memory_leak, kv_cache_pressure, orphan_spans, queue_buildup, resonance, truncation_surge,
+};
+
+use super::{RcaContext, Signal};
+use crate::engine::QueryEngine;
+use crate::error::QueryError;
+
+const MINUTE_NS: i64 = 60_000_000_000;
+/// At most this many subjects of one kind are judged (the busiest).
+const MAX_SUBJECTS: usize = 64;
+/// Trend detectors want at least this many samples.
+const MIN_TREND_POINTS: usize = 24;
+/// Prefix-cache block size used to turn missed tokens into distinct blocks.
+const PREFIX_BLOCK_TOKENS: f64 = 512.0;
+/// A request whose accepted drafts are below this share of its drafted tokens "failed"
+/// rejection sampling.
+const REJECTION_SHARE: f64 = 0.2;
+/// Output length from which a streamed response spans several flow-control windows.
+const LONG_OUTPUT_TOKENS: i64 = 256;
+const MIN_STALL_MS: f64 = 100.0;
+const MIN_STALL_Z: f64 = 5.0;
+
+type Series = Vec<(i64, f64)>;
+type Subject = BTreeMap<String, String>;
+type StallPoint = (i64, f64, f64);
+
+/// Every signal the telemetry of `ctx`'s windows shows, strongest first.
+pub async fn collect_signals(
+    engine: &QueryEngine,
+    ctx: &RcaContext,
+) -> Result<Vec<Signal>, QueryError> {
+    let window = Window::of(ctx);
+    let mut signals = Vec::new();
+    let per_worker = read_worker_minutes(engine, &window).await?;
+    signals.extend(worker_signals(&per_worker, &window));
+    let metrics = read_metric_samples(engine, &window).await?;
+    let worker_signals_from_metrics = metric_signals(&metrics, &per_worker, &window);
+    signals.extend(slice_queue_buildups(
+        &signals,
+        &worker_signals_from_metrics,
+        &per_worker,
+    ));
+    signals.extend(worker_signals_from_metrics);
+    let tenants = read_tenant_minutes(engine, &window).await?;
+    signals.extend(tenant_signals(&tenants, &window));
+    signals.extend(trace_signals(engine, &window).await?);
+    signals.sort_by(|a, b| b.strength.total_cmp(&a.strength));
+    Ok(signals)
+}
+
+// ------------------------------------------------------------------------ windows and SQL
+
+/// The analysed time range: baseline start (or the incident's start minus an hour) to the
+/// incident's end, and the split between them.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    since_ns: Option<i64>,
+    until_ns: Option<i64>,
+    split_ns: i64,
+}
+
+impl Window {
+    fn of(ctx: &RcaContext) -> Window {
+        let split_ns = ctx.incident.since_ns.unwrap_or(ctx.onset_ns);
+        let since_ns = ctx
+            .baseline
+            .since_ns
+            .map(|s| s.min(split_ns))
+            .or(ctx.baseline.until_ns.map(|u| u - 60 * MINUTE_NS));
+        Window {
+            since_ns,
+            until_ns: ctx.incident.until_ns,
+            split_ns,
+        }
+    }
+
+    /// `ts` predicate of the window, for column `column`.
+    fn predicate(&self, column: &str) -> String {
+        let mut parts = vec!["TRUE".to_string()];
+        if let Some(since) = self.since_ns {
+            parts.push(format!("{column} >= to_timestamp_nanos({since})"));
+        }
+        if let Some(until) = self.until_ns {
+            parts.push(format!("{column} < to_timestamp_nanos({until})"));
+        }
+        parts.join(" AND ")
+    }
+}
+
+/// Columns of a result, cast once to the types the collectors read.
+struct Rows {
+    batches: Vec<RecordBatch>,
+}
+
+impl Rows {
+    async fn query(engine: &QueryEngine, sql: &str) -> Result<Rows, QueryError> {
+        let output = engine.sql(sql).await?;
+        Ok(Rows {
+            batches: output.batches,
+        })
+    }
+
+    fn column(
+        &self,
+        batch: &RecordBatch,
+        name: &str,
+        to: &DataType,
+    ) -> Result<ArrayRef, QueryError> {
+        let column = batch
+            .column_by_name(name)
+            .ok_or_else(|| QueryError::Internal(format!("signal query lacks column {name}")))?;
+        cast(column, to).map_err(|e| QueryError::Internal(format!("column {name}: {e}")))
+    }
+
+    /// Calls `f` for each row with accessors for string, float and integer columns.
+    fn for_each(
+        &self,
+        strings: &[&str],
+        floats: &[&str],
+        ints: &[&str],
+        mut f: impl FnMut(&[Option<&str>], &[Option<f64>], &[Option<i64>]),
+    ) -> Result<(), QueryError> {
+        for batch in &self.batches {
+            let s: Vec<ArrayRef> = strings
+                .iter()
+                .map(|n| self.column(batch, n, &DataType::Utf8))
+                .collect::<Result<_, _>>()?;
+            let fl: Vec<ArrayRef> = floats
+                .iter()
+                .map(|n| self.column(batch, n, &DataType::Float64))
+                .collect::<Result<_, _>>()?;
+            let it: Vec<ArrayRef> = ints
+                .iter()
+                .map(|n| self.column(batch, n, &DataType::Int64))
+                .collect::<Result<_, _>>()?;
+            let s: Vec<&StringArray> = s.iter().filter_map(|a| a.as_any().downcast_ref()).collect();
+            let fl: Vec<&Float64Array> = fl
+                .iter()
+                .filter_map(|a| a.as_any().downcast_ref())
+                .collect();
+            let it: Vec<&Int64Array> = it
+                .iter()
+                .filter_map(|a| a.as_any().downcast_ref())
+                .collect();
+            let mut sv = Vec::with_capacity(s.len());
+            let mut fv = Vec::with_capacity(fl.len());
+            let mut iv = Vec::with_capacity(it.len());
+            for row in 0..batch.num_rows() {
+                sv.clear();
+                fv.clear();
+                iv.clear();
+                sv.extend(s.iter().map(|a| a.is_valid(row).then(|| a.value(row))));
+                fv.extend(
+                    fl.iter().map(|a| {
+                        (a.is_valid(row) && a.value(row).is_finite()).then(|| a.value(row))
+                    }),
+                );
+                iv.extend(it.iter().map(|a| a.is_valid(row).then(|| a.value(row))));
+                f(&sv, &fv, &iv);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn subject(pairs: &[(&str, &str)]) -> Subject {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn signal(finding: &Finding, subject: Subject, kind: &str) -> Signal {
+    Signal {
+        kind: kind.to_string(),
+        subject,
+        onset: finding.onset_ns,
+        strength: if finding.score.is_finite() {
+            finding.score.max(0.0)
+        } else {
+            0.0
+        },
+        detail: finding.detail.clone(),
+    }
+}
+
+fn sort_series(series: &mut Series) {
+    series.sort_by_key(|p| p.0);
+}
+
+/// Keys ordered by weight, at most [`MAX_SUBJECTS`].
+fn busiest<K: Clone + Ord>(weights: &BTreeMap<K, f64>) -> Vec<K> {
+    let mut keys: Vec<(&K, f64)> = weights.iter().map(|(k, w)| (k, *w)).collect();
+    keys.sort_by(|a, b| b.1.total_cmp(&a.1));
+    keys.into_iter()
+        .take(MAX_SUBJECTS)
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+// ------------------------------------------------------------------------ requests per worker
+
+/// Per (worker, model, model_version) and minute: the request-side counts.
+#[derive(Debug, Clone, Copy, Default)]
+struct WorkerMinute {
+    requests: f64,
+    errors: f64,
+    truncated: f64,
+    finished: f64,
+    queue_sum_ms: f64,
+    e2e_sum_ms: f64,
+}
+
+struct WorkerMinutes {
+    /// (worker, model, model_version) → minute → counts
+    cells: BTreeMap<(String, String, String), BTreeMap<i64, WorkerMinute>>,
+}
+
+async fn read_worker_minutes(
+    engine: &QueryEngine,
+    w: &Window,
+) -> Result<WorkerMinutes, QueryError> {
+    let sql = format!(
+        "SELECT COALESCE(worker, '') AS worker, COALESCE(model, '') AS model, \
+         COALESCE(model_version, '') AS model_version, \
+         date_trunc('minute', ts) AS minute, count(*) AS n, \
+         sum(CASE WHEN status = 'error' OR (error_type IS NOT NULL AND error_type <> '') THEN 1 ELSE 0 END) AS errors, \
+         sum(CASE WHEN finish_reason = 'length' THEN 1 ELSE 0 END) AS truncated, \
+         sum(CASE WHEN finish_reason IS NOT NULL AND finish_reason <> '' THEN 1 ELSE 0 END) AS finished, \
+         sum(COALESCE(queue_ms, 0.0)) AS queue_sum, sum(COALESCE(e2e_ms, 0.0)) AS e2e_sum \
+         FROM requests WHERE {} GROUP BY 1, 2, 3, 4",
+        w.predicate("ts")
+    );
+    let rows = Rows::query(engine, &sql).await?;
+    let mut cells: BTreeMap<(String, String, String), BTreeMap<i64, WorkerMinute>> =
+        BTreeMap::new();
+    rows.for_each(
+        &["worker", "model", "model_version"],
+        &[
+            "n",
+            "errors",
+            "truncated",
+            "finished",
+            "queue_sum",
+            "e2e_sum",
+        ],
+        &["minute"],
+        |s, f, i| {
+            let Some(minute) = i[0] else { return };
+            let key = (
+                s[0].unwrap_or("").to_string(),
+                s[1].unwrap_or("").to_string(),
+                s[2].unwrap_or("").to_string(),
+            );
+            let cell = cells.entry(key).or_default().entry(minute).or_default();
+            cell.requests += f[0].unwrap_or(0.0);
+            cell.errors += f[1].unwrap_or(0.0);
+            cell.truncated += f[2].unwrap_or(0.0);
+            cell.finished += f[3].unwrap_or(0.0);
+            cell.queue_sum_ms += f[4].unwrap_or(0.0);
+            cell.e2e_sum_ms += f[5].unwrap_or(0.0);
+        },
+    )?;
+    Ok(WorkerMinutes { cells })
+}
+
+impl WorkerMinutes {
+    /// Sums the cells by a key derived from (worker, model, model_version).
+    fn group<K: Ord + Clone>(
+        &self,
+        key_of: impl Fn(&(String, String, String)) -> Option<K>,
+    ) -> BTreeMap<K, BTreeMap<i64, WorkerMinute>> {
+        let mut out: BTreeMap<K, BTreeMap<i64, WorkerMinute>> = BTreeMap::new();
+        for (key, minutes) in &self.cells {
+            let Some(k) = key_of(key) else { continue };
+            let target = out.entry(k).or_default();
+            for (minute, cell) in minutes {
+                let t = target.entry(*minute).or_default();
+                t.requests += cell.requests;
+                t.errors += cell.errors;
+                t.truncated += cell.truncated;
+                t.finished += cell.finished;
+                t.queue_sum_ms += cell.queue_sum_ms;
+                t.e2e_sum_ms += cell.e2e_sum_ms;
+            }
+        }
+        out
+    }
+}
+
+fn weights<K: Ord + Clone>(groups: &BTreeMap<K, BTreeMap<i64, WorkerMinute>>) -> BTreeMap<K, f64> {
+    groups
+        .iter()
+        .map(|(k, m)| (k.clone(), m.values().map(|c| c.requests).sum()))
+        .collect()
+}
+
+/// Error bursts (worker; model × version), truncation surges (model), queue build-up
+/// (model × version).
+fn worker_signals(data: &WorkerMinutes, w: &Window) -> Vec<Signal> {
+    let mut out = Vec::new();
+    let by_worker = data.group(|k| (!k.0.is_empty()).then(|| k.0.clone()));
+    let by_slice = data.group(|k| (!k.1.is_empty()).then(|| (k.1.clone(), k.2.clone())));
+    let by_model = data.group(|k| (!k.1.is_empty()).then(|| k.1.clone()));
+    let burst = ErrorBurstParams::default();
+    let errors_of = |minutes: &BTreeMap<i64, WorkerMinute>| -> Series {
+        minutes.iter().map(|(t, c)| (*t, c.errors)).collect()
+    };
+    for worker in busiest(&weights(&by_worker)) {
+        let series = errors_of(&by_worker[&worker]);
+        if let Ok(Some(finding)) = error_burst(&[("worker", &worker)], &series, w.split_ns, &burst)
+        {
+            out.push(signal(
+                &finding,
+                subject(&[("worker", &worker)]),
+                "error_burst",
+            ));
+        }
+    }
+    for (model, version) in busiest(&weights(&by_slice)) {
+        let minutes = &by_slice[&(model.clone(), version.clone())];
+        let series = errors_of(minutes);
+        let pairs = [
+            ("model", model.as_str()),
+            ("model_version", version.as_str()),
+        ];
+        let Ok(Some(finding)) = error_burst(&pairs, &series, w.split_ns, &burst) else {
+            continue;
+        };
+        out.push(signal(&finding, subject(&pairs), "error_burst"));
+    }
+    let proportion = ProportionParams::default();
+    for model in busiest(&weights(&by_model)) {
+        let counts: Vec<CountSample> = by_model[&model]
+            .iter()
+            .map(|(t, c)| CountSample {
+                ts_ns: *t,
+                hits: c.truncated.max(0.0) as u64,
+                total: (c.finished.max(c.truncated)).max(0.0) as u64,
+            })
+            .collect();
+        if let Ok(Some(finding)) = truncation_surge(&model, &counts, w.split_ns, &proportion) {
+            out.push(signal(
+                &finding,
+                subject(&[("model", &model)]),
+                "truncation_surge",
+            ));
+        }
+    }
+    let queue = QueueParams {
+        min_increase: 250.0,
+        ..QueueParams::default()
+    };
+    for (model, version) in busiest(&weights(&by_slice)) {
+        let minutes = &by_slice[&(model.clone(), version.clone())];
+        let waiting: Series = minutes
+            .iter()
+            .filter(|(_, c)| c.requests > 0.0)
+            .map(|(t, c)| (*t, c.queue_sum_ms / c.requests))
+            .collect();
+        let arrivals: Series = minutes.iter().map(|(t, c)| (*t, c.requests)).collect();
+        let input = QueueInput {
+            worker: &model,
+            waiting: &waiting,
+            arrivals: &arrivals,
+        };
+        if let Ok(Some(finding)) = queue_buildup(&input, &queue) {
+            let pairs = [
+                ("model", model.as_str()),
+                ("model_version", version.as_str()),
+            ];
+            let mut s = signal(&finding, subject(&pairs), "queue_buildup");
+            s.detail = format!("mean queue_ms per minute: {}", finding.detail);
+            out.push(s);
+        }
+    }
+    out
+}
+
+// ------------------------------------------------------------------------ metrics per worker
+
+/// Per worker, canonical metric name → samples.
+type MetricSamples = BTreeMap<String, BTreeMap<String, Series>>;
+
+const LEAK_METRICS: [&str; 5] = [
+    "gpu_memory_used_bytes",
+    "gpu_utilization_ratio",
+    "kv_cache_usage_ratio",
+    "preemptions_total",
+    "requests_waiting",
+];
+
+async fn read_metric_samples(
+    engine: &QueryEngine,
+    w: &Window,
+) -> Result<MetricSamples, QueryError> {
+    let names = LEAK_METRICS
+        .iter()
+        .map(|n| format!("'{n}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // One sample per (worker, name, scrape time): devices of one worker are averaged (memory
+    // and counters summed would need device identity; one GPU per worker is the common case).
+    let sql = format!(
+        "SELECT worker, name, ts, avg(value) AS value FROM metrics \
+         WHERE {} AND name IN ({names}) AND worker IS NOT NULL AND worker <> '' \
+         GROUP BY worker, name, ts",
+        w.predicate("ts")
+    );
+    let rows = Rows::query(engine, &sql).await?;
+    let mut out: MetricSamples = BTreeMap::new();
+    rows.for_each(&["worker", "name"], &["value"], &["ts"], |s, f, i| {
+        if let (Some(worker), Some(name), Some(value), Some(ts)) = (s[0], s[1], f[0], i[0]) {
+            out.entry(worker.to_string())
+                .or_default()
+                .entry(name.to_string())
+                .or_default()
+                .push((ts, value));
+        }
+    })?;
+    for names in out.values_mut() {
+        for series in names.values_mut() {
+            sort_series(series);
+        }
+    }
+    Ok(out)
+}
+
+/// Per-sample increases of a cumulative counter (a drop is a reset: the new value counts).
+fn increases(counter: &[(i64, f64)]) -> Series {
+    counter
+        .windows(2)
+        .map(|pair| {
+            let delta = pair[1].1 - pair[0].1;
+            (
+                pair[1].0,
+                if delta >= 0.0 {
+                    delta
+                } else {
+                    pair[1].1.max(0.0)
+                },
+            )
+        })
+        .collect()
+}
+
+/// A (model, model_version) served by two or more workers, all of which show a queue build-up
+/// (from `requests_waiting`), has a slice-wide build-up even when its mean `queue_ms` series
+/// did not pass the trend tests (requests stuck until the gateway timeout flatten it).
+fn slice_queue_buildups(
+    already: &[Signal],
+    from_metrics: &[Signal],
+    requests: &WorkerMinutes,
+) -> Vec<Signal> {
+    let mut workers_of: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for (worker, model, version) in requests.cells.keys() {
+        if !worker.is_empty() && !model.is_empty() {
+            workers_of
+                .entry((model.clone(), version.clone()))
+                .or_default()
+                .push(worker.clone());
+        }
+    }
+    let mut out = Vec::new();
+    for ((model, version), workers) in workers_of {
+        let pairs = [
+            ("model", model.as_str()),
+            ("model_version", version.as_str()),
+        ];
+        let slice = subject(&pairs);
+        if workers.len() < 2
+            || already
+                .iter()
+                .any(|s| s.kind == "queue_buildup" && s.subject == slice)
+        {
+            continue;
+        }
+        let found: Vec<&Signal> = workers
+            .iter()
+            .filter_map(|w| {
+                from_metrics
+                    .iter()
+                    .find(|s| s.kind == "queue_buildup" && s.subject.get("worker") == Some(w))
+            })
+            .collect();
+        if found.len() < workers.len() {
+            continue;
+        }
+        out.push(Signal {
+            kind: "queue_buildup".into(),
+            subject: slice,
+            onset: found.iter().map(|s| s.onset).min().unwrap_or(0),
+            strength: found
+                .iter()
+                .map(|s| s.strength)
+                .fold(f64::INFINITY, f64::min),
+            detail: format!(
+                "every worker of the slice ({}) builds a queue: {}",
+                workers.join(", "),
+                found
+                    .iter()
+                    .map(|s| s.detail.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        });
+    }
+    out
+}
+
+/// Folds samples into one value per minute (samples sorted by time).
+fn per_minute(samples: &[(i64, f64)], fold: impl Fn(f64, f64) -> f64) -> Series {
+    let mut out: Series = Vec::new();
+    for &(ts, value) in samples {
+        let minute = ts.div_euclid(MINUTE_NS) * MINUTE_NS;
+        match out.last_mut() {
+            Some(last) if last.0 == minute => last.1 = fold(last.1, value),
+            _ => out.push((minute, value)),
+        }
+    }
+    out
+}
+
+fn metric_signals(metrics: &MetricSamples, requests: &WorkerMinutes, w: &Window) -> Vec<Signal> {
+    let mut out = Vec::new();
+    let by_worker = requests.group(|k| (!k.0.is_empty()).then(|| k.0.clone()));
+    let leak = LeakParams {
+        min_points: MIN_TREND_POINTS,
+        ..LeakParams::default()
+    };
+    let kv = KvCacheParams::default();
+    let queue = QueueParams {
+        min_increase: 2.0,
+        ..QueueParams::default()
+    };
+    let empty = Series::new();
+    for (worker, names) in metrics.iter().take(MAX_SUBJECTS * 4) {
+        let get = |name: &str| names.get(name).unwrap_or(&empty);
+        // GPU memory: the incident, extended back until the trend has enough samples.
+        let memory = get("gpu_memory_used_bytes");
+        if !memory.is_empty() {
+            let in_incident = memory.iter().filter(|p| p.0 >= w.split_ns).count();
+            let take = in_incident.max(MIN_TREND_POINTS).min(memory.len());
+            let memory_window = &memory[memory.len() - take..];
+            let from = memory_window[0].0;
+            let utilization: Series = get("gpu_utilization_ratio")
+                .iter()
+                .filter(|p| p.0 >= from)
+                .map(|p| (p.0, p.1.clamp(0.0, 1.0)))
+                .collect();
+            let latency: Series = by_worker
+                .get(worker)
+                .map(|m| {
+                    m.iter()
+                        .filter(|(t, c)| **t >= from && c.requests > 0.0)
+                        .map(|(t, c)| (*t, c.e2e_sum_ms / c.requests))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let input = MemoryInput {
+                worker,
+                memory_bytes: memory_window,
+                utilization: &utilization,
+                latency_ms: &latency,
+            };
+            if !utilization.is_empty()
+                && let Ok(Some(finding)) = gpu_memory_leak(&input, &leak)
+            {
+                out.push(signal(
+                    &finding,
+                    subject(&[("worker", worker)]),
+                    "gpu_memory_leak",
+                ));
+            }
+        }
+        // KV usage: the per-minute peak (a scrape catches a lightly loaded worker between
+        // bursts, but the pool filling up within the minute is what preempts); preemptions:
+        // per-minute increases of the counter.
+        let usage: Series = per_minute(get("kv_cache_usage_ratio"), f64::max)
+            .into_iter()
+            .map(|p| (p.0, p.1.clamp(0.0, 1.0)))
+            .collect();
+        if !usage.is_empty() {
+            let preemptions = per_minute(&increases(get("preemptions_total")), |a, b| a + b);
+            let input = KvCacheInput {
+                worker,
+                kv_usage: &usage,
+                preemptions: &preemptions,
+                current_from_ns: w.split_ns,
+            };
+            if let Ok(findings) = kv_cache_pressure(&input, &kv) {
+                for finding in findings {
+                    let kind = finding.kind.name();
+                    out.push(signal(&finding, subject(&[("worker", worker)]), kind));
+                }
+            }
+        }
+        let waiting = get("requests_waiting");
+        if waiting.len() >= MIN_TREND_POINTS {
+            let arrivals: Series = by_worker
+                .get(worker)
+                .map(|m| m.iter().map(|(t, c)| (*t, c.requests)).collect())
+                .unwrap_or_default();
+            let input = QueueInput {
+                worker,
+                waiting,
+                arrivals: &arrivals,
+            };
+            if let Ok(Some(finding)) = queue_buildup(&input, &queue) {
+                let mut s = signal(&finding, subject(&[("worker", worker)]), "queue_buildup");
+                s.detail = format!("requests waiting: {}", finding.detail);
+                out.push(s);
+            }
+        }
+    }
+    out
+}
+
+// ------------------------------------------------------------------------ requests per tenant
+
+#[derive(Debug, Clone, Copy, Default)]
+struct TenantMinute {
+    requests: f64,
+    cached_tokens: f64,
+    input_tokens: f64,
+    injection_score: Option<f64>,
+    rejections: f64,
+    rollbacks: f64,
+    /// Requests that drafted speculative tokens, and the tokens drafted.
+    spec_requests: f64,
+    drafted: f64,
+}
+
+async fn read_tenant_minutes(
+    engine: &QueryEngine,
+    w: &Window,
+) -> Result<BTreeMap<String, BTreeMap<i64, TenantMinute>>, QueryError> {
+    let p = w.predicate("ts");
+    // Prefix-cache workers: those that served any cached token in the window; only their
+    // requests say anything about a tenant's prefix-cache hit rate.
+    let sql = format!(
+        "WITH caching AS (SELECT worker AS caching_worker FROM requests WHERE {p} \
+           GROUP BY worker HAVING sum(cached_tokens) > 0), \
+         r AS (SELECT tenant, ts, worker, cached_tokens, input_tokens, spec_draft_tokens, \
+           spec_accepted_tokens, \
+           COALESCE(json_get(attrs, 'serving.guardrail.injection_score'), json_get(attrs, 'guardrail.injection_score')) AS injection \
+           FROM requests WHERE {p} AND tenant IS NOT NULL AND tenant <> '') \
+         SELECT r.tenant AS tenant, date_trunc('minute', r.ts) AS minute, count(*) AS n, \
+           sum(CASE WHEN caching_worker IS NOT NULL THEN COALESCE(cached_tokens, 0) ELSE 0 END) AS cached, \
+           sum(CASE WHEN caching_worker IS NOT NULL THEN COALESCE(input_tokens, 0) ELSE 0 END) AS input, \
+           avg(TRY_CAST(injection AS DOUBLE)) AS injection, \
+           sum(CASE WHEN spec_draft_tokens > 0 AND spec_accepted_tokens < {REJECTION_SHARE} * spec_draft_tokens THEN 1 ELSE 0 END) AS rejections, \
+           sum(CASE WHEN spec_draft_tokens > 0 THEN spec_draft_tokens - COALESCE(spec_accepted_tokens, 0) ELSE 0 END) AS rollbacks, \
+           sum(CASE WHEN spec_draft_tokens > 0 THEN 1 ELSE 0 END) AS spec_requests, \
+           sum(CASE WHEN spec_draft_tokens > 0 THEN spec_draft_tokens ELSE 0 END) AS drafted \
+         FROM r LEFT JOIN caching ON r.worker = caching.caching_worker \
+         GROUP BY 1, 2"
+    );
+    let rows = Rows::query(engine, &sql).await?;
+    let mut out: BTreeMap<String, BTreeMap<i64, TenantMinute>> = BTreeMap::new();
+    rows.for_each(
+        &["tenant"],
+        &[
+            "n",
+            "cached",
+            "input",
+            "injection",
+            "rejections",
+            "rollbacks",
+            "spec_requests",
+            "drafted",
+        ],
+        &["minute"],
+        |s, f, i| {
+            let (Some(tenant), Some(minute)) = (s[0], i[0]) else {
+                return;
+            };
+            out.entry(tenant.to_string()).or_default().insert(
+                minute,
+                TenantMinute {
+                    requests: f[0].unwrap_or(0.0),
+                    cached_tokens: f[1].unwrap_or(0.0).max(0.0),
+                    input_tokens: f[2].unwrap_or(0.0).max(0.0),
+                    injection_score: f[3],
+                    rejections: f[4].unwrap_or(0.0).max(0.0),
+                    rollbacks: f[5].unwrap_or(0.0).max(0.0),
+                    spec_requests: f[6].unwrap_or(0.0).max(0.0),
+                    drafted: f[7].unwrap_or(0.0).max(0.0),
+                },
+            );
+        },
+    )?;
+    Ok(out)
+}
+
+fn tenant_signals(data: &BTreeMap<String, BTreeMap<i64, TenantMinute>>, w: &Window) -> Vec<Signal> {
+    let mut out = Vec::new();
+    let weights: BTreeMap<String, f64> = data
+        .iter()
+        .map(|(t, m)| (t.clone(), m.values().map(|c| c.requests).sum()))
+        .collect();
+    let tenants = busiest(&weights);
+    // cache pollution
+    let mut hit_rates: Vec<Series> = Vec::new();
+    let mut entropies: Vec<Series> = Vec::new();
+    for tenant in &tenants {
+        let minutes = &data[tenant];
+        hit_rates.push(
+            minutes
+                .iter()
+                .filter(|(_, c)| c.input_tokens > 0.0)
+                .map(|(t, c)| (*t, (c.cached_tokens / c.input_tokens).clamp(0.0, 1.0)))
+                .collect(),
+        );
+        entropies.push(
+            minutes
+                .iter()
+                .filter(|(_, c)| c.input_tokens > 0.0)
+                .map(|(t, c)| {
+                    let missed = (c.input_tokens - c.cached_tokens).max(0.0);
+                    (*t, (1.0 + missed / PREFIX_BLOCK_TOKENS).log2())
+                })
+                .collect(),
+        );
+    }
+    // Tenants with too little data would make the detector fail as a whole: leave them out.
+    let params = CachePollutionParams::default();
+    let usable: Vec<usize> = (0..tenants.len())
+        .filter(|&i| {
+            hit_rates[i].iter().filter(|p| p.0 < w.split_ns).count() >= params.min_points
+                && entropies[i].iter().filter(|p| p.0 < w.split_ns).count() >= params.min_points
+        })
+        .collect();
+    let inputs: Vec<TenantCacheSeries<'_>> = usable
+        .iter()
+        .map(|&i| TenantCacheSeries {
+            tenant: &tenants[i],
+            hit_rate: &hit_rates[i],
+            access_entropy_bits: &entropies[i],
+        })
+        .collect();
+    if let Ok(findings) = cache_pollution(&inputs, w.split_ns, &params) {
+        // One signal per polluter, naming its victims.
+        let mut by_polluter: BTreeMap<String, Vec<Finding>> = BTreeMap::new();
+        for finding in findings {
+            let polluter = finding
+                .subject
+                .iter()
+                .find(|(k, _)| k == "polluter")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default();
+            by_polluter.entry(polluter).or_default().push(finding);
+        }
+        for (polluter, findings) in by_polluter {
+            let Some(strongest) = findings.iter().max_by(|a, b| a.score.total_cmp(&b.score)) else {
+                continue;
+            };
+            let mut s = signal(
+                strongest,
+                subject(&[("tenant", &polluter)]),
+                "cache_pollution",
+            );
+            s.onset = findings.iter().map(|f| f.onset_ns).min().unwrap_or(s.onset);
+            s.detail = findings
+                .iter()
+                .map(|f| f.detail.clone())
+                .collect::<Vec<_>>()
+                .join("; ");
+            out.push(s);
+        }
+    }
+    // resonance: shares, not counts, so that load swings do not look like a rise
+    let params = ResonanceParams {
+        detect: DetectParams {
+            min_baseline_points: 15,
+            // every series is a fraction: a 1 % floor on the noise scale
+            min_scale_abs: 0.01,
+            ..DetectParams::default()
+        },
+        ..ResonanceParams::default()
+    };
+    for tenant in &tenants {
+        let minutes = &data[tenant];
+        let injection: Series = minutes
+            .iter()
+            .filter_map(|(t, c)| c.injection_score.map(|v| (*t, v)))
+            .collect();
+        let spec = || {
+            minutes
+                .iter()
+                .filter(|(_, c)| c.spec_requests > 0.0 && c.drafted > 0.0)
+        };
+        let rejections: Series = spec()
+            .map(|(t, c)| (*t, c.rejections / c.spec_requests))
+            .collect();
+        let rollbacks: Series = spec().map(|(t, c)| (*t, c.rollbacks / c.drafted)).collect();
+        let enough = |s: &Series| s.iter().filter(|p| p.0 < w.split_ns).count() >= 15;
+        if !(enough(&injection) && enough(&rejections)) {
+            continue;
+        }
+        let pairs = [("tenant", tenant.as_str())];
+        let input = ResonanceInput {
+            subject: &pairs,
+            injection_score: &injection,
+            rejection_failures: &rejections,
+            spec_rollbacks: &rollbacks,
+            current_from_ns: w.split_ns,
+        };
+        if let Ok(Some(finding)) = resonance(&input, &params) {
+            let mut s = signal(&finding, subject(&pairs), "resonance");
+            s.detail = format!(
+                "{} (mean injection score; share of speculative requests with < {:.0} % drafts accepted; share of drafted tokens rolled back)",
+                finding.detail,
+                100.0 * REJECTION_SHARE
+            );
+            out.push(s);
+        }
+    }
+    out
+}
+
+// ------------------------------------------------------------------------ spans
+
+async fn trace_signals(engine: &QueryEngine, w: &Window) -> Result<Vec<Signal>, QueryError> {
+    let mut out = Vec::new();
+    let p = w.predicate("ts");
+    // Root spans and whether their trace holds any child of theirs.
+    let sql = format!(
+        "WITH roots AS (SELECT trace_id, span_id, service, ts, \
+           COALESCE(json_get(attrs, 'service.version'), '') AS version FROM spans \
+           WHERE {p} AND (parent_span_id IS NULL OR parent_span_id = '')), \
+         parents AS (SELECT DISTINCT trace_id AS c_trace, parent_span_id AS c_parent FROM spans \
+           WHERE {p} AND parent_span_id IS NOT NULL AND parent_span_id <> '') \
+         SELECT COALESCE(service, '') AS service, version, date_trunc('minute', ts) AS minute, \
+           count(*) AS n, sum(CASE WHEN c_trace IS NULL THEN 1 ELSE 0 END) AS childless \
+         FROM roots LEFT JOIN parents ON roots.trace_id = parents.c_trace AND roots.span_id = parents.c_parent \
+         GROUP BY 1, 2, 3"
+    );
+    let rows = Rows::query(engine, &sql).await?;
+    // (service, version) → minute → (childless, total)
+    let mut cells: BTreeMap<(String, String), BTreeMap<i64, (u64, u64)>> = BTreeMap::new();
+    rows.for_each(
+        &["service", "version"],
+        &[],
+        &["minute", "n", "childless"],
+        |s, _, i| {
+            if let (Some(minute), Some(n)) = (i[0], i[1]) {
+                let key = (
+                    s[0].unwrap_or("").to_string(),
+                    s[1].unwrap_or("").to_string(),
+                );
+                let cell = cells.entry(key).or_default().entry(minute).or_default();
+                cell.0 += i[2].unwrap_or(0).max(0) as u64;
+                cell.1 += n.max(0) as u64;
+            }
+        },
+    )?;
+    let mut service_baseline: BTreeMap<String, BTreeMap<i64, (u64, u64)>> = BTreeMap::new();
+    for ((service, _), minutes) in &cells {
+        let target = service_baseline.entry(service.clone()).or_default();
+        for (t, (h, n)) in minutes.iter().filter(|(t, _)| **t < w.split_ns) {
+            let cell = target.entry(*t).or_default();
+            cell.0 += h;
+            cell.1 += n;
+        }
+    }
+    let params = ProportionParams::default();
+    let weights: BTreeMap<(String, String), f64> = cells
+        .iter()
+        .map(|(k, m)| (k.clone(), m.values().map(|c| c.1 as f64).sum()))
+        .collect();
+    for key in busiest(&weights) {
+        let (service, version) = &key;
+        let minutes = &cells[&key];
+        let own_baseline: u64 = minutes
+            .iter()
+            .filter(|(t, _)| **t < w.split_ns)
+            .map(|(_, c)| c.1)
+            .sum();
+        let baseline = if own_baseline >= params.min_baseline_total {
+            minutes
+                .range(..w.split_ns)
+                .map(|(t, c)| (*t, *c))
+                .collect::<Vec<_>>()
+        } else {
+            service_baseline
+                .get(service)
+                .map(|m| m.iter().map(|(t, c)| (*t, *c)).collect())
+                .unwrap_or_default()
+        };
+        let counts: Vec<CountSample> = baseline
+            .into_iter()
+            .chain(minutes.range(w.split_ns..).map(|(t, c)| (*t, *c)))
+            .map(|(ts_ns, (hits, total))| CountSample {
+                ts_ns,
+                hits: hits.min(total),
+                total,
+            })
+            .collect();
+        if let Ok(Some(finding)) = orphan_spans(service, version, &counts, w.split_ns, &params) {
+            let mut s = signal(
+                &finding,
+                subject(&[("service", service), ("service.version", version)]),
+                "trace_context_loss",
+            );
+            s.detail = format!(
+                "share of root spans without child spans: {}",
+                finding.detail
+            );
+            out.push(s);
+        }
+    }
+    out.extend(flow_control_stalls(engine, w).await?);
+    Ok(out)
+}
+
+/// Client-side time beyond the engine's for long outputs, per (service, version) of the root
+/// span: a rise on one version with the engine unchanged is a flow-control stall.
+async fn flow_control_stalls(engine: &QueryEngine, w: &Window) -> Result<Vec<Signal>, QueryError> {
+    let p = w.predicate("ts");
+    let sql = format!(
+        "WITH roots AS (SELECT trace_id AS root_trace, service, ts AS root_ts, duration_ms, \
+           COALESCE(json_get(attrs, 'service.version'), '') AS version FROM spans \
+           WHERE {p} AND (parent_span_id IS NULL OR parent_span_id = '') AND duration_ms IS NOT NULL), \
+         r AS (SELECT trace_id, e2e_ms FROM requests WHERE {p} AND output_tokens >= {LONG_OUTPUT_TOKENS} \
+           AND e2e_ms IS NOT NULL) \
+         SELECT COALESCE(service, '') AS service, version, date_trunc('minute', root_ts) AS minute, \
+           count(*) AS n, avg(duration_ms - e2e_ms) AS overhead \
+         FROM roots JOIN r ON roots.root_trace = r.trace_id GROUP BY 1, 2, 3"
+    );
+    let rows = Rows::query(engine, &sql).await?;
+    // (service, version) → (minute, requests, mean overhead ms)
+    let mut cells: BTreeMap<(String, String), Vec<StallPoint>> = BTreeMap::new();
+    rows.for_each(
+        &["service", "version"],
+        &["n", "overhead"],
+        &["minute"],
+        |s, f, i| {
+            if let (Some(minute), Some(n), Some(overhead)) = (i[0], f[0], f[1]) {
+                let key = (
+                    s[0].unwrap_or("").to_string(),
+                    s[1].unwrap_or("").to_string(),
+                );
+                cells.entry(key).or_default().push((minute, n, overhead));
+            }
+        },
+    )?;
+    let mut base_by_service: HashMap<String, Vec<f64>> = HashMap::new();
+    for ((service, _), points) in &cells {
+        base_by_service
+            .entry(service.clone())
+            .or_default()
+            .extend(points.iter().filter(|p| p.0 < w.split_ns).map(|p| p.2));
+    }
+    let mut out = Vec::new();
+    for ((service, version), points) in &mut cells {
+        points.sort_by_key(|p| p.0);
+        let current: Vec<&(i64, f64, f64)> = points.iter().filter(|p| p.0 >= w.split_ns).collect();
+        let requests: f64 = current.iter().map(|p| p.1).sum();
+        let base = base_by_service
+            .get(service.as_str())
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        if requests < 20.0 || current.len() < 3 || base.len() < 10 {
+            continue;
+        }
+        let values: Vec<f64> = current.iter().map(|p| p.2).collect();
+        let (Some(before), Some(after)) = (median(base), median(&values)) else {
+            continue;
+        };
+        let scale = (1.4826 * mad(base).unwrap_or(0.0))
+            .max(0.1 * before.abs())
+            .max(5.0);
+        let excess = after - before;
+        let z = excess / scale;
+        if excess < MIN_STALL_MS || z < MIN_STALL_Z {
+            continue;
+        }
+        let threshold = before + 3.0 * scale;
+        let onset = current
+            .iter()
+            .find(|p| p.2 > threshold)
+            .map_or(w.split_ns, |p| p.0);
+        out.push(Signal {
+            kind: "flow_control_stall".into(),
+            subject: subject(&[("service", service), ("service.version", version)]),
+            onset,
+            strength: z,
+            detail: format!(
+                "{service} {version}: time beyond the engine's e2e for outputs ≥ {LONG_OUTPUT_TOKENS} tokens rose from {before:.0} ms to {after:.0} ms ({requests:.0} requests, z = {z:.1}) while the engine's own latency is not part of it"
+            ),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_increases_survive_resets() {
+        let counter = vec![(0, 5.0), (1, 7.0), (2, 2.0), (3, 2.0)];
+        assert_eq!(increases(&counter), vec![(1, 2.0), (2, 2.0), (3, 0.0)]);
+        assert!(increases(&[]).is_empty());
+    }
+
+    #[test]
+    fn per_minute_folds_samples_of_one_minute() {
+        let samples = vec![(1, 0.2), (MINUTE_NS - 1, 0.9), (MINUTE_NS, 0.1)];
+        assert_eq!(
+            per_minute(&samples, f64::max),
+            vec![(0, 0.9), (MINUTE_NS, 0.1)]
+        );
+    }
+
+    #[test]
+    fn busiest_keeps_the_heaviest() {
+        let mut w = BTreeMap::new();
+        w.insert("a", 1.0);
+        w.insert("b", 3.0);
+        assert_eq!(busiest(&w), vec!["b", "a"]);
+    }
+}

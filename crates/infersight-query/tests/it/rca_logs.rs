@@ -1,0 +1,329 @@
+//! Log evidence of the root-cause engine over hand-made log rows: lead time and lift of a
+//! template that rises before the onset, steady templates left out, slice restriction (by worker
+//! and through requests) and the fleet fallback.
+
+use std::collections::BTreeMap;
+
+use infersight_model::{LogRecord, RequestRecord, Table, TableBatch, TemplateRecord};
+use infersight_query::rca::{LogEvidence, RcaContext, log_evidence};
+use infersight_store::{StorageBackend, TimeRange};
+
+use crate::support::{MINUTE_NS, TestStore, base_ns};
+
+/// Baseline = the first hour, incident = the next 30 minutes, onset between them.
+fn context(root_causes: Vec<BTreeMap<String, String>>) -> RcaContext {
+    let onset = onset_ns();
+    RcaContext {
+        baseline: TimeRange {
+            since_ns: Some(base_ns()),
+            until_ns: Some(onset),
+        },
+        incident: TimeRange {
+            since_ns: Some(onset),
+            until_ns: Some(onset + 30 * MINUTE_NS),
+        },
+        onset_ns: onset,
+        symptom: "ttft".into(),
+        root_causes,
+        latency_symptom: None,
+    }
+}
+
+fn onset_ns() -> i64 {
+    base_ns() + 60 * MINUTE_NS
+}
+
+fn slice(key: &str, value: &str) -> BTreeMap<String, String> {
+    [(key.to_string(), value.to_string())].into_iter().collect()
+}
+
+/// `per_minute` records of `template` on `worker` in every minute of `[from_minute, until_minute)`
+/// (minutes after the start of the data), spread evenly within the minute.
+fn every_minute(
+    template: &str,
+    worker: &str,
+    from_minute: i64,
+    until_minute: i64,
+    per_minute: i64,
+) -> Vec<LogRecord> {
+    (from_minute..until_minute)
+        .flat_map(|minute| {
+            (0..per_minute).map(move |i| LogRecord {
+                ts: base_ns() + minute * MINUTE_NS + i * (MINUTE_NS / per_minute),
+                severity: Some("INFO".into()),
+                worker: Some(worker.to_string()),
+                body: Some(format!("{template} line {minute}.{i}")),
+                template_id: Some(template.to_string()),
+                attrs: "{}".into(),
+                ..Default::default()
+            })
+        })
+        .collect()
+}
+
+fn append_logs(store: &TestStore, logs: &[LogRecord]) {
+    store
+        .append(&[TableBatch {
+            table: Table::Logs,
+            batch: LogRecord::to_batch(logs),
+        }])
+        .unwrap();
+}
+
+fn find<'a>(evidence: &'a [LogEvidence], template_id: &str) -> Option<&'a LogEvidence> {
+    evidence.iter().find(|e| e.template_id == template_id)
+}
+
+fn ids(evidence: &[LogEvidence]) -> Vec<&str> {
+    evidence.iter().map(|e| e.template_id.as_str()).collect()
+}
+
+#[tokio::test]
+async fn a_template_rising_five_minutes_before_the_onset_leads_by_300_seconds() {
+    let store = TestStore::new();
+    let mut logs = Vec::new();
+    // periodic stats line, all along
+    logs.extend(every_minute("stats", "w1", 0, 90, 6));
+    // the precursor: absent, then 10 a minute from 5 minutes before the onset
+    logs.extend(every_minute("preempt", "w1", 55, 90, 10));
+    // a one-off burst 10 minutes before the onset that is over by the onset
+    logs.extend(every_minute("reload", "w1", 50, 58, 8));
+    append_logs(&store, &logs);
+    // two versions of the template text: the latest wins
+    let template = |ts: i64, text: &str| TemplateRecord {
+        ts,
+        template_id: Some("preempt".into()),
+        template: Some(text.into()),
+        count: Some(1),
+        param_types: "[]".into(),
+        ..Default::default()
+    };
+    store
+        .append(&[TableBatch {
+            table: Table::Templates,
+            batch: TemplateRecord::to_batch(&[
+                template(
+                    base_ns() + 56 * MINUTE_NS,
+                    "Sequence group <*> is preempted",
+                ),
+                template(
+                    base_ns() + 80 * MINUTE_NS,
+                    "Sequence group <*> is preempted by <*>",
+                ),
+            ]),
+        }])
+        .unwrap();
+    store.flush().unwrap();
+    let engine = store.engine();
+    let evidence = log_evidence(&engine, &context(Vec::new())).await.unwrap();
+    assert_eq!(ids(&evidence), ["preempt", "reload"], "{evidence:#?}");
+    let top = &evidence[0];
+    assert!((top.lead_seconds - 300.0).abs() < 1e-6, "{top:?}");
+    assert_eq!(top.baseline_count, 50);
+    assert_eq!(top.incident_count, 300);
+    // (301 / 30) / (51 / 60)
+    let expected_lift = (301.0 / 30.0) / (51.0 / 60.0);
+    assert!((top.lift - expected_lift).abs() < 1e-9, "{top:?}");
+    assert!(top.lift > 10.0);
+    assert_eq!(top.template, "Sequence group <*> is preempted by <*>");
+    assert!(top.subject.is_empty());
+    // the burst is not a rise of the incident, but it preceded the onset by 10 minutes
+    let reload = &evidence[1];
+    assert!((reload.lead_seconds - 600.0).abs() < 1e-6, "{reload:?}");
+    assert_eq!(reload.incident_count, 0);
+    // no templates row: a representative body stands in
+    assert!(reload.template.starts_with("reload line"), "{reload:?}");
+}
+
+#[tokio::test]
+async fn a_steady_template_has_lift_near_one_and_is_not_evidence() {
+    let store = TestStore::new();
+    // steady but not constant: 4..8 a minute in a repeating pattern
+    let mut logs = Vec::new();
+    for minute in 0..90 {
+        logs.extend(every_minute(
+            "stats",
+            "w1",
+            minute,
+            minute + 1,
+            4 + (minute * 7) % 5,
+        ));
+    }
+    append_logs(&store, &logs);
+    let engine = store.engine();
+    let evidence = log_evidence(&engine, &context(Vec::new())).await.unwrap();
+    assert!(evidence.is_empty(), "{evidence:#?}");
+
+    // with a real rise next to it, only the rise is evidence
+    append_logs(&store, &every_minute("oom", "w1", 62, 90, 3));
+    let evidence = log_evidence(&engine, &context(Vec::new())).await.unwrap();
+    assert_eq!(ids(&evidence), ["oom"], "{evidence:#?}");
+    assert!(
+        (evidence[0].lead_seconds + 120.0).abs() < 1e-6,
+        "rose 2 minutes after the onset"
+    );
+}
+
+#[tokio::test]
+async fn slice_restriction_keeps_a_workers_templates_and_drops_another_workers() {
+    let store = TestStore::new();
+    let mut logs = Vec::new();
+    logs.extend(every_minute("stats", "w1", 0, 90, 6));
+    logs.extend(every_minute("stats", "w2", 0, 90, 6));
+    logs.extend(every_minute("oom_w1", "w1", 58, 90, 4));
+    logs.extend(every_minute("timeout_w2", "w2", 60, 90, 20));
+    append_logs(&store, &logs);
+    let engine = store.engine();
+
+    let fleet = log_evidence(&engine, &context(Vec::new())).await.unwrap();
+    assert_eq!(ids(&fleet), ["timeout_w2", "oom_w1"], "{fleet:#?}");
+
+    let sliced = log_evidence(&engine, &context(vec![slice("worker", "w1")]))
+        .await
+        .unwrap();
+    assert_eq!(ids(&sliced), ["oom_w1"], "{sliced:#?}");
+    assert_eq!(sliced[0].subject, slice("worker", "w1"));
+    assert!((sliced[0].lead_seconds - 120.0).abs() < 1e-6, "{sliced:?}");
+
+    // a slice with no log records at all falls back to the fleet, with an empty subject
+    let fallback = log_evidence(&engine, &context(vec![slice("worker", "w9")]))
+        .await
+        .unwrap();
+    assert_eq!(ids(&fallback), ["timeout_w2", "oom_w1"], "{fallback:#?}");
+    assert!(fallback.iter().all(|e| e.subject.is_empty()));
+
+    // the first slice with logs wins
+    let second = log_evidence(
+        &engine,
+        &context(vec![slice("worker", "w9"), slice("worker", "w2")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ids(&second), ["timeout_w2"], "{second:#?}");
+    assert_eq!(second[0].subject, slice("worker", "w2"));
+}
+
+#[tokio::test]
+async fn a_request_attribute_slice_joins_logs_through_request_and_trace_ids() {
+    let store = TestStore::new();
+    let mut requests = Vec::new();
+    let mut logs = Vec::new();
+    for minute in 0..90 {
+        for version in ["v1", "v2"] {
+            let id = format!("{version}-{minute}");
+            let ts = base_ns() + minute * MINUTE_NS;
+            requests.push(RequestRecord {
+                ts,
+                request_id: Some(format!("req-{id}")),
+                trace_id: Some(format!("trace-{id}")),
+                model_version: Some(version.into()),
+                worker: Some("w1".into()),
+                ..Default::default()
+            });
+            // gateway access line: both ids, all along (steady)
+            logs.push(LogRecord {
+                ts: ts + 1_000_000_000,
+                request_id: Some(format!("req-{id}")),
+                trace_id: Some(format!("trace-{id}")),
+                body: Some("access".into()),
+                template_id: Some("access".into()),
+                ..Default::default()
+            });
+            if minute >= 60 {
+                // each version's requests now log a distinct error, 3 per request
+                for i in 0..3 {
+                    let by_trace = version == "v2";
+                    logs.push(LogRecord {
+                        ts: ts + 2_000_000_000 + i,
+                        request_id: (!by_trace).then(|| format!("req-{id}")),
+                        trace_id: by_trace.then(|| format!("trace-{id}")),
+                        body: Some(format!("{version} error")),
+                        template_id: Some(format!("error_{version}")),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+    }
+    store.append_requests(&requests);
+    append_logs(&store, &logs);
+    let engine = store.engine();
+    let v2 = log_evidence(&engine, &context(vec![slice("model_version", "v2")]))
+        .await
+        .unwrap();
+    assert_eq!(ids(&v2), ["error_v2"], "{v2:#?}");
+    assert_eq!(v2[0].subject, slice("model_version", "v2"));
+    assert_eq!(v2[0].incident_count, 90);
+    assert_eq!(v2[0].baseline_count, 0);
+    let v1 = log_evidence(&engine, &context(vec![slice("model_version", "v1")]))
+        .await
+        .unwrap();
+    assert_eq!(ids(&v1), ["error_v1"], "{v1:#?}");
+    assert!(find(&v1, "access").is_none());
+}
+
+#[tokio::test]
+async fn workers_that_mostly_served_the_slice_stand_for_it() {
+    let store = TestStore::new();
+    let mut requests = Vec::new();
+    for minute in 0..90 {
+        let ts = base_ns() + minute * MINUTE_NS;
+        // w2 switches to v2 at the onset; w1 stays on v1
+        let w2_version = if minute >= 60 { "v2" } else { "v1" };
+        for (worker, version) in [("w1", "v1"), ("w2", w2_version)] {
+            requests.push(RequestRecord {
+                ts,
+                request_id: Some(format!("{worker}-{minute}")),
+                model_version: Some(version.into()),
+                worker: Some(worker.into()),
+                ..Default::default()
+            });
+        }
+    }
+    store.append_requests(&requests);
+    // engine lines carry a worker but no request id
+    let mut logs = Vec::new();
+    logs.extend(every_minute("cuda_graph_recapture", "w2", 60, 90, 5));
+    logs.extend(every_minute("kv_warning", "w1", 60, 90, 5));
+    append_logs(&store, &logs);
+    let engine = store.engine();
+    let evidence = log_evidence(&engine, &context(vec![slice("model_version", "v2")]))
+        .await
+        .unwrap();
+    assert_eq!(ids(&evidence), ["cuda_graph_recapture"], "{evidence:#?}");
+}
+
+#[tokio::test]
+async fn no_logs_or_null_template_ids_yield_no_evidence() {
+    let store = TestStore::new();
+    let engine = store.engine();
+    assert!(
+        log_evidence(&engine, &context(vec![slice("worker", "w1")]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // rows without a template id (unmined) are ignored, not an error
+    let mut logs = every_minute("x", "w1", 0, 90, 5);
+    for log in &mut logs {
+        log.template_id = None;
+    }
+    append_logs(&store, &logs);
+    assert!(
+        log_evidence(&engine, &context(Vec::new()))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // unbounded windows are filled from the data
+    let mut unbounded = context(Vec::new());
+    unbounded.baseline.since_ns = None;
+    unbounded.incident.until_ns = None;
+    append_logs(&store, &every_minute("late", "w1", 70, 90, 5));
+    let evidence = log_evidence(&engine, &unbounded).await.unwrap();
+    assert_eq!(ids(&evidence), ["late"], "{evidence:#?}");
+    assert!(
+        (evidence[0].lead_seconds + 600.0).abs() < 1e-6,
+        "{evidence:?}"
+    );
+}

