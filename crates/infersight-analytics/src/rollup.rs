@@ -324,43 +324,40 @@ fn type_error(name: &str, array: &dyn Array, expected: &'static str) -> RollupEr
     }
 }
 
+/// Column `name` of `batch` viewed as `A` by `view`; absent is `None`, another type an error.
+fn typed_column<'a, A>(
+    batch: &'a RecordBatch,
+    name: &str,
+    expected: &'static str,
+    view: impl FnOnce(&'a dyn Array) -> Option<&'a A>,
+) -> Result<Option<&'a A>, RollupError> {
+    match column(batch, name) {
+        None => Ok(None),
+        Some(a) => view(a)
+            .map(Some)
+            .ok_or_else(|| type_error(name, a, expected)),
+    }
+}
+
 fn f64_column<'a>(
     batch: &'a RecordBatch,
     name: &str,
 ) -> Result<Option<&'a Float64Array>, RollupError> {
-    match column(batch, name) {
-        None => Ok(None),
-        Some(a) => a
-            .as_primitive_opt()
-            .map(Some)
-            .ok_or_else(|| type_error(name, a, "Float64")),
-    }
+    typed_column(batch, name, "Float64", |a| a.as_primitive_opt())
 }
 
 fn i64_column<'a>(
     batch: &'a RecordBatch,
     name: &str,
 ) -> Result<Option<&'a Int64Array>, RollupError> {
-    match column(batch, name) {
-        None => Ok(None),
-        Some(a) => a
-            .as_primitive_opt()
-            .map(Some)
-            .ok_or_else(|| type_error(name, a, "Int64")),
-    }
+    typed_column(batch, name, "Int64", |a| a.as_primitive_opt())
 }
 
 fn str_column<'a>(
     batch: &'a RecordBatch,
     name: &str,
 ) -> Result<Option<&'a StringArray>, RollupError> {
-    match column(batch, name) {
-        None => Ok(None),
-        Some(a) => a
-            .as_string_opt::<i32>()
-            .map(Some)
-            .ok_or_else(|| type_error(name, a, "Utf8")),
-    }
+    typed_column(batch, name, "Utf8", |a| a.as_string_opt::<i32>())
 }
 
 fn sum_u64(column: Option<&Int64Array>, row: usize) -> u64 {
@@ -1209,6 +1206,29 @@ mod tests {
 
         let err = query_rollups(&[&rollup], &query("ttft", &["tenant"])).unwrap_err();
         assert!(matches!(err, RollupError::UnknownDimension { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_column_of_the_wrong_type_is_an_error_naming_it() {
+        use arrow::array::{ArrayRef, StringArray, TimestampNanosecondArray};
+        use std::sync::Arc;
+        let batch = RecordBatch::try_from_iter([
+            (
+                "ts",
+                Arc::new(TimestampNanosecondArray::from(vec![1_i64])) as ArrayRef,
+            ),
+            (
+                "ttft_ms",
+                Arc::new(StringArray::from(vec!["fast"])) as ArrayRef,
+            ),
+        ])
+        .unwrap();
+        let err = Rollup::new(&spec(10)).add_requests(&batch).unwrap_err();
+        assert!(
+            matches!(&err, RollupError::ColumnType { column, .. } if column == "ttft_ms"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("Float64"), "{err}");
     }
 
     #[test]
