@@ -1,5 +1,6 @@
 //! Detectors on synthetic series with known onsets.
 
+use crate::support::Rng;
 use infersight_analytics::detect::{
     CachePollutionParams, ChangeKind, CountSample, DetectError, DetectParams, Direction,
     ErrorBurstParams, KvCacheInput, KvCacheParams, LeakParams, MINUTE_NS, MemoryInput,
@@ -9,41 +10,6 @@ use infersight_analytics::detect::{
     kv_cache_pressure, orphan_spans, prompt_drift, prompt_features, queue_buildup, resonance,
     spot_threshold, truncation_surge,
 };
-
-/// SplitMix64: small, seeded, good enough for test data.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1_u64 << 53) as f64
-    }
-    fn normal(&mut self) -> f64 {
-        let u1 = self.uniform().max(1e-12);
-        let u2 = self.uniform();
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    }
-    /// Knuth's method; fine for the small rates used here.
-    fn poisson(&mut self, lambda: f64) -> f64 {
-        let limit = (-lambda).exp();
-        let mut product = self.uniform();
-        let mut count = 0.0;
-        while product > limit {
-            product *= self.uniform();
-            count += 1.0;
-        }
-        count
-    }
-    fn binomial(&mut self, n: u64, p: f64) -> u64 {
-        (0..n).filter(|_| self.uniform() < p).count() as u64
-    }
-}
 
 const T0: i64 = 1_700_000_000_000_000_000;
 

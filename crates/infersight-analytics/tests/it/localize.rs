@@ -1,6 +1,7 @@
 //! Localization accuracy on the public benchmark tables (Squeeze B0, RiskLoc RS) and on small
 //! seeded synthetic tables; CSV input errors.
 
+use crate::support::Rng;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
@@ -11,31 +12,6 @@ use infersight_analytics::localize::{
 };
 
 // ---------------------------------------------------------------- seeded synthetic tables
-
-/// SplitMix64: small, seeded, good enough for test data.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1_u64 << 53) as f64
-    }
-    fn normal(&mut self) -> f64 {
-        let u1 = self.uniform().max(1e-12);
-        let u2 = self.uniform();
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    }
-    /// Poisson-like integer count with mean `mean` (normal approximation, clamped at 0).
-    fn count(&mut self, mean: f64) -> f64 {
-        (mean + mean.sqrt() * self.normal()).round().max(0.0)
-    }
-}
 
 /// Dimensions `a` (5 values), `b` (8), `c` (6): 240 leaves.
 fn synthetic_table() -> LeafTable {

@@ -4,3 +4,4 @@ mod detect;
 mod localize;
 mod rollup;
 mod sequence;
+mod support;

@@ -1,6 +1,7 @@
 //! Rollup accuracy over a simulated day: p50/p95/p99 per slice and fleet-wide, answered from
 //! per-minute sketches merged across rollup parts, within 1 % of the exact quantile.
 
+use crate::support::Rng;
 use arrow::array::RecordBatch;
 use infersight_analytics::rollup::{Rollup, RollupSpec, Sli, SliQuery, query_rollups};
 use infersight_analytics::sketch::RELATIVE_ACCURACY;
@@ -9,25 +10,6 @@ use infersight_model::tables::RequestBatchBuilder;
 
 const DAY_START_NS: i64 = 1_764_374_400_000_000_000; // 2025-11-29T00:00:00Z
 const MINUTE_NS: i64 = 60_000_000_000;
-
-/// SplitMix64 so the day is the same on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn unit(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn normal(&mut self) -> f64 {
-        let u1 = self.unit().max(1e-12);
-        let u2 = self.unit();
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    }
-}
 
 /// A day of traffic: diurnal rate, 8 workers × 3 model versions, lognormal TTFT whose median
 /// depends on the worker and the hour, with a heavy tail on one version.
@@ -39,8 +21,8 @@ fn simulated_day(seed: u64) -> Vec<RequestRecord> {
         let rate = 40.0 + 30.0 * (std::f64::consts::PI * (hour - 6.0) / 12.0).sin();
         let n = rate.max(5.0) as i64;
         for i in 0..n {
-            let worker = (rng.unit() * 8.0) as usize;
-            let version = (rng.unit() * 3.0) as usize;
+            let worker = (rng.uniform() * 8.0) as usize;
+            let version = (rng.uniform() * 3.0) as usize;
             let median = 150.0 * (1.0 + worker as f64 * 0.1) * (1.0 + 0.3 * (hour / 24.0));
             let sigma = if version == 2 { 1.1 } else { 0.5 };
             let ttft = median * (sigma * rng.normal()).exp();
@@ -49,7 +31,7 @@ fn simulated_day(seed: u64) -> Vec<RequestRecord> {
                 worker: Some(format!("worker-{worker}")),
                 model_version: Some(format!("r{version}")),
                 ttft_ms: Some(ttft),
-                e2e_ms: Some(ttft * 4.0 + rng.unit() * 100.0),
+                e2e_ms: Some(ttft * 4.0 + rng.uniform() * 100.0),
                 ..RequestRecord::default()
             });
         }
