@@ -10,6 +10,7 @@
 //! `percentile_cont(0.99) WITHIN GROUP (ORDER BY e2e_ms)` (or `percentile_cont(e2e_ms, 0.99)`)
 //! and `median(e2e_ms)` for exact values.
 
+pub mod canary;
 mod derived;
 mod dimensions;
 mod engine;

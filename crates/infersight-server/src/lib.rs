@@ -2,6 +2,7 @@
 //! queue that connects the receivers (from `infersight-ingest`) to the store, and `serve`, which
 //! runs them all.
 
+pub mod actions;
 pub mod alerts;
 pub mod api;
 pub mod queue;

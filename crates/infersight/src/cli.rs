@@ -195,6 +195,16 @@ pub enum Command {
         #[arg(long, value_enum, default_value = "table")]
         format: OutputFormat,
     },
+    /// The incident report: verdict, evidence, runbooks and past incidents, fixes, checklist,
+    /// charts (JSON, Markdown, or one self-contained HTML file).
+    Report(crate::report_cmd::ReportArgs),
+    /// Stored RCA verdicts: list, show, confirm (becomes a retrievable past incident) or reject.
+    Incidents(crate::incidents_cmd::IncidentsArgs),
+    /// The audit trail of automatic actions (what fired, was skipped, was rolled back, and why).
+    Actions(crate::actions_cmd::ActionsArgs),
+    /// Canary gate: compare an SLI between a baseline and a candidate value of a dimension with
+    /// bootstrap confidence intervals; exit 0 pass, 1 block.
+    Canary(crate::canary_cmd::CanaryArgs),
     /// Root-cause analysis: when did it go wrong, which attribute combination explains it, which
     /// signals and log templates came with it. Windows are chosen when not given.
     Rca {

@@ -28,7 +28,7 @@ fn environment() -> Vec<(String, String)> {
 }
 
 /// Defaults < file < environment < flags.
-fn resolve(common: &Common) -> Result<Config, CliError> {
+pub(crate) fn resolve(common: &Common) -> Result<Config, CliError> {
     let mut config = config::load(common.config.as_deref(), &environment())?;
     if let Some(data) = &common.data {
         config.store.data_dir = data.clone();
@@ -81,6 +81,10 @@ pub async fn run(cli: Cli) -> Result<i32, CliError> {
                 .await
                 .map_err(|e| CliError::failed(format!("simulate task: {e}")))?
         }
+        Command::Report(args) => crate::report_cmd::run(args).await,
+        Command::Incidents(args) => crate::incidents_cmd::run(args).await,
+        Command::Actions(args) => crate::actions_cmd::run(args).await,
+        Command::Canary(args) => crate::canary_cmd::run(args).await,
         Command::Scenarios { format } => crate::simulate::scenarios(format),
         Command::Serve {
             common,

@@ -33,6 +33,10 @@ pub struct Config {
     pub scrape: ScrapeConfig,
     /// SLOs, burn-rate alerting and the webhook alerts go to.
     pub alerts: AlertsConfig,
+    /// The incident report: extra runbooks, retrieval, the optional LLM narrative.
+    pub report: infersight_report::ReportConfig,
+    /// Automatic actions on sustained SLI breaches (dry-run by default).
+    pub actions: infersight_server::actions::ActionsConfig,
 }
 
 impl Default for Config {
@@ -46,6 +50,8 @@ impl Default for Config {
             stages: infersight_pipeline::StagesConfig::default(),
             scrape: ScrapeConfig::default(),
             alerts: AlertsConfig::default(),
+            report: infersight_report::ReportConfig::default(),
+            actions: infersight_server::actions::ActionsConfig::default(),
         }
     }
 }
@@ -366,6 +372,13 @@ pub fn load(file: Option<&Path>, env: &[(String, String)]) -> Result<Config, Con
     load_section("stages", raw.get("stages"), &mut config.stages, &mut errors);
     load_section("scrape", raw.get("scrape"), &mut config.scrape, &mut errors);
     load_section("alerts", raw.get("alerts"), &mut config.alerts, &mut errors);
+    load_section("report", raw.get("report"), &mut config.report, &mut errors);
+    load_section(
+        "actions",
+        raw.get("actions"),
+        &mut config.actions,
+        &mut errors,
+    );
     match raw.get("version") {
         Some(toml::Value::Integer(v)) => config.version = u32::try_from(*v).unwrap_or(u32::MAX),
         Some(other) => errors.push(format!(

@@ -1,13 +1,17 @@
 //! The `infersight` binary: parses the command line, loads the configuration, wires the crates
 //! together and maps every outcome onto an exit code (0 ok, 1 failed, 2 bad usage or input).
 
+mod actions_cmd;
 mod analyze;
 mod benchgen;
+mod canary_cmd;
 mod cli;
 mod commands;
 mod config;
 mod demo;
 mod exit;
+mod incidents_cmd;
+mod report_cmd;
 mod rng;
 mod simulate;
 mod wiring;

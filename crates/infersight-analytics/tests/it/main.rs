@@ -1,5 +1,6 @@
 //! Integration tests of infersight-analytics, one binary.
 
+mod canary;
 mod detect;
 mod localize;
 mod rollup;

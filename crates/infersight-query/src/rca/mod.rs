@@ -35,7 +35,7 @@ use infersight_analytics::localize::{DerivedMeasure, LeafTable, Params, localize
 use infersight_analytics::rollup::{Cell, LatencySli, Rollup, combination_totals, merge_range};
 use infersight_model::time::format_rfc3339;
 use infersight_store::TimeRange;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::engine::QueryEngine;
 use crate::error::QueryError;
@@ -74,18 +74,18 @@ pub struct RcaContext {
 }
 
 /// One signal, as the contract shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Signal {
     pub kind: String,
     pub subject: BTreeMap<String, String>,
-    #[serde(serialize_with = "ser_ts")]
+    #[serde(serialize_with = "ser_ts", deserialize_with = "de_ts")]
     pub onset: i64,
     pub strength: f64,
     pub detail: String,
 }
 
 /// One log template that rose with (or before) the incident.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LogEvidence {
     pub template: String,
     pub template_id: String,
@@ -103,18 +103,24 @@ fn ser_ts<S: serde::Serializer>(ns: &i64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format_rfc3339(*ns))
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// Reads back what `ser_ts` wrote (stored incidents are RCA reports read back from JSON).
+fn de_ts<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    let text = <String as serde::Deserialize>::deserialize(d)?;
+    infersight_model::time::parse_time(&text, 0).map_err(serde::de::Error::custom)
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Symptom {
     pub sli: String,
     /// The SLI's value in the baseline and in the incident (p99 ms for latency, a rate otherwise).
     pub baseline: f64,
     pub current: f64,
-    #[serde(serialize_with = "ser_ts")]
+    #[serde(serialize_with = "ser_ts", deserialize_with = "de_ts")]
     pub onset: i64,
     pub z: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RootCause {
     pub rank: usize,
     pub dimensions: BTreeMap<String, String>,
@@ -123,16 +129,16 @@ pub struct RootCause {
     pub evidence: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Window {
-    #[serde(serialize_with = "ser_ts")]
+    #[serde(serialize_with = "ser_ts", deserialize_with = "de_ts")]
     pub since: i64,
-    #[serde(serialize_with = "ser_ts")]
+    #[serde(serialize_with = "ser_ts", deserialize_with = "de_ts")]
     pub until: i64,
 }
 
 /// The `rca` JSON contract (DESIGN.md), plus the windows used and a one-line verdict.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RcaReport {
     pub symptom: Option<Symptom>,
     pub root_causes: Vec<RootCause>,

@@ -2,10 +2,13 @@
 //! sockets (OTLP HTTP and gRPC), durability across SIGKILL, backpressure, and a real
 //! OpenTelemetry SDK client. One integration-test binary for the crate.
 
+mod actions;
+mod canary;
 mod cli;
 mod prometheus;
 mod python_otel;
 mod rca;
+mod report;
 mod scrape;
 mod server;
 mod sli;

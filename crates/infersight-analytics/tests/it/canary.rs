@@ -1,0 +1,1 @@
+//! Canary gate tests.

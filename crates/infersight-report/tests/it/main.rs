@@ -1,0 +1,5 @@
+//! Integration tests of infersight-report, one binary.
+
+mod knowledge;
+mod narrative;
+mod render;
