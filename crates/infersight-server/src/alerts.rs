@@ -24,6 +24,72 @@ pub struct WebhookSettings {
     pub attempts: u32,
 }
 
+/// What became of one webhook POST.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// A 2xx answer on attempt `attempts`.
+    Delivered { attempts: u32, status: u16 },
+    /// Every attempt failed; `error` describes the last one.
+    Failed { attempts: u32, error: String },
+}
+
+impl Delivery {
+    pub fn is_delivered(&self) -> bool {
+        matches!(self, Delivery::Delivered { .. })
+    }
+}
+
+impl WebhookSettings {
+    /// An HTTP agent with this webhook's timeout that reports non-2xx answers as answers.
+    pub fn agent(&self) -> ureq::Agent {
+        ureq::Agent::config_builder()
+            .timeout_global(Some(self.timeout))
+            .http_status_as_error(false)
+            .build()
+            .into()
+    }
+
+    /// POSTs `body` (JSON) to the webhook, retrying up to `attempts` times with waits doubling
+    /// from 200 ms. `what` names the sender in logs (`alert`, `action`). Never panics, never
+    /// errors: the outcome says what happened. Blocking: call from a blocking thread.
+    pub fn post_json(&self, agent: &ureq::Agent, body: &str, what: &str) -> Delivery {
+        let attempts = self.attempts.max(1);
+        let mut delay = Duration::from_millis(200);
+        let mut last_error = String::new();
+        for attempt in 1..=attempts {
+            let result = agent
+                .post(&self.url)
+                .header("content-type", "application/json")
+                .send(body.as_bytes());
+            match result {
+                Ok(response) if response.status().is_success() => {
+                    return Delivery::Delivered {
+                        attempts: attempt,
+                        status: response.status().as_u16(),
+                    };
+                }
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    tracing::warn!(status, attempt, "{what} webhook refused the notification");
+                    last_error = format!("webhook answered http {status}");
+                }
+                Err(err) => {
+                    tracing::warn!(%err, attempt, "{what} webhook unreachable");
+                    last_error = format!("webhook unreachable: {err}");
+                }
+            }
+            if attempt < attempts {
+                std::thread::sleep(delay);
+                delay *= 2;
+            }
+        }
+        Delivery::Failed {
+            attempts,
+            error: last_error,
+        }
+    }
+}
+
 /// One alert's life.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Alert {
@@ -174,39 +240,12 @@ impl AlertManager {
         let Some(webhook) = &self.webhook else {
             return;
         };
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(webhook.timeout))
-            .http_status_as_error(false)
-            .build()
-            .into();
+        let agent = webhook.agent();
         for notification in notifications {
             let body = notification.to_json().to_string();
-            let mut delay = Duration::from_millis(200);
-            let mut delivered = false;
-            for attempt in 1..=webhook.attempts.max(1) {
-                let result = agent
-                    .post(&webhook.url)
-                    .header("content-type", "application/json")
-                    .send(body.as_bytes());
-                match result {
-                    Ok(response) if response.status().is_success() => {
-                        delivered = true;
-                        break;
-                    }
-                    Ok(response) => tracing::warn!(
-                        status = response.status().as_u16(),
-                        attempt,
-                        "alert webhook refused the notification"
-                    ),
-                    Err(err) => tracing::warn!(%err, attempt, "alert webhook unreachable"),
-                }
-                if attempt < webhook.attempts {
-                    std::thread::sleep(delay);
-                    delay *= 2;
-                }
-            }
+            let delivery = webhook.post_json(&agent, &body, "alert");
             let mut state = self.state.lock();
-            if delivered {
+            if delivery.is_delivered() {
                 state.notifications_sent += 1;
             } else {
                 state.notifications_failed += 1;
