@@ -12,4 +12,4 @@ pub mod render;
 pub mod report;
 
 pub use error::ReportError;
-pub use report::{Report, ReportConfig};
+pub use report::{Advice, Report, ReportConfig, ReportFormat};

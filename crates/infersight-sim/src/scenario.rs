@@ -126,6 +126,30 @@ impl Scenario {
     }
 }
 
+impl Scenario {
+    /// The runbooks (ids of `knowledge/*.md`) a correct report names first for this scenario
+    /// (any one of them): the fault's own runbook, or either cause's for `two_causes`.
+    pub fn expected_runbooks(self) -> &'static [&'static str] {
+        match self {
+            Scenario::LoraKvRegression => &["lora-adapter-swapping"],
+            Scenario::GpuMemoryLeak => &["gpu-memory-leak"],
+            Scenario::BatchingMisconfig => &["batching-wait-misconfig"],
+            Scenario::CachePollution => &["prefix-cache-pollution"],
+            Scenario::InjectionResonance => &["speculative-decoding-resonance"],
+            Scenario::TruncationSurge => &["truncation-surge"],
+            Scenario::TraceContextLoss => &["trace-context-loss"],
+            Scenario::FlowControlStall => &["http2-flow-control"],
+            Scenario::PreemptionStorm => &["kv-cache-preemption"],
+            Scenario::SlowWorker => &["slow-worker"],
+            // The LoRA slice is often localized as the version alone (`model_version=r2`);
+            // the version-regression runbook is then the right first read (it points to the
+            // LoRA runbook), as is the slow worker's.
+            Scenario::TwoCauses => &["lora-adapter-swapping", "version-regression", "slow-worker"],
+            Scenario::Healthy => &[],
+        }
+    }
+}
+
 impl FromStr for Scenario {
     type Err = SimError;
     fn from_str(s: &str) -> Result<Self, SimError> {
@@ -507,6 +531,12 @@ impl Plan {
             },
             root_causes,
             expected_signals,
+            expected_runbooks: self
+                .scenario
+                .expected_runbooks()
+                .iter()
+                .map(|id| id.to_string())
+                .collect(),
             dimension_attributes: config.dimension_names.clone(),
         }
     }
@@ -550,5 +580,8 @@ pub struct GroundTruth {
     pub incident_window: Window,
     pub root_causes: Vec<RootCauseTruth>,
     pub expected_signals: Vec<ExpectedSignal>,
+    /// Ids of the `knowledge/` runbooks a correct report names first (any one of them); empty
+    /// for `healthy`.
+    pub expected_runbooks: Vec<String>,
     pub dimension_attributes: crate::config::DimensionNames,
 }

@@ -1,15 +1,285 @@
-//! `infersight incidents`: lists, shows, confirms and rejects stored RCA verdicts.
+//! `infersight incidents`: lists, shows, confirms and rejects stored RCA verdicts. A confirmed
+//! incident (with the person's note: what fixed it) is retrieved as a past incident by the next
+//! reports; a rejected one never is.
 
-use crate::cli::Common;
+use infersight_report::ReportError;
+use infersight_report::incidents::{Incident, IncidentStatus, IncidentStore};
+
+use crate::cli::{Common, OutputFormat};
+
+/// `writeln!` into the output buffer (writing to a `String` cannot fail).
+macro_rules! outln {
+    ($out:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
 use crate::exit::CliError;
 
 #[derive(Debug, clap::Args)]
 pub struct IncidentsArgs {
     #[command(flatten)]
     pub common: Common,
+    #[command(subcommand)]
+    pub action: IncidentsAction,
+    /// Output format (JSON goes to stdout).
+    #[arg(long, value_enum, default_value = "table", global = true)]
+    pub format: OutputFormat,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum IncidentsAction {
+    /// List stored incidents, newest first.
+    List,
+    /// Show one incident: status, note and the stored RCA verdict.
+    Show { id: String },
+    /// The verdict was right: say what fixed it; the incident becomes retrievable.
+    Confirm {
+        id: String,
+        /// What fixed it (shown as the first fix when the incident is retrieved).
+        #[arg(long)]
+        note: String,
+    },
+    /// The verdict was wrong; it will not be retrieved.
+    Reject {
+        id: String,
+        /// Why it was wrong.
+        #[arg(long)]
+        note: Option<String>,
+    },
 }
 
 pub async fn run(args: IncidentsArgs) -> Result<i32, CliError> {
-    let _config = crate::commands::resolve(&args.common)?;
-    Err(CliError::failed("not built yet".to_string()))
+    let config = crate::commands::resolve(&args.common)?;
+    let store = IncidentStore::open(&config.store.data_dir);
+    let format = args.format;
+    let mut out = String::new();
+    match args.action {
+        IncidentsAction::List => {
+            let incidents = store.list().map_err(report_error)?;
+            match format {
+                OutputFormat::Json => {
+                    print_json(&mut out, &incidents.iter().map(summary).collect::<Vec<_>>())?
+                }
+                OutputFormat::Csv => {
+                    outln!(out, "id,created_at,status,symptom,verdict");
+                    for incident in &incidents {
+                        let row = [
+                            incident.id.clone(),
+                            incident.created_at.clone(),
+                            incident.status.to_string(),
+                            symptom_of(incident),
+                            incident.rca.verdict.clone(),
+                        ];
+                        outln!(
+                            out,
+                            "{}",
+                            row.iter()
+                                .map(|f| csv_field(f))
+                                .collect::<Vec<_>>()
+                                .join(",")
+                        );
+                    }
+                }
+                OutputFormat::Table => print_table(&mut out, &incidents),
+            }
+        }
+        IncidentsAction::Show { id } => {
+            let incident = store.get(&id).map_err(report_error)?;
+            match format {
+                OutputFormat::Json => print_json(&mut out, &incident)?,
+                OutputFormat::Csv => {
+                    return Err(CliError::usage(
+                        "incidents show prints table or json, not csv",
+                    ));
+                }
+                OutputFormat::Table => print_incident(&mut out, &incident),
+            }
+        }
+        IncidentsAction::Confirm { id, note } => {
+            if note.trim().is_empty() {
+                return Err(CliError::usage(
+                    "--note must say what fixed it (it is shown when the incident is retrieved)",
+                ));
+            }
+            let incident = store
+                .set_status(&id, IncidentStatus::Confirmed, Some(note))
+                .map_err(report_error)?;
+            match format {
+                OutputFormat::Json => print_json(&mut out, &summary(&incident))?,
+                _ => outln!(
+                    out,
+                    "incident {} confirmed: it is now retrievable as a past incident (incident:{}) in reports",
+                    incident.id,
+                    incident.id
+                ),
+            }
+        }
+        IncidentsAction::Reject { id, note } => {
+            let incident = store
+                .set_status(&id, IncidentStatus::Rejected, note)
+                .map_err(report_error)?;
+            match format {
+                OutputFormat::Json => print_json(&mut out, &summary(&incident))?,
+                _ => outln!(
+                    out,
+                    "incident {} rejected: it will not be retrieved as a past incident",
+                    incident.id
+                ),
+            }
+        }
+    }
+    emit(&out);
+    Ok(0)
+}
+
+/// Writes the command's output to stdout at once; a closed pipe (`| head`) is not an error.
+fn emit(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
+}
+
+fn report_error(error: ReportError) -> CliError {
+    CliError::from_kind(error.kind(), error.to_string())
+}
+
+/// The list row: everything but the full RCA.
+fn summary(incident: &Incident) -> serde_json::Value {
+    serde_json::json!({
+        "id": incident.id,
+        "created_at": incident.created_at,
+        "updated_at": incident.updated_at,
+        "status": incident.status,
+        "note": incident.note,
+        "symptom": incident.rca.symptom.as_ref().map(|s| &s.sli),
+        "onset": incident.rca.symptom.as_ref().map(|s| infersight_model::time::format_rfc3339(s.onset)),
+        "root_causes": incident.rca.root_causes.iter().map(|c| &c.dimensions).collect::<Vec<_>>(),
+        "signals": incident.rca.signals.iter().map(|s| &s.kind).collect::<Vec<_>>(),
+        "verdict": incident.rca.verdict,
+    })
+}
+
+fn print_json<T: serde::Serialize>(out: &mut String, value: &T) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| CliError::failed(format!("incidents: {e}")))?;
+    out.push_str(&text);
+    out.push('\n');
+    Ok(())
+}
+
+fn symptom_of(incident: &Incident) -> String {
+    incident
+        .rca
+        .symptom
+        .as_ref()
+        .map(|s| s.sli.clone())
+        .unwrap_or_else(|| "-".into())
+}
+
+fn cause_of(incident: &Incident) -> String {
+    incident
+        .rca
+        .root_causes
+        .first()
+        .map(|c| {
+            c.dimensions
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" & ")
+        })
+        .unwrap_or_else(|| "-".into())
+}
+
+fn print_table(out: &mut String, incidents: &[Incident]) {
+    if incidents.is_empty() {
+        eprintln!("no incidents stored (infersight report stores one per new RCA)");
+        return;
+    }
+    let rows: Vec<[String; 5]> = incidents
+        .iter()
+        .map(|i| {
+            [
+                i.id.clone(),
+                i.status.to_string(),
+                i.created_at.chars().take(19).collect(),
+                symptom_of(i),
+                cause_of(i),
+            ]
+        })
+        .collect();
+    let header = ["ID", "STATUS", "CREATED", "SYMPTOM", "ROOT CAUSE"];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    outln!(out, "{}", line(&header.map(String::from)));
+    for row in &rows {
+        outln!(out, "{}", line(row));
+    }
+}
+
+fn print_incident(out: &mut String, incident: &Incident) {
+    let rca = &incident.rca;
+    outln!(out, "incident  {}", incident.id);
+    outln!(out, "status    {}", incident.status);
+    outln!(out, "created   {}", incident.created_at);
+    outln!(out, "updated   {}", incident.updated_at);
+    if let Some(note) = &incident.note {
+        outln!(out, "note      {note}");
+    }
+    outln!(out, "verdict   {}", rca.verdict);
+    if let Some(s) = &rca.symptom {
+        outln!(
+            out,
+            "symptom   {} {:.1} → {:.1} since {}",
+            s.sli,
+            s.baseline,
+            s.current,
+            infersight_model::time::format_rfc3339(s.onset)
+        );
+    }
+    for cause in &rca.root_causes {
+        let dims: Vec<String> = cause
+            .dimensions
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        outln!(
+            out,
+            "cause #{}  {} (explains {:.0} %)",
+            cause.rank,
+            dims.join(" & "),
+            cause.explained_fraction * 100.0
+        );
+    }
+    for signal in &rca.signals {
+        outln!(out, "signal    {} — {}", signal.kind, signal.detail);
+    }
+    for suggestion in &rca.suggestions {
+        outln!(out, "suggest   {suggestion}");
+    }
+}
+
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
 }

@@ -1,16 +1,119 @@
-//! `infersight report`: builds the report of a stored incident (or of a fresh RCA) and writes it as
-//! JSON, Markdown or HTML.
+//! `infersight report`: builds the report of a stored incident (or of a fresh RCA, stored as a
+//! new incident) and writes it as JSON, Markdown or one self-contained HTML file.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use infersight_query::QueryEngine;
+use infersight_report::incidents::{Incident, IncidentStore};
+use infersight_report::{Report, ReportFormat};
+use infersight_store::StorageBackend;
 
 use crate::cli::Common;
+use crate::config::Config;
 use crate::exit::CliError;
+use crate::wiring;
 
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
     #[command(flatten)]
     pub common: Common,
+    /// A stored incident (see `infersight incidents list`) [default: run a new RCA and store it].
+    #[arg(long)]
+    pub incident: Option<String>,
+    /// Incident window start, for a new RCA (as in `infersight rca`); chosen when not given.
+    #[arg(long)]
+    pub since: Option<String>,
+    #[arg(long)]
+    pub until: Option<String>,
+    #[arg(long)]
+    pub baseline_since: Option<String>,
+    #[arg(long)]
+    pub baseline_until: Option<String>,
+    /// json, markdown (md) or html.
+    #[arg(long, default_value = "markdown")]
+    pub format: String,
+    /// Write the report here instead of stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Skip the LLM narrative even when an endpoint is configured.
+    #[arg(long)]
+    pub no_llm: bool,
 }
 
 pub async fn run(args: ReportArgs) -> Result<i32, CliError> {
-    let _config = crate::commands::resolve(&args.common)?;
-    Err(CliError::failed("not built yet".to_string()))
+    let mut config = crate::commands::resolve(&args.common)?;
+    let format = ReportFormat::parse(&args.format).map_err(|e| CliError::usage(e.to_string()))?;
+    if args.no_llm {
+        config.report.llm.endpoint.clear();
+    }
+    let window_given = args.since.is_some()
+        || args.until.is_some()
+        || args.baseline_since.is_some()
+        || args.baseline_until.is_some();
+    if args.incident.is_some() && window_given {
+        return Err(CliError::usage(
+            "--incident reports a stored RCA; windows apply only to a new one",
+        ));
+    }
+    let request = crate::commands::rca_request(
+        args.since,
+        args.until,
+        args.baseline_since,
+        args.baseline_until,
+    )?;
+    let store = tokio::task::block_in_place(|| wiring::open_existing_store(&config))?;
+    let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>);
+    let incidents = IncidentStore::open(&config.store.data_dir);
+    let incident = match &args.incident {
+        Some(id) => incidents.get(id).map_err(report_error)?,
+        None => {
+            let rca = engine
+                .rca(request)
+                .await
+                .map_err(|e| CliError::from_kind(e.kind(), e.to_string()))?;
+            let incident = incidents.create(&rca).map_err(report_error)?;
+            eprintln!("infersight report: stored as incident {}", incident.id);
+            incident
+        }
+    };
+    let report = build(&engine, &config, &incidents, &incident).await?;
+    let text = report.render(format).map_err(report_error)?;
+    match &args.out {
+        Some(path) => {
+            write_file(path, &text)?;
+            eprintln!(
+                "infersight report: {} written to {}",
+                format.extension(),
+                path.display()
+            );
+        }
+        None => print!("{text}"),
+    }
+    Ok(0)
+}
+
+/// The report of `incident`: the knowledge base holds the runbooks and every confirmed past
+/// incident except this one (shared with the server's report endpoint).
+pub async fn build(
+    engine: &QueryEngine,
+    config: &Config,
+    incidents: &IncidentStore,
+    incident: &Incident,
+) -> Result<Report, CliError> {
+    infersight_report::report::build_for_incident(engine, incidents, incident, &config.report)
+        .await
+        .map_err(report_error)
+}
+
+pub fn report_error(error: infersight_report::ReportError) -> CliError {
+    CliError::from_kind(error.kind(), error.to_string())
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), CliError> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| CliError::failed(format!("{}: {e}", parent.display())))?;
+    }
+    std::fs::write(path, text).map_err(|e| CliError::failed(format!("{}: {e}", path.display())))
 }

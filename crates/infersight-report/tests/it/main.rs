@@ -3,3 +3,4 @@
 mod knowledge;
 mod narrative;
 mod render;
+mod support;

@@ -2,7 +2,8 @@
 //! and 2, through `simulate --out`, `ingest` and `rca --format json`. Checked: the top-ranked
 //! root causes equal the ground truth's attribute combinations (both for `two_causes`; none for
 //! `healthy`), every expected signal kind is present, the signals the collector owns carry the
-//! ground truth's subject, and no fault-specific signal appears where none was injected. The
+//! ground truth's subject, and no fault-specific signal appears where none was injected; the
+//! report built from the stored verdict names the ground truth's runbook first. The
 //! fleet is small (8 workers, 10 req/s, 30 minutes, Poisson
 //! arrivals) so the module stays within minutes in a debug build.
 
@@ -46,8 +47,14 @@ fn ok(out: &std::process::Output, what: &str) {
     );
 }
 
-/// Simulates `scenario` with `seed`, ingests it and returns (ground truth, rca report).
-fn simulate_and_analyse(dir: &Path, scenario: &str, seed: u64, rate: &str) -> (Value, Value) {
+/// Simulates `scenario` with `seed`, ingests it and returns (ground truth, rca report, the
+/// incident report built from the stored verdict).
+fn simulate_and_analyse(
+    dir: &Path,
+    scenario: &str,
+    seed: u64,
+    rate: &str,
+) -> (Value, Value, Value) {
     let sim = dir.join(format!("{scenario}-{seed}"));
     let data = dir.join(format!("{scenario}-{seed}-data"));
     let (sim_s, data_s) = (sim.to_str().unwrap(), data.to_str().unwrap());
@@ -91,7 +98,60 @@ fn simulate_and_analyse(dir: &Path, scenario: &str, seed: u64, rate: &str) -> (V
     let out = run(&["rca", "--data", data_s, "--format", "json"]);
     ok(&out, "rca");
     let report: Value = serde_json::from_slice(&out.stdout).expect("rca prints JSON");
-    (truth, report)
+    let incident = report["incident_id"]
+        .as_str()
+        .expect("rca prints the id of the incident it stored");
+    let out = run(&[
+        "report",
+        "--data",
+        data_s,
+        "--incident",
+        incident,
+        "--format",
+        "json",
+        "--no-llm",
+    ]);
+    ok(&out, "report");
+    let full: Value = serde_json::from_slice(&out.stdout).expect("report prints JSON");
+    (truth, report, full)
+}
+
+/// The report names one of the ground truth's runbooks first (none for a healthy fleet), and
+/// its advice says where each item came from.
+fn check_runbook(scenario: &str, seed: u64, truth: &Value, full: &Value) {
+    let expected: Vec<&str> = truth["expected_runbooks"]
+        .as_array()
+        .expect("ground truth lists the expected runbooks")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let hits: Vec<String> = full["knowledge"]
+        .as_array()
+        .map(|hits| {
+            hits.iter()
+                .map(|h| format!("{} ({})", h["id"], h["score"]))
+                .collect()
+        })
+        .unwrap_or_default();
+    let first = full["knowledge"][0]["id"].as_str();
+    if expected.is_empty() {
+        assert!(
+            first.is_none(),
+            "{scenario} seed {seed}: runbooks retrieved for a healthy fleet: {hits:?}"
+        );
+        return;
+    }
+    assert!(
+        first.is_some_and(|id| expected.contains(&id)),
+        "{scenario} seed {seed}: first runbook should be one of {expected:?}; retrieved {hits:?}"
+    );
+    let suggestions = full["suggestions"].as_array().cloned().unwrap_or_default();
+    assert!(
+        suggestions
+            .iter()
+            .any(|a| a["source"].as_str() == first && a["score"].as_f64().is_some_and(|s| s > 0.0)),
+        "{scenario} seed {seed}: no suggestion from the first runbook with its score"
+    );
 }
 
 fn subject_of(value: &Value) -> BTreeMap<String, String> {
@@ -127,7 +187,8 @@ fn check_scenario(scenario: &str, seeds: &[u64], check_causes: bool) {
     // tell a three-attribute slice from its two-attribute parent
     let rate = "10";
     for &seed in seeds {
-        let (truth, report) = simulate_and_analyse(dir.path(), scenario, seed, rate);
+        let (truth, report, full) = simulate_and_analyse(dir.path(), scenario, seed, rate);
+        check_runbook(scenario, seed, &truth, &full);
         let signals = report["signals"].as_array().cloned().unwrap_or_default();
         for signal in &signals {
             assert!(signal["onset"].is_string(), "{signal}");
