@@ -1,6 +1,8 @@
 //! The HTTP API (`:7070`): health, the pipeline's own Prometheus metrics, SQL over the store,
-//! dimension discovery, SLI series from rollups and store statistics. Handlers stay thin: the
-//! query engine does the work.
+//! dimension discovery, SLI series from rollups, SLO / alert / automatic-action state and store
+//! statistics; the incident and report routes live in `incidents` and are merged here. Handlers
+//! stay thin: the query engine, the alert manager, the action runner and the report service do
+//! the work.
 
 use std::sync::Arc;
 
@@ -18,7 +20,9 @@ use serde_json::json;
 
 use infersight_ingest::Counters;
 
+use crate::actions::ActionRunner;
 use crate::alerts::AlertManager;
+use crate::incidents::ReportService;
 
 #[derive(Clone)]
 pub struct ApiState {
@@ -29,6 +33,11 @@ pub struct ApiState {
     pub max_dimension_cardinality: usize,
     /// SLO evaluation and alert state; `None` when no SLO is configured.
     pub alerts: Option<Arc<AlertManager>>,
+    /// Automatic-action policies and their audit trail; `None` when none is configured.
+    pub actions: Option<Arc<ActionRunner>>,
+    /// Stored incidents and their reports (`/api/v1/incidents`); `None`: those routes answer
+    /// 404 and `POST /api/v1/rca` stores nothing.
+    pub reports: Option<Arc<ReportService>>,
 }
 
 /// One error type for every API handler: a status and a JSON body naming the problem.
@@ -84,7 +93,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/rca", post(rca))
         .route("/api/v1/slo", get(slo_status))
         .route("/api/v1/alerts", get(alerts))
+        .route("/api/v1/actions", get(actions))
         .route("/api/v1/stats", get(stats))
+        .merge(crate::incidents::routes())
+        .merge(crate::ui::routes())
         .with_state(state)
 }
 
@@ -174,6 +186,9 @@ async fn metrics(State(state): State<ApiState>) -> Response {
     if let Some(alerts) = &state.alerts {
         text.push_str(&alerts.render_metrics());
     }
+    if let Some(actions) = &state.actions {
+        text.push_str(&actions.render_metrics());
+    }
     (
         [(
             header::CONTENT_TYPE,
@@ -229,12 +244,18 @@ async fn rca(
         baseline: window(body.baseline_since, body.baseline_until, "baseline")?,
     };
     let report = state.engine.rca(request).await?;
-    serde_json::to_value(&report)
-        .map(Json)
-        .map_err(|e| ApiError {
-            kind: ErrorKind::Internal,
-            message: e.to_string(),
-        })
+    let mut value = serde_json::to_value(&report).map_err(|e| ApiError {
+        kind: ErrorKind::Internal,
+        message: e.to_string(),
+    })?;
+    // Every verdict is stored, so it can be reported on, confirmed or rejected later.
+    if let Some(reports) = &state.reports {
+        let incident = reports.create(report).await?;
+        if let Some(object) = value.as_object_mut() {
+            object.insert("incident_id".into(), json!(incident.id));
+        }
+    }
+    Ok(Json(value))
 }
 
 async fn slo_status(State(state): State<ApiState>) -> Json<serde_json::Value> {
@@ -253,6 +274,15 @@ async fn alerts(State(state): State<ApiState>) -> Json<serde_json::Value> {
             .as_ref()
             .map_or_else(|| json!({ "alerts": [] }), |a| a.alerts_json()),
     )
+}
+
+/// The policies' state (breach streaks, actions in effect, cooldowns) and the recent audit
+/// entries, oldest first.
+async fn actions(State(state): State<ApiState>) -> Json<serde_json::Value> {
+    Json(state.actions.as_ref().map_or_else(
+        || json!({ "policies": [], "recent": [] }),
+        |a| a.state_json(now_ns()),
+    ))
 }
 
 #[derive(Debug, Deserialize)]

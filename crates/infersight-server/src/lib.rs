@@ -5,9 +5,11 @@
 pub mod actions;
 pub mod alerts;
 pub mod api;
+pub mod incidents;
 pub mod queue;
 pub mod serve;
 pub mod sli_metrics;
+pub mod ui;
 
 pub use infersight_ingest::Counters;
 pub use queue::{IngestQueue, Transform, TransformError};

@@ -12,6 +12,7 @@ use infersight_store::StorageBackend;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::actions::ActionRunner;
 use crate::alerts::AlertManager;
 use crate::api::{self, ApiState};
 use crate::queue::{IngestQueue, Transform};
@@ -97,10 +98,16 @@ pub struct ServeExtras {
     /// SLOs evaluated every `slo_eval_interval` (alerts, webhook, `/api/v1/slo`, `/metrics`).
     pub alerts: Option<Arc<AlertManager>>,
     pub slo_eval_interval: Option<std::time::Duration>,
+    /// Automatic-action policies, evaluated every `ActionRunner::eval_interval` (audit trail,
+    /// webhook, `GET /api/v1/actions`, `/metrics`).
+    pub actions: Option<Arc<ActionRunner>>,
+    /// Stored incidents and their reports (`/api/v1/incidents`, and `POST /api/v1/rca` stores
+    /// every verdict); `None`: no incident routes.
+    pub reports: Option<Arc<crate::incidents::ReportService>>,
 }
 
-/// [`serve`] with [`ServeExtras`]: scrapers feeding the same ingest queue and the SLO
-/// evaluation loop, all stopped on shutdown.
+/// [`serve`] with [`ServeExtras`]: scrapers feeding the same ingest queue, the SLO evaluation
+/// loop and the automatic-action loop, all stopped on shutdown.
 #[allow(clippy::too_many_arguments)]
 pub async fn serve_with(
     settings: ServeSettings,
@@ -173,6 +180,8 @@ pub async fn serve_with(
         max_query_rows: settings.max_query_rows,
         max_dimension_cardinality: settings.max_dimension_cardinality,
         alerts: extras.alerts.clone(),
+        actions: extras.actions.clone(),
+        reports: extras.reports.clone(),
     });
     let alert_task = extras.alerts.clone().map(|manager| {
         tokio::spawn(crate::alerts::run_alert_loop(
@@ -181,6 +190,13 @@ pub async fn serve_with(
             extras
                 .slo_eval_interval
                 .unwrap_or(std::time::Duration::from_secs(30)),
+            stopped(),
+        ))
+    });
+    let action_task = extras.actions.clone().map(|runner| {
+        tokio::spawn(crate::actions::run_action_loop(
+            runner,
+            store.clone(),
             stopped(),
         ))
     });
@@ -250,6 +266,12 @@ pub async fn serve_with(
         && let Err(e) = task.await
     {
         tracing::error!(error = %e, "the slo evaluation task failed");
+    }
+    // an evaluation in progress finishes (its decision is audited) before the store closes
+    if let Some(task) = action_task
+        && let Err(e) = task.await
+    {
+        tracing::error!(error = %e, "the action evaluation task failed");
     }
     let mut first_error = None;
     for (name, task) in [

@@ -161,14 +161,31 @@ pub async fn run(cli: Cli) -> Result<i32, CliError> {
                 .rca(request)
                 .await
                 .map_err(|e| CliError::from_kind(e.kind(), e.to_string()))?;
+            // Every verdict is stored, so it can be confirmed (becoming a retrievable past
+            // incident) and reported on later.
+            let incident =
+                infersight_report::incidents::IncidentStore::open(&config.store.data_dir)
+                    .create(&report)
+                    .map_err(crate::report_cmd::report_error)?;
             match format {
-                OutputFormat::Json => println!(
-                    "{}",
-                    serde_json::to_string_pretty(&report)
-                        .map_err(|e| CliError::failed(e.to_string()))?
-                ),
+                OutputFormat::Json => {
+                    let mut value = serde_json::to_value(&report)
+                        .map_err(|e| CliError::failed(e.to_string()))?;
+                    if let Some(object) = value.as_object_mut() {
+                        object.insert("incident_id".into(), json!(incident.id));
+                    }
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&value)
+                            .map_err(|e| CliError::failed(e.to_string()))?
+                    )
+                }
                 OutputFormat::Table | OutputFormat::Csv => {
-                    print!("{}", crate::analyze::render_rca(&report))
+                    print!("{}", crate::analyze::render_rca(&report));
+                    println!(
+                        "incident: {} (infersight report --incident {})",
+                        incident.id, incident.id
+                    );
                 }
             }
             Ok(0)
@@ -562,7 +579,7 @@ async fn query(
 }
 
 /// Windows of `infersight rca` from the flags: both ends of a window or neither.
-fn rca_request(
+pub(crate) fn rca_request(
     since: Option<String>,
     until: Option<String>,
     baseline_since: Option<String>,

@@ -544,6 +544,14 @@ impl Config {
         errors.extend(self.stages.validate());
         self.validate_scrape(&mut errors);
         self.validate_alerts(&mut errors);
+        errors.extend(
+            self.actions
+                .validate(&self.store.rollup_dimensions, self.store.rollups),
+        );
+        errors.extend(self.report.llm.validate());
+        if self.report.retrieval_limit == 0 {
+            errors.push("report.retrieval_limit: must be at least 1".to_string());
+        }
         errors
     }
 

@@ -4,7 +4,9 @@
 //! everything it emits — traces, logs, metrics, raw engine lines — over OTLP/HTTP, shuts down
 //! (flushing to Parquet), then answers with SQL — the latency breakdown before vs during the
 //! incident and the slices whose over-SLO counts moved most — and runs the root-cause engine,
-//! whose verdict it prints and compares with the scenario's ground truth.
+//! whose verdict it prints and compares with the scenario's ground truth. The verdict is stored
+//! as an incident and its full report (runbooks, fixes, checklist, charts) written as
+//! `incident.{json,md,html}` beside the demo summary.
 //!
 //! Arrivals are Poisson, so the demo needs no data folder.
 
@@ -237,14 +239,49 @@ pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<
         "Requests whose stored attributes still contain an e-mail address (must be 0, redaction): \n\n```\n{}\n```",
         redacted.render(table).trim_end()
     );
+    // The incident report: stored verdict, runbooks, fixes, checklist, charts.
+    let incidents = infersight_report::incidents::IncidentStore::open(&data);
+    let incident = incidents
+        .create(&rca)
+        .map_err(crate::report_cmd::report_error)?;
+    let full = crate::report_cmd::build(&engine, &config, &incidents, &incident).await?;
+    if let Some(best) = full.knowledge.first() {
+        let _ = writeln!(
+            report,
+            "\nBest-matching runbook: {} (`{}`, score {:.1}); first fix: {}\n",
+            best.title,
+            best.id,
+            best.score,
+            full.suggestions
+                .iter()
+                .find(|a| a.source == best.id)
+                .map_or("-", |a| a.text.as_str())
+        );
+    }
+    let mut written = Vec::new();
+    for format in [
+        infersight_report::ReportFormat::Json,
+        infersight_report::ReportFormat::Markdown,
+        infersight_report::ReportFormat::Html,
+    ] {
+        let path = out_dir.join(format!("incident.{}", format.extension()));
+        let text = full
+            .render(format)
+            .map_err(crate::report_cmd::report_error)?;
+        std::fs::write(&path, text)
+            .map_err(|e| CliError::failed(format!("{}: {e}", path.display())))?;
+        written.push(path.display().to_string());
+    }
     println!("{report}");
     let report_path = out_dir.join("report.md");
     std::fs::write(&report_path, &report)
         .map_err(|e| CliError::failed(format!("{}: {e}", report_path.display())))?;
     eprintln!(
-        "infersight demo: finished in {:.1} s; report: {}; store: {} (try: infersight query --data {} \"SELECT worker, count(*) FROM requests GROUP BY worker\")",
+        "infersight demo: finished in {:.1} s; demo summary: {}; incident {} report: {}; store: {} (try: infersight query --data {} \"SELECT worker, count(*) FROM requests GROUP BY worker\")",
         started.elapsed().as_secs_f64(),
         report_path.display(),
+        incident.id,
+        written.join(", "),
         data.display(),
         data.display()
     );

@@ -124,7 +124,7 @@ pub fn open_store(config: &Config) -> Result<Arc<Store>, CliError> {
     })
 }
 
-/// Scrapers and SLO alerting for `serve`, from the configuration.
+/// Scrapers, SLO alerting and automatic actions for `serve`, from the configuration.
 pub fn serve_extras(config: &Config) -> Result<infersight_server::serve::ServeExtras, CliError> {
     let slos = config
         .slos()
@@ -144,5 +144,41 @@ pub fn serve_extras(config: &Config) -> Result<infersight_server::serve::ServeEx
         scrape_targets: scrape_targets(config),
         alerts,
         slo_eval_interval: crate::config::duration(&config.alerts.eval_interval),
+        actions: action_runner(config)?,
+        reports: Some(Arc::new(infersight_server::incidents::ReportService::new(
+            &config.store.data_dir,
+            config.report.clone(),
+        ))),
     })
+}
+
+/// The `[actions]` policies with their audit trail under `<data_dir>/actions/`; `None` when
+/// no policy is configured. Opening restores cooldowns and actions in effect from the trail.
+pub fn action_runner(
+    config: &Config,
+) -> Result<Option<Arc<infersight_server::actions::ActionRunner>>, CliError> {
+    use infersight_server::actions::{ActionRunner, ActionsSettings, audit_path};
+    let actions = &config.actions;
+    let policies = actions
+        .policies(&config.store.rollup_dimensions)
+        .map_err(|errors| CliError::usage(errors.join("; ")))?;
+    if policies.is_empty() {
+        return Ok(None);
+    }
+    let settings = ActionsSettings {
+        policies,
+        dry_run: actions.dry_run,
+        webhook: actions.webhook(),
+        audit_path: audit_path(&config.store.data_dir),
+        eval_interval: actions.eval_interval(),
+    };
+    if settings.dry_run {
+        tracing::info!(
+            policies = settings.policies.len(),
+            "automatic actions run in dry-run: decisions are audited, nothing is sent (set actions.dry_run = false to act)"
+        );
+    }
+    let runner = ActionRunner::open(settings, infersight_model::time::now_ns())
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    Ok(Some(Arc::new(runner)))
 }

@@ -5,6 +5,7 @@
 mod actions;
 mod canary;
 mod cli;
+mod incidents_api;
 mod prometheus;
 mod python_otel;
 mod rca;
@@ -13,3 +14,4 @@ mod scrape;
 mod server;
 mod sli;
 mod support;
+mod ui;

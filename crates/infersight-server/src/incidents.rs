@@ -1,0 +1,665 @@
+//! The incidents and report API (what the web UI calls): every verdict of `POST /api/v1/rca` is
+//! stored as an incident (`infersight-report`'s `IncidentStore` under `<data>/incidents/`); these
+//! routes list and show incidents, render their reports (JSON, Markdown, HTML) and record a
+//! person's judgement (confirm / reject), which feeds confirmed incidents back into the knowledge
+//! base of later reports.
+//!
+//! Incident files are small but read and written with blocking i/o, and the knowledge base is a
+//! tantivy index built in RAM, so both run on blocking threads. The knowledge base is cached:
+//! it depends only on the confirmed incidents a report may cite (every confirmed one except the
+//! incident itself) and on the user's runbook directory, so a cached one is reused while neither
+//! changed, and rebuilt when an incident is confirmed or rejected or a runbook file changes.
+//!
+//! | route | answer |
+//! |---|---|
+//! | `GET /api/v1/incidents` | `{"incidents": [summary…]}`, newest first |
+//! | `GET /api/v1/incidents/{id}` | the incident (`id`, times, `status`, `note`, `rca`) |
+//! | `GET /api/v1/incidents/{id}/report?format=json\|markdown\|html&llm=false` | the report |
+//! | `POST /api/v1/incidents/{id}/confirm` `{"note": "…"}` | the updated incident |
+//! | `POST /api/v1/incidents/{id}/reject` `{"note": "…"}` (optional) | the updated incident |
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use infersight_model::ErrorKind;
+use infersight_query::QueryEngine;
+use infersight_query::rca::RcaReport;
+use infersight_report::incidents::{Incident, IncidentStatus, IncidentStore};
+use infersight_report::knowledge::KnowledgeBase;
+use infersight_report::report::past_incidents;
+use infersight_report::{Report, ReportConfig, ReportError, ReportFormat};
+use parking_lot::Mutex;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::api::{ApiError, ApiState};
+
+/// Knowledge bases kept at once: the one for open incidents (every confirmed incident) and a
+/// few for reports on confirmed incidents (each leaves itself out).
+const KNOWLEDGE_CACHE_ENTRIES: usize = 4;
+
+/// What a knowledge base was built from; equal keys give equal knowledge bases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct KnowledgeKey {
+    /// (id, updated_at) of the past incidents, in the store's order (newest first).
+    past: Vec<(String, String)>,
+    /// (file name, length, modification time) of the user's runbook directory's entries, sorted.
+    runbook_files: Vec<(String, u64, Option<SystemTime>)>,
+}
+
+/// The incident store and the `[report]` settings of one server, with the knowledge-base cache.
+pub struct ReportService {
+    incidents: IncidentStore,
+    config: ReportConfig,
+    /// Most recently used last.
+    knowledge_cache: Mutex<Vec<(KnowledgeKey, Arc<KnowledgeBase>)>>,
+}
+
+impl std::fmt::Debug for ReportService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReportService")
+            .field("incidents", &self.incidents.dir())
+            .field("knowledge_dir", &self.config.knowledge_dir)
+            .field("cached_knowledge_bases", &self.knowledge_cache.lock().len())
+            .finish()
+    }
+}
+
+/// Runs blocking work (incident files, index building) off the async workers.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ReportError> + Send + 'static,
+) -> Result<T, ReportError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ReportError::Io(format!("incident task failed: {e}")))?
+}
+
+impl ReportService {
+    /// The incidents of `data_dir` (the store's data directory) and the `[report]` settings.
+    pub fn new(data_dir: &Path, config: ReportConfig) -> ReportService {
+        ReportService {
+            incidents: IncidentStore::open(data_dir),
+            config,
+            knowledge_cache: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn incidents(&self) -> &IncidentStore {
+        &self.incidents
+    }
+
+    pub fn config(&self) -> &ReportConfig {
+        &self.config
+    }
+
+    /// Stores `rca` as a new, open incident.
+    pub async fn create(&self, rca: RcaReport) -> Result<Incident, ReportError> {
+        let incidents = self.incidents.clone();
+        blocking(move || incidents.create(&rca)).await
+    }
+
+    pub async fn get(&self, id: String) -> Result<Incident, ReportError> {
+        let incidents = self.incidents.clone();
+        blocking(move || incidents.get(&id)).await
+    }
+
+    /// Every incident, newest first.
+    pub async fn list(&self) -> Result<Vec<Incident>, ReportError> {
+        let incidents = self.incidents.clone();
+        blocking(move || incidents.list()).await
+    }
+
+    pub async fn set_status(
+        &self,
+        id: String,
+        status: IncidentStatus,
+        note: Option<String>,
+    ) -> Result<Incident, ReportError> {
+        let incidents = self.incidents.clone();
+        blocking(move || incidents.set_status(&id, status, note)).await
+    }
+
+    /// The report of incident `id`; `with_llm: false` skips the narrative even when an
+    /// endpoint is configured.
+    pub async fn report(
+        self: &Arc<Self>,
+        engine: &QueryEngine,
+        id: String,
+        with_llm: bool,
+    ) -> Result<Report, ReportError> {
+        let service = Arc::clone(self);
+        let (incident, knowledge_base) = blocking(move || {
+            let incident = service.incidents.get(&id)?;
+            let knowledge_base = service.knowledge_for(&incident)?;
+            Ok((incident, knowledge_base))
+        })
+        .await?;
+        let mut config = self.config.clone();
+        if !with_llm {
+            config.llm.endpoint.clear();
+        }
+        Report::build(engine, &incident, &knowledge_base, &config).await
+    }
+
+    /// The knowledge base for a report on `incident`, from the cache when what it is built from
+    /// has not changed. Blocking.
+    fn knowledge_for(&self, incident: &Incident) -> Result<Arc<KnowledgeBase>, ReportError> {
+        let past = past_incidents(&self.incidents, incident)?;
+        let extra = self.config.extra_knowledge_dir();
+        let key = KnowledgeKey {
+            past: past
+                .iter()
+                .map(|i| (i.id.clone(), i.updated_at.clone()))
+                .collect(),
+            runbook_files: extra.map(runbook_files).unwrap_or_default(),
+        };
+        {
+            let mut cache = self.knowledge_cache.lock();
+            if let Some(position) = cache.iter().position(|(k, _)| *k == key) {
+                let entry = cache.remove(position);
+                let knowledge_base = Arc::clone(&entry.1);
+                cache.push(entry);
+                return Ok(knowledge_base);
+            }
+        }
+        // Built outside the lock: two requests may build the same one; the later insert wins.
+        let knowledge_base = Arc::new(KnowledgeBase::load(extra, &past)?);
+        let mut cache = self.knowledge_cache.lock();
+        cache.retain(|(k, _)| *k != key);
+        if cache.len() >= KNOWLEDGE_CACHE_ENTRIES {
+            cache.remove(0);
+        }
+        cache.push((key, Arc::clone(&knowledge_base)));
+        Ok(knowledge_base)
+    }
+}
+
+/// The entries of the user's runbook directory with their sizes and modification times (an
+/// unreadable directory lists nothing: loading then reports the error).
+fn runbook_files(dir: &Path) -> Vec<(String, u64, Option<SystemTime>)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|entry| {
+            let path: PathBuf = entry.path();
+            let metadata = std::fs::metadata(&path).ok();
+            (
+                entry.file_name().to_string_lossy().into_owned(),
+                metadata.as_ref().map_or(0, std::fs::Metadata::len),
+                metadata.and_then(|m| m.modified().ok()),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+impl From<ReportError> for ApiError {
+    fn from(e: ReportError) -> Self {
+        Self {
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// The routes of this module, merged into [`crate::api::router`].
+pub fn routes() -> Router<ApiState> {
+    Router::new()
+        .route("/api/v1/incidents", get(list))
+        .route("/api/v1/incidents/{id}", get(show))
+        .route("/api/v1/incidents/{id}/report", get(report))
+        .route("/api/v1/incidents/{id}/confirm", post(confirm))
+        .route("/api/v1/incidents/{id}/reject", post(reject))
+}
+
+fn service(state: &ApiState) -> Result<&Arc<ReportService>, ApiError> {
+    state.reports.as_ref().ok_or_else(|| ApiError {
+        kind: ErrorKind::NotFound,
+        message: "incidents are not kept by this server (it has no report service)".into(),
+    })
+}
+
+fn incident_id(id: Result<UrlPath<String>, PathRejection>) -> Result<String, ApiError> {
+    id.map(|UrlPath(id)| id)
+        .map_err(|e| ApiError::bad_request(e.body_text()))
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<Json<serde_json::Value>, ApiError> {
+    serde_json::to_value(value).map(Json).map_err(|e| ApiError {
+        kind: ErrorKind::Internal,
+        message: e.to_string(),
+    })
+}
+
+/// One row of the incident list: everything but the full RCA.
+pub fn summary(incident: &Incident) -> serde_json::Value {
+    let rca = &incident.rca;
+    json!({
+        "id": incident.id,
+        "created_at": incident.created_at,
+        "updated_at": incident.updated_at,
+        "status": incident.status,
+        "note": incident.note,
+        "verdict": rca.verdict,
+        "symptom": rca.symptom.as_ref().map(|s| &s.sli),
+        "onset": rca.symptom.as_ref().map(|s| infersight_model::time::format_rfc3339(s.onset)),
+        "root_causes": rca.root_causes.iter().map(|c| &c.dimensions).collect::<Vec<_>>(),
+        "signals": rca.signals.iter().map(|s| &s.kind).collect::<Vec<_>>(),
+    })
+}
+
+async fn list(State(state): State<ApiState>) -> Result<Json<serde_json::Value>, ApiError> {
+    let incidents = service(&state)?.list().await?;
+    let rows: Vec<_> = incidents.iter().map(summary).collect();
+    Ok(Json(json!({ "incidents": rows })))
+}
+
+async fn show(
+    State(state): State<ApiState>,
+    id: Result<UrlPath<String>, PathRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let id = incident_id(id)?;
+    let incident = service(&state)?.get(id).await?;
+    to_json(&incident)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReportParams {
+    /// json (default), markdown (md) or html.
+    format: Option<String>,
+    /// `false` skips the LLM narrative.
+    llm: Option<bool>,
+}
+
+async fn report(
+    State(state): State<ApiState>,
+    id: Result<UrlPath<String>, PathRejection>,
+    params: Result<Query<ReportParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let id = incident_id(id)?;
+    let Query(params) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let format = ReportFormat::parse(params.format.as_deref().unwrap_or("json"))?;
+    let service = service(&state)?;
+    let report = service
+        .report(&state.engine, id, params.llm.unwrap_or(true))
+        .await?;
+    // Rendering draws every chart: CPU work for a blocking thread.
+    let text = blocking(move || report.render(format)).await?;
+    let content_type = match format {
+        ReportFormat::Json => "application/json",
+        ReportFormat::Markdown => "text/markdown; charset=utf-8",
+        ReportFormat::Html => "text/html; charset=utf-8",
+    };
+    Ok(([(header::CONTENT_TYPE, content_type)], text).into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JudgementBody {
+    note: Option<String>,
+}
+
+/// The body of confirm / reject: a JSON object, or nothing at all (no note).
+fn judgement(body: &Bytes) -> Result<JudgementBody, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(JudgementBody::default());
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("invalid body (expected {{\"note\": \"…\"}}): {e}"))
+    })
+}
+
+async fn confirm(
+    State(state): State<ApiState>,
+    id: Result<UrlPath<String>, PathRejection>,
+    body: Bytes,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let id = incident_id(id)?;
+    let note = judgement(&body)?
+        .note
+        .filter(|note| !note.trim().is_empty())
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "`note` must say what fixed it (it is shown when the incident is retrieved)",
+            )
+        })?;
+    let incident = service(&state)?
+        .set_status(id, IncidentStatus::Confirmed, Some(note))
+        .await?;
+    to_json(&incident)
+}
+
+async fn reject(
+    State(state): State<ApiState>,
+    id: Result<UrlPath<String>, PathRejection>,
+    body: Bytes,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let id = incident_id(id)?;
+    let note = judgement(&body)?.note;
+    let incident = service(&state)?
+        .set_status(id, IncidentStatus::Rejected, note)
+        .await?;
+    to_json(&incident)
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use infersight_ingest::Counters;
+    use infersight_store::{StorageBackend, Store, StoreOptions};
+    use tower::ServiceExt;
+
+    use super::*;
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        state: ApiState,
+    }
+
+    fn fixture(with_reports: bool) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn StorageBackend> =
+            Arc::new(Store::open(StoreOptions::new(dir.path().join("data"))).unwrap());
+        let reports = with_reports.then(|| {
+            Arc::new(ReportService::new(
+                &dir.path().join("data"),
+                ReportConfig::default(),
+            ))
+        });
+        let state = ApiState {
+            engine: Arc::new(QueryEngine::new(store.clone())),
+            store,
+            counters: Arc::new(Counters::new()),
+            max_query_rows: 1000,
+            max_dimension_cardinality: 100,
+            alerts: None,
+            actions: None,
+            reports,
+        };
+        Fixture { _dir: dir, state }
+    }
+
+    /// Sends one request through the whole API router; returns status, content type and body.
+    async fn call(
+        state: &ApiState,
+        method: &str,
+        uri: &str,
+        body: &str,
+    ) -> (StatusCode, String, String) {
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        let response = crate::api::router(state.clone())
+            .oneshot(request)
+            .await
+            .unwrap();
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (
+            status,
+            content_type,
+            String::from_utf8(bytes.to_vec()).unwrap(),
+        )
+    }
+
+    fn json_of(body: &str) -> serde_json::Value {
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+    }
+
+    fn error_kind(body: &str) -> String {
+        json_of(body)["error"]["kind"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rca_stores_an_incident_that_is_listed_reported_and_judged() {
+        let f = fixture(true);
+        let (status, _, body) = call(&f.state, "POST", "/api/v1/rca", "{}").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let rca = json_of(&body);
+        let id = rca["incident_id"]
+            .as_str()
+            .expect("incident_id")
+            .to_string();
+        assert!(rca["verdict"].is_string(), "{rca}");
+
+        let (status, _, body) = call(&f.state, "GET", "/api/v1/incidents", "").await;
+        assert_eq!(status, StatusCode::OK);
+        let list = json_of(&body);
+        assert_eq!(list["incidents"][0]["id"], json!(id), "{list}");
+        assert_eq!(list["incidents"][0]["status"], json!("open"));
+        for key in [
+            "created_at",
+            "updated_at",
+            "note",
+            "verdict",
+            "symptom",
+            "onset",
+        ] {
+            assert!(list["incidents"][0].get(key).is_some(), "{key} in {list}");
+        }
+
+        let (status, _, body) = call(&f.state, "GET", &format!("/api/v1/incidents/{id}"), "").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(json_of(&body)["rca"]["verdict"], rca["verdict"]);
+
+        for (format, expected) in [
+            ("json", "application/json"),
+            ("markdown", "text/markdown; charset=utf-8"),
+            ("md", "text/markdown; charset=utf-8"),
+            ("html", "text/html; charset=utf-8"),
+        ] {
+            let uri = format!("/api/v1/incidents/{id}/report?format={format}&llm=false");
+            let (status, content_type, body) = call(&f.state, "GET", &uri, "").await;
+            assert_eq!(status, StatusCode::OK, "{format}: {body}");
+            assert_eq!(content_type, expected);
+            assert!(body.contains(&id), "{format} report names the incident");
+        }
+        // json is the default format
+        let (status, content_type, body) = call(
+            &f.state,
+            "GET",
+            &format!("/api/v1/incidents/{id}/report"),
+            "",
+        )
+        .await;
+        assert_eq!(
+            (status, content_type.as_str()),
+            (StatusCode::OK, "application/json")
+        );
+        assert_eq!(json_of(&body)["incident_id"], json!(id));
+
+        let confirm = format!("/api/v1/incidents/{id}/confirm");
+        let (status, _, body) = call(&f.state, "POST", &confirm, r#"{"note": "  "}"#).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "an empty note: {body}");
+        let (status, _, body) = call(
+            &f.state,
+            "POST",
+            &confirm,
+            r#"{"note": "restarted the pod"}"#,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let confirmed = json_of(&body);
+        assert_eq!(confirmed["status"], json!("confirmed"));
+        assert_eq!(confirmed["note"], json!("restarted the pod"));
+
+        // reject takes no body at all, and keeps the note there was
+        let (status, _, body) = call(
+            &f.state,
+            "POST",
+            &format!("/api/v1/incidents/{id}/reject"),
+            "",
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let rejected = json_of(&body);
+        assert_eq!(rejected["status"], json!("rejected"));
+        assert_eq!(rejected["note"], json!("restarted the pod"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bad_requests_and_unknown_incidents() {
+        let f = fixture(true);
+        let (_, _, body) = call(&f.state, "POST", "/api/v1/rca", "{}").await;
+        let id = json_of(&body)["incident_id"].as_str().unwrap().to_string();
+        let cases = [
+            (
+                "GET",
+                "/api/v1/incidents/inc-19700101T000000Z-0000".to_string(),
+                "",
+                "not_found",
+            ),
+            (
+                "GET",
+                "/api/v1/incidents/..%2Fx".to_string(),
+                "",
+                "bad_request",
+            ),
+            (
+                "GET",
+                "/api/v1/incidents/..%2Fx/report".to_string(),
+                "",
+                "bad_request",
+            ),
+            (
+                "GET",
+                "/api/v1/incidents/inc-19700101T000000Z-0000/report".to_string(),
+                "",
+                "not_found",
+            ),
+            (
+                "GET",
+                format!("/api/v1/incidents/{id}/report?format=pdf"),
+                "",
+                "bad_request",
+            ),
+            (
+                "GET",
+                format!("/api/v1/incidents/{id}/report?llm=maybe"),
+                "",
+                "bad_request",
+            ),
+            (
+                "GET",
+                format!("/api/v1/incidents/{id}/report?colour=red"),
+                "",
+                "bad_request",
+            ),
+            (
+                "POST",
+                format!("/api/v1/incidents/{id}/confirm"),
+                "{not json",
+                "bad_request",
+            ),
+            (
+                "POST",
+                format!("/api/v1/incidents/{id}/confirm"),
+                "",
+                "bad_request",
+            ),
+            (
+                "POST",
+                format!("/api/v1/incidents/{id}/reject"),
+                r#"{"notes": "x"}"#,
+                "bad_request",
+            ),
+            (
+                "POST",
+                format!("/api/v1/incidents/{id}/reject"),
+                "[1]",
+                "bad_request",
+            ),
+            (
+                "POST",
+                "/api/v1/incidents/inc-19700101T000000Z-0000/reject".to_string(),
+                "",
+                "not_found",
+            ),
+        ];
+        for (method, uri, body, expected) in cases {
+            let (status, _, answer) = call(&f.state, method, &uri, body).await;
+            assert_eq!(
+                error_kind(&answer),
+                expected,
+                "{method} {uri} {body}: {status} {answer}"
+            );
+        }
+        // nothing was judged by the failed requests
+        let (_, _, body) = call(&f.state, "GET", &format!("/api/v1/incidents/{id}"), "").await;
+        assert_eq!(json_of(&body)["status"], json!("open"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn without_a_report_service_the_routes_answer_404_and_rca_stores_nothing() {
+        let f = fixture(false);
+        let (status, _, body) = call(&f.state, "POST", "/api/v1/rca", "{}").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(json_of(&body).get("incident_id").is_none(), "{body}");
+        let (status, _, body) = call(&f.state, "GET", "/api/v1/incidents", "").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(
+            json_of(&body)["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("incidents")
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_knowledge_base_is_reused_until_the_confirmed_incidents_change() {
+        let f = fixture(true);
+        let service = f.state.reports.clone().unwrap();
+        let rca = f.state.engine.rca(Default::default()).await.unwrap();
+        let first = service.create(rca.clone()).await.unwrap();
+        let second = service.create(rca).await.unwrap();
+        let a = service.knowledge_for(&first).unwrap();
+        let b = service.knowledge_for(&second).unwrap();
+        assert!(
+            Arc::ptr_eq(&a, &b),
+            "no confirmed incident: one knowledge base"
+        );
+        service
+            .set_status(
+                first.id.clone(),
+                IncidentStatus::Confirmed,
+                Some("fixed".into()),
+            )
+            .await
+            .unwrap();
+        let c = service.knowledge_for(&second).unwrap();
+        assert!(!Arc::ptr_eq(&a, &c), "a confirmation rebuilds it");
+        // the confirmed incident's own report leaves it out: that is the first knowledge base
+        let first = service.incidents().get(&first.id).unwrap();
+        let d = service.knowledge_for(&first).unwrap();
+        assert!(Arc::ptr_eq(&a, &d));
+        assert!(Arc::ptr_eq(&c, &service.knowledge_for(&second).unwrap()));
+    }
+}

@@ -1,0 +1,101 @@
+// Fleet overview: SLI tiles with sparklines (from the rollups), SLO status, firing alerts and
+// open incidents.
+
+import { getJSON, h, chips, fmtMs, fmtPct, fmtNum, fmtTime, seconds, stepOf } from './api.js';
+import { sparkline } from './charts.js';
+
+const LATENCY_TILES = [['ttft', 'TTFT'], ['tpot', 'TPOT'], ['e2e', 'End-to-end']];
+const RATE_TILES = [
+  ['error_rate', 'Error rate', fmtPct],
+  ['abort_rate', 'Abort rate (length)', fmtPct],
+  ['request_rate', 'Throughput', (v) => `${fmtNum(v)} req/s`],
+  ['output_tokens_per_s', 'Output tokens', (v) => `${fmtNum(v)} tok/s`],
+];
+
+function sliPath(win, sli, q) {
+  const params = new URLSearchParams({ sli, since: seconds(win.since), until: seconds(win.until), step: stepOf(win).text });
+  if (q) params.set('q', q);
+  return `/api/v1/sli?${params}`;
+}
+
+/** The fleet series' points as [[ts ms, values]] (the single group of an unsliced query). */
+function points(answer) {
+  const series = (answer.series || [])[0];
+  const pts = (series ? series.points : []).filter((p) => p.requests > 0).map((p) => [Date.parse(p.ts), p.values, p.requests]);
+  // the newest step is usually still filling: leave it out when it is much thinner
+  if (pts.length > 2 && pts[pts.length - 1][2] < pts[pts.length - 2][2] / 2) pts.pop();
+  return pts;
+}
+
+function last(pts) {
+  return pts.length ? pts[pts.length - 1] : null;
+}
+
+function latencyTile(key, title, answer, ctx) {
+  const pts = points(answer);
+  const latest = last(pts);
+  const line = (q) => ({ name: q, points: pts.map(([t, v]) => [t, v[q]]) });
+  const peak = Math.max(...pts.map(([, v]) => v.p99 ?? -Infinity));
+  return h('a', { class: 'tile panel', href: ctx.linkTo('heatmap', { sli: key }), 'data-tile': key, 'aria-label': `${title}: open the heatmap` },
+    h('h3', {}, `${title} p99`),
+    h('div', { class: 'value', 'data-value': key }, latest ? fmtMs(latest[1].p99) : '–'),
+    h('div', { class: 'sub' }, latest ? `p50 ${fmtMs(latest[1].p50)} · p95 ${fmtMs(latest[1].p95)} · peak p99 ${fmtMs(peak)}` : 'no requests in the range'),
+    sparkline(`spark-${key}`, [line('p99'), line('p95'), line('p50')], `${title} p50, p95, p99 over the range`));
+}
+
+function rateTile(key, title, format, answer) {
+  const pts = points(answer);
+  const latest = last(pts);
+  const values = pts.map(([t, v]) => [t, v[key]]);
+  const mean = values.length ? values.reduce((a, [, v]) => a + (v || 0), 0) / values.length : null;
+  return h('div', { class: 'tile panel', 'data-tile': key },
+    h('h3', {}, title),
+    h('div', { class: 'value', 'data-value': key }, latest ? format(latest[1][key]) : '–'),
+    h('div', { class: 'sub' }, mean == null ? 'no requests in the range' : `range mean ${format(mean)}`),
+    sparkline(`spark-${key}`, [{ name: key, points: values }], `${title} over the range`));
+}
+
+function sloPanel(slo) {
+  const slos = slo.slos || [];
+  if (!slos.length) return h('p', { class: 'empty' }, 'No SLOs configured ([alerts] slos).');
+  return h('table', {},
+    h('thead', {}, h('tr', {}, h('th', {}, 'SLO'), h('th', { class: 'num' }, 'objective'), h('th', { class: 'num' }, 'compliance'), h('th', { class: 'num' }, 'budget left'), h('th', {}, 'burning'))),
+    h('tbody', {}, slos.map((s) => h('tr', {},
+      h('td', {}, s.name), h('td', { class: 'num' }, fmtPct(s.objective)), h('td', { class: 'num' }, fmtPct(s.compliance)),
+      h('td', { class: 'num' }, fmtPct(s.budget_remaining)),
+      h('td', {}, (s.rules || []).filter((r) => r.firing).map((r) => r.severity).join(', ') || 'no')))));
+}
+
+export function incidentTable(incidents, ctx) {
+  if (!incidents.length) return h('p', { class: 'empty' }, 'No incidents.');
+  return h('table', { 'data-table': 'incidents' },
+    h('thead', {}, h('tr', {}, h('th', {}, 'created'), h('th', {}, 'status'), h('th', {}, 'verdict'), h('th', {}, 'root causes'))),
+    h('tbody', {}, incidents.map((i) => h('tr', {},
+      h('td', {}, h('a', { href: ctx.linkTo('incident', { id: i.id }) }, fmtTime(Date.parse(i.created_at), true))),
+      h('td', { class: `status-${i.status}` }, i.status),
+      h('td', {}, i.verdict || ''),
+      h('td', {}, (i.root_causes || []).slice(0, 2).map((rc) => h('div', {}, chips(rc.dimensions || rc))))))));
+}
+
+export async function overview(ctx) {
+  const { win } = ctx;
+  const [latency, rates, slo, alerts, incidents] = await Promise.all([
+    Promise.all(LATENCY_TILES.map(([key]) => getJSON(sliPath(win, key, '0.5,0.95,0.99')))),
+    Promise.all(RATE_TILES.map(([key]) => getJSON(sliPath(win, key)))),
+    getJSON('/api/v1/slo'),
+    getJSON('/api/v1/alerts'),
+    getJSON('/api/v1/incidents'),
+  ]);
+  const open = (incidents.incidents || []).filter((i) => i.status === 'open');
+  const firing = alerts.alerts || [];
+  ctx.el.append(
+    h('h1', {}, 'Fleet overview'),
+    h('p', { class: 'muted' }, `${fmtTime(win.since, true)} – ${fmtTime(win.until, true)}; latest complete step shown, sparklines over the range. Click a latency tile for its heatmap.`),
+    h('section', { class: 'tiles', 'aria-label': 'Service level indicators' },
+      LATENCY_TILES.map(([key, title], i) => latencyTile(key, title, latency[i], ctx)),
+      RATE_TILES.map(([key, title, format], i) => rateTile(key, title, format, rates[i]))),
+    h('div', { class: 'cols' },
+      h('section', {}, h('h2', {}, 'SLOs'), h('div', { class: 'panel' }, sloPanel(slo),
+        firing.length ? h('p', { class: 'error' }, `Firing: ${firing.map((a) => `${a.slo} (${a.severity})`).join(', ')}`) : h('p', { class: 'muted' }, 'No alert firing.'))),
+      h('section', {}, h('h2', {}, `Open incidents (${open.length})`), h('div', { class: 'panel' }, incidentTable(open, ctx)))));
+}
