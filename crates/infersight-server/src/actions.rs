@@ -1680,39 +1680,10 @@ mod tests {
         assert!(errors.contains("set store.rollups = true"));
     }
 
-    /// Accepts HTTP POSTs on 127.0.0.1 and hands each body to the returned channel; answers
-    /// `status`.
-    fn webhook_receiver(status: u16) -> (String, mpsc::Receiver<Value>) {
-        use std::io::{BufRead, BufReader};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let mut reader = BufReader::new(stream);
-                let mut length = 0usize;
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                        length = v.trim().parse().unwrap_or(0);
-                    }
-                }
-                let mut body = vec![0; length];
-                let _ = reader.read_exact(&mut body);
-                let answer = format!(
-                    "HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-                );
-                let _ = reader.get_mut().write_all(answer.as_bytes());
-                let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                if tx.send(value).is_err() {
-                    return;
-                }
-            }
-        });
-        (format!("http://{addr}/hook"), rx)
+    /// A webhook receiver answering `status`, with the URL the runner posts to.
+    fn receiver(status: u16) -> (String, mpsc::Receiver<Value>) {
+        let (addr, received) = infersight_testkit::webhook::webhook_receiver(status);
+        (format!("http://{addr}/hook"), received)
     }
 
     fn runner(dir: &Path, dry_run: bool, url: Option<String>) -> ActionRunner {
@@ -1744,7 +1715,7 @@ mod tests {
     #[test]
     fn a_webhook_receiver_sees_fire_and_rollback_and_the_audit_holds_every_decision() {
         let dir = tempfile::tempdir().unwrap();
-        let (url, received) = webhook_receiver(200);
+        let (url, received) = receiver(200);
         let runner = runner(dir.path(), false, Some(url));
         let entries = drive(&runner, &[BAD, BAD, BAD, BAD, BAD, GOOD, GOOD, BAD]);
         let decisions: Vec<&str> = entries.iter().map(|e| e.decision.as_str()).collect();
@@ -1789,7 +1760,7 @@ mod tests {
     #[test]
     fn dry_run_sends_nothing_but_audits_everything() {
         let dir = tempfile::tempdir().unwrap();
-        let (url, received) = webhook_receiver(200);
+        let (url, received) = receiver(200);
         // even with a webhook configured, a dry-run runner never calls it
         let runner = runner(dir.path(), true, Some(url));
         let entries = drive(&runner, &[BAD, BAD, BAD, BAD, GOOD, GOOD]);
@@ -1814,7 +1785,7 @@ mod tests {
     #[test]
     fn a_failing_webhook_is_audited_and_the_runner_carries_on() {
         let dir = tempfile::tempdir().unwrap();
-        let (url, received) = webhook_receiver(500);
+        let (url, received) = receiver(500);
         let runner = runner(dir.path(), false, Some(url));
         let entries = drive(&runner, &[BAD, BAD, BAD]);
         let hook = entries[0].webhook.as_ref().unwrap();
@@ -1842,7 +1813,7 @@ mod tests {
     #[test]
     fn a_restarted_runner_restores_state_and_survives_a_torn_line() {
         let dir = tempfile::tempdir().unwrap();
-        let (url, received) = webhook_receiver(200);
+        let (url, received) = receiver(200);
         {
             let runner = runner(dir.path(), false, Some(url.clone()));
             drive(&runner, &[BAD, BAD, BAD]);

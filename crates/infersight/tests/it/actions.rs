@@ -1,45 +1,13 @@
 //! End-to-end tests of automatic actions: `infersight serve` with a policy, OTLP requests that
 //! breach it, a real webhook receiver, `GET /api/v1/actions` and `infersight actions`.
 
-use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prost::Message;
 
-use crate::support::{Server, request_spans, run};
+use infersight_testkit::webhook::webhook_receiver;
 
-/// Accepts HTTP POSTs on 127.0.0.1 and hands each JSON body to the returned channel.
-fn webhook_receiver() -> (std::net::SocketAddr, mpsc::Receiver<serde_json::Value>) {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let mut reader = BufReader::new(stream);
-            let mut length = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; length];
-            let _ = reader.read_exact(&mut body);
-            let _ = reader
-                .get_mut()
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-            let value = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
-            if tx.send(value).is_err() {
-                return;
-            }
-        }
-    });
-    (addr, rx)
-}
+use crate::support::{Server, request_spans, run};
 
 fn now_ns() -> u64 {
     SystemTime::now()
@@ -88,7 +56,7 @@ fn actions_json(data: &std::path::Path) -> serde_json::Value {
 
 #[test]
 fn a_sustained_breach_fires_one_action_to_the_webhook_and_is_audited() {
-    let (hook, payloads) = webhook_receiver();
+    let (hook, payloads) = webhook_receiver(200);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let server = Server::start(&data, &policy_config(hook, false));
@@ -159,7 +127,7 @@ fn a_sustained_breach_fires_one_action_to_the_webhook_and_is_audited() {
 
 #[test]
 fn dry_run_sends_nothing_and_actions_lists_what_it_would_do() {
-    let (hook, payloads) = webhook_receiver();
+    let (hook, payloads) = webhook_receiver(200);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let server = Server::start(&data, &policy_config(hook, true));

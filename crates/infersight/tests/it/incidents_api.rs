@@ -4,57 +4,10 @@
 //! confirmed, and retrieved as a past incident by the next verdict's report.
 
 use std::io::Read;
-use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::{Server, agent, post, run};
-
-fn ok(out: &std::process::Output, what: &str) {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Simulates a small GPU-memory-leak fleet and ingests its traces and metrics into `data`.
-fn simulate_and_ingest(dir: &Path, data: &Path) {
-    let sim = dir.join("sim");
-    ok(
-        &run(&[
-            "simulate",
-            "--scenario",
-            "gpu_memory_leak",
-            "--seed",
-            "1",
-            "--duration",
-            "30m",
-            "--workers",
-            "8",
-            "--rate",
-            "10",
-            "--arrivals",
-            "poisson",
-            "--quiet",
-            "--out",
-            sim.to_str().unwrap(),
-        ]),
-        "simulate",
-    );
-    ok(
-        &run(&[
-            "ingest",
-            "--quiet",
-            "--data",
-            data.to_str().unwrap(),
-            sim.join("traces.jsonl").to_str().unwrap(),
-            sim.join("metrics.jsonl").to_str().unwrap(),
-        ]),
-        "ingest",
-    );
-}
+use crate::support::{Server, agent, post, simulate_and_ingest};
 
 /// GET on the API: status, content type, body.
 fn get(server: &Server, path: &str) -> (u16, String, String) {
@@ -113,7 +66,13 @@ fn new_incident(server: &Server) -> (String, Value) {
 fn incidents_are_stored_reported_confirmed_and_retrieved() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    simulate_and_ingest(dir.path(), &data);
+    simulate_and_ingest(
+        dir.path(),
+        &data,
+        ("gpu_memory_leak", 1, "30m"),
+        &[],
+        &["traces.jsonl", "metrics.jsonl"],
+    );
     let server = Server::start(&data, "[store]\nfsync = \"always\"\n");
 
     let (first, rca) = new_incident(&server);

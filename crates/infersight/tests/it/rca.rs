@@ -12,7 +12,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::support::run;
+use crate::support::{ok, run};
 
 /// Kinds produced by `rca::signals::collect_signals` (the others come from localization).
 const COLLECTOR_KINDS: [&str; 10] = [
@@ -37,15 +37,6 @@ const SPECIFIC_KINDS: [&str; 6] = [
     "resonance",
     "flow_control_stall",
 ];
-
-fn ok(out: &std::process::Output, what: &str) {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// Simulates `scenario` with `seed`, ingests it and returns (ground truth, rca report, the
 /// incident report built from the stored verdict).

@@ -5,21 +5,11 @@
 //! to 4 significant digits). `INFERSIGHT_UPDATE_SNAPSHOTS=1` rewrites the snapshots. Then a
 //! person confirms the incident, and the next report retrieves it as a past incident.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::support::run;
-
-fn ok(out: &std::process::Output, what: &str) -> String {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).expect("utf-8 output")
-}
+use crate::support::{ok, run, simulate_and_ingest};
 
 fn snapshot_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report")
@@ -104,49 +94,17 @@ fn stable_text(text: &str, incident_id: &str) -> String {
         + "\n"
 }
 
-/// Simulates the headline scenario and ingests it; returns (data dir, ground truth).
-fn simulate_headline(dir: &Path) -> (PathBuf, Value) {
-    let sim = dir.join("sim");
-    let data = dir.join("data");
-    ok(
-        &run(&[
-            "simulate",
-            "--scenario",
-            "lora_kv_regression",
-            "--seed",
-            "3",
-            "--duration",
-            "30m",
-            "--workers",
-            "8",
-            "--rate",
-            "10",
-            "--arrivals",
-            "poisson",
-            "--quiet",
-            "--out",
-            sim.to_str().unwrap(),
-        ]),
-        "simulate",
-    );
-    let mut args = vec!["ingest", "--quiet", "--data", data.to_str().unwrap()];
-    let files: Vec<String> = ["traces.jsonl", "logs.jsonl", "metrics.jsonl"]
-        .iter()
-        .map(|f| sim.join(f).to_string_lossy().into_owned())
-        .filter(|f| Path::new(f).exists())
-        .collect();
-    args.extend(files.iter().map(String::as_str));
-    ok(&run(&args), "ingest");
-    let truth =
-        serde_json::from_str(&std::fs::read_to_string(sim.join("ground_truth.json")).unwrap())
-            .unwrap();
-    (data, truth)
-}
-
 #[test]
 fn headline_report_snapshot_and_confirmed_incident_retrieval() {
     let dir = tempfile::tempdir().unwrap();
-    let (data, truth) = simulate_headline(dir.path());
+    let data = dir.path().join("data");
+    let truth = simulate_and_ingest(
+        dir.path(),
+        &data,
+        ("lora_kv_regression", 3, "30m"),
+        &[],
+        &["traces.jsonl", "logs.jsonl", "metrics.jsonl"],
+    );
     let data_s = data.to_str().unwrap();
 
     let json_text = ok(

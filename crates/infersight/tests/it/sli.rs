@@ -112,44 +112,9 @@ fn sli_api_and_cli_answer_from_rollups() {
     assert_eq!(out.status.code(), Some(2), "a bad step is a usage error");
 }
 
-/// Accepts HTTP POSTs on 127.0.0.1 and hands each body to the returned channel.
-fn webhook_receiver() -> (std::net::SocketAddr, std::sync::mpsc::Receiver<String>) {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let mut reader = BufReader::new(stream);
-            let mut length = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; length];
-            let _ = reader.read_exact(&mut body);
-            let _ = reader
-                .get_mut()
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-            if tx
-                .send(String::from_utf8_lossy(&body).into_owned())
-                .is_err()
-            {
-                return;
-            }
-        }
-    });
-    (addr, rx)
-}
-
 #[test]
 fn a_burning_slo_fires_once_to_the_webhook_and_shows_in_the_api() {
-    let (hook, notifications) = webhook_receiver();
+    let (hook, notifications) = infersight_testkit::webhook::webhook_receiver(200);
     let dir = tempfile::tempdir().unwrap();
     let config = format!(
         "[alerts]\neval_interval = \"300ms\"\nwebhook_url = \"http://{hook}/hook\"\nslos = [{{ name = \"ttft-fast\", sli = \"ttft\", threshold_ms = 200, objective = 0.99, window = \"30d\" }}]\n"
@@ -167,7 +132,6 @@ fn a_burning_slo_fires_once_to_the_webhook_and_shows_in_the_api() {
     let first = notifications
         .recv_timeout(std::time::Duration::from_secs(30))
         .expect("no webhook notification");
-    let first: serde_json::Value = serde_json::from_str(&first).unwrap();
     assert_eq!(first["status"], "firing", "{first}");
     assert_eq!(first["labels"]["slo"], "ttft-fast");
     let (_, alerts) = server.get("/api/v1/alerts");

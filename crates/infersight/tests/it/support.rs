@@ -326,3 +326,57 @@ pub fn rows(answer: &serde_json::Value) -> Vec<Vec<(String, serde_json::Value)>>
         })
         .unwrap_or_default()
 }
+
+/// Asserts that a command exited 0 (showing its stderr otherwise); answers its stdout.
+pub fn ok(out: &Output, what: &str) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A small simulated fleet: `scenario` with `seed` for `duration`, 8 workers at 10 req/s with
+/// Poisson arrivals (plus `extra` flags for `simulate`), written to `dir/sim`; then `files` of it
+/// (`traces.jsonl`, `logs.jsonl`, `metrics.jsonl`) ingested into `data`. Answers the ground truth.
+pub fn simulate_and_ingest(
+    dir: &Path,
+    data: &Path,
+    (scenario, seed, duration): (&str, u64, &str),
+    extra: &[&str],
+    files: &[&str],
+) -> serde_json::Value {
+    let sim = dir.join("sim");
+    let seed = seed.to_string();
+    let mut args = vec![
+        "simulate",
+        "--scenario",
+        scenario,
+        "--seed",
+        &seed,
+        "--duration",
+        duration,
+        "--workers",
+        "8",
+        "--rate",
+        "10",
+        "--arrivals",
+        "poisson",
+        "--quiet",
+        "--out",
+        sim.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    ok(&run(&args), "simulate");
+    let paths: Vec<String> = files
+        .iter()
+        .map(|f| sim.join(f).to_string_lossy().into_owned())
+        .collect();
+    let mut args = vec!["ingest", "--quiet", "--data", data.to_str().unwrap()];
+    args.extend(paths.iter().map(String::as_str));
+    ok(&run(&args), "ingest");
+    serde_json::from_str(&std::fs::read_to_string(sim.join("ground_truth.json")).unwrap())
+        .expect("ground_truth.json")
+}

@@ -11,52 +11,7 @@ use std::time::Duration;
 use infersight_testkit::chromium::{self, Driver};
 use serde_json::{Value, json};
 
-use crate::support::{Server, agent, run};
-
-fn ok(out: &std::process::Output, what: &str) {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Simulates 30 minutes of the headline scenario ending two minutes ago (so the UI's default
-/// "last hour" shows it), ingests traces, logs and metrics; answers the ground truth.
-fn simulate_recent_incident(dir: &Path, data: &Path) -> Value {
-    let sim = dir.join("sim");
-    ok(
-        &run(&[
-            "simulate",
-            "--scenario",
-            "lora_kv_regression",
-            "--seed",
-            "3",
-            "--duration",
-            "30m",
-            "--workers",
-            "8",
-            "--rate",
-            "10",
-            "--arrivals",
-            "poisson",
-            "--start=-32m",
-            "--quiet",
-            "--out",
-            sim.to_str().unwrap(),
-        ]),
-        "simulate",
-    );
-    let mut args = vec!["ingest", "--quiet", "--data", data.to_str().unwrap()];
-    let files: Vec<String> = ["traces.jsonl", "logs.jsonl", "metrics.jsonl"]
-        .iter()
-        .map(|f| sim.join(f).to_string_lossy().into_owned())
-        .collect();
-    args.extend(files.iter().map(String::as_str));
-    ok(&run(&args), "ingest");
-    serde_json::from_str(&std::fs::read_to_string(sim.join("ground_truth.json")).unwrap()).unwrap()
-}
+use crate::support::{Server, agent, simulate_and_ingest};
 
 const CONFIG: &str = r#"
 [alerts]
@@ -136,7 +91,14 @@ fn ui_finds_the_root_cause_of_a_brushed_spike() {
     }
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let truth = simulate_recent_incident(dir.path(), &data);
+    // 30 minutes ending two minutes ago, so the UI's default "last hour" shows them
+    let truth = simulate_and_ingest(
+        dir.path(),
+        &data,
+        ("lora_kv_regression", 3, "30m"),
+        &["--start=-32m"],
+        &["traces.jsonl", "logs.jsonl", "metrics.jsonl"],
+    );
     let server = Server::start(&data, CONFIG);
     let base = format!("http://{}", server.api);
     let out = chromium::screenshot_dir(env!("CARGO_MANIFEST_DIR"), "ui-screenshots");
