@@ -40,6 +40,11 @@ pub const ASSETS: &[Asset] = &[
         body: include_str!("assets/app.css"),
     },
     Asset {
+        name: "logs.css",
+        content_type: "text/css; charset=utf-8",
+        body: include_str!("assets/logs.css"),
+    },
+    Asset {
         name: "app.js",
         content_type: JS,
         body: include_str!("assets/app.js"),
@@ -73,6 +78,16 @@ pub const ASSETS: &[Asset] = &[
         name: "explore.js",
         content_type: JS,
         body: include_str!("assets/explore.js"),
+    },
+    Asset {
+        name: "logs.js",
+        content_type: JS,
+        body: include_str!("assets/logs.js"),
+    },
+    Asset {
+        name: "request.js",
+        content_type: JS,
+        body: include_str!("assets/request.js"),
     },
 ];
 

@@ -6,7 +6,9 @@ import { sql, h } from './api.js';
 import { overview } from './overview.js';
 import { heatmapPage } from './heatmap.js';
 import { incidentsPage, incidentPage } from './incidents.js';
-import { breakdownPage, dimensionsPage, requestsPage, logsPage } from './explore.js';
+import { breakdownPage, dimensionsPage, requestsPage } from './explore.js';
+import { logsPage } from './logs.js';
+import { requestPage } from './request.js';
 
 const PAGES = {
   overview: { title: 'Overview', render: overview },
@@ -14,6 +16,7 @@ const PAGES = {
   breakdown: { title: 'Breakdown', render: breakdownPage },
   dimensions: { title: 'Dimensions', render: dimensionsPage },
   requests: { title: 'Requests', render: requestsPage },
+  request: { title: 'Request', render: requestPage, hidden: true },
   logs: { title: 'Logs', render: logsPage },
   incidents: { title: 'Incidents', render: incidentsPage },
   incident: { title: 'Incident', render: incidentPage, hidden: true },
@@ -89,7 +92,7 @@ async function windowOf(state) {
 
 function drawNav(state) {
   nav.replaceChildren(...Object.entries(PAGES).filter(([, p]) => !p.hidden).map(([key, page]) => {
-    const current = key === state.page || (key === 'incidents' && state.page === 'incident');
+    const current = key === state.page || (key === 'incidents' && state.page === 'incident') || (key === 'requests' && state.page === 'request');
     return h('a', { href: linkTo(key), 'aria-current': current ? 'page' : null }, page.title);
   }));
 }
