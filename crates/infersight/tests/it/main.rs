@@ -15,3 +15,4 @@ mod server;
 mod sli;
 mod support;
 mod ui;
+mod ui_logs;

@@ -13,14 +13,14 @@ use serde_json::{Value, json};
 
 use crate::support::{Server, agent, simulate_and_ingest};
 
-const CONFIG: &str = r#"
+pub(crate) const CONFIG: &str = r#"
 [alerts]
 eval_interval = "1s"
 slos = [{ name = "ttft-1s", sli = "ttft", threshold_ms = 1000, objective = 0.99, window = "30d" }]
 "#;
 
 /// Waits until the shell has rendered `page`; panics with the page's error otherwise.
-fn wait_for_page(driver: &Driver, page: &str) {
+pub(crate) fn wait_for_page(driver: &Driver, page: &str) {
     let script = format!(
         "const m = document.getElementById('view');
          return m && m.dataset.page === '{page}' && m.dataset.state !== 'loading'
@@ -31,7 +31,7 @@ fn wait_for_page(driver: &Driver, page: &str) {
 }
 
 /// Every `svg[data-chart]` on the page: id, laid-out size, emptiness, visible marks.
-const INSPECT_CHARTS: &str = r#"
+pub(crate) const INSPECT_CHARTS: &str = r#"
 return [...document.querySelectorAll('svg[data-chart]')].map(svg => {
   const box = svg.getBoundingClientRect();
   const marks = [...svg.querySelectorAll('[data-series]')];
@@ -43,7 +43,7 @@ return [...document.querySelectorAll('svg[data-chart]')].map(svg => {
 
 /// Checks the page in view: no console errors, every chart laid out with data, no sideways
 /// scrolling at 1280 px; saves a screenshot. Answers the charts.
-fn check_page(driver: &Driver, out: &Path, name: &str, min_charts: usize) -> Vec<Value> {
+pub(crate) fn check_page(driver: &Driver, out: &Path, name: &str, min_charts: usize) -> Vec<Value> {
     let errors = driver.console_errors();
     assert!(errors.is_empty(), "{name}: console errors: {errors:#?}");
     let charts = driver.execute(INSPECT_CHARTS, json!([]));
@@ -76,7 +76,7 @@ fn check_page(driver: &Driver, out: &Path, name: &str, min_charts: usize) -> Vec
     charts
 }
 
-fn click(driver: &Driver, selector: &str) {
+pub(crate) fn click(driver: &Driver, selector: &str) {
     let found = driver.execute(
         "const el = document.querySelector(arguments[0]); if (!el) return false; el.click(); return true;",
         json!([selector]),
