@@ -243,6 +243,27 @@ def label(call):
     return f"{call['method']} {path}{'?' + sli[0] if sli else ''}"
 
 
+def page_path(base, label, range_):
+    """The URL of a measured page. `breakdown2` is the breakdown by two dimensions; `request` the
+    detail page of the slowest request of the range that has token events (else the slowest)."""
+    if label == "heatmap":
+        return f"/?page=heatmap&range={range_}&sli=ttft"
+    if label == "breakdown2":
+        return f"/?page=breakdown&range={range_}&by=model_version&by2=worker"
+    if label == "request":
+        since = {"15m": "-15m", "1h": "-1h", "6h": "-6h", "24h": "-24h", "7d": "-7d"}.get(range_, "-1h")
+        for extra in ("AND request_id IN (SELECT request_id FROM tokens)", ""):
+            sql = ("SELECT request_id, CAST(ts AS BIGINT) / 1000000 AS t FROM requests "
+                   f"WHERE ts >= now() - INTERVAL '{since[1:-1]} {dict(m='minutes', h='hours', d='days')[since[-1]]}' "
+                   f"{extra} ORDER BY ttft_ms DESC NULLS LAST LIMIT 1")
+            status, raw = http("POST", base + "/api/v1/query", {"sql": sql})
+            rows = json.loads(raw).get("rows", []) if status < 300 else []
+            if rows:
+                return f"/?page=request&range={range_}&request={rows[0]['request_id']}&at={rows[0]['t']}"
+        raise SystemExit(f"no request in the range for the request page: {raw[:300]!r}")
+    return f"/?page={label}&range={range_}"
+
+
 def main():
     # SIGTERM (bench/ui.sh's trap) unwinds through `finally`, which closes Chromium and chromedriver
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -250,13 +271,12 @@ def main():
     ap.add_argument("--base", required=True, help="http://127.0.0.1:PORT of infersight serve")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--range", default="1h")
-    ap.add_argument("--pages", default="overview,heatmap,breakdown,dimensions,requests,logs,incidents")
+    ap.add_argument("--pages", default="overview,heatmap,breakdown,breakdown2,dimensions,requests,request,logs,incidents")
     ap.add_argument("--incident-window", help="ground_truth.json: run RCA on its incident window and time the incident page")
     ap.add_argument("--out", help="write the raw measurements (JSON) here")
     opts = ap.parse_args()
 
-    pages = [(p, f"/?page={p}&range={opts.range}" + ("&sli=ttft" if p == "heatmap" else ""))
-             for p in opts.pages.split(",") if p]
+    pages = [(p, page_path(opts.base, p, opts.range)) for p in opts.pages.split(",") if p]
     rca_ms = None
     if opts.incident_window:
         truth = json.load(open(opts.incident_window))
@@ -285,7 +305,7 @@ def main():
                 m = driver.execute_async(COLLECT, [page, page == "incident"])
                 if m.get("error"):
                     raise SystemExit(f"{page}: {m['error']}")
-                if m["state"] != "ready" or m["page"] != page:
+                if m["state"] != "ready" or m["page"] != path.split("page=")[1].split("&")[0]:
                     raise SystemExit(f"{page}: state {m['state']} (page {m['page']}): {m.get('message')}")
                 f = m["fetches"]
                 m["boot"] = min((e["start"] for e in f), default=None)

@@ -6,6 +6,10 @@
 //! Model: `ttft = queue + prefill` and `e2e = ttft + decode + overhead` with `overhead >= 0`
 //! (tokenization, detokenization, network). Tolerance: 5 % of the larger side plus 1 ms, because
 //! engines stamp phases from different clocks and round them.
+//!
+//! A request span that carries per-token events (see `infersight-ingest`'s `otlp::tokens`) gives
+//! its phases a second source: [`fill_from_tokens`] fills the columns its attributes left NULL
+//! from the token times, before the check, so token-derived phases are checked like the others.
 
 use crate::tables::RequestRecord;
 
@@ -27,6 +31,52 @@ fn close_enough(a: f64, b: f64) -> bool {
 
 fn non_negative(v: f64) -> Option<f64> {
     (v >= 0.0).then_some(v)
+}
+
+/// The token events of one request span, reduced to what the breakdown needs.
+#[derive(Debug, Clone, Copy)]
+pub struct TokenTimeline<'a> {
+    /// Event times, ns, ascending.
+    pub ts_ns: &'a [i64],
+    /// The first event is the request's first output token (its prefill token), so TTFT can be
+    /// read from it.
+    pub starts_at_first_token: bool,
+    /// No token between the first and the last event is missing (none skipped, none over the
+    /// per-span cap, steps consecutive), so gaps between events are inter-token latencies.
+    pub complete: bool,
+}
+
+/// Fills the latency columns the attributes left NULL from token times; never overrides a value.
+///
+/// The request starts at `start_ns`, the span's start: in the model above TTFT includes the queue
+/// (`ttft = queue + prefill`), and engines (vLLM's `llm_request` span) start the span at arrival,
+/// before queueing. Then `ttft = first − start`; when `tokens` is complete and has at least two
+/// events, `decode = last − first`, `tpot = decode / (n − 1)` (the mean gap between consecutive
+/// tokens) and `itl_max` = the largest gap.
+pub fn fill_from_tokens(record: &mut RequestRecord, start_ns: i64, tokens: TokenTimeline<'_>) {
+    debug_assert!(tokens.ts_ns.windows(2).all(|w| w[0] <= w[1]), "sorted");
+    let ms = |ns: i64| ns as f64 / 1e6;
+    let (Some(&first), Some(&last)) = (tokens.ts_ns.first(), tokens.ts_ns.last()) else {
+        return;
+    };
+    if record.ttft_ms.is_none() && tokens.starts_at_first_token && first >= start_ns {
+        record.ttft_ms = Some(ms(first - start_ns));
+    }
+    let gaps = tokens.ts_ns.len() - 1;
+    if !tokens.complete || gaps == 0 {
+        return;
+    }
+    let decode_ms = ms(last - first);
+    if record.decode_ms.is_none() {
+        record.decode_ms = Some(decode_ms);
+    }
+    if record.tpot_ms.is_none() {
+        record.tpot_ms = Some(decode_ms / gaps as f64);
+    }
+    if record.itl_max_ms.is_none() {
+        let max_gap = tokens.ts_ns.windows(2).map(|w| w[1] - w[0]).max();
+        record.itl_max_ms = max_gap.map(ms);
+    }
 }
 
 /// Checks the phases `record` carries, then derives the missing ones from consistent ones.
@@ -122,6 +172,69 @@ mod tests {
         assert_eq!(complete_breakdown(&mut r), BreakdownCheck::Consistent);
         assert_eq!(r.ttft_ms, Some(150.0));
         assert_eq!(r.decode_ms, None);
+    }
+
+    fn timeline(ts_ns: &[i64], complete: bool) -> TokenTimeline<'_> {
+        TokenTimeline {
+            ts_ns,
+            starts_at_first_token: true,
+            complete,
+        }
+    }
+
+    #[test]
+    fn token_times_fill_only_null_phases() {
+        const MS: i64 = 1_000_000;
+        let start = 10 * MS;
+        // first token 300 ms after the start, then gaps of 20, 50, 20 ms
+        let ts = [310 * MS, 330 * MS, 380 * MS, 400 * MS];
+        let mut r = RequestRecord::default();
+        fill_from_tokens(&mut r, start, timeline(&ts, true));
+        assert_eq!(r.ttft_ms, Some(300.0));
+        assert_eq!(r.decode_ms, Some(90.0));
+        assert_eq!(r.tpot_ms, Some(30.0));
+        assert_eq!(r.itl_max_ms, Some(50.0));
+
+        // attributes win: only the NULL columns are filled
+        let mut r = RequestRecord {
+            ttft_ms: Some(250.0),
+            tpot_ms: Some(31.5),
+            ..RequestRecord::default()
+        };
+        fill_from_tokens(&mut r, start, timeline(&ts, true));
+        assert_eq!(r.ttft_ms, Some(250.0));
+        assert_eq!(r.tpot_ms, Some(31.5));
+        assert_eq!(r.decode_ms, Some(90.0));
+        assert_eq!(r.itl_max_ms, Some(50.0));
+    }
+
+    #[test]
+    fn incomplete_or_short_timelines_give_only_what_they_can() {
+        const MS: i64 = 1_000_000;
+        let ts = [310 * MS, 330 * MS, 380 * MS];
+        // sampled or capped: gaps are not inter-token latencies, TTFT still is
+        let mut r = RequestRecord::default();
+        fill_from_tokens(&mut r, 10 * MS, timeline(&ts, false));
+        assert_eq!(r.ttft_ms, Some(300.0));
+        assert_eq!((r.decode_ms, r.tpot_ms, r.itl_max_ms), (None, None, None));
+        // one token: no gap
+        let mut r = RequestRecord::default();
+        fill_from_tokens(&mut r, 10 * MS, timeline(&ts[..1], true));
+        assert_eq!(r.ttft_ms, Some(300.0));
+        assert_eq!((r.decode_ms, r.tpot_ms, r.itl_max_ms), (None, None, None));
+        // the first event is not the first token: no TTFT
+        let mut r = RequestRecord::default();
+        let tokens = TokenTimeline {
+            starts_at_first_token: false,
+            ..timeline(&ts, true)
+        };
+        fill_from_tokens(&mut r, 10 * MS, tokens);
+        assert_eq!(r.ttft_ms, None);
+        assert_eq!(r.decode_ms, Some(70.0));
+        // nothing at all
+        let mut r = RequestRecord::default();
+        fill_from_tokens(&mut r, 10 * MS, timeline(&[], true));
+        assert_eq!(r, RequestRecord::default());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value as Json};
 
-use crate::breakdown::{BreakdownCheck, complete_breakdown};
+use crate::breakdown::{BreakdownCheck, TokenTimeline, complete_breakdown, fill_from_tokens};
 use crate::error::ModelError;
 use crate::mapping::{AttributeMapper, RequestColumn, Unit, ValueKind};
 use crate::tables::RequestRecord;
@@ -182,6 +182,20 @@ pub fn normalize_request(
     span: &[(String, AttrValue)],
     facts: &SpanFacts,
 ) -> Result<Option<RequestRecord>, ModelError> {
+    normalize_request_with_tokens(mapper, resource, span, facts, None)
+}
+
+/// [`normalize_request`] for a span that also carries token events: latency columns its
+/// attributes leave NULL are filled from the token times (see
+/// [`fill_from_tokens`](crate::breakdown::fill_from_tokens)) before the breakdown is completed
+/// and checked. Attributes always win.
+pub fn normalize_request_with_tokens(
+    mapper: &AttributeMapper,
+    resource: &[(String, AttrValue)],
+    span: &[(String, AttrValue)],
+    facts: &SpanFacts,
+    tokens: Option<TokenTimeline<'_>>,
+) -> Result<Option<RequestRecord>, ModelError> {
     let mut record = RequestRecord {
         ts: facts.ts_ns,
         ..Default::default()
@@ -245,6 +259,9 @@ pub fn normalize_request(
         && end >= facts.ts_ns
     {
         record.e2e_ms = Some((end - facts.ts_ns) as f64 / 1e6);
+    }
+    if let Some(tokens) = tokens {
+        fill_from_tokens(&mut record, facts.ts_ns, tokens);
     }
     let mismatch = match complete_breakdown(&mut record) {
         BreakdownCheck::Consistent => None,
@@ -416,6 +433,54 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(r.e2e_ms, Some(1.5));
+    }
+
+    #[test]
+    fn token_times_fill_missing_phases_and_attributes_win() {
+        const MS: i64 = 1_000_000;
+        let span = vec![
+            kv("gen_ai.request.model", AttrValue::Str("m".into())),
+            kv("gen_ai.latency.time_in_queue", AttrValue::Double(0.1)),
+            kv(
+                "gen_ai.latency.time_per_output_token",
+                AttrValue::Double(0.05),
+            ),
+        ];
+        let facts = SpanFacts {
+            ts_ns: 1_000 * MS,
+            end_ts_ns: Some(1_600 * MS),
+            ..Default::default()
+        };
+        let ts = [1_300 * MS, 1_340 * MS, 1_400 * MS];
+        let tokens = TokenTimeline {
+            ts_ns: &ts,
+            starts_at_first_token: true,
+            complete: true,
+        };
+        let r = normalize_request_with_tokens(
+            &AttributeMapper::default(),
+            &[],
+            &span,
+            &facts,
+            Some(tokens),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(r.ttft_ms, Some(300.0), "first token − span start");
+        assert_eq!(r.decode_ms, Some(100.0));
+        assert_eq!(r.itl_max_ms, Some(60.0));
+        assert_eq!(
+            r.tpot_ms,
+            Some(50.0),
+            "the attribute wins over the token mean"
+        );
+        assert_eq!(r.prefill_ms, Some(200.0), "derived from token TTFT − queue");
+        assert_eq!(r.e2e_ms, Some(600.0));
+        // without tokens nothing is invented
+        let r = normalize_request(&AttributeMapper::default(), &[], &span, &facts)
+            .unwrap()
+            .unwrap();
+        assert_eq!((r.ttft_ms, r.itl_max_ms), (None, None));
     }
 
     #[test]

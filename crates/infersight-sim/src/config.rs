@@ -12,6 +12,13 @@ use crate::scenario::Scenario;
 /// 2025-11-29T02:00:00Z, the default start of simulated time.
 pub const DEFAULT_START_NS: i64 = 1_764_381_600_000_000_000;
 
+/// Default share of requests whose engine span carries per-token events (1 in 200: enough for a
+/// token timeline on the UI, little output).
+pub const DEFAULT_TOKEN_EVENTS: f64 = 0.005;
+
+/// Most token events on one request's engine span; its later tokens get none.
+pub const MAX_TOKEN_EVENTS_PER_REQUEST: u32 = 256;
+
 /// Where arrival times and input/output lengths come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -140,6 +147,10 @@ pub struct SimConfig {
     /// Slow diurnal-style load variation (±25 % over a 30-minute period); on by default.
     pub load_variation: bool,
     pub surges: Vec<Surge>,
+    /// Fraction (0..=1) of requests whose engine span carries `gen_ai.token` events, one per
+    /// output token up to [`MAX_TOKEN_EVENTS_PER_REQUEST`]; 0 disables. Which requests is drawn
+    /// from a random stream of its own, so everything else is the same whatever the fraction.
+    pub token_events: f64,
 }
 
 impl SimConfig {
@@ -157,6 +168,7 @@ impl SimConfig {
             chunk_s: 10.0,
             load_variation: true,
             surges: Vec::new(),
+            token_events: DEFAULT_TOKEN_EVENTS,
         }
     }
 
@@ -176,6 +188,9 @@ impl SimConfig {
         }
         if !(self.chunk_s.is_finite() && self.chunk_s >= 1.0 && self.chunk_s <= 300.0) {
             problems.push("chunk must be between 1 and 300 seconds".to_string());
+        }
+        if !(self.token_events.is_finite() && (0.0..=1.0).contains(&self.token_events)) {
+            problems.push("token events fraction must be between 0 and 1".to_string());
         }
         for s in &self.surges {
             if !(s.factor > 0.0 && s.factor.is_finite() && s.end_s > s.start_s) {

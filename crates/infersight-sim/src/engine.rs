@@ -50,6 +50,10 @@ pub struct Timing {
     pub ttft_ms: f64,
     pub decode_ms: f64,
     pub tpot_ms: f64,
+    /// Largest gap between two consecutive output tokens: one decode step, plus the whole
+    /// preemption stall (recompute) when the request was preempted, which the model puts at its
+    /// first decode step. 0 with fewer than two output tokens.
+    pub itl_max_ms: f64,
     pub e2e_ms: f64,
     /// Running sequences including this one when it was admitted.
     pub batch_size: u32,
@@ -238,6 +242,7 @@ impl EngineState {
         };
         let tpot_ms = step_cost / tokens_per_step;
         let mut decode_ms = decode_steps_tokens * tpot_ms;
+        let mut stall_ms = 0.0;
 
         // KV: paged holds prompt + output in 16-token blocks; contiguous reserves prompt +
         // max_tokens rounded up to 2k-token chunks. Over capacity → the newest sequence is
@@ -264,7 +269,8 @@ impl EngineState {
                 / spec.prefill_tokens_per_s
                 * 1_000.0
                 * req.prefill_factor;
-            decode_ms += preemptions as f64 * (recompute_ms + 40.0 * step_ms);
+            stall_ms = preemptions as f64 * (recompute_ms + 40.0 * step_ms);
+            decode_ms += stall_ms;
             self.preemptions_total += preemptions as u64;
         }
         let ttft_ms = queue_ms + prefill_ms;
@@ -290,6 +296,11 @@ impl EngineState {
             decode_ms,
             tpot_ms: if req.output_tokens > 1 {
                 decode_ms / (req.output_tokens - 1) as f64
+            } else {
+                0.0
+            },
+            itl_max_ms: if req.output_tokens > 1 {
+                tpot_ms + stall_ms
             } else {
                 0.0
             },

@@ -50,6 +50,11 @@
 //!   latency (gateway span) adds gateway (≈1.8 ms), tokenizer (0.3 ms + 0.4 µs/token),
 //!   detokenizer (0.2 ms + 3 µs/token) and any HTTP/2 flow-control stall.
 //!
+//! * **token events**: a fraction of engine spans (`SimConfig::token_events`, default 0.5 %,
+//!   drawn from a random stream of its own) carries one `gen_ai.token` event per output token, at
+//!   most 256: the first at TTFT, the next after the max inter-token latency (one step, plus the
+//!   preemption stall when preempted), then one step apart — so the gaps average TPOT.
+//!
 //! Scenario faults act on these terms only (see [`scenario`]): extra prefill time, step and
 //! prefill factors, a batching wait, a KV-capacity factor, output-length factor, extra traffic,
 //! and gateway behaviour.
@@ -79,7 +84,10 @@ pub mod sim;
 pub mod sink;
 pub mod timefmt;
 
-pub use config::{ArrivalKind, DimensionNames, SimConfig, Surge, default_data_dir};
+pub use config::{
+    ArrivalKind, DEFAULT_TOKEN_EVENTS, DimensionNames, MAX_TOKEN_EVENTS_PER_REQUEST, SimConfig,
+    Surge, default_data_dir,
+};
 pub use error::{SimError, SimErrorKind};
 pub use rng::Rng;
 pub use scenario::{GroundTruth, Scenario};

@@ -2,7 +2,9 @@
 //! the worker's latency model (with the scenario's effects) → one trace per request (gateway →
 //! tokenizer → engine → postprocessor), a gateway access log record, raw engine log lines, and
 //! per-worker metrics, handed to the sink one chunk of simulated time at a time so memory stays
-//! bounded however long the run.
+//! bounded however long the run. A configurable fraction of engine spans also carries one
+//! `gen_ai.token` event per output token, chosen from a random stream of its own so that turning
+//! token events on or off changes nothing else.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -12,17 +14,17 @@ use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequ
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs, SeverityNumber};
 use opentelemetry_proto::tonic::metrics::v1::{Metric, ResourceMetrics, ScopeMetrics};
-use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+use opentelemetry_proto::tonic::trace::v1::span::{Event, SpanKind};
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status};
 use serde::Serialize;
 
 use crate::arrivals::{Arrival, ArrivalStream, load_trace};
-use crate::config::{ArrivalKind, SimConfig, default_data_dir};
-use crate::engine::{EngineRequest, EngineState, PREFIX_BLOCK_TOKENS};
+use crate::config::{ArrivalKind, MAX_TOKEN_EVENTS_PER_REQUEST, SimConfig, default_data_dir};
+use crate::engine::{EngineRequest, EngineState, PREFIX_BLOCK_TOKENS, Timing};
 use crate::error::SimError;
 use crate::fleet::{
-    Dialect, Fleet, LORA_SETS, LORA_WEIGHTS, Runtime, TENANTS, WorkerSpec, tenant_index,
+    Dialect, Fleet, KvPolicy, LORA_SETS, LORA_WEIGHTS, Runtime, TENANTS, WorkerSpec, tenant_index,
 };
 use crate::otlp::{self, b, f, i, s};
 use crate::prompts;
@@ -46,7 +48,12 @@ pub struct SimSummary {
     pub timeouts: u64,
     pub errors: u64,
     pub preemptions: u64,
+    /// `gen_ai.token` span events (see `SimConfig::token_events`).
+    pub token_events: u64,
 }
+
+/// Random stream that picks the requests with token events (streams 1–3 drive everything else).
+const TOKEN_EVENTS_STREAM: u64 = 4;
 
 /// Why a request arrived (ordinary traffic or a scenario's extra stream).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +93,7 @@ pub struct Simulator {
     engines: Vec<EngineState>,
     rng: Rng,
     extra_rng: Rng,
+    token_rng: Rng,
     sessions: Vec<Vec<u64>>,
     next_arrival: Option<Arrival>,
     seq: u64,
@@ -125,6 +133,7 @@ impl Simulator {
             engines,
             rng: Rng::stream(config.seed, 2),
             extra_rng: Rng::stream(config.seed, 3),
+            token_rng: Rng::stream(config.seed, TOKEN_EVENTS_STREAM),
             sessions: vec![Vec::new(); TENANTS.len()],
             next_arrival: None,
             seq: 0,
@@ -694,6 +703,17 @@ impl Simulator {
         if let Some(e) = error_type {
             attrs.push(s("error.type", e));
         }
+        // One draw per request whatever its outcome, so the choice depends on the seed and the
+        // request's position only.
+        let fraction = self.config.token_events;
+        let events = if fraction > 0.0 && self.token_rng.chance(fraction) {
+            let kv_hit =
+                (worker.kv_policy == KvPolicy::PrefixCache).then_some(timing.cached_tokens > 0);
+            token_events(&timing, engine_start, output, output_emitted, kv_hit)
+        } else {
+            Vec::new()
+        };
+        self.summary.token_events += events.len() as u64;
         let engine_span = Span {
             trace_id: engine_trace_id.clone(),
             span_id: engine_span_id.clone(),
@@ -703,6 +723,7 @@ impl Simulator {
             start_time_unix_nano: engine_start as u64,
             end_time_unix_nano: engine_end as u64,
             attributes: attrs,
+            events,
             status: status(error_type),
             ..Default::default()
         };
@@ -1147,6 +1168,59 @@ fn log_prefix(worker: &WorkerSpec, level: &str, file: &str, ts_ns: i64) -> Strin
         Runtime::Sglang => format!("[{}] {level}", timefmt::date_time(ts_ns)),
         Runtime::Tgi => format!("{}  {level}", timefmt::rfc3339_micros(ts_ns)),
     }
+}
+
+/// `gen_ai.token` events of one engine span, one per emitted output token (at most
+/// [`MAX_TOKEN_EVENTS_PER_REQUEST`]), timed like the latency model: the first at TTFT after the
+/// engine arrival (the span start), the second one max inter-token latency later (a preemption
+/// stall happens at the first decode step, where the preemption warning is logged), then one
+/// decode step apart, so that over all `output` tokens the gaps average TPOT. Attributes:
+/// `gen_ai.token.index`, `gen_ai.token.stage` (`prefill` for the first token, `decode` after)
+/// and, on the first token of a prefix-cache worker, `gen_ai.token.kv_hit` (prompt blocks found
+/// in the prefix cache).
+fn token_events(
+    timing: &Timing,
+    engine_start_ns: i64,
+    output: u32,
+    emitted: u32,
+    kv_hit: Option<bool>,
+) -> Vec<Event> {
+    if timing.aborted {
+        return Vec::new();
+    }
+    let count = emitted.min(MAX_TOKEN_EVENTS_PER_REQUEST);
+    // decode = itl_max + (output − 2) · step
+    let step_ms = if output > 2 {
+        ((timing.decode_ms - timing.itl_max_ms) / (output - 2) as f64).max(0.0)
+    } else {
+        0.0
+    };
+    (0..count)
+        .map(|k| {
+            let after_start_ms = match k {
+                0 => timing.ttft_ms,
+                _ => timing.ttft_ms + timing.itl_max_ms + (k - 1) as f64 * step_ms,
+            };
+            let mut attributes = vec![
+                i("gen_ai.token.index", k as i64),
+                s(
+                    "gen_ai.token.stage",
+                    if k == 0 { "prefill" } else { "decode" },
+                ),
+            ];
+            if k == 0
+                && let Some(hit) = kv_hit
+            {
+                attributes.push(b("gen_ai.token.kv_hit", hit));
+            }
+            Event {
+                time_unix_nano: (engine_start_ns + (after_start_ms * 1e6) as i64) as u64,
+                name: "gen_ai.token".into(),
+                attributes,
+                dropped_attributes_count: 0,
+            }
+        })
+        .collect()
 }
 
 fn id16(rng: &mut Rng) -> Vec<u8> {

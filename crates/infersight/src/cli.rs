@@ -90,6 +90,10 @@ pub enum Command {
         /// Where to write ground_truth.json [default: inside --out].
         #[arg(long)]
         ground_truth: Option<PathBuf>,
+        /// Fraction of requests whose engine span carries per-token events (`gen_ai.token`, one
+        /// per output token, at most 256); 0 disables. Nothing else the simulator writes changes.
+        #[arg(long, value_name = "FRACTION", default_value_t = infersight_sim::DEFAULT_TOKEN_EVENTS)]
+        token_events: f64,
         /// Summary format.
         #[arg(long, value_enum, default_value = "table")]
         format: OutputFormat,

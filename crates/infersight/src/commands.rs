@@ -59,6 +59,7 @@ pub async fn run(cli: Cli) -> Result<i32, CliError> {
             out,
             otlp,
             ground_truth,
+            token_events,
             format,
             quiet,
         } => {
@@ -74,6 +75,7 @@ pub async fn run(cli: Cli) -> Result<i32, CliError> {
                 out,
                 otlp,
                 ground_truth,
+                token_events,
                 format,
                 quiet,
             };

@@ -84,6 +84,8 @@ pub struct SimulateArgs {
     pub out: Option<PathBuf>,
     pub otlp: Option<String>,
     pub ground_truth: Option<PathBuf>,
+    /// Fraction of requests with per-token span events (0 = none).
+    pub token_events: f64,
     pub format: OutputFormat,
     pub quiet: bool,
 }
@@ -125,6 +127,7 @@ pub fn build_config(args: &SimulateArgs) -> Result<SimConfig, CliError> {
     }
     config.workers = args.workers;
     config.rate_per_s = args.rate;
+    config.token_events = args.token_events;
     let data_dir = infersight_sim::default_data_dir();
     config.arrivals = arrival_kind(&args.arrivals, &data_dir)?;
     config.data_dir = Some(data_dir);
@@ -244,10 +247,11 @@ pub fn simulate(args: SimulateArgs) -> Result<i32, CliError> {
         ),
         OutputFormat::Table | OutputFormat::Csv => {
             println!(
-                "{}: {} requests ({} spans, {} log records, {} raw log lines, {} metric points; {} timeouts, {} errors, {} preemptions) in {seconds:.1} s → {destination}",
+                "{}: {} requests ({} spans, {} token events, {} log records, {} raw log lines, {} metric points; {} timeouts, {} errors, {} preemptions) in {seconds:.1} s → {destination}",
                 config.scenario.name(),
                 summary.requests,
                 summary.spans,
+                summary.token_events,
                 summary.log_records,
                 summary.raw_lines,
                 summary.metric_points,

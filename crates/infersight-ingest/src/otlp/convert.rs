@@ -1,14 +1,14 @@
 //! Second stage of OTLP ingestion: decoded `Export*ServiceRequest` messages → canonical Arrow
-//! batches (`spans` + `requests`, `logs`, `metrics`) ready for the pipeline. Attribute values are
-//! turned into protocol-neutral [`AttrValue`]s here; the mapping onto request columns is
-//! `infersight_model::normalize`'s job. Records that are invalid on their own (bad ids, no time,
+//! batches (`spans` + `requests` + `tokens`, `logs`, `metrics`) ready for the pipeline. Attribute
+//! values are turned into protocol-neutral [`AttrValue`]s here; the mapping onto request columns
+//! is `infersight_model::normalize`'s job. Records that are invalid on their own (bad ids, no time,
 //! no value) are rejected one by one and counted for OTLP's `partial_success`; an attribute of the
 //! wrong type for a canonical column rejects the whole request, as a client bug should.
 
 use infersight_model::mapping::{AttributeMapper, MetricMapping, RequestColumn, canonical_metric};
-use infersight_model::normalize::{SpanFacts, attrs_json, normalize_request};
+use infersight_model::normalize::{SpanFacts, attrs_json, normalize_request_with_tokens};
 use infersight_model::{
-    AttrValue, LogRecord, MetricRecord, RequestRecord, SpanRecord, Table, TableBatch,
+    AttrValue, LogRecord, MetricRecord, RequestRecord, SpanRecord, Table, TableBatch, TokenRecord,
 };
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
@@ -22,43 +22,66 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 
+use super::tokens::span_tokens;
 use crate::error::IngestError;
 
 /// Canonical batches made from one export request, with the counts OTLP's `partial_success`
 /// reports. `accepted + rejected` is the number of spans, log records or metric data points in
 /// the request (data points that explicitly carry no recorded value, such as Prometheus staleness
-/// markers, are neither: they are skipped).
+/// markers, are neither: they are skipped). For traces, `accepted` counts spans only (never the
+/// `tokens` rows made from their events); token events that were skipped or dropped (see
+/// [`super::tokens`]) are not rejected spans: they are reported in `rejection_message` as a
+/// warning, with `rejected` unchanged, as OTLP allows for a fully accepted request.
 #[derive(Debug, Clone, Default)]
 pub struct Converted {
     /// Non-empty batches only, at most one per table.
     pub batches: Vec<TableBatch>,
     pub accepted: u64,
     pub rejected: u64,
-    /// Why the first record was rejected, and how many others were (`None` when none was).
+    /// Why the first record was rejected, and how many others were, then why the first part of
+    /// an accepted record was skipped and how many were (`None` when nothing was).
     pub rejection_message: Option<String>,
 }
 
-/// Counts rejections and keeps the first reason.
+/// Counts rejections and keeps the first reason; also counts skipped parts of accepted records
+/// (token events), which are warnings, not rejections.
 #[derive(Debug, Default)]
-struct Rejections {
+pub(crate) struct Rejections {
     count: u64,
     first: Option<String>,
+    skipped: u64,
+    first_skipped: Option<String>,
 }
 
 impl Rejections {
-    fn reject(&mut self, reason: impl FnOnce() -> String) {
+    pub(crate) fn reject(&mut self, reason: impl FnOnce() -> String) {
         if self.first.is_none() {
             self.first = Some(reason());
         }
         self.count += 1;
     }
 
+    /// A part of an accepted record was dropped (its record stays accepted).
+    pub(crate) fn skip(&mut self, reason: impl FnOnce() -> String) {
+        if self.first_skipped.is_none() {
+            self.first_skipped = Some(reason());
+        }
+        self.skipped += 1;
+    }
+
     fn message(&self) -> Option<String> {
-        let first = self.first.as_ref()?;
-        Some(match self.count {
+        let rejected = self.first.as_ref().map(|first| match self.count {
             0 | 1 => first.clone(),
             n => format!("{first} (and {} more rejected)", n - 1),
-        })
+        });
+        let skipped = self.first_skipped.as_ref().map(|first| match self.skipped {
+            0 | 1 => first.clone(),
+            n => format!("{first} (and {} more skipped)", n - 1),
+        });
+        match (rejected, skipped) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -230,14 +253,17 @@ fn status_name(code: i32) -> &'static str {
     }
 }
 
-/// Converts spans into the `spans` table (every valid span) and the `requests` table (every span
-/// that `normalize_request` recognizes as an inference request).
+/// Converts spans into the `spans` table (every valid span), the `requests` table (every span
+/// that `normalize_request` recognizes as an inference request) and the `tokens` table (the token
+/// events of valid spans, see [`super::tokens`]; a request span's token times also fill the
+/// latency columns its attributes leave NULL).
 pub fn traces_to_batches(
     req: &ExportTraceServiceRequest,
     mapper: &AttributeMapper,
 ) -> Result<Converted, IngestError> {
     let mut spans = Vec::new();
     let mut requests = Vec::new();
+    let mut tokens: Vec<TokenRecord> = Vec::new();
     let mut rejections = Rejections::default();
     for resource_spans in &req.resource_spans {
         let resource = resource_attrs(resource_spans.resource.as_ref());
@@ -279,9 +305,24 @@ pub fn traces_to_batches(
                     span_id: span_id.clone(),
                     status: Some(status.clone()),
                 };
-                if let Some(request) = normalize_request(mapper, &resource, &attrs, &facts)? {
-                    requests.push(request);
+                let token_events = span_tokens(span, start_ns, &mut rejections);
+                let request = normalize_request_with_tokens(
+                    mapper,
+                    &resource,
+                    &attrs,
+                    &facts,
+                    token_events.timeline(),
+                )?;
+                if !token_events.is_empty() {
+                    let request_id = request.as_ref().and_then(|r| r.request_id.as_deref());
+                    tokens.extend(token_events.into_rows(
+                        request_id,
+                        &attrs,
+                        span_id.as_deref(),
+                        start_ns,
+                    ));
                 }
+                requests.extend(request);
                 spans.push(SpanRecord {
                     ts: start_ns,
                     end_ts: end_ns,
@@ -312,8 +353,15 @@ pub fn traces_to_batches(
             batch: RequestRecord::to_batch(&requests),
         });
     }
+    if !tokens.is_empty() {
+        batches.push(TableBatch {
+            table: Table::Tokens,
+            batch: TokenRecord::to_batch(&tokens),
+        });
+    }
     Ok(Converted {
         batches,
+        // Spans only: receivers report this against the request's span count.
         accepted: spans.len() as u64,
         rejected: rejections.count,
         rejection_message: rejections.message(),

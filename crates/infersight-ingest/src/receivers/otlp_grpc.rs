@@ -135,9 +135,11 @@ impl TraceService for GrpcReceiver {
             .ingest("traces", request.into_inner(), crate::traces_to_batches)
             .await?;
         Ok(Response::new(ExportTraceServiceResponse {
-            partial_success: (c.rejected > 0).then(|| ExportTracePartialSuccess {
-                rejected_spans: c.rejected as i64,
-                error_message: c.rejection_message.unwrap_or_default(),
+            partial_success: (c.rejected > 0 || c.rejection_message.is_some()).then(|| {
+                ExportTracePartialSuccess {
+                    rejected_spans: c.rejected as i64,
+                    error_message: c.rejection_message.unwrap_or_default(),
+                }
             }),
         }))
     }
@@ -153,9 +155,11 @@ impl LogsService for GrpcReceiver {
             .ingest("logs", request.into_inner(), crate::logs_to_batches)
             .await?;
         Ok(Response::new(ExportLogsServiceResponse {
-            partial_success: (c.rejected > 0).then(|| ExportLogsPartialSuccess {
-                rejected_log_records: c.rejected as i64,
-                error_message: c.rejection_message.unwrap_or_default(),
+            partial_success: (c.rejected > 0 || c.rejection_message.is_some()).then(|| {
+                ExportLogsPartialSuccess {
+                    rejected_log_records: c.rejected as i64,
+                    error_message: c.rejection_message.unwrap_or_default(),
+                }
             }),
         }))
     }
@@ -171,9 +175,11 @@ impl MetricsService for GrpcReceiver {
             .ingest("metrics", request.into_inner(), crate::metrics_to_batches)
             .await?;
         Ok(Response::new(ExportMetricsServiceResponse {
-            partial_success: (c.rejected > 0).then(|| ExportMetricsPartialSuccess {
-                rejected_data_points: c.rejected as i64,
-                error_message: c.rejection_message.unwrap_or_default(),
+            partial_success: (c.rejected > 0 || c.rejection_message.is_some()).then(|| {
+                ExportMetricsPartialSuccess {
+                    rejected_data_points: c.rejected as i64,
+                    error_message: c.rejection_message.unwrap_or_default(),
+                }
             }),
         }))
     }

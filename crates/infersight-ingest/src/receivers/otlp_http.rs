@@ -171,7 +171,8 @@ fn success_body(signal: Signal, converted: &Converted, encoding: Encoding) -> Ve
     macro_rules! respond {
         ($resp:ident, $partial:ident, $field:ident) => {{
             let response = $resp {
-                partial_success: (rejected > 0).then(|| $partial {
+                // rejected = 0 with a message is OTLP's warning (e.g. token events skipped)
+                partial_success: (rejected > 0 || !message.is_empty()).then(|| $partial {
                     $field: rejected,
                     error_message: message,
                 }),

@@ -1,10 +1,12 @@
-//! OTLP traces over protobuf: encode in Rust, decode and convert, check both tables.
+//! OTLP traces over protobuf: encode in Rust, decode and convert, check the `spans`,
+//! `requests` and `tokens` tables (token events of spans, also over OTLP/JSON).
 
+use infersight_ingest::otlp::{MAX_TOKEN_EVENTS_PER_SPAN, TOKEN_EVENT_NAMES};
 use infersight_ingest::{Encoding, decode_body, decode_traces, traces_to_batches};
 use infersight_model::mapping::AttributeMapper;
-use infersight_model::{ErrorKind, RequestRecord, SpanRecord, Table};
+use infersight_model::{ErrorKind, RequestRecord, SpanRecord, Table, TokenRecord};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
+use opentelemetry_proto::tonic::common::v1::{InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{
     ResourceSpans, ScopeSpans, Span, Status, span, status,
@@ -228,4 +230,313 @@ fn empty_request_converts_to_nothing() {
     .unwrap();
     assert!(converted.batches.is_empty());
     assert_eq!((converted.accepted, converted.rejected), (0, 0));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Token events
+
+const MS: u64 = 1_000_000;
+
+fn event(name: &str, at: u64, attributes: Vec<KeyValue>) -> span::Event {
+    span::Event {
+        time_unix_nano: at,
+        name: name.into(),
+        attributes,
+        dropped_attributes_count: 0,
+    }
+}
+
+fn bool_value(b: bool) -> opentelemetry_proto::tonic::common::v1::any_value::Value {
+    any_value_bool(b)
+}
+
+/// One span (span id `…b1<n>`) starting at T0, with the given attributes and events.
+fn span_with_events(n: u8, attributes: Vec<KeyValue>, events: Vec<span::Event>) -> Span {
+    Span {
+        trace_id: TRACE.to_vec(),
+        span_id: span_id(n),
+        name: "llm_request".into(),
+        kind: span::SpanKind::Server as i32,
+        start_time_unix_nano: T0,
+        end_time_unix_nano: T0 + 2_000 * MS,
+        attributes,
+        events,
+        ..Default::default()
+    }
+}
+
+fn export(spans: Vec<Span>) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![kv("service.name", s("vllm"))],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+fn token_rows(converted: &infersight_ingest::Converted) -> Vec<TokenRecord> {
+    TokenRecord::from_batch(batch_of(&converted.batches, Table::Tokens)).unwrap()
+}
+
+fn request_rows(converted: &infersight_ingest::Converted) -> Vec<RequestRecord> {
+    RequestRecord::from_batch(batch_of(&converted.batches, Table::Requests)).unwrap()
+}
+
+/// A request span without latency attributes, four token events (one per recognized name) at
+/// 300, 320, 370 and 390 ms after its start, and an unrelated event in between.
+fn streaming_request() -> ExportTraceServiceRequest {
+    let events = vec![
+        event("gen_ai.token", T0 + 300 * MS, vec![]),
+        event(
+            "exception",
+            T0 + 310 * MS,
+            vec![kv("exception.type", s("X"))],
+        ),
+        event("llm.token", T0 + 320 * MS, vec![]),
+        event("token", T0 + 370 * MS, vec![]),
+        event("llm.content.completion.chunk", T0 + 390 * MS, vec![]),
+    ];
+    let attributes = vec![
+        kv("gen_ai.request.model", s("llama-3-8b")),
+        kv("gen_ai.request.id", s("cmpl-42")),
+        kv("gen_ai.usage.output_tokens", i(4)),
+    ];
+    export(vec![span_with_events(1, attributes, events)])
+}
+
+#[test]
+fn token_events_of_every_name_become_token_rows() {
+    assert_eq!(TOKEN_EVENT_NAMES.len(), 4);
+    let converted = traces_to_batches(&streaming_request(), &AttributeMapper::default()).unwrap();
+    assert_eq!(
+        (converted.accepted, converted.rejected),
+        (1, 0),
+        "accepted counts spans, not token rows"
+    );
+    let tokens = token_rows(&converted);
+    assert_eq!(tokens.len(), 4, "the `exception` event is not a token");
+    let ts: Vec<i64> = tokens.iter().map(|t| t.ts).collect();
+    assert_eq!(
+        ts,
+        [300, 320, 370, 390]
+            .map(|ms| (T0 + ms * MS) as i64)
+            .to_vec()
+    );
+    // ordinal steps, first token prefill, latency since the previous token (the first: since
+    // the span start), request id of the normalized request, kv_hit unknown
+    let steps: Vec<Option<i64>> = tokens.iter().map(|t| t.step).collect();
+    assert_eq!(steps, [Some(0), Some(1), Some(2), Some(3)]);
+    let stages: Vec<&str> = tokens.iter().map(|t| t.stage.as_deref().unwrap()).collect();
+    assert_eq!(stages, ["prefill", "decode", "decode", "decode"]);
+    let latencies: Vec<f64> = tokens.iter().map(|t| t.latency_ms.unwrap()).collect();
+    assert_eq!(latencies, [300.0, 20.0, 50.0, 20.0]);
+    assert!(
+        tokens
+            .iter()
+            .all(|t| t.request_id.as_deref() == Some("cmpl-42"))
+    );
+    assert!(tokens.iter().all(|t| t.kv_hit.is_none()));
+    // the same over OTLP/JSON
+    let body = serde_json::to_vec(&streaming_request()).unwrap();
+    let request = decode_traces(&body, Encoding::Json).unwrap();
+    let from_json = traces_to_batches(&request, &AttributeMapper::default()).unwrap();
+    assert_eq!(token_rows(&from_json), tokens);
+}
+
+#[test]
+fn token_times_fill_the_breakdown_the_attributes_leave_out() {
+    let converted = traces_to_batches(&streaming_request(), &AttributeMapper::default()).unwrap();
+    let request = &request_rows(&converted)[0];
+    assert_eq!(request.ttft_ms, Some(300.0), "first token − span start");
+    assert_eq!(request.decode_ms, Some(90.0), "last − first token");
+    assert_eq!(request.tpot_ms, Some(30.0), "mean gap");
+    assert_eq!(request.itl_max_ms, Some(50.0), "largest gap");
+    assert_eq!(request.e2e_ms, Some(2000.0));
+
+    // attributes win; only the NULL columns come from the tokens
+    let mut with_latencies = streaming_request();
+    with_latencies.resource_spans[0].scope_spans[0].spans[0]
+        .attributes
+        .extend([
+            kv("gen_ai.latency.time_to_first_token", d(0.25)),
+            kv("gen_ai.latency.time_per_output_token", d(0.04)),
+        ]);
+    let converted = traces_to_batches(&with_latencies, &AttributeMapper::default()).unwrap();
+    let request = &request_rows(&converted)[0];
+    assert_eq!(request.ttft_ms, Some(250.0));
+    assert_eq!(request.tpot_ms, Some(40.0));
+    assert_eq!(request.decode_ms, Some(90.0));
+    assert_eq!(request.itl_max_ms, Some(50.0));
+
+    // a span that is not a request gets token rows but no request row
+    let plain = export(vec![span_with_events(
+        2,
+        vec![kv("http.route", s("/stream"))],
+        vec![event("gen_ai.token", T0 + MS, vec![])],
+    )]);
+    let converted = traces_to_batches(&plain, &AttributeMapper::default()).unwrap();
+    assert_eq!(token_rows(&converted).len(), 1);
+    assert!(converted.batches.iter().all(|b| b.table != Table::Requests));
+}
+
+#[test]
+fn token_attribute_variants_are_read() {
+    let events = vec![
+        event(
+            "gen_ai.token",
+            T0 + 100 * MS,
+            vec![
+                kv("gen_ai.token.index", i(7)),
+                kv("index", i(99)),
+                kv("gen_ai.token.stage", s("decode")),
+                kv("gen_ai.token.kv_hit", bool_value(true)),
+                kv("gen_ai.token.latency_ms", d(12.5)),
+                kv("gen_ai.request.id", s("from-event")),
+            ],
+        ),
+        event(
+            "token",
+            T0 + 110 * MS,
+            vec![
+                kv("token.index", s("8")),
+                kv("stage", s("prefill")),
+                kv("kv_hit", bool_value(false)),
+                kv("latency_ms", i(3)),
+            ],
+        ),
+        event("token", T0 + 130 * MS, vec![kv("step", i(9))]),
+        event(
+            "token",
+            T0 + 160 * MS,
+            vec![
+                kv("index", i(10)),
+                kv("stage", s("sampling")),
+                kv("latency_ms", d(-1.0)),
+            ],
+        ),
+    ];
+    // not a request span: request ids come from the events, then the span's own attribute
+    let with_span_id_attr =
+        span_with_events(1, vec![kv("request_id", s("from-span"))], events.clone());
+    // neither: the span id
+    let bare = span_with_events(2, vec![], events[2..].to_vec());
+    let converted = traces_to_batches(
+        &export(vec![with_span_id_attr, bare]),
+        &AttributeMapper::default(),
+    )
+    .unwrap();
+    assert_eq!(converted.rejected, 0);
+    let tokens = token_rows(&converted);
+    assert_eq!(tokens.len(), 6);
+    let steps: Vec<Option<i64>> = tokens.iter().map(|t| t.step).collect();
+    assert_eq!(
+        steps,
+        [Some(7), Some(8), Some(9), Some(10), Some(9), Some(10)]
+    );
+    let stages: Vec<&str> = tokens.iter().map(|t| t.stage.as_deref().unwrap()).collect();
+    assert_eq!(
+        stages,
+        ["decode", "prefill", "decode", "decode", "prefill", "decode"],
+        "an unknown stage falls back to the position"
+    );
+    let kv_hits: Vec<Option<bool>> = tokens.iter().map(|t| t.kv_hit).collect();
+    assert_eq!(kv_hits, [Some(true), Some(false), None, None, None, None]);
+    let latencies: Vec<f64> = tokens.iter().map(|t| t.latency_ms.unwrap()).collect();
+    assert_eq!(
+        latencies,
+        [12.5, 3.0, 20.0, 30.0, 130.0, 30.0],
+        "a negative latency attribute is ignored and derived instead"
+    );
+    let ids: Vec<&str> = tokens
+        .iter()
+        .map(|t| t.request_id.as_deref().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "from-event",
+            "from-span",
+            "from-span",
+            "from-span",
+            "eee19b7ec3c1b102",
+            "eee19b7ec3c1b102"
+        ]
+    );
+}
+
+#[test]
+fn bad_token_events_are_skipped_and_counted_never_rejecting_their_span() {
+    let events = vec![
+        event("gen_ai.token", T0 + 100 * MS, vec![]),
+        event("gen_ai.token", 0, vec![]),
+        event("gen_ai.token", T0 - MS, vec![]),
+        event("gen_ai.token", T0 + 150 * MS, vec![]),
+    ];
+    let attributes = vec![kv("gen_ai.request.model", s("m"))];
+    let converted = traces_to_batches(
+        &export(vec![span_with_events(1, attributes, events)]),
+        &AttributeMapper::default(),
+    )
+    .unwrap();
+    // the span is accepted, not rejected; the skipped events are a warning in the message
+    assert_eq!((converted.accepted, converted.rejected), (1, 0));
+    let message = converted.rejection_message.clone().unwrap();
+    assert!(message.contains("token event 1"), "{message}");
+    assert!(message.contains("time is zero"), "{message}");
+    assert!(message.contains("1 more skipped"), "{message}");
+    let tokens = token_rows(&converted);
+    let steps: Vec<Option<i64>> = tokens.iter().map(|t| t.step).collect();
+    assert_eq!(
+        steps,
+        [Some(0), Some(3)],
+        "ordinals count the skipped events"
+    );
+    assert_eq!(tokens[1].latency_ms, Some(50.0));
+    let request = &request_rows(&converted)[0];
+    assert_eq!(request.ttft_ms, Some(100.0));
+    assert_eq!(
+        (request.tpot_ms, request.itl_max_ms),
+        (None, None),
+        "tokens are missing: gaps are not inter-token latencies"
+    );
+    assert_eq!(
+        SpanRecord::from_batch(batch_of(&converted.batches, Table::Spans))
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn token_events_per_span_are_capped() {
+    let over = 5;
+    let events: Vec<span::Event> = (0..MAX_TOKEN_EVENTS_PER_SPAN as u64 + over)
+        .map(|k| event("llm.token", T0 + MS + k * 1_000, vec![]))
+        .collect();
+    let attributes = vec![kv("gen_ai.request.model", s("m"))];
+    let converted = traces_to_batches(
+        &export(vec![span_with_events(1, attributes, events)]),
+        &AttributeMapper::default(),
+    )
+    .unwrap();
+    assert_eq!((converted.accepted, converted.rejected), (1, 0));
+    let message = converted.rejection_message.clone().unwrap();
+    assert!(message.contains("more than 4096 token events"), "{message}");
+    assert!(
+        message.contains(&format!("{} more skipped", over - 1)),
+        "{message}"
+    );
+    let tokens = token_rows(&converted);
+    assert_eq!(tokens.len(), MAX_TOKEN_EVENTS_PER_SPAN);
+    assert_eq!(tokens.last().unwrap().step, Some(4095));
+    let request = &request_rows(&converted)[0];
+    assert_eq!(request.ttft_ms, Some(1.0));
+    assert_eq!(request.itl_max_ms, None, "capped: the stream is incomplete");
 }

@@ -6,3 +6,4 @@ mod determinism;
 mod realism;
 mod scenarios;
 mod support;
+mod tokens;

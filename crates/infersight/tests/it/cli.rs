@@ -345,3 +345,110 @@ fn simulate_rejects_bad_input_with_exit_code_2() {
         stderr(&out)
     );
 }
+
+/// `simulate --token-events` puts per-token events on a share of engine spans; `ingest` turns
+/// them into `tokens` rows joined to their requests by request id, and fills the requests' max
+/// inter-token latency (which no span attribute carries) from them. Out-of-range fractions are
+/// bad usage.
+#[test]
+fn simulated_token_events_fill_the_tokens_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = dir.path().join("sim");
+    let data = dir.path().join("data");
+    let out = run(&[
+        "simulate",
+        "--scenario",
+        "healthy",
+        "--seed",
+        "5",
+        "--duration",
+        "2m",
+        "--workers",
+        "4",
+        "--rate",
+        "10",
+        "--arrivals",
+        "poisson",
+        "--token-events",
+        "0.1",
+        "--format",
+        "json",
+        "--quiet",
+        "--out",
+        sim.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let token_events = summary["summary"]["token_events"].as_i64().unwrap();
+    assert!(token_events > 1_000, "{summary}");
+    let traces = sim.join("traces.jsonl");
+    let out = run(&[
+        "ingest",
+        "--quiet",
+        "--format",
+        "json",
+        "--data",
+        data.to_str().unwrap(),
+        traces.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let scalar = |sql: &str| {
+        let out = run(&[
+            "query",
+            "--data",
+            data.to_str().unwrap(),
+            "--format",
+            "csv",
+            sql,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{sql}: {}", stderr(&out));
+        let text = stdout(&out);
+        text.lines()
+            .nth(1)
+            .unwrap_or_else(|| panic!("{sql}: {text}"))
+            .trim()
+            .parse::<i64>()
+            .unwrap_or_else(|e| panic!("{sql}: {e}: {text}"))
+    };
+    assert_eq!(scalar("SELECT count(*) AS n FROM tokens"), token_events);
+    let with_tokens = scalar("SELECT count(DISTINCT request_id) AS n FROM tokens");
+    assert!(with_tokens > 10, "{with_tokens}");
+    assert_eq!(
+        scalar(
+            "SELECT count(DISTINCT t.request_id) AS n FROM tokens t \
+             JOIN requests r ON r.request_id = t.request_id"
+        ),
+        with_tokens,
+        "every token row belongs to a request row"
+    );
+    assert_eq!(
+        scalar("SELECT count(*) AS n FROM tokens WHERE stage = 'prefill'"),
+        with_tokens
+    );
+    // The sim's spans carry no max-ITL attribute: only requests with token events have one.
+    let filled = scalar("SELECT count(*) AS n FROM requests WHERE itl_max_ms IS NOT NULL");
+    assert!(
+        filled > 0 && filled <= with_tokens,
+        "{filled} of {with_tokens}"
+    );
+    assert_eq!(
+        scalar(
+            "SELECT count(*) AS n FROM requests WHERE itl_max_ms IS NOT NULL \
+             AND itl_max_ms < tpot_ms * 0.999"
+        ),
+        0,
+        "the largest gap is at least the mean"
+    );
+
+    let out = run(&[
+        "simulate",
+        "--scenario",
+        "healthy",
+        "--token-events",
+        "1.5",
+        "--out",
+        dir.path().join("o").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("token events"), "{}", stderr(&out));
+}

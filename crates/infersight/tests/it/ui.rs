@@ -1,9 +1,11 @@
 //! The web UI of `infersight serve` in headless Chromium, end to end: a simulated
-//! `lora_kv_regression` is ingested, the overview shows numbers and sparklines, the spike is
-//! brushed on the heatmap, RCA runs on the selection, and the incident page names the ground
-//! truth's root cause; every other page loads with data. No page logs a console error or
-//! warning; screenshots go to `target/ui-screenshots/`. Without Chromium the browser test skips
-//! (fails with `INFERSIGHT_TEST_CHROMIUM=1`); the asset and CSP checks run everywhere.
+//! `lora_kv_regression` is ingested, the overview shows numbers and sparklines, the spike and a
+//! baseline are brushed on the heatmap, RCA runs on them, and the incident page names the ground
+//! truth's root cause; the breakdown's phase bars and flame chart show the slow slice's prefill;
+//! the requests explorer pages and opens a request with its trace waterfall, token timeline and
+//! engine metrics; every other page loads with data. No page logs a console error or warning;
+//! screenshots go to `target/ui-screenshots/`. Without Chromium the browser test skips (fails
+//! with `INFERSIGHT_TEST_CHROMIUM=1`); the asset and CSP checks run everywhere.
 
 use std::path::Path;
 use std::time::Duration;
@@ -176,6 +178,40 @@ fn ui_finds_the_root_cause_of_a_brushed_spike() {
         driver.current_url().contains("sel_since="),
         "the selection is in the URL"
     );
+    // a baseline: the ground truth's, brushed in the baseline mode; the selection stays
+    let baseline = &truth["baseline_window"];
+    let (base_start, base_end) = (parse_ms(&baseline["start"]), parse_ms(&baseline["end"]));
+    click(&driver, "[data-brush-mode=baseline]");
+    driver.drag(
+        (x_of(base_start + 60_000.0), y),
+        (x_of(base_end - 30_000.0), y),
+    );
+    let windows = driver.wait_for(
+        "a brushed baseline",
+        "const s = document.querySelector('[data-selection]');
+         return s.dataset.baseline ? [s.dataset.selection, s.dataset.baseline] : null",
+        Duration::from_secs(5),
+    );
+    assert_eq!(
+        windows[0], selection,
+        "brushing a baseline keeps the selection"
+    );
+    let (base_since, base_until) = windows[1]
+        .as_str()
+        .and_then(|s| s.split_once('-'))
+        .map(|(a, b)| (a.parse::<f64>().unwrap(), b.parse::<f64>().unwrap()))
+        .unwrap();
+    assert!(
+        base_since >= base_start && base_until <= base_end + 60_000.0 && base_until <= sel_since,
+        "baseline {base_since}..{base_until} is not inside {base_start}..{base_end}"
+    );
+    assert!(driver.current_url().contains("base_since="));
+    // the p50 and p99 lines are drawn over the cells
+    let lines = driver.execute(
+        "return [...document.querySelectorAll('svg[data-chart=latency-heatmap] polyline.quantile-line')].map(l => l.dataset.series)",
+        json!([]),
+    );
+    assert_eq!(lines, json!(["p99", "p50"]));
     driver.check_and_save_screenshot(&driver.screenshot(), &out, "heatmap-brushed.png");
 
     // (3) RCA on the selection opens the incident page, which names the root cause
@@ -246,7 +282,7 @@ fn ui_finds_the_root_cause_of_a_brushed_spike() {
         (
             "breakdown",
             "&by=model_version",
-            1,
+            3,
             "[data-table=breakdown] tbody tr",
         ),
         ("requests", "", 0, "[data-table=requests] tbody tr"),
@@ -269,6 +305,97 @@ fn ui_finds_the_root_cause_of_a_brushed_spike() {
         json!([]),
     );
     assert_eq!(series, json!(["r1", "r2"]));
+    // where the time goes: phase bars per version, and the flame chart version → worker → phase
+    driver.navigate(&format!(
+        "{base}/?page=breakdown&range=1h&by=model_version&by2=worker"
+    ));
+    wait_for_page(&driver, "breakdown");
+    let charts = check_page(&driver, &out, "breakdown-nested", 3);
+    let ids: Vec<&str> = charts.iter().filter_map(|c| c["id"].as_str()).collect();
+    assert!(
+        ids.contains(&"breakdown-phases") && ids.contains(&"breakdown-flame"),
+        "{ids:?}"
+    );
+    let flame = driver.execute(
+        "return [...new Set([...document.querySelectorAll('svg[data-chart=breakdown-flame] [data-series]')].map(m => m.dataset.series))]",
+        json!([]),
+    );
+    for name in ["all requests", "r1", "r2", "prefill", "decode"] {
+        assert!(
+            flame.as_array().unwrap().contains(&json!(name)),
+            "the flame chart lacks {name}: {flame}"
+        );
+    }
+    // the slow slice's mean prefill is the longer one in the phase bars
+    let prefill = driver.execute(
+        "return Object.fromEntries([...document.querySelectorAll('svg[data-chart=breakdown-phases] rect[data-series=prefill]')]
+           .map(r => [r.querySelector('title').textContent.split(' ')[0], Number(r.getAttribute('width'))]))",
+        json!([]),
+    );
+    assert!(
+        prefill["r2"].as_f64().unwrap() > 1.3 * prefill["r1"].as_f64().unwrap(),
+        "r2's prefill is not the longer: {prefill}"
+    );
+
+    // requests: paging, then a request with token events opens its detail page
+    driver.navigate(&format!("{base}/?page=requests&range=1h"));
+    wait_for_page(&driver, "requests");
+    let first = |driver: &Driver| {
+        driver.execute(
+            "return document.querySelector('[data-request-link]').textContent",
+            json!([]),
+        )
+    };
+    let page_one = first(&driver);
+    click(&driver, "a[rel=next]");
+    wait_for_page(&driver, "requests");
+    assert!(driver.current_url().contains("offset=100"));
+    assert_ne!(
+        first(&driver),
+        page_one,
+        "the next page shows other requests"
+    );
+    driver.navigate(&format!("{base}/?page=requests&range=1h&tokens=1"));
+    wait_for_page(&driver, "requests");
+    click(&driver, "[data-request-link]");
+    wait_for_page(&driver, "request");
+    let charts = check_page(&driver, &out, "request", 4);
+    let ids: Vec<&str> = charts.iter().filter_map(|c| c["id"].as_str()).collect();
+    for id in ["request-phases", "trace-waterfall", "token-timeline"] {
+        assert!(ids.contains(&id), "the request page lacks {id}: {ids:?}");
+    }
+    assert!(
+        ids.iter().filter(|id| id.starts_with("metric-")).count() >= 3,
+        "engine metrics at that moment: {ids:?}"
+    );
+    let detail = driver.execute(
+        "return { spans: document.querySelectorAll('svg[data-chart=trace-waterfall] g[data-series]').length,
+                  phases: [...document.querySelectorAll('svg[data-chart=trace-waterfall] [data-phase]')].map(p => p.dataset.phase),
+                  tokens: Number(document.querySelector('[data-tokens]').dataset.tokens),
+                  dots: document.querySelectorAll('svg[data-chart=token-timeline] circle').length }",
+        json!([]),
+    );
+    assert!(
+        detail["spans"].as_u64().unwrap() >= 2,
+        "gateway and engine spans: {detail}"
+    );
+    assert!(
+        detail["phases"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("decode")),
+        "{detail}"
+    );
+    assert!(detail["tokens"].as_u64().unwrap() > 0, "{detail}");
+    assert_eq!(detail["tokens"], detail["dots"], "one dot per token event");
+
+    // an attrs value on the dimensions page opens its slice's heatmap
+    driver.navigate(&format!("{base}/?page=dimensions&range=1h"));
+    wait_for_page(&driver, "dimensions");
+    click(&driver, "[data-table=dimensions] a[href*='filter=attrs.']");
+    wait_for_page(&driver, "heatmap");
+    assert!(driver.current_url().contains("filter=attrs."));
+    check_page(&driver, &out, "heatmap-attrs-slice", 1);
 
     // the console channel works: a deliberate error is seen
     driver.assert_console_channel_works();

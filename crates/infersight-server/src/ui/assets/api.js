@@ -41,17 +41,30 @@ export function quote(value) {
   return `'${String(value).replace(/'/g, "''")}'`;
 }
 
-/** `key=value,key=value` → [[key, value]]; unknown keys are an error. */
+/** Prefix of a filter key naming an `attrs` key (`attrs.llm.lora.adapters=x`). */
+export const ATTRS_PREFIX = 'attrs.';
+
+/**
+ * `key=value,key=value` → [[key, value]]. A key is a column of REQUEST_DIMENSIONS or
+ * `attrs.<key>`; a comma splits only where a `key=` follows, so values may hold commas
+ * (`lora_adapters=chat-lora,sql-lora`). Unknown keys are an error.
+ */
 export function parseFilter(text) {
   if (!text) return [];
-  return text.split(',').map((part) => part.trim()).filter(Boolean).map((part) => {
+  return text.split(/,(?=\s*[A-Za-z_][\w.\-]*\s*=)/).map((part) => part.trim()).filter(Boolean).map((part) => {
     const at = part.indexOf('=');
     const key = at > 0 ? part.slice(0, at).trim() : '';
-    if (!REQUEST_DIMENSIONS.includes(key)) {
-      throw new Error(`filter “${part}”: expected one of ${REQUEST_DIMENSIONS.join(', ')} = value`);
+    const known = REQUEST_DIMENSIONS.includes(key) || (key.startsWith(ATTRS_PREFIX) && key.length > ATTRS_PREFIX.length);
+    if (!known) {
+      throw new Error(`filter “${part}”: expected one of ${REQUEST_DIMENSIONS.join(', ')} or attrs.<key> = value`);
     }
     return [key, part.slice(at + 1).trim()];
   });
+}
+
+/** The SQL text of a filter key: a column as text, or `json_get(attrs, 'key')`. */
+export function filterExpr(key, alias = '') {
+  return key.startsWith(ATTRS_PREFIX) ? `json_get(${alias}attrs, ${quote(key.slice(ATTRS_PREFIX.length))})` : `CAST(${alias}${key} AS VARCHAR)`;
 }
 
 /** A SQL condition on `ts` (of table `alias`, e.g. `l.`) for a window in ms, and the filter pairs. */
@@ -60,7 +73,7 @@ export function where(win, filters = [], alias = '') {
     `${alias}ts >= to_timestamp_millis(${Math.floor(win.since)})`,
     `${alias}ts < to_timestamp_millis(${Math.ceil(win.until)})`,
   ];
-  for (const [key, value] of filters) parts.push(`CAST(${key} AS VARCHAR) = ${quote(value)}`);
+  for (const [key, value] of filters) parts.push(`${filterExpr(key, alias)} = ${quote(value)}`);
   return parts.join(' AND ');
 }
 

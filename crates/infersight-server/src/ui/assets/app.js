@@ -32,6 +32,12 @@ const nav = document.getElementById('nav');
 const rangeSelect = document.getElementById('range');
 const refreshBox = document.getElementById('refresh');
 const updated = document.getElementById('updated');
+const customForm = document.getElementById('custom-range');
+const rangeFrom = document.getElementById('range-from');
+const rangeTo = document.getElementById('range-to');
+/** `datetime-local` text of a UTC time in ms, and back (the inputs are read as UTC). */
+const localText = (ms) => new Date(ms).toISOString().slice(0, 16);
+const fromLocal = (text) => Date.parse(`${text}:00Z`);
 let generation = 0;
 let timer = null;
 let extent = null;
@@ -77,7 +83,9 @@ export function update(patch, options) {
 /** The window of the state in ms: a relative range ends now; `all` spans the stored requests. */
 async function windowOf(state) {
   if (state.range === 'custom') {
-    return { since: Number(state.since), until: Number(state.until) };
+    const [since, until] = [Number(state.since), Number(state.until)];
+    if (Number.isFinite(since) && Number.isFinite(until) && until > since) return { since, until };
+    throw new Error('a custom range needs since < until (ms since the epoch) in the URL');
   }
   if (state.range === 'all') {
     if (!extent) {
@@ -102,7 +110,7 @@ async function render() {
   const mine = ++generation;
   drawNav(state);
   rangeSelect.value = state.range;
-  rangeSelect.querySelector('option[value="custom"]').hidden = state.range !== 'custom';
+  customForm.hidden = state.range !== 'custom';
   refreshBox.checked = state.refresh === '1';
   const page = PAGES[state.page];
   document.title = `${page.title} · infersight`;
@@ -111,6 +119,10 @@ async function render() {
   const el = h('div');
   try {
     const win = await windowOf(state);
+    if (state.range === 'custom' && document.activeElement !== rangeFrom && document.activeElement !== rangeTo) {
+      rangeFrom.value = localText(win.since);
+      rangeTo.value = localText(win.until);
+    }
     const ctx = { state, win, el, update, navigate, linkTo, stale: () => mine !== generation };
     await page.render(ctx);
     if (mine !== generation) return;
@@ -130,9 +142,25 @@ function schedule(state) {
   if (state.refresh === '1' && state.range !== 'custom') timer = setTimeout(() => { if (!document.hidden) render(); else schedule(readState()); }, REFRESH_MS);
 }
 
-rangeSelect.addEventListener('change', () => {
+rangeSelect.addEventListener('change', async () => {
   extent = null;
+  if (rangeSelect.value === 'custom') {
+    // start from the window in view; the form applies it
+    const win = await windowOf(readState());
+    rangeFrom.value = localText(win.since);
+    rangeTo.value = localText(win.until);
+    customForm.hidden = false;
+    rangeFrom.focus();
+    return;
+  }
   update({ range: rangeSelect.value, since: null, until: null });
+});
+customForm.addEventListener('submit', (event) => {
+  event.preventDefault();
+  const [since, until] = [fromLocal(rangeFrom.value), fromLocal(rangeTo.value)];
+  if (!(until > since)) { rangeTo.setCustomValidity('the end must be after the start'); rangeTo.reportValidity(); return; }
+  rangeTo.setCustomValidity('');
+  update({ range: 'custom', since: String(since), until: String(until) });
 });
 refreshBox.addEventListener('change', () => update({ refresh: refreshBox.checked ? '1' : null }, { replace: true }));
 // same-page links go through history instead of a reload

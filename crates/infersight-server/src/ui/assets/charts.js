@@ -61,10 +61,13 @@ function heat(count, max) {
 
 /**
  * The latency heatmap: x = time step, y = log bucket. `cells` = [{t, b, n}] (t in ms, b the
- * bucket index of `bucketMs(b)`), `win` the window, `stepMs` the column width. `onBrush(since,
- * until)` is called with the selection in ms (null when cleared); `selection` draws one.
+ * bucket index of `bucketMs(b)`), `win` the window, `stepMs` the column width. Two windows can
+ * be brushed: the incident `selection` and the `baseline`; `mode()` says which one a drag (or
+ * the arrow keys) sets, and `onBrush(kind, since, until)` reports it in ms (since null when
+ * cleared). `lines` = [{name, points: [[t, ms]]}] are drawn over the cells (e.g. p50 and p99),
+ * at the fractional bucket `bucketOf(ms)`.
  */
-export function heatmap({ cells, win, stepMs, bucketMs, selection, onBrush, sli }) {
+export function heatmap({ cells, win, stepMs, bucketMs, bucketOf, selection, baseline, mode = () => 'selection', onBrush, sli, lines = [] }) {
   const width = 1200, height = 380, left = 64, right = 12, top = 10, bottom = 28;
   const svg = chart('latency-heatmap', width, height, `${sli} latency heatmap`);
   svg.classList.add('heatmap');
@@ -92,6 +95,16 @@ export function heatmap({ cells, win, stepMs, bucketMs, selection, onBrush, sli 
     }, s('title', {}, `${fmtTime(c.t)} · ${fmtMs(bucketMs(c.b))}–${fmtMs(bucketMs(c.b + 1))}: ${c.n} requests`)));
   }
   svg.append(marks);
+  lines.forEach((line, i) => {
+    const points = line.points.filter(([t, v]) => Number.isFinite(v) && v > 0 && t >= win.since && t < win.until);
+    if (points.length < 2) return;
+    const y = (v) => Math.min(top + plotH, Math.max(top, top + plotH - (bucketOf(v) - b0) * rowH));
+    svg.append(s('polyline', {
+      'data-series': line.name, class: 'quantile-line', fill: 'none', stroke: i === 0 ? '#1d2330' : '#ffffff',
+      'stroke-width': 1.6, 'stroke-dasharray': i === 0 ? null : '5 3', 'pointer-events': 'none',
+      points: points.map(([t, v]) => `${(px(t) + colW / 2).toFixed(1)},${y(v).toFixed(1)}`).join(' '),
+    }, s('title', {}, line.name)));
+  });
   // axes: latency labels every few rows, time labels at ~8 places
   const axis = s('g');
   const every = Math.max(1, Math.ceil((b1 - b0) / 8));
@@ -107,20 +120,28 @@ export function heatmap({ cells, win, stepMs, bucketMs, selection, onBrush, sli 
   axis.append(s('rect', { x: left, y: top, width: plotW, height: plotH, fill: 'none', stroke: '#ccd' }));
   svg.append(axis);
   // brushing: drag across the plot; arrow keys on the focused chart move / resize the selection
-  const brush = s('rect', { class: 'brush', y: top, height: plotH, x: left, width: 0, visibility: 'hidden', 'data-marker': 'selection' });
+  const brushes = {
+    baseline: s('rect', { class: 'brush baseline', y: top, height: plotH, x: left, width: 0, visibility: 'hidden', 'data-marker': 'baseline' }),
+    selection: s('rect', { class: 'brush', y: top, height: plotH, x: left, width: 0, visibility: 'hidden', 'data-marker': 'selection' }),
+  };
   const overlay = s('rect', { class: 'overlay', x: left, y: top, width: plotW, height: plotH, fill: 'transparent' });
-  svg.append(brush, overlay);
+  svg.append(brushes.baseline, brushes.selection, overlay);
   svg.setAttribute('tabindex', '0');
-  svg.setAttribute('aria-label', `${sli} latency heatmap; drag, or use the arrow keys (shift to widen), to select a window`);
-  let current = selection ? [...selection] : null;
-  const draw = () => {
-    if (!current) { brush.setAttribute('visibility', 'hidden'); return; }
-    const [a, b] = [Math.max(win.since, current[0]), Math.min(win.until, current[1])];
-    brush.setAttribute('visibility', 'visible');
+  svg.setAttribute('aria-label', `${sli} latency heatmap; drag, or use the arrow keys (shift to widen, Escape to clear), to select a window`);
+  const windows = { selection: selection ? [...selection] : null, baseline: baseline ? [...baseline] : null };
+  let current = null;
+  const drawOne = (kind) => {
+    const brush = brushes[kind], w = windows[kind];
+    if (!w) { brush.setAttribute('visibility', 'hidden'); return; }
+    const [a, b] = [Math.max(win.since, w[0]), Math.min(win.until, w[1])];
+    brush.setAttribute('visibility', b > a ? 'visible' : 'hidden');
     brush.setAttribute('x', px(a).toFixed(1));
     brush.setAttribute('width', Math.max(1, px(b) - px(a)).toFixed(1));
   };
-  draw();
+  // `current` is the window of the kind being brushed
+  const draw = () => { windows[mode()] = current; drawOne('selection'); drawOne('baseline'); };
+  drawOne('selection');
+  drawOne('baseline');
   const toPlotX = (event) => {
     const box = svg.getBoundingClientRect();
     const x = ((event.clientX - box.left) / box.width) * width;
@@ -130,6 +151,7 @@ export function heatmap({ cells, win, stepMs, bucketMs, selection, onBrush, sli 
   let anchor = null;
   overlay.addEventListener('pointerdown', (event) => {
     event.preventDefault();
+    current = windows[mode()];
     anchor = tOf(toPlotX(event));
     current = [anchor, anchor];
     draw();
@@ -143,16 +165,17 @@ export function heatmap({ cells, win, stepMs, bucketMs, selection, onBrush, sli 
       window.removeEventListener('pointermove', move);
       window.removeEventListener('pointerup', up);
       const [a, b] = [snap(current[0]), snap(current[1])];
-      if (b - a < stepMs) { current = null; draw(); onBrush(null); return; }
+      if (b - a < stepMs) { current = null; draw(); onBrush(mode(), null); return; }
       current = [a, b];
       draw();
-      onBrush(a, b);
+      onBrush(mode(), a, b);
     };
     window.addEventListener('pointermove', move);
     window.addEventListener('pointerup', up);
   });
   svg.addEventListener('keydown', (event) => {
-    if (event.key === 'Escape') { current = null; draw(); onBrush(null); return; }
+    current = windows[mode()];
+    if (event.key === 'Escape') { current = null; draw(); onBrush(mode(), null); return; }
     if (event.key !== 'ArrowLeft' && event.key !== 'ArrowRight') return;
     event.preventDefault();
     const d = event.key === 'ArrowLeft' ? -stepMs : stepMs;
@@ -165,7 +188,7 @@ export function heatmap({ cells, win, stepMs, bucketMs, selection, onBrush, sli 
       current = [current[0] + d, current[1] + d];
     }
     draw();
-    onBrush(current[0], current[1]);
+    onBrush(mode(), current[0], current[1]);
   });
   return svg;
 }
@@ -205,5 +228,190 @@ export function stackedBars(id, steps, series, stepMs, label, span = null) {
     const t = t0 + ((t1 - t0) * i) / 6;
     svg.append(s('text', { x: px(t), y: height - 6, 'text-anchor': i === 0 ? 'start' : i === 6 ? 'end' : 'middle' }, fmtTime(t)));
   }
+  return svg;
+}
+
+/** Colours of the latency phases, shared by every phase chart. */
+export const PHASE_COLOURS = { queue: '#e0752d', prefill: '#7b5cc4', decode: '#2f6fde', other: '#9aa3ae' };
+
+/**
+ * Horizontal stacked bars, one per row: `rows` = [{name, parts: {phase: ms}}] drawn with the
+ * `phases` order and colours; the axis is milliseconds. Used for "where the time goes" by a
+ * dimension's values.
+ */
+export function phaseBars(id, rows, phases, label) {
+  const rowH = 22, left = 180, right = 70, top = 4, bottom = 22, width = 1200;
+  const height = top + bottom + Math.max(1, rows.length) * rowH;
+  const svg = chart(id, width, height, label);
+  svg.removeAttribute('preserveAspectRatio');
+  const total = (row) => phases.reduce((a, p) => a + Math.max(0, row.parts[p] || 0), 0);
+  const max = Math.max(0, ...rows.map(total));
+  if (!rows.length || max <= 0) return emptyNote(svg, width, height);
+  const plotW = width - left - right;
+  const px = (v) => (v / max) * plotW;
+  rows.forEach((row, i) => {
+    const y = top + i * rowH;
+    svg.append(s('text', { x: left - 8, y: y + rowH / 2 + 4, 'text-anchor': 'end' }, truncate(row.name, 28)));
+    let x = left;
+    for (const phase of phases) {
+      const v = Math.max(0, row.parts[phase] || 0);
+      if (!v) continue;
+      svg.append(s('rect', {
+        'data-series': phase, x: x.toFixed(1), y: y + 3, width: Math.max(0.5, px(v)).toFixed(1), height: rowH - 6,
+        fill: PHASE_COLOURS[phase] || '#999',
+      }, s('title', {}, `${row.name} · ${phase}: ${fmtMs(v)} (${((100 * v) / (total(row) || 1)).toFixed(0)} %)`)));
+      x += px(v);
+    }
+    svg.append(s('text', { x: x + 6, y: y + rowH / 2 + 4 }, fmtMs(total(row))));
+  });
+  for (let i = 0; i <= 4; i += 1) {
+    const v = (max * i) / 4;
+    svg.append(s('text', { x: left + px(v), y: height - 6, 'text-anchor': i === 0 ? 'start' : i === 4 ? 'end' : 'middle' }, fmtMs(v)));
+  }
+  return svg;
+}
+
+function truncate(text, n) {
+  const value = String(text);
+  return value.length > n ? `${value.slice(0, n - 1)}…` : value;
+}
+
+/**
+ * A flame-style (icicle) chart of a tree `{name, value, children}`: each level is a row, each
+ * node as wide as its share of the root's value, children left to right under their parent.
+ * `colour(node, depth)` picks the fill; marks carry `data-series` = the node's name.
+ */
+export function flame(id, root, label, colour) {
+  const width = 1200, rowH = 24;
+  const depth = (node) => 1 + Math.max(0, ...(node.children || []).map(depth));
+  const levels = root && root.value > 0 ? depth(root) : 1;
+  const height = levels * rowH + 4;
+  const svg = chart(id, width, height, label);
+  svg.removeAttribute('preserveAspectRatio');
+  if (!root || !(root.value > 0)) return emptyNote(svg, width, height);
+  const draw = (node, x, w, level, path) => {
+    if (w < 0.5) return;
+    const y = level * rowH;
+    const share = node.value / root.value;
+    const name = path.length ? `${path.join(' › ')} › ${node.name}` : node.name;
+    const g = s('g', { 'data-series': node.name },
+      s('rect', { x: x.toFixed(1), y, width: Math.max(0.5, w - 1).toFixed(1), height: rowH - 2, fill: colour(node, level), rx: 2 }),
+      s('title', {}, `${name}: ${fmtMs(node.value)} total, ${(100 * share).toFixed(1)} %${node.note ? ` · ${node.note}` : ''}`));
+    if (w > 40) g.append(s('text', { x: x + 4, y: y + rowH / 2 + 3, class: 'flame-label' }, truncate(`${node.name} ${(100 * share).toFixed(0)}%`, Math.floor(w / 7))));
+    svg.append(g);
+    let cx = x;
+    for (const child of node.children || []) {
+      const cw = (child.value / (node.value || 1)) * w;
+      draw(child, cx, cw, level + 1, [...path, node.name]);
+      cx += cw;
+    }
+  };
+  draw(root, 0, width, 0, []);
+  return svg;
+}
+
+/**
+ * A trace waterfall: `spans` = [{id, name, service, start, end, depth, status, phases?}] with
+ * times in ms; each span a bar on its own row, indented by depth. `phases` = [{name, start,
+ * end}] are drawn inside the span's bar (the request's queue / prefill / decode).
+ */
+export function waterfall(id, spans, label) {
+  const rowH = 24, left = 300, right = 80, top = 4, bottom = 22, width = 1200;
+  const height = top + bottom + Math.max(1, spans.length) * rowH;
+  const svg = chart(id, width, height, label);
+  svg.removeAttribute('preserveAspectRatio');
+  if (!spans.length) return emptyNote(svg, width, height);
+  const t0 = Math.min(...spans.map((sp) => sp.start));
+  const t1 = Math.max(...spans.map((sp) => sp.end ?? sp.start));
+  const plotW = width - left - right;
+  const px = (t) => left + ((t - t0) / (t1 - t0 || 1)) * plotW;
+  spans.forEach((sp, i) => {
+    const y = top + i * rowH;
+    const end = sp.end ?? sp.start;
+    svg.append(s('text', { x: 4 + 12 * sp.depth, y: y + rowH / 2 + 4 }, truncate(`${sp.service ? `${sp.service} · ` : ''}${sp.name}`, 40 - 2 * sp.depth)));
+    const bar = s('g', { 'data-series': sp.name },
+      s('rect', {
+        x: px(sp.start).toFixed(1), y: y + 4, width: Math.max(1, px(end) - px(sp.start)).toFixed(1), height: rowH - 8,
+        fill: sp.status === 'error' ? '#c62f2f' : PALETTE[(sp.depth + 7) % PALETTE.length], 'fill-opacity': sp.phases ? 0.25 : 0.85,
+      }),
+      s('title', {}, `${sp.name} (${sp.service || 'unknown service'}): starts at +${fmtMs(sp.start - t0)}, lasts ${fmtMs(end - sp.start)}${sp.status ? ` · ${sp.status}` : ''}`));
+    for (const phase of sp.phases || []) {
+      if (!(phase.end > phase.start)) continue;
+      bar.append(s('rect', {
+        'data-phase': phase.name, x: px(phase.start).toFixed(1), y: y + 4, width: Math.max(0.5, px(phase.end) - px(phase.start)).toFixed(1),
+        height: rowH - 8, fill: PHASE_COLOURS[phase.name] || '#999',
+      }, s('title', {}, `${phase.name}: ${fmtMs(phase.end - phase.start)}`)));
+    }
+    svg.append(bar);
+    svg.append(s('text', { x: px(end) + 4, y: y + rowH / 2 + 4 }, fmtMs(end - sp.start)));
+  });
+  for (let i = 0; i <= 5; i += 1) {
+    const t = t0 + ((t1 - t0) * i) / 5;
+    svg.append(s('text', { x: px(t), y: height - 6, 'text-anchor': i === 0 ? 'start' : i === 5 ? 'end' : 'middle' }, `+${fmtMs(t - t0)}`));
+  }
+  return svg;
+}
+
+/**
+ * The token timeline of one request: x = time since the request started, y = the token's
+ * latency (gap to the previous token), one mark per token, coloured by stage; `marks` =
+ * [{name, at}] draws labelled vertical rules (e.g. the first token).
+ */
+export function tokenTimeline(id, tokens, label, marks = []) {
+  const width = 1200, height = 220, left = 64, right = 12, top = 10, bottom = 26;
+  const svg = chart(id, width, height, label);
+  svg.removeAttribute('preserveAspectRatio');
+  if (!tokens.length) return emptyNote(svg, width, height);
+  const x1 = Math.max(...tokens.map((t) => t.at), ...marks.map((m) => m.at), 1);
+  const y1 = Math.max(...tokens.map((t) => t.latency), 1);
+  const plotW = width - left - right, plotH = height - top - bottom;
+  const px = (x) => left + (x / x1) * plotW;
+  const py = (y) => top + plotH - (Math.sqrt(Math.max(0, y)) / Math.sqrt(y1)) * plotH;
+  for (const mark of marks) {
+    svg.append(s('line', { x1: px(mark.at), x2: px(mark.at), y1: top, y2: top + plotH, stroke: '#c62f2f', 'stroke-dasharray': '4 3' }),
+      s('text', { x: px(mark.at) + 4, y: top + 10 }, mark.name));
+  }
+  for (const t of tokens) {
+    svg.append(s('circle', {
+      'data-series': t.stage || 'token', cx: px(t.at).toFixed(1), cy: py(t.latency).toFixed(1), r: 2.6,
+      fill: PHASE_COLOURS[t.stage] || '#2f6fde', 'fill-opacity': t.kv_hit === false ? 0.45 : 0.9,
+    }, s('title', {}, `token ${t.step} (${t.stage || 'unknown stage'}) at +${fmtMs(t.at)}: ${fmtMs(t.latency)}${t.kv_hit == null ? '' : t.kv_hit ? ' · KV hit' : ' · KV miss'}`)));
+  }
+  for (let i = 0; i <= 4; i += 1) {
+    const v = (y1 * i * i) / 16;
+    svg.append(s('text', { x: left - 6, y: py(v) + 4, 'text-anchor': 'end' }, fmtMs(v)));
+  }
+  for (let i = 0; i <= 5; i += 1) {
+    const x = (x1 * i) / 5;
+    svg.append(s('text', { x: px(x), y: height - 6, 'text-anchor': i === 0 ? 'start' : i === 5 ? 'end' : 'middle' }, `+${fmtMs(x)}`));
+  }
+  svg.append(s('rect', { x: left, y: top, width: plotW, height: plotH, fill: 'none', stroke: '#ccd' }));
+  return svg;
+}
+
+/**
+ * A small line chart of one metric around a moment: `points` = [[t ms, v]], `at` the moment
+ * (a vertical rule), `format` the value formatter for the axis.
+ */
+export function momentLine(id, points, at, label, format) {
+  const width = 360, height = 90, left = 52, right = 6, top = 6, bottom = 18;
+  const svg = chart(id, width, height, label);
+  svg.removeAttribute('preserveAspectRatio');
+  const pts = points.filter(([, v]) => Number.isFinite(v));
+  if (pts.length < 2) return emptyNote(svg, width, height);
+  const [x0, x1] = [Math.min(at, ...pts.map(([t]) => t)), Math.max(at, ...pts.map(([t]) => t))];
+  const [y0, y1] = [Math.min(0, ...pts.map(([, v]) => v)), Math.max(...pts.map(([, v]) => v)) || 1];
+  const plotW = width - left - right, plotH = height - top - bottom;
+  const px = (t) => left + ((t - x0) / (x1 - x0 || 1)) * plotW;
+  const py = (v) => top + plotH - ((v - y0) / (y1 - y0 || 1)) * plotH;
+  svg.append(s('polyline', {
+    'data-series': id, fill: 'none', stroke: PALETTE[0], 'stroke-width': 1.5,
+    points: pts.map(([t, v]) => `${px(t).toFixed(1)},${py(v).toFixed(1)}`).join(' '),
+  }, s('title', {}, label)));
+  svg.append(s('line', { x1: px(at), x2: px(at), y1: top, y2: top + plotH, stroke: '#c62f2f', 'stroke-dasharray': '3 2', 'data-marker': 'request' }));
+  svg.append(s('text', { x: left - 4, y: top + 8, 'text-anchor': 'end' }, format(y1)));
+  svg.append(s('text', { x: left - 4, y: top + plotH, 'text-anchor': 'end' }, format(y0)));
+  svg.append(s('text', { x: left, y: height - 4 }, fmtTime(x0)));
+  svg.append(s('text', { x: width - right, y: height - 4, 'text-anchor': 'end' }, fmtTime(x1)));
   return svg;
 }

@@ -2,7 +2,7 @@
 // `/api/v1/dimensions` and SQL over the store.
 
 import { getJSON, sql, h, where, parseFilter, stepOf, seconds, fmtMs, REQUEST_DIMENSIONS, LATENCY_SLIS } from './api.js';
-import { stackedBars } from './charts.js';
+import { stackedBars, phaseBars, flame, PALETTE, PHASE_COLOURS } from './charts.js';
 
 const TOP = 8;
 
@@ -11,7 +11,7 @@ export async function dimensionsPage(ctx) {
   const answer = await getJSON(`/api/v1/dimensions?since=${seconds(win.since)}&until=${seconds(win.until)}`);
   const dims = answer.dimensions || [];
   ctx.el.append(h('h1', {}, 'Dimensions'),
-    h('p', { class: 'muted' }, 'Low-cardinality attributes of the requests in the range, with their most frequent values. Columns link to a breakdown and to the slice\u2019s heatmap.'));
+    h('p', { class: 'muted' }, 'Low-cardinality attributes of the requests in the range, with their most frequent values. Columns link to a breakdown; every value links to its slice\u2019s heatmap (attributes as attrs.<key>=value).'));
   if (!dims.length) { ctx.el.append(h('p', { class: 'empty' }, 'No requests in the range.')); return; }
   const table = h('table', { 'data-table': 'dimensions' },
     h('thead', {}, h('tr', {}, h('th', {}, 'dimension'), h('th', { class: 'num' }, 'distinct'), h('th', {}, 'top values'))),
@@ -25,7 +25,8 @@ export async function dimensionsPage(ctx) {
           const bar = h('span', { class: 'bar-h' });
           bar.style.width = `${(100 * v.count) / max}%`;
           return h('tr', {},
-            h('td', {}, column ? h('a', { href: ctx.linkTo('heatmap', { filter: `${d.name}=${v.value}` }) }, v.value) : v.value),
+            h('td', {}, column || d.source === 'attrs'
+              ? h('a', { href: ctx.linkTo('heatmap', { filter: `${column ? '' : 'attrs.'}${d.name}=${v.value}` }) }, v.value) : v.value),
             h('td', { class: 'num' }, String(v.count)),
             h('td', {}, bar));
         })))));
@@ -33,20 +34,61 @@ export async function dimensionsPage(ctx) {
   ctx.el.append(h('div', { class: 'panel' }, table));
 }
 
+const PHASES = ['queue', 'prefill', 'decode', 'other'];
+/** SQL of a dimension's value as text, `(none)` for NULL. */
+const valueOf = (column) => `COALESCE(CAST(${column} AS VARCHAR), '(none)')`;
+/** Sums of the phases (ms) of the grouped requests; `other` is e2e minus the three. */
+const PHASE_SUMS = `sum(COALESCE(queue_ms, 0)) AS queue, sum(COALESCE(prefill_ms, 0)) AS prefill, sum(COALESCE(decode_ms, 0)) AS decode,
+  sum(greatest(COALESCE(e2e_ms, 0) - COALESCE(queue_ms, 0) - COALESCE(prefill_ms, 0) - COALESCE(decode_ms, 0), 0)) AS other`;
+
+/** The top `limit` groups of `rows` by `value(row)`, the rest merged into `other` with `merge`. */
+function topGroups(rows, limit, value, merge) {
+  const sorted = [...rows].sort((a, b) => value(b) - value(a));
+  if (sorted.length <= limit) return sorted;
+  return [...sorted.slice(0, limit), sorted.slice(limit).reduce(merge)];
+}
+
+/** The flame tree: all requests → values of `by` → values of `by2` (if any) → phases. */
+function flameTree(rows, by2) {
+  const phaseNodes = (r) => PHASES.map((p) => ({ name: p, value: Number(r[p]) || 0, phase: p })).filter((n) => n.value > 0);
+  const total = (r) => PHASES.reduce((a, p) => a + (Number(r[p]) || 0), 0);
+  const mergeRows = (name) => (a, b) => ({ v: name, v2: name, n: Number(a.n) + Number(b.n), ...Object.fromEntries(PHASES.map((p) => [p, Number(a[p]) + Number(b[p])])) });
+  const byValue = new Map();
+  for (const r of rows) {
+    if (!byValue.has(r.v)) byValue.set(r.v, []);
+    byValue.get(r.v).push(r);
+  }
+  const firstLevel = [...byValue.entries()].map(([v, list]) => ({ v, list, ...list.reduce(mergeRows(v)) }));
+  const children = topGroups(firstLevel, 8, total, (a, b) => ({ ...mergeRows('other')(a, b), list: [...a.list, ...b.list] })).map((group) => {
+    const node = { name: group.v, value: total(group), note: `${group.n} requests` };
+    if (by2) {
+      const inner = topGroups(group.list, 6, total, mergeRows('other'));
+      node.children = inner.map((r) => ({ name: r.v2, value: total(r), note: `${r.n} requests`, children: phaseNodes(r) }));
+    } else {
+      node.children = phaseNodes(group);
+    }
+    return node;
+  });
+  return { name: 'all requests', value: children.reduce((a, c) => a + c.value, 0), children };
+}
+
 export async function breakdownPage(ctx) {
   const { state, win } = ctx;
   const by = REQUEST_DIMENSIONS.includes(state.by) ? state.by : 'worker';
+  const by2 = REQUEST_DIMENSIONS.includes(state.by2) && state.by2 !== by ? state.by2 : null;
   const sli = LATENCY_SLIS.includes(state.sli) ? state.sli : 'ttft';
   const filters = parseFilter(state.filter);
   const step = stepOf(win);
   const cond = where(win, filters);
-  const [cells, stats] = await Promise.all([
+  const [cells, stats, nested] = await Promise.all([
     sql(`SELECT CAST(date_bin(INTERVAL '${step.ms / 1000} seconds', ts, TIMESTAMP '1970-01-01T00:00:00Z') AS BIGINT) / 1000000 AS t,
-      COALESCE(CAST(${by} AS VARCHAR), '(none)') AS v, count(*) AS n FROM requests WHERE ${cond} GROUP BY 1, 2`),
-    sql(`SELECT COALESCE(CAST(${by} AS VARCHAR), '(none)') AS v, count(*) AS n,
+      ${valueOf(by)} AS v, count(*) AS n FROM requests WHERE ${cond} GROUP BY 1, 2`),
+    sql(`SELECT ${valueOf(by)} AS v, count(*) AS n,
       approx_percentile_cont(${sli}_ms, 0.5) AS p50, approx_percentile_cont(${sli}_ms, 0.99) AS p99,
-      sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) AS errors
+      sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) AS errors, ${PHASE_SUMS}
       FROM requests WHERE ${cond} GROUP BY 1 ORDER BY n DESC`),
+    by2 ? sql(`SELECT ${valueOf(by)} AS v, ${valueOf(by2)} AS v2, count(*) AS n, ${PHASE_SUMS}
+      FROM requests WHERE ${cond} GROUP BY 1, 2`) : Promise.resolve(null),
   ]);
   const top = stats.slice(0, TOP).map((r) => r.v);
   const names = stats.length > TOP ? [...top, 'other'] : top;
@@ -57,14 +99,33 @@ export async function breakdownPage(ctx) {
     const k = top.includes(c.v) ? top.indexOf(c.v) : names.length - 1;
     series[k].values[index.get(Number(c.t))] += Number(c.n);
   }
-  const bySelect = h('select', { name: 'by' }, REQUEST_DIMENSIONS.map((d) => h('option', { value: d, selected: d === by }, d)));
+  // mean time per request in each phase, for the values with the most requests
+  const phaseRows = stats.slice(0, 16).map((r) => ({
+    name: `${r.v} (${r.n})`, parts: Object.fromEntries(PHASES.map((p) => [p, Number(r[p]) / Math.max(1, Number(r.n))])),
+  }));
+  const tree = flameTree(nested || stats, by2);
+  const phaseColour = (node, depth) => (node.phase ? PHASE_COLOURS[node.phase] : depth === 0 ? '#5f6b7a' : PALETTE[(depth * 3 + node.name.length) % PALETTE.length]);
+  const dimensionSelect = (name, current, none) => h('select', { name }, none ? h('option', { value: '', selected: !current }, '(none)') : null,
+    REQUEST_DIMENSIONS.map((d) => h('option', { value: d, selected: d === current }, d)));
+  const bySelect = dimensionSelect('by', by, false);
+  const by2Select = dimensionSelect('by2', by2, true);
   const sliSelect = h('select', { name: 'sli' }, LATENCY_SLIS.map((d) => h('option', { value: d, selected: d === sli }, d)));
   const filterInput = h('input', { type: 'text', name: 'filter', value: state.filter || '', placeholder: 'model=…', size: 30 });
+  const legend = (list) => h('div', { class: 'legend' }, list.map((p) => { const el = h('span', {}, p); el.style.setProperty('--swatch', PHASE_COLOURS[p]); return el; }));
   ctx.el.append(
-    h('h1', {}, `Breakdown by ${by}`),
-    h('form', { class: 'toolbar', onsubmit: (e) => { e.preventDefault(); ctx.update({ by: bySelect.value, sli: sliSelect.value, filter: filterInput.value.trim() || null }); } },
-      h('label', {}, 'Dimension', bySelect), h('label', {}, 'Latency SLI (table)', sliSelect), h('label', {}, 'Slice', filterInput),
+    h('h1', {}, `Breakdown by ${by}${by2 ? ` and ${by2}` : ''}`),
+    h('form', { class: 'toolbar', onsubmit: (e) => { e.preventDefault(); ctx.update({ by: bySelect.value, by2: by2Select.value || null, sli: sliSelect.value, filter: filterInput.value.trim() || null }); } },
+      h('label', {}, 'Dimension', bySelect), h('label', {}, 'Then by', by2Select), h('label', {}, 'Latency SLI (table)', sliSelect), h('label', {}, 'Slice', filterInput),
       h('button', { type: 'submit', class: 'secondary' }, 'Apply')),
+    h('h2', {}, 'Where request time goes'),
+    h('div', { class: 'panel' },
+      h('p', { class: 'muted' }, `Mean time per request in each phase, by ${by} (requests in brackets); “other” is end-to-end time not in queue, prefill or decode.`),
+      phaseBars('breakdown-phases', phaseRows, PHASES, `mean phase time per request by ${by}`),
+      legend(PHASES)),
+    h('div', { class: 'panel' },
+      h('p', { class: 'muted' }, `Total request time, split by ${by}${by2 ? `, then ${by2}` : ''}, then phase: each box is as wide as its share of all request time. Hover for the numbers.`),
+      flame('breakdown-flame', tree, `flame chart of request time by ${by}${by2 ? ` and ${by2}` : ''} and phase`, phaseColour)),
+    h('h2', {}, 'Requests over time'),
     h('div', { class: 'panel' },
       h('p', { class: 'muted' }, `Requests per ${step.text}, stacked by ${by} (top ${TOP}).`),
       stackedBars('breakdown', steps, series, step.ms, `requests by ${by}`, win),
@@ -75,34 +136,59 @@ export async function breakdownPage(ctx) {
       h('tbody', {}, stats.map((r) => h('tr', {},
         h('td', {}, r.v), h('td', { class: 'num' }, String(r.n)), h('td', { class: 'num' }, fmtMs(r.p50)), h('td', { class: 'num' }, fmtMs(r.p99)),
         h('td', { class: 'num' }, String(r.errors)),
-        h('td', {}, h('a', { href: ctx.linkTo('heatmap', { sli, filter: [state.filter, `${by}=${r.v}`].filter(Boolean).join(',') }) }, 'heatmap'))))))));
+        h('td', {}, h('a', { href: ctx.linkTo('heatmap', { sli, filter: [state.filter, `${by}=${r.v}`].filter(Boolean).join(',') }) }, 'heatmap'), ' · ',
+          h('a', { href: ctx.linkTo('requests', { filter: [state.filter, `${by}=${r.v}`].filter(Boolean).join(',') }) }, 'requests'))))))));
 }
 
 const REQUEST_COLUMNS = ['ts', 'request_id', 'worker', 'model_version', 'lora_adapters', 'kv_cache_policy', 'status', 'finish_reason', 'input_tokens', 'output_tokens', 'queue_ms', 'ttft_ms', 'tpot_ms', 'e2e_ms'];
 const ORDERS = { slowest_ttft: 'ttft_ms DESC NULLS LAST', slowest_e2e: 'e2e_ms DESC NULLS LAST', newest: 'ts DESC', oldest: 'ts ASC' };
+const PAGE = 100;
 
 export async function requestsPage(ctx) {
   const { state, win } = ctx;
   const filters = parseFilter(state.filter);
   const order = ORDERS[state.order] ? state.order : 'slowest_ttft';
-  const rows = await sql(`SELECT ${REQUEST_COLUMNS.map((c) => (c === 'ts' ? 'CAST(ts AS BIGINT) / 1000000 AS ts' : c)).join(', ')}
-    FROM requests WHERE ${where(win, filters)} ORDER BY ${ORDERS[order]} LIMIT 200`);
+  const offset = Math.max(0, Math.floor(Number(state.offset) || 0));
+  const withTokens = state.tokens === '1';
+  let cond = where(win, filters);
+  if (withTokens) cond += ` AND request_id IN (SELECT DISTINCT request_id FROM tokens WHERE ${where(win)})`;
+  const [rows, [{ n: total } = { n: 0 }]] = await Promise.all([
+    sql(`SELECT ${REQUEST_COLUMNS.map((c) => (c === 'ts' ? 'CAST(ts AS BIGINT) / 1000000 AS ts' : c)).join(', ')}, trace_id
+      FROM requests WHERE ${cond} ORDER BY ${ORDERS[order]}, request_id LIMIT ${PAGE} OFFSET ${offset}`),
+    sql(`SELECT count(*) AS n FROM requests WHERE ${cond}`),
+  ]);
   const orderSelect = h('select', { name: 'order' }, Object.keys(ORDERS).map((o) => h('option', { value: o, selected: o === order }, o.replace('_', ' '))));
-  const filterInput = h('input', { type: 'text', name: 'filter', value: state.filter || '', placeholder: 'worker=worker-03,status=error', size: 36 });
-  const cell = (c, v) => {
+  const filterInput = h('input', { type: 'text', name: 'filter', value: state.filter || '', placeholder: 'worker=worker-03,attrs.gen_ai.system=vllm', size: 40 });
+  const tokensBox = h('input', { type: 'checkbox', name: 'tokens', checked: withTokens });
+  const detail = (r) => ctx.linkTo('request', r.request_id ? { request: r.request_id, at: String(r.ts) } : { trace: r.trace_id, at: String(r.ts) });
+  const cell = (r, c) => {
+    const v = r[c];
     if (v == null) return h('td', {}, '');
     if (c === 'ts') return h('td', { title: new Date(Number(v)).toISOString() }, new Date(Number(v)).toISOString().slice(11, 23));
+    if (c === 'request_id') return h('td', {}, h('a', { href: detail(r), 'data-request-link': '' }, String(v)));
     if (c.endsWith('_ms')) return h('td', { class: 'num' }, fmtMs(Number(v)));
     if (c.endsWith('_tokens')) return h('td', { class: 'num' }, String(v));
     return h('td', {}, String(v));
   };
+  const pageLink = (to, text) => h('a', { href: ctx.linkTo('requests', { ...pick(state, ['order', 'filter', 'tokens']), offset: to ? String(to) : null }), rel: to > offset ? 'next' : 'prev' }, text);
+  const total_ = Number(total);
+  const pager = h('nav', { class: 'pager', 'aria-label': 'Pages of requests' },
+    offset > 0 ? pageLink(Math.max(0, offset - PAGE), '← previous') : null,
+    h('span', { class: 'muted' }, rows.length ? `${offset + 1}–${offset + rows.length} of ${total_}` : `0 of ${total_}`),
+    offset + PAGE < total_ ? pageLink(offset + PAGE, 'next →') : null);
   ctx.el.append(
     h('h1', {}, 'Requests'),
-    h('form', { class: 'toolbar', onsubmit: (e) => { e.preventDefault(); ctx.update({ order: orderSelect.value, filter: filterInput.value.trim() || null }); } },
-      h('label', {}, 'Order', orderSelect), h('label', {}, 'Slice', filterInput), h('button', { type: 'submit', class: 'secondary' }, 'Apply')),
-    h('p', { class: 'muted' }, `${rows.length} requests shown (at most 200).`),
+    h('form', { class: 'toolbar', onsubmit: (e) => { e.preventDefault(); ctx.update({ order: orderSelect.value, filter: filterInput.value.trim() || null, tokens: tokensBox.checked ? '1' : null, offset: null }); } },
+      h('label', {}, 'Order', orderSelect), h('label', {}, 'Slice (column=value or attrs.key=value, …)', filterInput),
+      h('label', { class: 'check' }, tokensBox, 'with token events'),
+      h('button', { type: 'submit', class: 'secondary' }, 'Apply')),
+    pager,
     h('div', { class: 'panel scroll' }, rows.length ? h('table', { 'data-table': 'requests' },
       h('thead', {}, h('tr', {}, REQUEST_COLUMNS.map((c) => h('th', { class: c.endsWith('_ms') || c.endsWith('_tokens') ? 'num' : null }, c.replace('_ms', '').replace('_tokens', ' tok'))))),
-      h('tbody', {}, rows.map((r) => h('tr', {}, REQUEST_COLUMNS.map((c) => cell(c, r[c]))))))
+      h('tbody', {}, rows.map((r) => h('tr', {}, REQUEST_COLUMNS.map((c) => cell(r, c))))))
       : h('p', { class: 'empty' }, 'No requests match.')));
+}
+
+function pick(object, keys) {
+  return Object.fromEntries(keys.filter((k) => object[k] != null).map((k) => [k, object[k]]));
 }

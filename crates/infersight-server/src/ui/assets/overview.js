@@ -55,14 +55,26 @@ function rateTile(key, title, format, answer) {
     sparkline(`spark-${key}`, [{ name: key, points: values }], `${title} over the range`));
 }
 
+const windowText = (seconds) => (seconds % 86400 === 0 ? `${seconds / 86400}d` : seconds % 3600 === 0 ? `${seconds / 3600}h` : `${Math.round(seconds / 60)}m`);
+
+/** One rule's burn rates: long / short window against its threshold, marked when firing. */
+function burnCell(rule) {
+  const rate = (v) => (v == null || !Number.isFinite(v) ? '–' : `${v.toFixed(v >= 10 ? 0 : 1)}×`);
+  return h('td', { class: rule.firing ? 'num error' : 'num', 'data-burn': rule.severity, title: `fires when both windows burn faster than ${rule.burn_rate_threshold}× the budget` },
+    `${rate(rule.long_burn_rate)} / ${rate(rule.short_burn_rate)}`, h('div', { class: 'muted' }, `${windowText(rule.long_window_s)} / ${windowText(rule.short_window_s)} > ${rule.burn_rate_threshold}×`));
+}
+
 function sloPanel(slo) {
   const slos = slo.slos || [];
   if (!slos.length) return h('p', { class: 'empty' }, 'No SLOs configured ([alerts] slos).');
-  return h('table', {},
-    h('thead', {}, h('tr', {}, h('th', {}, 'SLO'), h('th', { class: 'num' }, 'objective'), h('th', { class: 'num' }, 'compliance'), h('th', { class: 'num' }, 'budget left'), h('th', {}, 'burning'))),
+  const severities = [...new Set(slos.flatMap((s) => (s.rules || []).map((r) => r.severity)))];
+  return h('table', { 'data-table': 'slos' },
+    h('thead', {}, h('tr', {}, h('th', {}, 'SLO'), h('th', { class: 'num' }, 'objective'), h('th', { class: 'num' }, 'compliance'), h('th', { class: 'num' }, 'budget left'),
+      severities.map((sev) => h('th', { class: 'num' }, `burn rate (${sev})`)), h('th', {}, 'firing'))),
     h('tbody', {}, slos.map((s) => h('tr', {},
       h('td', {}, s.name), h('td', { class: 'num' }, fmtPct(s.objective)), h('td', { class: 'num' }, fmtPct(s.compliance)),
-      h('td', { class: 'num' }, fmtPct(s.budget_remaining)),
+      h('td', { class: s.budget_remaining != null && s.budget_remaining < 0 ? 'num error' : 'num' }, fmtPct(s.budget_remaining)),
+      severities.map((sev) => { const rule = (s.rules || []).find((r) => r.severity === sev); return rule ? burnCell(rule) : h('td', {}, ''); }),
       h('td', {}, (s.rules || []).filter((r) => r.firing).map((r) => r.severity).join(', ') || 'no')))));
 }
 
