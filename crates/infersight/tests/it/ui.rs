@@ -388,6 +388,23 @@ fn ui_finds_the_root_cause_of_a_brushed_spike() {
     );
     assert!(detail["tokens"].as_u64().unwrap() > 0, "{detail}");
     assert_eq!(detail["tokens"], detail["dots"], "one dot per token event");
+    // a log line of the request opens its lineage on the logs page, which finds the request
+    let request_id = driver
+        .execute(
+            "return document.querySelector('[data-request]').dataset.request",
+            json!([]),
+        )
+        .as_str()
+        .unwrap()
+        .to_string();
+    click(&driver, "[data-lineage-link]");
+    wait_for_page(&driver, "logs");
+    let lineage = driver.wait_for(
+        "the lineage panel",
+        "const el = document.querySelector('[data-lineage-request]'); return el ? el.dataset.lineageRequest : null",
+        Duration::from_secs(30),
+    );
+    assert_eq!(lineage, json!(request_id), "the lineage names the request");
 
     // an attrs value on the dimensions page opens its slice's heatmap
     driver.navigate(&format!("{base}/?page=dimensions&range=1h"));

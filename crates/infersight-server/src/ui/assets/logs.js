@@ -353,7 +353,17 @@ function severityClass(severity) {
 }
 
 function recordLink(ctx, r) {
-  return here(ctx, { rec: r.ns, rec_worker: r.worker || null, rec_template: r.template_id || null, rec_body: bodyHash(r.body || '') });
+  return here(ctx, recordKeys(r));
+}
+
+/** The URL keys selecting record `r` ({ns, worker, template_id, body}) for its lineage. */
+function recordKeys(r) {
+  return { rec: r.ns, rec_worker: r.worker || null, rec_template: r.template_id || null, rec_body: bodyHash(r.body || '') };
+}
+
+/** A link from another page to the lineage of record `r` on the logs page, without filters. */
+export function lineageHref(ctx, r) {
+  return ctx.linkTo('logs', recordKeys(r));
 }
 
 // -- the lineage of one record -----------------------------------------------------------------

@@ -6,6 +6,7 @@
 
 import { sql, h, quote, chips, fmtMs, fmtPct, fmtNum, fmtTime } from './api.js';
 import { waterfall, tokenTimeline, momentLine, phaseBars, PHASE_COLOURS } from './charts.js';
+import { lineageHref } from './logs.js';
 
 const HOUR = 3600e3;
 /** Metrics are shown this far either side of the request's start. */
@@ -100,7 +101,7 @@ export async function requestPage(ctx) {
           WHERE worker = ${quote(request.worker)} AND name IN (${GAUGES.map(([n]) => quote(n)).join(', ')}) AND ${near}
           GROUP BY name, ts ORDER BY name, t`)
       : Promise.resolve([]),
-    sql(`SELECT CAST(ts AS BIGINT) / 1000000 AS ts, severity, service, worker, template_id, body FROM logs
+    sql(`SELECT CAST(ts AS BIGINT) / 1000000 AS ts, CAST(CAST(ts AS BIGINT) AS VARCHAR) AS ns, severity, service, worker, template_id, body FROM logs
       WHERE (${logCond}) AND ${near} ORDER BY ts LIMIT 200`),
   ]);
 
@@ -179,9 +180,9 @@ export async function requestPage(ctx) {
     gaugeCards.length ? h('div', { class: 'metric-cards' }, gaugeCards) : h('div', { class: 'panel' }, h('p', { class: 'empty' }, 'No engine metrics of this worker around the request.')),
     h('h2', {}, `Log lines (${logs.length})`),
     h('div', { class: 'panel' }, logs.length ? h('table', { 'data-table': 'request-logs' },
-      h('thead', {}, h('tr', {}, h('th', {}, 'time'), h('th', {}, 'severity'), h('th', {}, 'service'), h('th', {}, 'worker'), h('th', {}, 'line'))),
+      h('thead', {}, h('tr', {}, h('th', {}, 'time'), h('th', {}, 'severity'), h('th', {}, 'service'), h('th', {}, 'worker'), h('th', {}, 'line'), h('th', {}, ''))),
       h('tbody', {}, logs.map((l) => h('tr', {}, h('td', {}, fmtTime(Number(l.ts), true)), h('td', {}, l.severity || ''), h('td', {}, l.service || ''), h('td', {}, l.worker || ''),
-        h('td', {}, h('pre', { class: 'log' }, l.body || ''))))))
+        h('td', {}, h('pre', { class: 'log' }, l.body || '')), h('td', {}, h('a', { href: lineageHref(ctx, l), 'data-lineage-link': '' }, 'lineage'))))))
       : h('p', { class: 'empty' }, 'No log lines carry this trace or request id.')),
     h('h2', {}, 'Attributes'),
     h('div', { class: 'panel cols' },
