@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Web UI page-load benchmark (bench/README.md, "Web UI page load"): one simulated hour of a
 # 16-worker fleet at 50 req/s (lora_kv_regression, ending two minutes ago so "last hour" shows
-# it) is ingested (traces, logs, metrics), `infersight serve` starts on free ports, and
+# it) is ingested (traces, logs, metrics, the engines' raw log lines), `infersight serve` starts on free ports, and
 # bench/ui_load.py loads every page RUNS times in headless Chromium (WebDriver via
 # chromedriver), timing navigation start → the shell's `#view[data-state=ready]` marker, plus
 # the API calls behind each page in the browser and replayed outside it.
@@ -40,6 +40,11 @@ if [ "${REUSE:-0}" != 1 ] || [ ! -d "$OUT/data" ]; then
     --arrivals poisson --start=-62m --quiet --out "$OUT/sim" >/dev/null
   "$BIN" ingest --quiet --data "$OUT/data" \
     "$OUT/sim/traces.jsonl" "$OUT/sim/logs.jsonl" "$OUT/sim/metrics.jsonl" >/dev/null
+  # the engines' raw lines too (they carry the templates the logs page is about)
+  for raw in "$OUT"/sim/raw/*.log; do
+    "$BIN" ingest --quiet --data "$OUT/data" --service vllm --worker "$(basename "$raw" .log)" \
+      "$raw" >/dev/null
+  done
   printf 'simulate + ingest: %.0f s\n' "$(echo "$(date +%s.%N) - $start" | bc)" >&2
 fi
 

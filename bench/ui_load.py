@@ -244,12 +244,15 @@ def label(call):
 
 
 def page_path(base, label, range_):
-    """The URL of a measured page. `breakdown2` is the breakdown by two dimensions; `request` the
+    """The URL of a measured page. `breakdown2` is the breakdown by two dimensions, `logs_search`
+    the logs page searching a word of the engines' stats lines, sorted by growth; `request` the
     detail page of the slowest request of the range that has token events (else the slowest)."""
     if label == "heatmap":
         return f"/?page=heatmap&range={range_}&sli=ttft"
     if label == "breakdown2":
         return f"/?page=breakdown&range={range_}&by=model_version&by2=worker"
+    if label == "logs_search":
+        return f"/?page=logs&range={range_}&q=throughput&sort=growth"
     if label == "request":
         since = {"15m": "-15m", "1h": "-1h", "6h": "-6h", "24h": "-24h", "7d": "-7d"}.get(range_, "-1h")
         for extra in ("AND request_id IN (SELECT request_id FROM tokens)", ""):
@@ -271,7 +274,7 @@ def main():
     ap.add_argument("--base", required=True, help="http://127.0.0.1:PORT of infersight serve")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--range", default="1h")
-    ap.add_argument("--pages", default="overview,heatmap,breakdown,breakdown2,dimensions,requests,request,logs,incidents")
+    ap.add_argument("--pages", default="overview,heatmap,breakdown,breakdown2,dimensions,requests,request,logs,logs_search,incidents")
     ap.add_argument("--incident-window", help="ground_truth.json: run RCA on its incident window and time the incident page")
     ap.add_argument("--out", help="write the raw measurements (JSON) here")
     opts = ap.parse_args()

@@ -15,7 +15,7 @@ pub mod value;
 
 pub use error::{ErrorKind, ModelError};
 pub use tables::{
-    LogRecord, MetricRecord, RequestRecord, SCHEMA_VERSION, SpanRecord, Table, TableBatch,
-    TemplateRecord, TokenRecord,
+    LogRecord, MetricRecord, RedactionRecord, RequestRecord, SCHEMA_VERSION, SpanRecord, Table,
+    TableBatch, TemplateRecord, TokenRecord,
 };
 pub use value::AttrValue;

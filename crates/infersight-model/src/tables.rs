@@ -1,4 +1,4 @@
-//! The six canonical tables as Rust records and versioned Arrow schemas, generated from one column
+//! The canonical tables as Rust records and versioned Arrow schemas, generated from one column
 //! list per table so the record, the schema and the batch builder can never disagree.
 //!
 //! Every table has a non-null `ts` column (nanoseconds, UTC): the store partitions by its hour and
@@ -36,16 +36,20 @@ pub enum Table {
     Metrics,
     Tokens,
     Templates,
+    /// The redaction audit: what the `redact` stage replaced where (counts, never values).
+    Redactions,
 }
 
 impl Table {
-    pub const ALL: [Table; 6] = [
+    /// Every table, in the order of their WAL codes: new tables are appended, never inserted.
+    pub const ALL: [Table; 7] = [
         Table::Requests,
         Table::Spans,
         Table::Logs,
         Table::Metrics,
         Table::Tokens,
         Table::Templates,
+        Table::Redactions,
     ];
 
     pub fn name(self) -> &'static str {
@@ -56,6 +60,7 @@ impl Table {
             Table::Metrics => "metrics",
             Table::Tokens => "tokens",
             Table::Templates => "templates",
+            Table::Redactions => "redactions",
         }
     }
 
@@ -74,6 +79,7 @@ impl Table {
             Table::Metrics => MetricRecord::schema(),
             Table::Tokens => TokenRecord::schema(),
             Table::Templates => TemplateRecord::schema(),
+            Table::Redactions => RedactionRecord::schema(),
         }
     }
 
@@ -404,6 +410,26 @@ canonical_table!(
     last_seen: ots,
     count: i64,
     param_types: json,
+});
+
+canonical_table!(
+    /// One count of the redaction audit: how many findings (or attributes) the `redact` stage
+    /// replaced in one minute of data, per table, column/attribute path, rule, detector and
+    /// action. Written in the same store append as the redacted rows; never holds a value.
+    RedactionRecord, RedactionBatchBuilder, "redactions", {
+    // start of the minute of the redacted rows' own `ts`
+    ts: ts,
+    source_table: str,
+    source_column: str,
+    // `table.column[.attribute.key.path]`, e.g. `requests.attrs.enduser.id`
+    path: str,
+    // the `path` pattern of the rule that applied, or `default`
+    rule: str,
+    // `email`, `phone`, …, `custom:NAME`; null for `drop` and for whole values hashed without a finding
+    detector: str,
+    // `mask`, `hash` or `drop`
+    action: str,
+    count: i64,
 });
 
 /// Minimum and maximum of the `ts` column of a batch of any canonical table.

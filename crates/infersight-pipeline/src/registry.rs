@@ -15,7 +15,16 @@ pub const STAGE_NAMES: &[&str] = &["parse", "redact", "template", "label"];
 /// Builds the stage called `name` from its section of `config`.
 pub fn build_stage(name: &str, config: &StagesConfig) -> Result<Box<dyn Stage>, PipelineError> {
     match name {
-        "parse" => Ok(Box::new(ParseStage::new(&config.parse)?)),
+        "parse" => {
+            let stage = ParseStage::new(&config.parse)?;
+            let position = |name: &str| config.order.iter().position(|n| n == name);
+            let redacted_later = config.redact.enabled && position("redact") > position("parse");
+            Ok(Box::new(if redacted_later {
+                stage.deferring_redaction()
+            } else {
+                stage
+            }))
+        }
         "redact" => Ok(Box::new(RedactStage::new(&config.redact)?)),
         "template" => Ok(Box::new(TemplateStage::new(&config.template)?)),
         "label" => Ok(Box::new(LabelStage::new(&config.label)?)),

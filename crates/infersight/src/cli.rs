@@ -146,7 +146,7 @@ pub enum Command {
         #[arg(long)]
         quiet: bool,
     },
-    /// Run SQL over the store (tables: requests, spans, logs, metrics, tokens, templates).
+    /// Run SQL over the store (tables: requests, spans, logs, metrics, tokens, templates, redactions).
     Query {
         #[command(flatten)]
         common: Common,

@@ -40,6 +40,17 @@ fn configured_pipeline_redacts_requests_and_logs() {
             },
         ])
         .unwrap();
+    // each redacted batch is followed by its redaction audit
+    let tables: Vec<Table> = out.iter().map(|b| b.table).collect();
+    assert_eq!(
+        tables,
+        [
+            Table::Requests,
+            Table::Redactions,
+            Table::Logs,
+            Table::Redactions
+        ]
+    );
     let request = &RequestRecord::from_batch(&out[0].batch).unwrap()[0];
     assert_eq!(
         request.error_type.as_deref(),
@@ -51,7 +62,7 @@ fn configured_pipeline_redacts_requests_and_logs() {
     );
     assert_eq!(request.model.as_deref(), Some("llama-3-8b"));
     assert_eq!(request.tenant.as_deref(), Some("acme"));
-    let log = &LogRecord::from_batch(&out[1].batch).unwrap()[0];
+    let log = &LogRecord::from_batch(&out[2].batch).unwrap()[0];
     assert_eq!(log.body.as_deref(), Some("prompt from <PHONE>: hello"));
 
     let counters = pipeline.counters();
@@ -64,7 +75,7 @@ fn configured_pipeline_redacts_requests_and_logs() {
             redact.emitted_rows,
             redact.failed_rows
         ),
-        (2, 2, 0)
+        (2, 2 + 3, 0)
     );
     assert!(redact.dropped_rows.is_empty());
     assert_eq!(redact.detail["rows_redacted"], 2);
@@ -113,5 +124,53 @@ fn invalid_config_reports_every_problem_as_bad_request() {
     assert!(
         message.contains("stages.redact.custom[0].regex: invalid regex"),
         "{message}"
+    );
+}
+
+#[test]
+fn prompts_split_by_parse_are_redacted_by_the_redact_stage_with_its_rules_and_audit() {
+    let mut pipeline = Pipeline::from_config(&config(
+        r#"{"order": ["parse", "redact"],
+            "redact": {"rules": [{"path": "logs.attrs.response", "action": "drop"}]}}"#,
+    ))
+    .unwrap();
+    let logs = LogRecord::to_batch(&[LogRecord {
+        ts: 2,
+        body: Some("[PROMPT] write to bob@acme.io please [RESPONSE] sent to bob@acme.io".into()),
+        attrs: "{}".into(),
+        ..Default::default()
+    }]);
+    let out = pipeline
+        .run(vec![TableBatch {
+            table: Table::Logs,
+            batch: logs,
+        }])
+        .unwrap();
+    let log = out
+        .iter()
+        .find(|b| b.table == Table::Logs)
+        .map(|b| LogRecord::from_batch(&b.batch).unwrap().remove(0))
+        .unwrap();
+    assert!(!log.body.as_deref().unwrap().contains("bob@"), "{log:?}");
+    let attrs: serde_json::Value = serde_json::from_str(&log.attrs).unwrap();
+    assert_eq!(attrs["prompt"], "write to <EMAIL> please", "{attrs}");
+    assert!(
+        attrs.get("response").is_none(),
+        "the rule drops it: {attrs}"
+    );
+    // the audit sees the prompt's email and the dropped response: parse left them to redact
+    let audit = out
+        .iter()
+        .filter(|b| b.table == Table::Redactions)
+        .flat_map(|b| infersight_model::RedactionRecord::from_batch(&b.batch).unwrap())
+        .map(|r| (r.path.unwrap_or_default(), r.action.unwrap_or_default()))
+        .collect::<Vec<_>>();
+    assert!(
+        audit.contains(&("logs.attrs.prompt".to_string(), "mask".to_string())),
+        "{audit:?}"
+    );
+    assert!(
+        audit.contains(&("logs.attrs.response".to_string(), "drop".to_string())),
+        "{audit:?}"
     );
 }

@@ -146,3 +146,78 @@ async fn empty_range_has_no_dimensions() {
     };
     assert!(engine.dimensions(range, 100, 10).await.unwrap().is_empty());
 }
+
+/// An `attrs` dimension's values are the text `json_get` gives (numbers as JSON renders them,
+/// strings unescaped), so they are exactly what a `json_get` filter or GROUP BY sees; counted
+/// over several segments (scanned as several partitions) and the memtable.
+#[tokio::test]
+async fn attrs_values_are_what_json_get_returns() {
+    let store = TestStore::new();
+    let values = [
+        "1",
+        "1.0",
+        "2.5e3",
+        "-0.0",
+        "0.1",
+        "12345678901234567890",
+        "true",
+        r#""é""#,
+        r#""x\ny""#,
+        "null",
+    ];
+    let rows: Vec<RequestRecord> = (0..1200)
+        .map(|i: i64| RequestRecord {
+            ts: base_ns() + i * 1_000_000_000,
+            model: Some("llama".into()),
+            attrs: format!(
+                r#"{{"num":{},"tier":"{}","k\"q":{}}}"#,
+                values[i as usize % values.len()],
+                ["gold", "silver"][i as usize % 2],
+                i % 3
+            ),
+            ..Default::default()
+        })
+        .collect();
+    for (index, chunk) in rows.chunks(300).enumerate() {
+        store.append_requests(chunk);
+        if index < 3 {
+            store.flush().unwrap();
+        }
+    }
+    let engine = store.engine();
+    let dimensions = engine.dimensions(TimeRange::ALL, 100, 100).await.unwrap();
+    let attrs: Vec<&Dimension> = dimensions
+        .iter()
+        .filter(|d| d.source == DimensionSource::Attrs)
+        .collect();
+    let names: Vec<&str> = attrs.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, vec![r#"k"q"#, "num", "tier"]);
+    for dimension in attrs {
+        let key = dimension.name.replace('\'', "''");
+        let sql = format!(
+            "SELECT json_get(attrs, '{key}') AS v, count(*) AS n FROM requests \
+             WHERE json_get(attrs, '{key}') IS NOT NULL GROUP BY v"
+        );
+        let output = engine.sql(&sql).await.unwrap();
+        let mut expected: Vec<(String, u64)> = Vec::new();
+        for batch in &output.batches {
+            for row in 0..batch.num_rows() {
+                let text = |column| {
+                    datafusion::arrow::util::display::array_value_to_string(
+                        batch.column(column),
+                        row,
+                    )
+                    .unwrap()
+                };
+                expected.push((text(0), text(1).parse().unwrap()));
+            }
+        }
+        expected.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        assert_eq!(dimension.values, expected, "{}", dimension.name);
+        let total: u64 = expected.iter().map(|(_, n)| n).sum();
+        assert_eq!(dimension.total_rows, total);
+    }
+    let num = find(&dimensions, "num").unwrap();
+    assert_eq!(num.distinct_values, 9);
+    assert!(num.values.contains(&("2500.0".to_string(), 120)));
+}

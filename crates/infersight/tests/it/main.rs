@@ -9,6 +9,7 @@ mod incidents_api;
 mod prometheus;
 mod python_otel;
 mod rca;
+mod redaction;
 mod report;
 mod scrape;
 mod server;

@@ -8,8 +8,9 @@ pub struct ParseConfig {
     pub enabled: bool,
     /// Emit a `metrics` batch for engine statistics lines.
     pub emit_metrics: bool,
-    /// Redact prompt and response text split out of mixed lines (the `redact` stage redacts
-    /// again later; this keeps personal data out of `attrs` even if `redact` is misconfigured).
+    /// Redact prompt and response text split out of mixed lines with the default detectors.
+    /// Only in effect when no enabled `redact` stage runs after `parse` (then that stage, with its
+    /// path rules and audit, redacts them); it keeps personal data out of `attrs` otherwise.
     pub redact_text: bool,
 }
 

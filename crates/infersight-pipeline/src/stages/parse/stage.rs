@@ -67,6 +67,14 @@ impl ParseStage {
         })
     }
 
+    /// Leaves prompt and response text to an enabled `redact` stage that runs after this one:
+    /// its per-path rules (mask, keyed hash, drop) and its audit then cover them too, instead of
+    /// finding them already masked here.
+    pub fn deferring_redaction(mut self) -> Self {
+        self.config.redact_text = false;
+        self
+    }
+
     fn redact(&self, text: &str) -> String {
         if self.config.redact_text {
             self.redactor.redact(text).into_owned()

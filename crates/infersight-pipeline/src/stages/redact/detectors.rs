@@ -41,14 +41,24 @@ impl Label {
             Label::Custom(_) => "<CUSTOM>",
         }
     }
+
+    /// The name inside a keyed-hash placeholder (`EMAIL` in `<EMAIL:h:…>`); custom patterns
+    /// use `CUSTOM:<name>` and are handled by the caller.
+    pub(crate) fn hash_name(self) -> &'static str {
+        let placeholder = self.placeholder();
+        &placeholder[1..placeholder.len() - 1]
+    }
 }
 
-/// Matches any placeholder this crate writes, so a second pass never redacts its own output.
-pub(crate) const PLACEHOLDER_PATTERN: &str =
-    r"<(?:EMAIL|PHONE|CN_ID|CARD|IP|API_KEY|TOKEN|JWT|REDACTED|CUSTOM:[A-Za-z0-9_.\-]{1,64})>";
+/// Matches any placeholder this crate writes, plain (`<EMAIL>`) or keyed-hash
+/// (`<EMAIL:h:1a2b3c4d5e6f7a8b>`, `<VALUE:h:…>`), so a second pass never redacts its own output.
+pub(crate) const PLACEHOLDER_PATTERN: &str = concat!(
+    r"<(?:EMAIL|PHONE|CN_ID|CARD|IP|API_KEY|TOKEN|JWT|REDACTED|VALUE|CUSTOM:[A-Za-z0-9_.\-]{1,64})",
+    r"(?::h:[0-9a-f]{16})?>"
+);
 
 /// Who found a span: a built-in detector or the custom pattern with this index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Source {
     Builtin(DetectorName),
     Custom(usize),
@@ -73,6 +83,7 @@ pub(crate) enum Check {
     Custom(usize),
 }
 
+#[derive(Debug, Clone)]
 pub(crate) struct Rule {
     pub source: Source,
     pub check: Check,

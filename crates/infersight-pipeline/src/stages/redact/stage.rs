@@ -1,18 +1,32 @@
 //! [`RedactStage`]: applies the [`Redactor`] to every free-text and JSON column of the canonical
-//! tables. Identifier and label columns (`model`, `worker`, `trace_id` …) are left alone: they are
-//! the dimensions root-cause localization works on, and they carry no user content.
+//! tables, and emits the redaction audit (`redactions` rows) next to each batch it changed.
+//!
+//! Identifier and label columns (`model`, `worker`, `trace_id` …) are left alone: they are the
+//! dimensions root-cause localization works on, and they carry no user content.
+//!
+//! The audit rows travel in the same stage output as the redacted rows, so the sink stores them
+//! in the same append (one WAL record): no audit for data that was not stored, none lost for data
+//! that was.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, StringArray};
+use arrow::array::{Array, ArrayRef, StringArray, TimestampNanosecondArray};
 use arrow::record_batch::RecordBatch;
-use infersight_model::{Table, TableBatch};
+use infersight_model::{RedactionRecord, Table, TableBatch};
 
-use super::config::{DetectorName, RedactConfig};
-use super::redactor::Redactor;
+use super::config::{DetectorName, RedactAction, RedactConfig};
+use super::detectors::Source;
+use super::redactor::{AuditEvent, Decider, FieldOutcome, Redactor};
 use crate::error::PipelineError;
 use crate::stage::Stage;
+
+/// Width of the audit's time buckets: one row per minute and (path, rule, detector, action).
+pub const AUDIT_BUCKET_NS: i64 = 60_000_000_000;
+
+/// Longest attribute path kept in the audit; longer paths are cut at a character boundary.
+const AUDIT_PATH_MAX_BYTES: usize = 200;
 
 /// How a column's values are redacted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +37,8 @@ enum ColumnKind {
     Json,
 }
 
-/// The columns this stage rewrites, per table.
+/// The columns this stage rewrites, per table (kept in step with `config::REDACTED_TABLE_COLUMNS`,
+/// which rule paths are checked against).
 fn redacted_columns(table: Table) -> &'static [(&'static str, ColumnKind)] {
     use ColumnKind::{Json, Text};
     match table {
@@ -32,13 +47,25 @@ fn redacted_columns(table: Table) -> &'static [(&'static str, ColumnKind)] {
         Table::Spans => &[("name", Text), ("status_message", Text), ("attrs", Json)],
         Table::Metrics => &[("labels", Json)],
         Table::Templates => &[("template", Text)],
-        Table::Tokens => &[],
+        // `tokens` holds no text; `redactions` is this stage's own output and holds no values
+        Table::Tokens | Table::Redactions => &[],
     }
 }
+
+/// One audit count being collected: minute, column, attribute path, rule, detector, action.
+type AuditKey = (
+    i64,
+    &'static str,
+    Option<String>,
+    Decider,
+    Option<Source>,
+    RedactAction,
+);
 
 pub struct RedactStage {
     redactor: Redactor,
     rows_redacted: u64,
+    audit_rows: u64,
 }
 
 impl std::fmt::Debug for RedactStage {
@@ -55,7 +82,17 @@ impl RedactStage {
         Ok(Self {
             redactor: Redactor::new(config)?,
             rows_redacted: 0,
+            audit_rows: 0,
         })
+    }
+
+    /// The stage around an already built redactor (e.g. one from [`Redactor::with_secret`]).
+    pub fn from_redactor(redactor: Redactor) -> Self {
+        Self {
+            redactor,
+            rows_redacted: 0,
+            audit_rows: 0,
+        }
     }
 
     pub fn redactor(&self) -> &Redactor {
@@ -71,15 +108,20 @@ impl RedactStage {
         &self,
         table: Table,
         batch: &RecordBatch,
+        audit: &mut BTreeMap<AuditKey, u64>,
     ) -> Result<(RecordBatch, Vec<bool>), PipelineError> {
         let mut row_changed = vec![false; batch.num_rows()];
         let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
         let mut any_changed = false;
+        let ts = batch
+            .column_by_name("ts")
+            .and_then(|c| c.as_any().downcast_ref::<TimestampNanosecondArray>());
         for &(name, kind) in redacted_columns(table) {
             // A column absent from this batch's schema has nothing to redact.
             let Ok(index) = batch.schema().index_of(name) else {
                 continue;
             };
+            let nullable = batch.schema().field(index).is_nullable();
             let values = columns[index]
                 .as_any()
                 .downcast_ref::<StringArray>()
@@ -91,7 +133,14 @@ impl RedactStage {
                         columns[index].data_type()
                     ),
                 })?;
-            if let Some(redacted) = self.redact_column(values, kind, &mut row_changed) {
+            let column = Column {
+                name,
+                kind,
+                nullable,
+                rules: self.redactor.column_rules(table.name(), name),
+            };
+            if let Some(redacted) = self.redact_column(values, &column, ts, &mut row_changed, audit)
+            {
                 columns[index] = Arc::new(redacted);
                 any_changed = true;
             }
@@ -108,23 +157,43 @@ impl RedactStage {
     fn redact_column(
         &self,
         values: &StringArray,
-        kind: ColumnKind,
+        column: &Column,
+        ts: Option<&TimestampNanosecondArray>,
         row_changed: &mut [bool],
+        audit: &mut BTreeMap<AuditKey, u64>,
     ) -> Option<StringArray> {
-        let mut changed: Vec<(usize, String)> = Vec::new();
+        let mut changed: Vec<(usize, Option<String>)> = Vec::new();
         for (row, value) in values.iter().enumerate() {
             let Some(value) = value else { continue };
-            let redacted = match kind {
-                ColumnKind::Json => self.redactor.redact_json(value),
-                ColumnKind::Text if looks_like_json(value) => self.redactor.redact_json(value),
-                ColumnKind::Text => self.redactor.redact(value),
+            let bucket = ts.filter(|ts| !ts.is_null(row)).map_or(0, |ts| {
+                ts.value(row).div_euclid(AUDIT_BUCKET_NS) * AUDIT_BUCKET_NS
+            });
+            let as_json = column.kind == ColumnKind::Json || looks_like_json(value);
+            let mut record = |event: AuditEvent<'_>| {
+                let key = (
+                    bucket,
+                    column.name,
+                    event.key_path.map(str::to_string),
+                    event.decider,
+                    event.detector,
+                    event.action,
+                );
+                *audit.entry(key).or_default() += 1;
             };
-            if let std::borrow::Cow::Owned(redacted) = redacted
-                && redacted != value
-            {
-                row_changed[row] = true;
-                changed.push((row, redacted));
-            }
+            let replacement =
+                match self
+                    .redactor
+                    .redact_field(value, as_json, &column.rules, &mut record)
+                {
+                    FieldOutcome::Value(Cow::Borrowed(_)) => continue,
+                    FieldOutcome::Value(Cow::Owned(redacted)) if redacted == value => continue,
+                    FieldOutcome::Value(Cow::Owned(redacted)) => Some(redacted),
+                    FieldOutcome::Dropped if column.nullable => None,
+                    FieldOutcome::Dropped if column.kind == ColumnKind::Json => Some("{}".into()),
+                    FieldOutcome::Dropped => Some(String::new()),
+                };
+            row_changed[row] = true;
+            changed.push((row, replacement));
         }
         if changed.is_empty() {
             return None;
@@ -134,12 +203,61 @@ impl RedactStage {
             .iter()
             .enumerate()
             .map(|(row, value)| match changed.peek() {
-                Some((changed_row, _)) if *changed_row == row => changed.next().map(|(_, v)| v),
+                Some((changed_row, _)) if *changed_row == row => {
+                    changed.next().and_then(|(_, v)| v)
+                }
                 _ => value.map(str::to_string),
             })
             .collect();
-        debug_assert_eq!(rebuilt.null_count(), values.null_count());
         Some(rebuilt)
+    }
+
+    /// The audit counts of one input batch as `redactions` rows.
+    fn audit_batch(&self, table: Table, audit: BTreeMap<AuditKey, u64>) -> RecordBatch {
+        let records: Vec<RedactionRecord> = audit
+            .into_iter()
+            .map(
+                |((bucket, column, key_path, decider, detector, action), count)| {
+                    let mut path = format!("{table}.{column}");
+                    if let Some(key_path) = key_path {
+                        // keys are stored unredacted in the data, but the audit never adds a copy
+                        // of anything a detector would find
+                        path.push('.');
+                        path.push_str(&self.redactor.redact_quietly(&key_path));
+                        truncate_at_char_boundary(&mut path, AUDIT_PATH_MAX_BYTES);
+                    }
+                    RedactionRecord {
+                        ts: bucket,
+                        source_table: Some(table.name().to_string()),
+                        source_column: Some(column.to_string()),
+                        path: Some(path),
+                        rule: Some(self.redactor.decider_name(decider).to_string()),
+                        detector: detector.map(|s| self.redactor.source_name(s).into_owned()),
+                        action: Some(action.as_str().to_string()),
+                        count: Some(i64::try_from(count).unwrap_or(i64::MAX)),
+                    }
+                },
+            )
+            .collect();
+        RedactionRecord::to_batch(&records)
+    }
+}
+
+/// A column being redacted, with the path rules that can apply to it.
+struct Column {
+    name: &'static str,
+    kind: ColumnKind,
+    nullable: bool,
+    rules: Vec<usize>,
+}
+
+fn truncate_at_char_boundary(text: &mut String, max_bytes: usize) {
+    if text.len() > max_bytes {
+        let mut end = max_bytes;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
     }
 }
 
@@ -163,7 +281,8 @@ impl Stage for RedactStage {
             out.push(batch);
             return Ok(());
         }
-        let (redacted, row_changed) = self.redact_batch(batch.table, &batch.batch)?;
+        let mut audit = BTreeMap::new();
+        let (redacted, row_changed) = self.redact_batch(batch.table, &batch.batch, &mut audit)?;
         let rows = row_changed.iter().filter(|&&changed| changed).count() as u64;
         if rows > 0 {
             tracing::debug!(table = %batch.table, rows, "redacted rows");
@@ -173,12 +292,25 @@ impl Stage for RedactStage {
             table: batch.table,
             batch: redacted,
         });
+        if !audit.is_empty() {
+            let audit = self.audit_batch(batch.table, audit);
+            self.audit_rows += audit.num_rows() as u64;
+            out.push(TableBatch {
+                table: Table::Redactions,
+                batch: audit,
+            });
+        }
         Ok(())
     }
 
     fn stats(&self) -> BTreeMap<&'static str, u64> {
         let hits = self.redactor.hits();
-        let mut stats = BTreeMap::from([("rows_redacted", self.rows_redacted)]);
+        let mut stats = BTreeMap::from([
+            ("rows_redacted", self.rows_redacted),
+            ("audit_rows", self.audit_rows),
+            ("values_hashed", self.redactor.hashed()),
+            ("values_dropped", self.redactor.dropped()),
+        ]);
         for detector in DetectorName::ALL {
             stats.insert(hit_counter_name(Some(detector)), hits[detector.as_str()]);
         }

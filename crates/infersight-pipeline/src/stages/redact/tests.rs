@@ -4,7 +4,10 @@
 
 use std::borrow::Cow;
 
-use infersight_model::{LogRecord, MetricRecord, SpanRecord, Table, TableBatch, TokenRecord};
+use infersight_model::{
+    LogRecord, MetricRecord, RedactionRecord, RequestRecord, SpanRecord, Table, TableBatch,
+    TokenRecord,
+};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as ProptestConfig, RngSeed};
 
@@ -470,8 +473,40 @@ fn stage_redacts_a_logs_batch_and_keeps_the_schema() {
     let mut stage = RedactStage::new(&RedactConfig::default()).unwrap();
     let mut out = Vec::new();
     stage.process(batch, &mut out).unwrap();
-    assert_eq!(out.len(), 1);
+    // the redacted batch, then its audit
+    assert_eq!(out.len(), 2);
     assert_eq!(out[0].table, Table::Logs);
+    assert_eq!(out[1].table, Table::Redactions);
+    let mut audit: Vec<(String, String, String, i64)> = RedactionRecord::from_batch(&out[1].batch)
+        .unwrap()
+        .into_iter()
+        .map(|r| {
+            assert_eq!(r.ts, 0, "minute bucket of ts 1 and 3");
+            assert_eq!(r.rule.as_deref(), Some("default"));
+            assert_eq!(r.action.as_deref(), Some("mask"));
+            (
+                r.path.unwrap(),
+                r.detector.unwrap(),
+                r.source_column.unwrap(),
+                r.count.unwrap(),
+            )
+        })
+        .collect();
+    audit.sort();
+    assert_eq!(
+        audit,
+        vec![
+            (
+                "logs.attrs.client.address".into(),
+                "ip".into(),
+                "attrs".into(),
+                1
+            ),
+            ("logs.body".into(), "email".into(), "body".into(), 1),
+            ("logs.body".into(), "ip".into(), "body".into(), 1),
+            ("logs.params".into(), "email".into(), "params".into(), 2),
+        ]
+    );
     assert_eq!(out[0].batch.schema(), schema);
     let back = LogRecord::from_batch(&out[0].batch).unwrap();
     assert_eq!(
@@ -544,6 +579,21 @@ fn stage_covers_spans_metrics_and_leaves_tokens_alone() {
             },
         ])
         .unwrap();
+    let tables: Vec<Table> = out.iter().map(|b| b.table).collect();
+    assert_eq!(
+        tables,
+        [
+            Table::Spans,
+            Table::Redactions,
+            Table::Metrics,
+            Table::Redactions,
+            Table::Tokens
+        ]
+    );
+    let out: Vec<TableBatch> = out
+        .into_iter()
+        .filter(|b| b.table != Table::Redactions)
+        .collect();
     let span = &SpanRecord::from_batch(&out[0].batch).unwrap()[0];
     assert_eq!(span.name.as_deref(), Some("POST /users/<EMAIL>"));
     assert_eq!(
@@ -561,7 +611,9 @@ fn stage_covers_spans_metrics_and_leaves_tokens_alone() {
     let counters = pipeline.counters();
     assert_eq!(counters[0].0, "redact");
     assert_eq!(counters[0].1.received_rows, 3);
-    assert_eq!(counters[0].1.emitted_rows, 3);
+    // 3 rows and 4 audit rows (span name, status, attrs; metric labels)
+    assert_eq!(counters[0].1.emitted_rows, 3 + 4);
+    assert_eq!(counters[0].1.detail["audit_rows"], 4);
     assert_eq!(counters[0].1.failed_rows, 0);
     assert_eq!(counters[0].1.detail["rows_redacted"], 2);
     assert_eq!(counters[0].1.detail["hits_api_key"], 1);
@@ -824,5 +876,432 @@ proptest! {
     #[test]
     fn benign_text_is_unchanged(text in "[a-z ]+") {
         prop_assert_eq!(shared().redact(&text), text.as_str());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// path rules, keyed hashes, the audit
+
+const SECRET: &[u8] = b"test-secret-0123456789abcdef";
+
+fn ruled(rules: &str) -> RedactConfig {
+    serde_json::from_str(&format!(
+        r#"{{"secret_env": "INFERSIGHT_TEST_NEVER_SET_7f3a", "rules": {rules}}}"#
+    ))
+    .unwrap()
+}
+
+fn stage_with(config: &RedactConfig, secret: &[u8]) -> RedactStage {
+    RedactStage::from_redactor(Redactor::with_secret(config, Some(secret)).unwrap())
+}
+
+/// The expected hash placeholder, computed independently of the redactor.
+fn hmac_placeholder(name: &str, value: &str, secret: &[u8]) -> String {
+    use hmac::{Hmac, Mac};
+    let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(secret).unwrap();
+    mac.update(value.as_bytes());
+    let digest = mac.finalize().into_bytes();
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("<{name}:h:{hex}>")
+}
+
+fn run_stage(stage: &mut RedactStage, batch: TableBatch) -> (TableBatch, Vec<RedactionRecord>) {
+    let mut out = Vec::new();
+    stage.process(batch, &mut out).unwrap();
+    let audit = out
+        .iter()
+        .filter(|b| b.table == Table::Redactions)
+        .flat_map(|b| RedactionRecord::from_batch(&b.batch).unwrap())
+        .collect();
+    (out.swap_remove(0), audit)
+}
+
+fn audit_summary(audit: &[RedactionRecord]) -> Vec<String> {
+    let mut rows: Vec<String> = audit
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {} {} {}",
+                r.path.as_deref().unwrap(),
+                r.rule.as_deref().unwrap(),
+                r.detector.as_deref().unwrap_or("-"),
+                r.action.as_deref().unwrap(),
+                r.count.unwrap()
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+const RULES: &str = r#"[
+    {"path": "requests.attrs.enduser.id", "action": "hash"},
+    {"path": "spans.attrs.http.request.header.authorization", "action": "drop"},
+    {"path": "*.attrs.user.*", "action": "hash", "detectors": ["email"]},
+    {"path": "requests.attrs.gen_ai.request.model", "action": "keep"},
+    {"path": "logs.body", "action": "hash", "detectors": ["email", "phone"]},
+    {"path": "logs.params", "action": "drop"},
+    {"path": "metrics.labels", "action": "drop"},
+    {"path": "templates.template", "action": "keep"}
+]"#;
+
+#[test]
+fn attribute_rules_hash_keep_and_default_mask() {
+    let config = ruled(RULES);
+    let mut stage = stage_with(&config, SECRET);
+    let attrs = r#"{"enduser.id":"u-42","gen_ai.request.model":"gpt-4o a@b.com","user":{"email":"a@b.com","note":"call 10.0.0.1"},"other":"x@y.com","n":7}"#;
+    let nested = r#"{"enduser":{"id":"u-42"}}"#;
+    let batch = RequestRecord::to_batch(&[
+        RequestRecord {
+            ts: 61_000_000_000,
+            attrs: attrs.into(),
+            error_type: Some("quota for x@y.com".into()),
+            ..Default::default()
+        },
+        RequestRecord {
+            ts: 62_000_000_000,
+            attrs: nested.into(),
+            ..Default::default()
+        },
+    ]);
+    let (out, audit) = run_stage(
+        &mut stage,
+        TableBatch {
+            table: Table::Requests,
+            batch,
+        },
+    );
+    let back = RequestRecord::from_batch(&out.batch).unwrap();
+    let user = hmac_placeholder("VALUE", "u-42", SECRET);
+    let email = hmac_placeholder("EMAIL", "a@b.com", SECRET);
+    let note = hmac_placeholder("VALUE", "call 10.0.0.1", SECRET);
+    assert_eq!(
+        back[0].attrs,
+        format!(
+            r#"{{"enduser.id":"{user}","gen_ai.request.model":"gpt-4o a@b.com","user":{{"email":"{email}","note":"{note}"}},"other":"<EMAIL>","n":7}}"#
+        )
+    );
+    // flat and nested keys are the same path, and hash to the same value
+    assert_eq!(back[1].attrs, format!(r#"{{"enduser":{{"id":"{user}"}}}}"#));
+    // columns without a rule keep the defaults
+    assert_eq!(back[0].error_type.as_deref(), Some("quota for <EMAIL>"));
+    assert!(audit.iter().all(|r| r.ts == 60_000_000_000), "{audit:?}");
+    assert_eq!(
+        audit_summary(&audit),
+        vec![
+            "requests.attrs.enduser.id requests.attrs.enduser.id - hash 2",
+            "requests.attrs.other default email mask 1",
+            "requests.attrs.user.email *.attrs.user.* email hash 1",
+            "requests.attrs.user.note *.attrs.user.* - hash 1",
+            "requests.error_type default email mask 1",
+        ]
+    );
+    // redacting the output again changes nothing and records nothing
+    let again = RequestRecord::to_batch(&back);
+    let (twice, audit) = run_stage(
+        &mut stage,
+        TableBatch {
+            table: Table::Requests,
+            batch: again.clone(),
+        },
+    );
+    assert_eq!(twice.batch, again);
+    assert!(audit.is_empty(), "{audit:?}");
+}
+
+#[test]
+fn drop_rules_remove_members_and_columns() {
+    let config = ruled(RULES);
+    let mut stage = stage_with(&config, SECRET);
+    let cases = [
+        (
+            r#"{"http.request.header.authorization":"Bearer abcdef123456","http.method":"GET"}"#,
+            r#"{"http.method":"GET"}"#,
+        ),
+        (
+            r#"{"a": "1", "http.request.header.authorization": {"x": [1, 2]}}"#,
+            r#"{"a": "1"}"#,
+        ),
+        (
+            r#"{"http": {"request.header.authorization": "x"}, "b": true}"#,
+            r#"{"http": {}, "b": true}"#,
+        ),
+        (
+            r#"{"a":1,"http.request.header.authorization":"x","http.request.header.authorization":"y","c":[]}"#,
+            r#"{"a":1,"c":[]}"#,
+        ),
+    ];
+    for (input, expected) in cases {
+        let batch = SpanRecord::to_batch(&[SpanRecord {
+            ts: 1,
+            attrs: input.into(),
+            ..Default::default()
+        }]);
+        let (out, audit) = run_stage(
+            &mut stage,
+            TableBatch {
+                table: Table::Spans,
+                batch,
+            },
+        );
+        let span = &SpanRecord::from_batch(&out.batch).unwrap()[0];
+        assert_eq!(span.attrs, expected, "{input}");
+        assert!(serde_json::from_str::<serde_json::Value>(&span.attrs).is_ok());
+        assert!(audit.iter().all(|r| r.action.as_deref() == Some("drop")
+            && r.detector.is_none()
+            && r.path.as_deref() == Some("spans.attrs.http.request.header.authorization")));
+    }
+    // whole columns: nullable ones become null, `labels` (non-null JSON) becomes `{}`
+    let logs = LogRecord::to_batch(&[log("mail a@b.com or +14155552671 from 10.0.0.1", "{}")]);
+    let (out, audit) = run_stage(
+        &mut stage,
+        TableBatch {
+            table: Table::Logs,
+            batch: logs,
+        },
+    );
+    let back = &LogRecord::from_batch(&out.batch).unwrap()[0];
+    assert_eq!(back.params, None);
+    // the rule's detectors run, the others do not (the IP stays)
+    assert_eq!(
+        back.body.as_deref().unwrap(),
+        format!(
+            "mail {} or {} from 10.0.0.1",
+            hmac_placeholder("EMAIL", "a@b.com", SECRET),
+            hmac_placeholder("PHONE", "+14155552671", SECRET)
+        )
+    );
+    assert_eq!(
+        audit_summary(&audit),
+        vec![
+            "logs.body logs.body email hash 1",
+            "logs.body logs.body phone hash 1",
+            "logs.params logs.params - drop 1",
+        ]
+    );
+    let metrics = MetricRecord::to_batch(&[MetricRecord {
+        ts: 1,
+        labels: r#"{"client":"10.0.0.1"}"#.into(),
+        ..Default::default()
+    }]);
+    let (out, _) = run_stage(
+        &mut stage,
+        TableBatch {
+            table: Table::Metrics,
+            batch: metrics,
+        },
+    );
+    assert_eq!(
+        MetricRecord::from_batch(&out.batch).unwrap()[0].labels,
+        "{}"
+    );
+    assert!(stage.stats()["values_dropped"] >= 7);
+}
+
+#[test]
+fn keep_rules_run_no_detector_and_rules_are_first_match() {
+    let config = ruled(
+        r#"[{"path": "logs.attrs.user.password", "action": "drop"},
+            {"path": "logs.attrs.user", "action": "keep"},
+            {"path": "templates.template", "action": "keep"}]"#,
+    );
+    let r = Redactor::with_secret(&config, None).unwrap();
+    let rules = r.column_rules("logs", "attrs");
+    let json = r#"{"user":{"password":"hunter2x","mail":"a@b.com"},"mail":"a@b.com"}"#;
+    let mut events = Vec::new();
+    let out = r.redact_field(json, true, &rules, &mut |e| {
+        events.push((e.key_path.map(str::to_string), e.action));
+    });
+    assert_eq!(
+        out,
+        redactor::FieldOutcome::Value(Cow::Owned(
+            r#"{"user":{"mail":"a@b.com"},"mail":"<EMAIL>"}"#.into()
+        ))
+    );
+    assert_eq!(
+        events,
+        vec![
+            (Some("user.password".into()), RedactAction::Drop),
+            (Some("mail".into()), RedactAction::Mask)
+        ]
+    );
+    let rules = r.column_rules("templates", "template");
+    assert_eq!(
+        r.redact_field("to <*> a@b.com", false, &rules, &mut |_| {}),
+        redactor::FieldOutcome::Value(Cow::Borrowed("to <*> a@b.com"))
+    );
+    // no hash rule: no secret needed, and `keyed_hash` has nothing to key
+    assert_eq!(r.keyed_hash("x"), None);
+}
+
+#[test]
+fn keyed_hash_is_stable_per_secret_and_differs_across_secrets() {
+    let config = ruled(r#"[{"path": "*.attrs.enduser.id", "action": "hash"}]"#);
+    let a = Redactor::with_secret(&config, Some(SECRET)).unwrap();
+    let b = Redactor::with_secret(&config, Some(SECRET)).unwrap();
+    let c = Redactor::with_secret(&config, Some(b"another-secret-0123456789")).unwrap();
+    let value = "alice@example.com";
+    let ha = a.keyed_hash(value).unwrap();
+    assert_eq!(ha.len(), HASH_HEX_LEN);
+    assert!(
+        ha.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    );
+    assert_eq!(Some(ha.clone()), b.keyed_hash(value));
+    assert_ne!(Some(ha.clone()), c.keyed_hash(value));
+    assert_ne!(Some(ha), a.keyed_hash("alice@example.org"));
+    let rules = a.column_rules("requests", "attrs");
+    let json = r#"{"enduser.id":"alice@example.com"}"#;
+    let once = match a.redact_field(json, true, &rules, &mut |_| {}) {
+        redactor::FieldOutcome::Value(v) => v.into_owned(),
+        redactor::FieldOutcome::Dropped => unreachable!(),
+    };
+    assert_eq!(
+        once,
+        format!(
+            r#"{{"enduser.id":"{}"}}"#,
+            hmac_placeholder("EMAIL", value, SECRET)
+        )
+    );
+    // placeholders (hashed or not) are never hashed again
+    assert_eq!(
+        a.redact_field(&once, true, &rules, &mut |_| {}),
+        redactor::FieldOutcome::Value(Cow::Borrowed(once.as_str()))
+    );
+    assert_eq!(a.redact(&once), once);
+    // a short secret is refused, and so is a hash rule without one
+    assert!(Redactor::with_secret(&config, Some(b"short")).is_err());
+    assert!(Redactor::with_secret(&config, None).is_err());
+}
+
+#[test]
+fn rule_validation_reports_every_problem() {
+    let config: RedactConfig = serde_json::from_str(
+        r#"{"rules": [
+            {"path": "requests.model", "action": "keep"},
+            {"path": "nope.attrs", "action": "mask"},
+            {"path": "logs", "action": "mask"},
+            {"path": "logs.attrs.x", "action": "drop", "detectors": ["email"]},
+            {"path": "logs.attrs.y", "action": "mask", "detectors": []},
+            {"path": "logs.attrs.z", "action": "hash", "detectors": ["ssn"]},
+            {"path": "logs.attrs.x", "action": "keep"},
+            {"path": "*.nope", "action": "keep"}
+        ]}"#,
+    )
+    .unwrap();
+    let problems = config.validate();
+    let expect = [
+        "rules[0].path: `requests.model`: column `model` of `requests` is not redacted",
+        "rules[1].path: `nope.attrs`: table `nope` has no redacted columns",
+        "rules[2].path: `logs` must be TABLE.COLUMN",
+        "rules[3].detectors: only `mask` and `hash` rules run detectors",
+        "rules[4].detectors: must not be empty",
+        "rules[5].detectors: unknown detector `ssn`",
+        "rules[6].path: `logs.attrs.x` is listed twice",
+        "rules[7].path: `*.nope`: no table has a redacted column `nope`",
+        "secret_env: `hash` rules need a secret",
+    ];
+    for expected in expect {
+        assert!(
+            problems.iter().any(|p| p.starts_with(expected)),
+            "missing {expected:?} in {problems:#?}"
+        );
+    }
+    assert_eq!(problems.len(), expect.len(), "{problems:#?}");
+    // an unknown action is a serde error
+    assert!(
+        serde_json::from_str::<RedactConfig>(
+            r#"{"rules": [{"path": "logs.body", "action": "x"}]}"#
+        )
+        .is_err()
+    );
+    // the named variable must be set: the message names it, never a value
+    let config = ruled(r#"[{"path": "logs.body", "action": "hash"}]"#);
+    let problems = config.validate();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].starts_with(
+            "secret_env: environment variable `INFERSIGHT_TEST_NEVER_SET_7f3a` is not set"
+        ),
+        "{problems:?}"
+    );
+    let error = Redactor::new(&config).unwrap_err().to_string();
+    assert!(error.contains("INFERSIGHT_TEST_NEVER_SET_7f3a"), "{error}");
+    // custom pattern names are valid detector names for rules
+    let config: RedactConfig = serde_json::from_str(
+        r#"{"custom": [{"name": "tenant_key", "regex": "tk_[0-9a-f]{8}"}],
+            "rules": [{"path": "logs.body", "action": "mask", "detectors": ["tenant_key"]}]}"#,
+    )
+    .unwrap();
+    assert!(config.validate().is_empty());
+    let r = Redactor::new(&config).unwrap();
+    let rules = r.column_rules("logs", "body");
+    assert_eq!(
+        r.redact_field("tk_0a1b2c3d a@b.com", false, &rules, &mut |_| {}),
+        redactor::FieldOutcome::Value(Cow::Owned("<CUSTOM:tenant_key> a@b.com".into()))
+    );
+}
+
+#[test]
+fn path_globs() {
+    use super::config::{PathPattern, glob_match};
+    assert!(glob_match(b"user.*", b"user.email"));
+    assert!(glob_match(b"*", b""));
+    assert!(glob_match(b"a?c*", b"abcdef"));
+    assert!(!glob_match(b"user.*", b"username"));
+    assert!(!glob_match(b"a*b", b"aXXc"));
+    let pattern = PathPattern::parse("*.attrs.user.*").unwrap();
+    assert!(pattern.covers_column("spans", "attrs"));
+    assert!(!pattern.covers_column("logs", "body"));
+    assert!(pattern.matches_key(Some("user.email")));
+    assert!(pattern.matches_key(Some("user.address.city")));
+    assert!(!pattern.matches_key(Some("user")));
+    assert!(!pattern.matches_key(None));
+    let subtree = PathPattern::parse("requests.attrs.enduser").unwrap();
+    assert!(subtree.matches_key(Some("enduser")));
+    assert!(subtree.matches_key(Some("enduser.id")));
+    assert!(!subtree.matches_key(Some("enduser_id")));
+    let column = PathPattern::parse("logs.body").unwrap();
+    assert!(column.matches_key(None) && column.matches_key(Some("x")));
+}
+
+fn hashing_shared() -> &'static Redactor {
+    static REDACTOR: std::sync::OnceLock<Redactor> = std::sync::OnceLock::new();
+    REDACTOR.get_or_init(|| Redactor::with_secret(&ruled(RULES), Some(SECRET)).unwrap())
+}
+
+proptest! {
+    #![proptest_config(proptest_config())]
+
+    #[test]
+    fn hashed_attributes_never_leak_and_are_idempotent(
+        key in "(enduser\\.id|user\\.name|user\\.contact|note|msg)",
+        prefix in filler(),
+        pii in any_pii(),
+    ) {
+        let r = hashing_shared();
+        let rules = r.column_rules("requests", "attrs");
+        let value = embed(&prefix, &pii, "");
+        let json = serde_json::json!({ key.clone(): value, "nested": { key: pii.clone() } }).to_string();
+        let once = match r.redact_field(&json, true, &rules, &mut |_| {}) {
+            redactor::FieldOutcome::Value(v) => v.into_owned(),
+            redactor::FieldOutcome::Dropped => unreachable!(),
+        };
+        prop_assert!(!once.contains(&pii), "{} leaked in {}", pii, once);
+        prop_assert!(serde_json::from_str::<serde_json::Value>(&once).is_ok());
+        prop_assert_eq!(
+            r.redact_field(&once, true, &rules, &mut |_| {}),
+            redactor::FieldOutcome::Value(Cow::Borrowed(once.as_str()))
+        );
+        let body_rules = r.column_rules("logs", "body");
+        let text = format!("{prefix} {pii} done");
+        let hashed = match r.redact_field(&text, false, &body_rules, &mut |_| {}) {
+            redactor::FieldOutcome::Value(v) => v.into_owned(),
+            redactor::FieldOutcome::Dropped => unreachable!(),
+        };
+        prop_assert_eq!(
+            r.redact_field(&hashed, false, &body_rules, &mut |_| {}),
+            redactor::FieldOutcome::Value(Cow::Borrowed(hashed.as_str()))
+        );
     }
 }
