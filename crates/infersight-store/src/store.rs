@@ -82,6 +82,8 @@ pub struct Store {
     fsyncs: AtomicU64,
     flushes: AtomicU64,
     compactions: AtomicU64,
+    /// Segments dropped from the catalog whose files wait out `retired_grace`, with when.
+    retired: Mutex<Vec<(Instant, Vec<SegmentMeta>)>>,
 }
 
 impl Store {
@@ -144,6 +146,7 @@ impl Store {
             fsyncs: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
             compactions: AtomicU64::new(0),
+            retired: Mutex::new(Vec::new()),
         })
     }
 
@@ -280,7 +283,7 @@ impl Store {
             }
             state.rollups.extend(new_rollups);
         }
-        remove_segment_files(&replaced);
+        self.retire(replaced);
         self.compactions.fetch_add(1, Ordering::Relaxed);
         tracing::info!(?report, "compaction finished");
         Ok(report)
@@ -315,12 +318,12 @@ impl Store {
                 state.rollups.remove(&segment.id);
             }
         }
-        remove_segment_files(&expired);
         let report = RetentionReport {
             segments_removed: expired.len(),
             rows_removed: expired.iter().map(|s| s.rows).sum(),
             bytes_removed: expired.iter().map(|s| s.bytes).sum(),
         };
+        self.retire(expired);
         tracing::info!(?report, "retention applied");
         Ok(report)
     }
@@ -328,10 +331,40 @@ impl Store {
     /// One maintenance pass: flush if due, compact, apply retention. Errors of one step do not
     /// skip the others; the first is returned.
     pub fn run_maintenance(&self, now_ns: i64) -> Result<(), StoreError> {
+        self.remove_retired(Instant::now());
         let flushed = self.maybe_flush().map(|_| ());
         let compacted = self.compact().map(|_| ());
         let retained = self.apply_retention(now_ns).map(|_| ());
         flushed.and(compacted).and(retained)
+    }
+
+    /// Segments just dropped from the catalog: their files go once `retired_grace` has passed
+    /// (a query that took its snapshot before the change may still open them).
+    fn retire(&self, segments: Vec<SegmentMeta>) {
+        if segments.is_empty() {
+            return;
+        }
+        if self.options.retired_grace.is_zero() {
+            remove_segment_files(&segments);
+        } else {
+            self.retired.lock().push((Instant::now(), segments));
+        }
+    }
+
+    /// Deletes the files of segments retired at least `retired_grace` before `now`; answers how
+    /// many segments' files it removed. Maintenance calls it on every pass.
+    pub fn remove_retired(&self, now: Instant) -> usize {
+        let due: Vec<SegmentMeta> = {
+            let mut retired = self.retired.lock();
+            let grace = self.options.retired_grace;
+            let (due, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut *retired)
+                .into_iter()
+                .partition(|(at, _)| now.saturating_duration_since(*at) >= grace);
+            *retired = waiting;
+            due.into_iter().flat_map(|(_, segments)| segments).collect()
+        };
+        remove_segment_files(&due);
+        due.len()
     }
 
     fn sync_policy_fsyncs(&self) -> bool {
@@ -706,6 +739,13 @@ impl StorageBackend for Store {
                 self.wal.lock().remove_active_if_empty()?;
                 sync_dir(&self.data_dir.join(WAL_DIR))
             });
+        // no query runs past close: retired segments can go now (a crash before this leaves
+        // them unreferenced, and opening the store removes unreferenced files)
+        let retired: Vec<SegmentMeta> = std::mem::take(&mut *self.retired.lock())
+            .into_iter()
+            .flat_map(|(_, segments)| segments)
+            .collect();
+        remove_segment_files(&retired);
         if let Some(lock_file) = self.lock_file.lock().take()
             && let Err(err) = lock_file.unlock()
         {
@@ -955,8 +995,8 @@ fn load_rollups(catalog: &Catalog) -> HashMap<u64, Arc<Rollup>> {
 }
 
 /// Removes files of segments already dropped from the catalog, and hour directories left empty.
-/// Snapshots taken before the catalog change may still name them: readers that opened a file
-/// keep reading it; later opens fail (documented limitation).
+/// Called once `retired_grace` has passed since the catalog change, so snapshots taken before
+/// it (queries being planned or run) could still open them meanwhile.
 fn remove_segment_files(segments: &[SegmentMeta]) {
     let mut dirs = BTreeSet::new();
     for meta in segments {

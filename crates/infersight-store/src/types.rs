@@ -48,6 +48,11 @@ pub struct StoreOptions {
     /// SLI rollups of the `requests` table (per minute, per dimension combination); `None`
     /// turns them off.
     pub rollup: Option<RollupSpec>,
+    /// Files of segments that compaction or retention removed from the catalog stay on disk
+    /// this long, so queries that planned over them before the change still read them; the
+    /// next maintenance pass after that (or closing the store) deletes them. Zero deletes at
+    /// once.
+    pub retired_grace: Duration,
 }
 
 impl StoreOptions {
@@ -64,6 +69,7 @@ impl StoreOptions {
             parquet_row_group_rows: 128 * 1024,
             zstd_level: 3,
             rollup: Some(RollupSpec::default()),
+            retired_grace: Duration::from_secs(300),
         }
     }
 }

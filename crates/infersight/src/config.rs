@@ -99,6 +99,9 @@ pub struct StoreConfig {
     pub compaction_small_bytes: u64,
     /// Keep data this long (e.g. `7d`); empty keeps everything.
     pub retention: String,
+    /// Files of segments replaced by compaction or expired by retention stay this long for
+    /// queries already planned over them; empty deletes them at once.
+    pub retired_grace: String,
     pub zstd_level: i32,
     /// Build per-minute SLI rollups of `requests` (sketches per dimension combination).
     pub rollups: bool,
@@ -121,6 +124,7 @@ impl Default for StoreConfig {
             compaction_min_segments: o.compaction_min_segments,
             compaction_small_bytes: o.compaction_small_bytes,
             retention: String::new(),
+            retired_grace: "5m".into(),
             zstd_level: o.zstd_level,
             rollups: true,
             rollup_dimensions: RollupSpec::default().dimensions,
@@ -509,6 +513,12 @@ impl Config {
             false,
         );
         check_duration(&mut errors, "store.retention", &self.store.retention, true);
+        check_duration(
+            &mut errors,
+            "store.retired_grace",
+            &self.store.retired_grace,
+            true,
+        );
         if !(1..=22).contains(&self.store.zstd_level) {
             errors.push(format!(
                 "store.zstd_level: {} is outside 1..=22",
@@ -699,6 +709,7 @@ impl Config {
         o.compaction_min_segments = self.store.compaction_min_segments;
         o.compaction_small_bytes = self.store.compaction_small_bytes;
         o.retention = duration(&self.store.retention);
+        o.retired_grace = duration(&self.store.retired_grace).unwrap_or_default();
         o.zstd_level = self.store.zstd_level;
         o.rollup = self.store.rollups.then(|| RollupSpec {
             dimensions: self.store.rollup_dimensions.clone(),

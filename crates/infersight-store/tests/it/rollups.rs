@@ -98,10 +98,15 @@ fn compaction_and_retention_keep_sidecars_in_step() {
     let all = p99_e2e(&store, TimeRange::ALL);
     assert_eq!(all.0, 40);
     store.compact().unwrap();
+    // the replaced segments' sidecars go with their files, after the grace period
+    let later = std::time::Instant::now() + store.options().retired_grace;
+    assert_eq!(store.remove_retired(later), 3);
     assert_eq!(sidecars(dir.path()).len(), 2);
     assert_eq!(p99_e2e(&store, TimeRange::ALL), all);
     let report = store.apply_retention(H0 + 3 * HOUR).unwrap();
     assert_eq!(report.segments_removed, 1);
+    let grace = store.options().retired_grace;
+    assert_eq!(store.remove_retired(std::time::Instant::now() + grace), 1);
     assert_eq!(sidecars(dir.path()).len(), 1);
     assert_eq!(p99_e2e(&store, TimeRange::ALL).0, 10);
 }

@@ -7,11 +7,8 @@
 //! are checked on the same data.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::process::Command;
 
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -21,7 +18,7 @@ use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 
-use crate::support::{bin, kv, ok, post, rows, s};
+use crate::support::{Server, bin, kv, ok, post, rows, s};
 
 const SECRET_ENV: &str = "INFERSIGHT_TEST_REDACT_SECRET";
 const SECRET: &str = "it-secret-6f1c0d9a2b7e4c58";
@@ -655,7 +652,11 @@ fn no_raw_pii_reaches_the_store_the_api_or_the_log() {
 
     // 2. the server: OTLP/HTTP JSON into `infersight serve`, same seed, same secret
     let server_data = dir.path().join("data-server");
-    let server = SecretServer::start(&server_data, &config);
+    let server = Server::start_with(
+        &server_data,
+        &std::fs::read_to_string(&config).unwrap(),
+        &[("INFERSIGHT_LOG", "info"), (SECRET_ENV, SECRET)],
+    );
     for (traces, logs) in traces.iter().zip(&logs) {
         let body = serde_json::to_vec(traces).unwrap();
         let (status, _, answer) = post(
@@ -722,109 +723,4 @@ fn no_raw_pii_reaches_the_store_the_api_or_the_log() {
     ));
     assert!(other_hash.starts_with("<EMAIL:h:"));
     assert_ne!(other_hash, span_hash);
-}
-
-/// `infersight serve` with the hash secret in its environment (the shared `Server` helper
-/// inherits the test's environment, which tests cannot change safely).
-struct SecretServer {
-    child: Option<Child>,
-    http: std::net::SocketAddr,
-    api: std::net::SocketAddr,
-    stderr: Arc<Mutex<Vec<String>>>,
-}
-
-impl SecretServer {
-    fn start(data: &Path, config: &Path) -> SecretServer {
-        let mut child = Command::new(bin())
-            .args([
-                "serve",
-                "--otlp-grpc-port",
-                "0",
-                "--otlp-http-port",
-                "0",
-                "--api-port",
-                "0",
-                "--data",
-            ])
-            .arg(data)
-            .arg("--config")
-            .arg(config)
-            .env("INFERSIGHT_LOG", "info")
-            .env(SECRET_ENV, SECRET)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting infersight serve");
-        let stderr = child.stderr.take().unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if line.contains("listening otlp_grpc=") {
-                    let _ = tx.send(line.clone());
-                }
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let Ok(line) = rx.recv_timeout(Duration::from_secs(60)) else {
-            let _ = child.kill();
-            panic!("server did not start: {:?}", lines.lock().unwrap());
-        };
-        let addr = |key: &str| -> std::net::SocketAddr {
-            let start = line.find(&format!("{key}=")).expect(key) + key.len() + 1;
-            let rest = &line[start..];
-            rest[..rest.find(' ').unwrap_or(rest.len())]
-                .parse()
-                .unwrap()
-        };
-        SecretServer {
-            http: addr("otlp_http"),
-            api: addr("api"),
-            child: Some(child),
-            stderr: lines,
-        }
-    }
-
-    fn sql(&self, sql: &str) -> serde_json::Value {
-        let body = serde_json::json!({ "sql": sql }).to_string();
-        let (status, _, bytes) = post(
-            &format!("http://{}/api/v1/query", self.api),
-            "application/json",
-            body.as_bytes(),
-            false,
-        );
-        let value: serde_json::Value =
-            serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
-        assert_eq!(status, 200, "query `{sql}` failed: {value}");
-        value
-    }
-
-    /// SIGTERM, wait, and answer everything the server wrote to stderr.
-    fn stop(mut self) -> String {
-        let mut child = self.child.take().unwrap();
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        for _ in 0..600 {
-            if child.try_wait().unwrap().is_some() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        // let the reader thread drain the pipe
-        std::thread::sleep(Duration::from_millis(200));
-        self.stderr.lock().unwrap().join("\n")
-    }
-}
-
-impl Drop for SecretServer {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }

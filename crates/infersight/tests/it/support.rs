@@ -109,9 +109,20 @@ fn parse_addr(line: &str, key: &str) -> SocketAddr {
 impl Server {
     /// Starts `infersight serve` on free ports with `config` (TOML) written next to `data`.
     pub fn start(data: &Path, config: &str) -> Server {
+        Server::start_with(data, config, &[])
+    }
+
+    /// [`Server::start`] with extra environment variables for the server (e.g. a secret, or
+    /// `INFERSIGHT_LOG`, which is `warn` unless given).
+    pub fn start_with(data: &Path, config: &str, env: &[(&str, &str)]) -> Server {
         let config_path = data.with_extension("toml");
         std::fs::write(&config_path, config).unwrap();
-        let mut child = Command::new(bin())
+        let mut command = Command::new(bin());
+        command.env("INFERSIGHT_LOG", "warn");
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command
             .args([
                 "serve",
                 "--otlp-grpc-port",
@@ -125,7 +136,6 @@ impl Server {
             .arg(data)
             .arg("--config")
             .arg(&config_path)
-            .env("INFERSIGHT_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -219,6 +229,15 @@ impl Server {
             .args(["-TERM", &child.id().to_string()])
             .status();
         wait_with_timeout(&mut child, Duration::from_secs(60))
+    }
+
+    /// SIGTERM, wait for the exit, and answer everything the server wrote to stderr.
+    pub fn stop(self) -> String {
+        let lines = Arc::clone(&self.stderr);
+        self.terminate();
+        // let the reader thread drain the pipe
+        std::thread::sleep(Duration::from_millis(200));
+        lines.lock().unwrap().join("\n")
     }
 
     pub fn kill(mut self) {
