@@ -31,64 +31,32 @@ pub struct Asset {
 }
 
 const JS: &str = "text/javascript; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
+
+/// An [`Asset`] of `assets/<name>` with its content type.
+macro_rules! asset {
+    ($name:literal, $content_type:expr) => {
+        Asset {
+            name: $name,
+            content_type: $content_type,
+            body: include_str!(concat!("assets/", $name)),
+        }
+    };
+}
 
 /// Every asset under `/ui/`, in one list so the router test can walk it.
 pub const ASSETS: &[Asset] = &[
-    Asset {
-        name: "app.css",
-        content_type: "text/css; charset=utf-8",
-        body: include_str!("assets/app.css"),
-    },
-    Asset {
-        name: "logs.css",
-        content_type: "text/css; charset=utf-8",
-        body: include_str!("assets/logs.css"),
-    },
-    Asset {
-        name: "app.js",
-        content_type: JS,
-        body: include_str!("assets/app.js"),
-    },
-    Asset {
-        name: "api.js",
-        content_type: JS,
-        body: include_str!("assets/api.js"),
-    },
-    Asset {
-        name: "charts.js",
-        content_type: JS,
-        body: include_str!("assets/charts.js"),
-    },
-    Asset {
-        name: "overview.js",
-        content_type: JS,
-        body: include_str!("assets/overview.js"),
-    },
-    Asset {
-        name: "heatmap.js",
-        content_type: JS,
-        body: include_str!("assets/heatmap.js"),
-    },
-    Asset {
-        name: "incidents.js",
-        content_type: JS,
-        body: include_str!("assets/incidents.js"),
-    },
-    Asset {
-        name: "explore.js",
-        content_type: JS,
-        body: include_str!("assets/explore.js"),
-    },
-    Asset {
-        name: "logs.js",
-        content_type: JS,
-        body: include_str!("assets/logs.js"),
-    },
-    Asset {
-        name: "request.js",
-        content_type: JS,
-        body: include_str!("assets/request.js"),
-    },
+    asset!("app.css", CSS),
+    asset!("logs.css", CSS),
+    asset!("app.js", JS),
+    asset!("api.js", JS),
+    asset!("charts.js", JS),
+    asset!("overview.js", JS),
+    asset!("heatmap.js", JS),
+    asset!("incidents.js", JS),
+    asset!("explore.js", JS),
+    asset!("logs.js", JS),
+    asset!("request.js", JS),
 ];
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
