@@ -23,8 +23,11 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use serde_json::{Map, Value as Json};
 
 use crate::error::IngestError;
-use crate::otlp::convert::{Converted, logs_to_batches, metrics_to_batches, traces_to_batches};
+use crate::otlp::convert::{
+    Converted, logs_to_batches, metrics_to_batches, traces_to_batches_with,
+};
 use crate::otlp::decode::decode_json;
+use crate::otlp::tree::SpanTreeCache;
 
 /// How the lines of a file are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -170,6 +173,7 @@ pub fn read_file(
         last_ts_ns: None,
         now: Utc::now(),
         file_attrs: serde_json::json!({ FILE_PATH_ATTR: path.display().to_string() }).to_string(),
+        span_tree: SpanTreeCache::default(),
     };
     let max_line = options.max_line_bytes.max(1);
     let mut line = Vec::new();
@@ -310,6 +314,8 @@ struct FileReader<'a> {
     now: DateTime<Utc>,
     /// `{"log.file.path": …}`: the attrs of every raw line, and part of those of JSON log lines.
     file_attrs: String,
+    /// Phase spans of earlier lines, for request spans written after their children.
+    span_tree: SpanTreeCache,
 }
 
 impl FileReader<'_> {
@@ -355,7 +361,7 @@ impl FileReader<'_> {
         // items and report the error).
         let converted = match otlp_signal(raw) {
             Some(OtlpSignal::Traces) => decode_json::<ExportTraceServiceRequest>(raw)
-                .and_then(|req| traces_to_batches(&req, self.mapper)),
+                .and_then(|req| traces_to_batches_with(&req, self.mapper, Some(&self.span_tree))),
             Some(OtlpSignal::Logs) => decode_json::<ExportLogsServiceRequest>(raw)
                 .and_then(|req| logs_to_batches(&req, self.mapper)),
             Some(OtlpSignal::Metrics) => decode_json::<ExportMetricsServiceRequest>(raw)

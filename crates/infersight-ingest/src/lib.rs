@@ -14,6 +14,9 @@ pub mod receivers;
 pub use counters::Counters;
 pub use error::IngestError;
 pub use files::{FileFormat, FileOptions, FileSummary, read_file};
-pub use otlp::convert::{Converted, logs_to_batches, metrics_to_batches, traces_to_batches};
+pub use otlp::convert::{
+    Converted, logs_to_batches, metrics_to_batches, traces_to_batches, traces_to_batches_with,
+};
 pub use otlp::decode::{Encoding, decode_body, decode_logs, decode_metrics, decode_traces};
+pub use otlp::tree::SpanTreeCache;
 pub use receivers::{Sink, SinkError, SinkFuture};

@@ -10,6 +10,11 @@
 //! A request span that carries per-token events (see `infersight-ingest`'s `otlp::tokens`) gives
 //! its phases a second source: [`fill_from_tokens`] fills the columns its attributes left NULL
 //! from the token times, before the check, so token-derived phases are checked like the others.
+//!
+//! A third source is the span tree: engines and gateways that trace each phase as a child span
+//! (`queue`/`queued`, `prefill`, `decode`) give [`SpanPhases`] (gathered by `infersight-ingest`'s
+//! `otlp::tree`), and [`fill_from_phases`] turns them into the same columns, again only where the
+//! attributes and token events left them NULL.
 
 use crate::tables::RequestRecord;
 
@@ -76,6 +81,57 @@ pub fn fill_from_tokens(record: &mut RequestRecord, start_ns: i64, tokens: Token
     if record.itl_max_ms.is_none() {
         let max_gap = tokens.ts_ns.windows(2).map(|w| w[1] - w[0]).max();
         record.itl_max_ms = max_gap.map(ms);
+    }
+}
+
+/// What a request span's descendant spans say about its phases.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SpanPhases {
+    /// Summed duration of the queue spans, ms (a preempted request may queue more than once).
+    pub queue_ms: Option<f64>,
+    /// Earliest start and latest end of the prefill spans, ns (chunked prefill gives several).
+    pub prefill_ns: Option<(i64, i64)>,
+    /// Earliest start and latest end of the decode spans, ns.
+    pub decode_ns: Option<(i64, i64)>,
+}
+
+/// Fills the latency columns still NULL from phase spans; never overrides a value.
+///
+/// With the request starting at `start_ns` (its span's start): the first token is out when the
+/// last prefill span ends, so `ttft = prefill end − start`. `queue` is the queue spans' summed
+/// duration or, without queue spans, the wait before the first prefill span. `prefill = ttft −
+/// queue` (with the record's own TTFT and queue where its attributes gave them), so that `ttft =
+/// queue + prefill` holds by construction and scheduling gaps between the phase spans are counted
+/// in prefill rather than lost. `decode` is the decode spans' extent.
+pub fn fill_from_phases(record: &mut RequestRecord, start_ns: i64, phases: &SpanPhases) {
+    let ms = |ns: i64| ns as f64 / 1e6;
+    let ttft = phases
+        .prefill_ns
+        .and_then(|(_, end)| (end >= start_ns).then(|| ms(end - start_ns)));
+    let queue = phases.queue_ms.and_then(non_negative).or_else(|| {
+        phases
+            .prefill_ns
+            .and_then(|(first, _)| (first >= start_ns).then(|| ms(first - start_ns)))
+    });
+    // Against the values the record will hold, so that what attributes said is respected.
+    let prefill = match (record.ttft_ms.or(ttft), record.queue_ms.or(queue)) {
+        (Some(t), Some(q)) => non_negative(t - q),
+        _ => phases
+            .prefill_ns
+            .and_then(|(first, end)| (end >= first).then(|| ms(end - first))),
+    };
+    let decode = phases
+        .decode_ns
+        .and_then(|(first, end)| (end >= first).then(|| ms(end - first)));
+    for (slot, value) in [
+        (&mut record.ttft_ms, ttft),
+        (&mut record.queue_ms, queue),
+        (&mut record.prefill_ms, prefill),
+        (&mut record.decode_ms, decode),
+    ] {
+        if slot.is_none() {
+            *slot = value;
+        }
     }
 }
 
@@ -235,6 +291,55 @@ mod tests {
         let mut r = RequestRecord::default();
         fill_from_tokens(&mut r, 10 * MS, timeline(&[], true));
         assert_eq!(r, RequestRecord::default());
+    }
+
+    #[test]
+    fn phase_spans_fill_only_null_phases() {
+        const MS: i64 = 1_000_000;
+        let start = 1_000 * MS;
+        // queued 120 ms, a 10 ms scheduling gap, two prefill chunks up to +400 ms, decode to +1400
+        let phases = SpanPhases {
+            queue_ms: Some(120.0),
+            prefill_ns: Some((start + 130 * MS, start + 400 * MS)),
+            decode_ns: Some((start + 401 * MS, start + 1_400 * MS)),
+        };
+        let mut r = RequestRecord {
+            e2e_ms: Some(1_450.0),
+            output_tokens: Some(51),
+            ..RequestRecord::default()
+        };
+        fill_from_phases(&mut r, start, &phases);
+        assert_eq!(r.ttft_ms, Some(400.0));
+        assert_eq!(r.queue_ms, Some(120.0));
+        assert_eq!(r.prefill_ms, Some(280.0), "the gap counts in prefill");
+        assert_eq!(r.decode_ms, Some(999.0));
+        assert_eq!(complete_breakdown(&mut r), BreakdownCheck::Consistent);
+        assert_eq!(r.tpot_ms, Some(999.0 / 50.0));
+
+        // no queue span: the wait before prefill is the queue; attributes still win
+        let phases = SpanPhases {
+            prefill_ns: Some((start + 50 * MS, start + 300 * MS)),
+            ..SpanPhases::default()
+        };
+        let mut r = RequestRecord {
+            ttft_ms: Some(310.0),
+            ..RequestRecord::default()
+        };
+        fill_from_phases(&mut r, start, &phases);
+        assert_eq!(r.ttft_ms, Some(310.0));
+        assert_eq!(r.queue_ms, Some(50.0));
+        assert_eq!(r.prefill_ms, Some(260.0), "the attribute's ttft − queue");
+        assert_eq!(r.decode_ms, None);
+
+        // phase spans before the request's start (clock skew) give nothing negative
+        let phases = SpanPhases {
+            prefill_ns: Some((start - 20 * MS, start - 10 * MS)),
+            ..SpanPhases::default()
+        };
+        let mut r = RequestRecord::default();
+        fill_from_phases(&mut r, start, &phases);
+        assert_eq!((r.ttft_ms, r.queue_ms), (None, None));
+        assert_eq!(r.prefill_ms, Some(10.0));
     }
 
     #[test]

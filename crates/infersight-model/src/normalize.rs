@@ -2,15 +2,23 @@
 //! `RequestRecord`, through the mapping table. Mapped attributes fill columns (with unit
 //! conversion); every other attribute, and every mapped one that lost to a higher-priority name,
 //! is kept in `attrs` so nothing is dropped.
+//!
+//! Engines that do not speak GenAI are recognized by their own timing fields: TGI's request span
+//! records `total_time`, `queue_time`, `inference_time`, `time_per_token` as duration strings
+//! (`"2.046046581s"`), which fill e2e, queue and TPOT when no mapped attribute did.
 
 use std::collections::HashMap;
 
 use serde_json::{Map, Value as Json};
 
-use crate::breakdown::{BreakdownCheck, TokenTimeline, complete_breakdown, fill_from_tokens};
+use crate::breakdown::{
+    BreakdownCheck, SpanPhases, TokenTimeline, complete_breakdown, fill_from_phases,
+    fill_from_tokens,
+};
 use crate::error::ModelError;
 use crate::mapping::{AttributeMapper, RequestColumn, Unit, ValueKind};
 use crate::tables::RequestRecord;
+use crate::time::duration_text_seconds;
 use crate::value::AttrValue;
 
 /// What the span itself says about the request, independent of its attributes.
@@ -182,19 +190,58 @@ pub fn normalize_request(
     span: &[(String, AttrValue)],
     facts: &SpanFacts,
 ) -> Result<Option<RequestRecord>, ModelError> {
-    normalize_request_with_tokens(mapper, resource, span, facts, None)
+    normalize_request_with(mapper, resource, span, facts, ChildEvidence::default())
 }
 
-/// [`normalize_request`] for a span that also carries token events: latency columns its
+/// What a request span's children say besides its attributes: its token events and its phase
+/// spans. Both only fill latency columns the attributes leave NULL.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChildEvidence<'a> {
+    pub tokens: Option<TokenTimeline<'a>>,
+    pub phases: Option<&'a SpanPhases>,
+}
+
+/// TGI's per-request span fields (duration strings), → (column, ms).
+const TGI_TIMINGS: [(&str, RequestColumn); 3] = [
+    ("total_time", RequestColumn::E2eMs),
+    ("queue_time", RequestColumn::QueueMs),
+    ("time_per_token", RequestColumn::TpotMs),
+];
+
+fn duration_ms(pairs: &[(String, AttrValue)], key: &str) -> Option<f64> {
+    pairs
+        .iter()
+        .find(|(k, _)| k == key)
+        .and_then(|(_, v)| match v {
+            AttrValue::Str(text) => duration_text_seconds(text).map(|s| s * 1e3),
+            _ => None,
+        })
+}
+
+/// A TGI request span: `total_time` and `inference_time` both present as duration strings.
+fn tgi_timings(span: &[(String, AttrValue)]) -> Option<Vec<(RequestColumn, f64)>> {
+    duration_ms(span, "total_time")?;
+    duration_ms(span, "inference_time")?;
+    Some(
+        TGI_TIMINGS
+            .iter()
+            .filter_map(|&(key, column)| duration_ms(span, key).map(|ms| (column, ms)))
+            .filter(|(_, ms)| *ms >= 0.0)
+            .collect(),
+    )
+}
+
+/// [`normalize_request`] for a span whose children also tell its phases: latency columns its
 /// attributes leave NULL are filled from the token times (see
-/// [`fill_from_tokens`](crate::breakdown::fill_from_tokens)) before the breakdown is completed
+/// [`fill_from_tokens`](crate::breakdown::fill_from_tokens)), then from the phase spans (see
+/// [`fill_from_phases`](crate::breakdown::fill_from_phases)), before the breakdown is completed
 /// and checked. Attributes always win.
-pub fn normalize_request_with_tokens(
+pub fn normalize_request_with(
     mapper: &AttributeMapper,
     resource: &[(String, AttrValue)],
     span: &[(String, AttrValue)],
     facts: &SpanFacts,
-    tokens: Option<TokenTimeline<'_>>,
+    evidence: ChildEvidence<'_>,
 ) -> Result<Option<RequestRecord>, ModelError> {
     let mut record = RequestRecord {
         ts: facts.ts_ns,
@@ -245,11 +292,24 @@ pub fn normalize_request_with_tokens(
             }
         }
     }
-    if !is_request {
+    let tgi = tgi_timings(span);
+    let is_tgi = tgi.is_some();
+    if !is_request && !is_tgi {
         return Ok(None);
     }
     for (column, (_, _, value)) in best {
         set_column(&mut record, column, value);
+    }
+    for (column, ms) in tgi.into_iter().flatten() {
+        let slot = match column {
+            RequestColumn::E2eMs => &mut record.e2e_ms,
+            RequestColumn::QueueMs => &mut record.queue_ms,
+            _ => &mut record.tpot_ms,
+        };
+        slot.get_or_insert(ms);
+    }
+    if is_tgi && record.runtime.is_none() {
+        record.runtime = Some("tgi".to_string());
     }
     record.trace_id = facts.trace_id.clone();
     record.span_id = facts.span_id.clone();
@@ -260,8 +320,11 @@ pub fn normalize_request_with_tokens(
     {
         record.e2e_ms = Some((end - facts.ts_ns) as f64 / 1e6);
     }
-    if let Some(tokens) = tokens {
+    if let Some(tokens) = evidence.tokens {
         fill_from_tokens(&mut record, facts.ts_ns, tokens);
+    }
+    if let Some(phases) = evidence.phases {
+        fill_from_phases(&mut record, facts.ts_ns, phases);
     }
     let mismatch = match complete_breakdown(&mut record) {
         BreakdownCheck::Consistent => None,
@@ -457,15 +520,13 @@ mod tests {
             starts_at_first_token: true,
             complete: true,
         };
-        let r = normalize_request_with_tokens(
-            &AttributeMapper::default(),
-            &[],
-            &span,
-            &facts,
-            Some(tokens),
-        )
-        .unwrap()
-        .unwrap();
+        let evidence = ChildEvidence {
+            tokens: Some(tokens),
+            phases: None,
+        };
+        let r = normalize_request_with(&AttributeMapper::default(), &[], &span, &facts, evidence)
+            .unwrap()
+            .unwrap();
         assert_eq!(r.ttft_ms, Some(300.0), "first token − span start");
         assert_eq!(r.decode_ms, Some(100.0));
         assert_eq!(r.itl_max_ms, Some(60.0));
@@ -501,5 +562,60 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(r.lora_adapters.as_deref(), Some("a,b"));
+    }
+
+    #[test]
+    fn tgi_request_spans_are_requests_with_their_timings() {
+        let text = |v: &str| AttrValue::Str(v.into());
+        let span = vec![
+            kv(
+                "parameters",
+                text("GenerateParameters { max_new_tokens: Some(20) }"),
+            ),
+            kv("total_time", text("2.046046581s")),
+            kv("validation_time", text("311.13µs")),
+            kv("queue_time", text("64.16µs")),
+            kv("inference_time", text("2.045671466s")),
+            kv("time_per_token", text("20.253182ms")),
+            kv("seed", text("None")),
+        ];
+        let facts = SpanFacts {
+            ts_ns: 10,
+            end_ts_ns: Some(10 + 2_100_000_000),
+            ..Default::default()
+        };
+        let mapper = AttributeMapper::default();
+        let r = normalize_request(&mapper, &[], &span, &facts)
+            .unwrap()
+            .expect("a TGI span is a request");
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-6);
+        assert!(close(r.e2e_ms, 2046.046581), "{:?}", r.e2e_ms);
+        assert!(close(r.queue_ms, 0.06416), "{:?}", r.queue_ms);
+        assert!(close(r.tpot_ms, 20.253182), "{:?}", r.tpot_ms);
+        assert_eq!(r.runtime.as_deref(), Some("tgi"));
+        assert_eq!((r.ttft_ms, r.prefill_ms), (None, None), "TGI does not say");
+        assert!(r.attrs.contains("inference_time"), "kept: {}", r.attrs);
+
+        // a GenAI attribute wins over the TGI field
+        let mut with_genai = span.clone();
+        with_genai.push(kv("gen_ai.latency.e2e", AttrValue::Double(2.5)));
+        let r = normalize_request(&mapper, &[], &with_genai, &facts)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.e2e_ms, Some(2500.0));
+
+        // `total_time` alone, or not a duration, is someone else's attribute: no request
+        for pairs in [
+            vec![kv("total_time", text("2s"))],
+            vec![
+                kv("total_time", text("soon")),
+                kv("inference_time", text("2s")),
+            ],
+        ] {
+            assert_eq!(
+                normalize_request(&mapper, &[], &pairs, &facts).unwrap(),
+                None
+            );
+        }
     }
 }

@@ -67,6 +67,29 @@ pub fn parse_duration_ns(text: &str) -> Option<i64> {
     Some((number * unit_ns) as i64)
 }
 
+/// A duration as engines print it — Rust's `Duration` debug format (`2.046046581s`, `311.13µs`,
+/// `20.253182ms`, `90ns`) and Go's (`1.5m`, `2h`) — in seconds. A bare number is seconds.
+pub fn duration_text_seconds(text: &str) -> Option<f64> {
+    let text = text.trim();
+    let end = text
+        .char_indices()
+        .find(|&(index, ch)| {
+            !(ch.is_ascii_digit() || ch == '.' || (ch == '-' || ch == '+') && index == 0)
+        })
+        .map_or(text.len(), |(index, _)| index);
+    let number: f64 = text[..end].parse().ok()?;
+    let scale = match text[end..].trim() {
+        "ns" => 1e-9,
+        "µs" | "us" | "μs" => 1e-6,
+        "ms" => 1e-3,
+        "s" | "" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => return None,
+    };
+    Some(number * scale).filter(|s| s.is_finite())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,6 +111,13 @@ mod tests {
             1_700_000_000 * NANOS_PER_SECOND
         );
         assert!(parse_time("yesterday", now).is_err());
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-12);
+        assert!(close(duration_text_seconds("2.046046581s"), 2.046046581));
+        assert!(close(duration_text_seconds("311.13µs"), 311.13e-6));
+        assert!(close(duration_text_seconds("20.2ms"), 0.0202));
+        assert!(close(duration_text_seconds("1.5m"), 90.0));
+        assert_eq!(duration_text_seconds("fast"), None);
+        assert_eq!(duration_text_seconds("3 parsecs"), None);
         assert_eq!(parse_duration_ns("1.5s"), Some(1_500_000_000));
         assert_eq!(parse_duration_ns("7x"), None);
     }

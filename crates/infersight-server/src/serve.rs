@@ -158,6 +158,7 @@ pub async fn serve_with(
     let receiver_state = ReceiverState {
         sink,
         mapper: mapper.clone(),
+        span_tree: Default::default(),
         counters: counters.clone(),
         max_body_bytes: settings.max_body_bytes,
         in_flight,

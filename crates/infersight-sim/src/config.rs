@@ -151,6 +151,9 @@ pub struct SimConfig {
     /// output token up to [`MAX_TOKEN_EVENTS_PER_REQUEST`]; 0 disables. Which requests is drawn
     /// from a random stream of its own, so everything else is the same whatever the fraction.
     pub token_events: f64,
+    /// SGLang workers trace their phases as child spans of the engine span (`queued`, `prefill`,
+    /// `decode`) instead of setting `gen_ai.latency.*` attributes, as tracing-only engines do.
+    pub phase_spans: bool,
 }
 
 impl SimConfig {
@@ -169,6 +172,7 @@ impl SimConfig {
             load_variation: true,
             surges: Vec::new(),
             token_events: DEFAULT_TOKEN_EVENTS,
+            phase_spans: false,
         }
     }
 

@@ -647,28 +647,31 @@ impl Simulator {
         attrs.push(f("gen_ai.request.temperature", temperature));
         attrs.push(f("gen_ai.request.top_p", 0.95));
         attrs.push(f("gen_ai.request.n", 1.0));
-        let sec = |ms: f64| round6(ms / 1_000.0);
-        attrs.push(f("gen_ai.latency.time_in_queue", sec(timing.queue_ms)));
-        if !timing.aborted {
-            attrs.push(f("gen_ai.latency.time_to_first_token", sec(timing.ttft_ms)));
-            attrs.push(f(
-                "gen_ai.latency.time_in_model_prefill",
-                sec(timing.prefill_ms),
-            ));
-            attrs.push(f(
-                "gen_ai.latency.time_in_model_decode",
-                sec(timing.decode_ms),
-            ));
-            attrs.push(f(
-                "gen_ai.latency.time_per_output_token",
-                sec(timing.tpot_ms),
-            ));
-            attrs.push(f(
-                "gen_ai.latency.time_in_model_forward",
-                sec((timing.prefill_ms + timing.decode_ms) * 0.92),
-            ));
+        let phase_spans = self.config.phase_spans && worker.runtime == Runtime::Sglang;
+        if !phase_spans {
+            let sec = |ms: f64| round6(ms / 1_000.0);
+            attrs.push(f("gen_ai.latency.time_in_queue", sec(timing.queue_ms)));
+            if !timing.aborted {
+                attrs.push(f("gen_ai.latency.time_to_first_token", sec(timing.ttft_ms)));
+                attrs.push(f(
+                    "gen_ai.latency.time_in_model_prefill",
+                    sec(timing.prefill_ms),
+                ));
+                attrs.push(f(
+                    "gen_ai.latency.time_in_model_decode",
+                    sec(timing.decode_ms),
+                ));
+                attrs.push(f(
+                    "gen_ai.latency.time_per_output_token",
+                    sec(timing.tpot_ms),
+                ));
+                attrs.push(f(
+                    "gen_ai.latency.time_in_model_forward",
+                    sec((timing.prefill_ms + timing.decode_ms) * 0.92),
+                ));
+            }
+            attrs.push(f("gen_ai.latency.e2e", sec(timing.e2e_ms)));
         }
-        attrs.push(f("gen_ai.latency.e2e", sec(timing.e2e_ms)));
         attrs.push(s(&dims.model_version, worker.model_version));
         attrs.push(s(&dims.lora_adapters, lora));
         attrs.push(s(&dims.kv_cache_policy, worker.kv_policy.name()));
@@ -727,6 +730,7 @@ impl Simulator {
             status: status(error_type),
             ..Default::default()
         };
+        let engine_trace_id_for_phases = engine_trace_id.clone();
         let post_span = Span {
             trace_id: engine_trace_id,
             span_id: post_span_id,
@@ -742,6 +746,30 @@ impl Simulator {
             ..Default::default()
         };
         let spans = out.worker_spans.entry(worker_index).or_default();
+        if phase_spans {
+            // Children end before their parent and are exported first, as an SDK would.
+            let at = |offset_ms: f64| (engine_start + ms(offset_ms)) as u64;
+            let mut phases = vec![("queued", 0.0, timing.queue_ms)];
+            if !timing.aborted {
+                phases.push(("prefill", timing.queue_ms, timing.ttft_ms));
+                phases.push(("decode", timing.ttft_ms, timing.ttft_ms + timing.decode_ms));
+            }
+            for (k, (name, from_ms, to_ms)) in phases.into_iter().enumerate() {
+                // Derived from the engine span's id, so the random streams stay as they were.
+                let mut span_id = engine_span_id.clone();
+                span_id[0] ^= 0x80 | k as u8;
+                spans.push(Span {
+                    trace_id: engine_trace_id_for_phases.clone(),
+                    span_id,
+                    parent_span_id: engine_span_id.clone(),
+                    name: name.into(),
+                    kind: SpanKind::Internal as i32,
+                    start_time_unix_nano: at(from_ms),
+                    end_time_unix_nano: at(to_ms),
+                    ..Default::default()
+                });
+            }
+        }
         spans.push(tokenizer_span);
         spans.push(engine_span);
         spans.push(post_span);

@@ -94,6 +94,10 @@ pub enum Command {
         /// per output token, at most 256); 0 disables. Nothing else the simulator writes changes.
         #[arg(long, value_name = "FRACTION", default_value_t = infersight_sim::DEFAULT_TOKEN_EVENTS)]
         token_events: f64,
+        /// SGLang workers trace queue / prefill / decode as child spans of the engine span
+        /// instead of `gen_ai.latency.*` attributes (ingest rebuilds the breakdown from the tree).
+        #[arg(long)]
+        phase_spans: bool,
         /// Summary format.
         #[arg(long, value_enum, default_value = "table")]
         format: OutputFormat,

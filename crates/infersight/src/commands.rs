@@ -60,6 +60,7 @@ pub async fn run(cli: Cli) -> Result<i32, CliError> {
             otlp,
             ground_truth,
             token_events,
+            phase_spans,
             format,
             quiet,
         } => {
@@ -76,6 +77,7 @@ pub async fn run(cli: Cli) -> Result<i32, CliError> {
                 otlp,
                 ground_truth,
                 token_events,
+                phase_spans,
                 format,
                 quiet,
             };

@@ -86,6 +86,8 @@ pub struct SimulateArgs {
     pub ground_truth: Option<PathBuf>,
     /// Fraction of requests with per-token span events (0 = none).
     pub token_events: f64,
+    /// SGLang workers trace their phases as child spans instead of latency attributes.
+    pub phase_spans: bool,
     pub format: OutputFormat,
     pub quiet: bool,
 }
@@ -128,6 +130,7 @@ pub fn build_config(args: &SimulateArgs) -> Result<SimConfig, CliError> {
     config.workers = args.workers;
     config.rate_per_s = args.rate;
     config.token_events = args.token_events;
+    config.phase_spans = args.phase_spans;
     let data_dir = infersight_sim::default_data_dir();
     config.arrivals = arrival_kind(&args.arrivals, &data_dir)?;
     config.data_dir = Some(data_dir);

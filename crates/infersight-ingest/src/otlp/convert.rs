@@ -6,7 +6,7 @@
 //! wrong type for a canonical column rejects the whole request, as a client bug should.
 
 use infersight_model::mapping::{AttributeMapper, MetricMapping, RequestColumn, canonical_metric};
-use infersight_model::normalize::{SpanFacts, attrs_json, normalize_request_with_tokens};
+use infersight_model::normalize::{ChildEvidence, SpanFacts, attrs_json, normalize_request_with};
 use infersight_model::{
     AttrValue, LogRecord, MetricRecord, RequestRecord, SpanRecord, Table, TableBatch, TokenRecord,
 };
@@ -23,6 +23,7 @@ use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 
 use super::tokens::span_tokens;
+use super::tree::{SpanTreeCache, TreeView};
 use crate::error::IngestError;
 
 /// Canonical batches made from one export request, with the counts OTLP's `partial_success`
@@ -256,11 +257,23 @@ fn status_name(code: i32) -> &'static str {
 /// Converts spans into the `spans` table (every valid span), the `requests` table (every span
 /// that `normalize_request` recognizes as an inference request) and the `tokens` table (the token
 /// events of valid spans, see [`super::tokens`]; a request span's token times also fill the
-/// latency columns its attributes leave NULL).
+/// latency columns its attributes leave NULL, and so do the phase spans below it, see
+/// [`super::tree`]). Only the phase spans of this export count; see [`traces_to_batches_with`].
 pub fn traces_to_batches(
     req: &ExportTraceServiceRequest,
     mapper: &AttributeMapper,
 ) -> Result<Converted, IngestError> {
+    traces_to_batches_with(req, mapper, None)
+}
+
+/// [`traces_to_batches`] with a memory of earlier exports' phase spans: request spans find the
+/// phase spans exported before them, and this export's phase spans are remembered.
+pub fn traces_to_batches_with(
+    req: &ExportTraceServiceRequest,
+    mapper: &AttributeMapper,
+    span_tree: Option<&SpanTreeCache>,
+) -> Result<Converted, IngestError> {
+    let tree = TreeView::new(req, span_tree);
     let mut spans = Vec::new();
     let mut requests = Vec::new();
     let mut tokens: Vec<TokenRecord> = Vec::new();
@@ -306,13 +319,12 @@ pub fn traces_to_batches(
                     status: Some(status.clone()),
                 };
                 let token_events = span_tokens(span, start_ns, &mut rejections);
-                let request = normalize_request_with_tokens(
-                    mapper,
-                    &resource,
-                    &attrs,
-                    &facts,
-                    token_events.timeline(),
-                )?;
+                let phases = tree.phases_of(&span.trace_id, &span.span_id);
+                let evidence = ChildEvidence {
+                    tokens: token_events.timeline(),
+                    phases: phases.as_ref(),
+                };
+                let request = normalize_request_with(mapper, &resource, &attrs, &facts, evidence)?;
                 if !token_events.is_empty() {
                     let request_id = request.as_ref().and_then(|r| r.request_id.as_deref());
                     tokens.extend(token_events.into_rows(
@@ -340,6 +352,7 @@ pub fn traces_to_batches(
             }
         }
     }
+    tree.remember();
     let mut batches = Vec::new();
     if !spans.is_empty() {
         batches.push(TableBatch {

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use infersight_model::mapping::AttributeMapper;
 
 use crate::counters::Counters;
+use crate::otlp::tree::SpanTreeCache;
 
 /// What every receiver (HTTP and gRPC) shares: where batches go, how attributes map, the
 /// counters, the size limit and the in-flight permits.
@@ -22,6 +23,8 @@ use crate::counters::Counters;
 pub struct ReceiverState {
     pub sink: Arc<dyn Sink>,
     pub mapper: Arc<AttributeMapper>,
+    /// Phase spans of recent trace exports, for request spans exported after their children.
+    pub span_tree: Arc<SpanTreeCache>,
     pub counters: Arc<Counters>,
     /// Largest accepted body, compressed or not (and the cap on decompressed size).
     pub max_body_bytes: usize,

@@ -3,6 +3,7 @@
 //! INVALID_ARGUMENT (bad input), RESOURCE_EXHAUSTED (queue full: retry) and UNAVAILABLE.
 
 use crate::otlp::convert::{ExpansionEstimate, check_expansion};
+use crate::otlp::tree::SpanTreeCache;
 use crate::{Converted, IngestError};
 use infersight_model::ErrorKind;
 use infersight_model::mapping::AttributeMapper;
@@ -59,7 +60,7 @@ impl GrpcReceiver {
         &self,
         signal: &'static str,
         request: T,
-        convert: fn(&T, &AttributeMapper) -> Result<Converted, IngestError>,
+        convert: fn(&T, &AttributeMapper, &SpanTreeCache) -> Result<Converted, IngestError>,
     ) -> Result<Converted, Status> {
         let outcome = |result: &str| {
             self.state.counters.add(
@@ -80,13 +81,14 @@ impl GrpcReceiver {
             ));
         };
         let mapper = self.state.mapper.clone();
+        let span_tree = self.state.span_tree.clone();
         let limit = self
             .state
             .max_body_bytes
             .saturating_mul(super::otlp_http::EXPANSION_FACTOR);
         let converted = tokio::task::spawn_blocking(move || {
             check_expansion(&request, limit)?;
-            convert(&request, &mapper)
+            convert(&request, &mapper, &span_tree)
         })
         .await
         .map_err(|e| Status::internal(format!("decoder task failed: {e}")))?;
@@ -132,7 +134,9 @@ impl TraceService for GrpcReceiver {
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
         let c = self
-            .ingest("traces", request.into_inner(), crate::traces_to_batches)
+            .ingest("traces", request.into_inner(), |r, m, tree| {
+                crate::traces_to_batches_with(r, m, Some(tree))
+            })
             .await?;
         Ok(Response::new(ExportTraceServiceResponse {
             partial_success: (c.rejected > 0 || c.rejection_message.is_some()).then(|| {
@@ -152,7 +156,9 @@ impl LogsService for GrpcReceiver {
         request: Request<ExportLogsServiceRequest>,
     ) -> Result<Response<ExportLogsServiceResponse>, Status> {
         let c = self
-            .ingest("logs", request.into_inner(), crate::logs_to_batches)
+            .ingest("logs", request.into_inner(), |r, m, _| {
+                crate::logs_to_batches(r, m)
+            })
             .await?;
         Ok(Response::new(ExportLogsServiceResponse {
             partial_success: (c.rejected > 0 || c.rejection_message.is_some()).then(|| {
@@ -172,7 +178,9 @@ impl MetricsService for GrpcReceiver {
         request: Request<ExportMetricsServiceRequest>,
     ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
         let c = self
-            .ingest("metrics", request.into_inner(), crate::metrics_to_batches)
+            .ingest("metrics", request.into_inner(), |r, m, _| {
+                crate::metrics_to_batches(r, m)
+            })
             .await?;
         Ok(Response::new(ExportMetricsServiceResponse {
             partial_success: (c.rejected > 0 || c.rejection_message.is_some()).then(|| {

@@ -4,6 +4,7 @@
 //! retryable-error semantics (429/503 + Retry-After; 400/413 carry a Status naming the problem).
 
 use crate::otlp::convert::check_expansion;
+use crate::otlp::tree::SpanTreeCache;
 use crate::{Converted, Encoding, IngestError};
 use axum::Router;
 use axum::body::Body;
@@ -143,6 +144,7 @@ pub fn convert_body(
     bytes: &[u8],
     encoding: Encoding,
     mapper: &AttributeMapper,
+    span_tree: Option<&SpanTreeCache>,
     max_body_bytes: usize,
 ) -> Result<Converted, IngestError> {
     let limit = max_body_bytes.saturating_mul(EXPANSION_FACTOR);
@@ -150,7 +152,7 @@ pub fn convert_body(
         Signal::Traces => {
             let request = crate::decode_traces(bytes, encoding)?;
             check_expansion(&request, limit)?;
-            crate::traces_to_batches(&request, mapper)
+            crate::traces_to_batches_with(&request, mapper, span_tree)
         }
         Signal::Logs => {
             let request = crate::decode_logs(bytes, encoding)?;
@@ -295,13 +297,15 @@ async fn handle(
     };
     let content_encoding = header_str(&headers, header::CONTENT_ENCODING);
     let mapper = state.mapper.clone();
+    let span_tree = state.span_tree.clone();
     let max = state.max_body_bytes;
     let ct = content_type.map(str::to_string);
     let ce = content_encoding.map(str::to_string);
     // Decompression, decoding and conversion are CPU work: keep them off the async workers.
     let converted = tokio::task::spawn_blocking(move || {
         let (payload, encoding) = crate::decode_body(&bytes, ct.as_deref(), ce.as_deref(), max)?;
-        convert_body(signal, &payload, encoding, &mapper, max).map(|c| (c, encoding))
+        convert_body(signal, &payload, encoding, &mapper, Some(&span_tree), max)
+            .map(|c| (c, encoding))
     })
     .await;
     let (converted, encoding) = match converted {

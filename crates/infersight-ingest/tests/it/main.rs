@@ -7,6 +7,7 @@ mod otlp_json;
 mod prom_scrape;
 mod prometheus;
 mod receivers;
+mod span_tree;
 mod traces;
 
 use infersight_model::{Table, TableBatch};

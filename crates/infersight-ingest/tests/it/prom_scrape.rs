@@ -69,6 +69,7 @@ fn state(sink: Arc<CollectingSink>) -> ReceiverState {
     ReceiverState {
         sink,
         mapper: Arc::new(AttributeMapper::default()),
+        span_tree: Default::default(),
         counters: Arc::new(Counters::new()),
         max_body_bytes: 1 << 20,
         in_flight: Arc::new(tokio::sync::Semaphore::new(4)),

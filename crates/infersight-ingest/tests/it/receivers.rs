@@ -66,6 +66,7 @@ fn app(outcome: Option<SinkError>, max_body_bytes: usize) -> (axum::Router, Arc<
     let state = ReceiverState {
         sink: sink.clone(),
         mapper: Arc::new(AttributeMapper::default()),
+        span_tree: Default::default(),
         counters: Arc::new(Counters::new()),
         max_body_bytes,
         in_flight: Arc::new(tokio::sync::Semaphore::new(4)),

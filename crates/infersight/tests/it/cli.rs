@@ -452,3 +452,87 @@ fn simulated_token_events_fill_the_tokens_table() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("token events"), "{}", stderr(&out));
 }
+
+/// `simulate --phase-spans`: SGLang workers trace queue / prefill / decode as child spans and set
+/// no latency attribute; `ingest` rebuilds the same breakdown from the span tree as the attributes
+/// give in a run without the flag (same seed, so the same requests).
+#[test]
+fn simulated_phase_spans_rebuild_the_breakdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sums = Vec::new();
+    for phase_spans in [false, true] {
+        let sim = dir.path().join(format!("sim-{phase_spans}"));
+        let data = dir.path().join(format!("data-{phase_spans}"));
+        let mut args = vec![
+            "simulate",
+            "--scenario",
+            "healthy",
+            "--seed",
+            "11",
+            "--duration",
+            "2m",
+            "--workers",
+            "8",
+            "--rate",
+            "12",
+            "--arrivals",
+            "poisson",
+            "--token-events",
+            "0",
+            "--quiet",
+            "--out",
+            sim.to_str().unwrap(),
+        ];
+        if phase_spans {
+            args.push("--phase-spans");
+        }
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let traces = sim.join("traces.jsonl");
+        let out = run(&[
+            "ingest",
+            "--quiet",
+            "--data",
+            data.to_str().unwrap(),
+            traces.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let out = run(&[
+            "query",
+            "--data",
+            data.to_str().unwrap(),
+            "--format",
+            "csv",
+            "SELECT count(*) AS n, \
+             sum(CASE WHEN ttft_ms IS NULL OR queue_ms IS NULL OR prefill_ms IS NULL \
+                 OR decode_ms IS NULL THEN 1 ELSE 0 END) AS missing, \
+             sum(CASE WHEN attrs LIKE '%breakdown_mismatch%' THEN 1 ELSE 0 END) AS mismatched, \
+             sum(CASE WHEN attrs LIKE '%gen_ai.latency%' THEN 1 ELSE 0 END) AS with_latency_attrs, \
+             sum(queue_ms) AS queue, sum(prefill_ms) AS prefill, sum(ttft_ms) AS ttft, \
+             sum(decode_ms) AS decode, sum(e2e_ms) AS e2e \
+             FROM requests WHERE runtime = 'sglang' AND finish_reason <> 'abort'",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let text = stdout(&out);
+        let row: Vec<f64> = text
+            .lines()
+            .nth(1)
+            .unwrap_or_else(|| panic!("{text}"))
+            .split(',')
+            .map(|v| v.trim().parse().unwrap_or_else(|e| panic!("{e}: {text}")))
+            .collect();
+        assert!(row[0] > 50.0, "SGLang requests: {text}");
+        assert_eq!(row[1], 0.0, "every phase filled: {text}");
+        assert_eq!(row[2], 0.0, "no breakdown mismatch: {text}");
+        sums.push(row);
+    }
+    assert_eq!(sums[0][0], sums[1][0], "the same requests");
+    assert_eq!(sums[1][3], 0.0, "no latency attribute with --phase-spans");
+    for (column, name) in [(4, "queue"), (5, "prefill"), (6, "ttft"), (7, "decode"), (8, "e2e")] {
+        let (attrs, tree) = (sums[0][column], sums[1][column]);
+        assert!(
+            (attrs - tree).abs() <= 1e-3 * attrs.abs().max(1.0),
+            "{name}: {attrs} from attributes vs {tree} from the span tree"
+        );
+    }
+}
