@@ -12,6 +12,12 @@ pub struct ParseConfig {
     /// Only in effect when no enabled `redact` stage runs after `parse` (then that stage, with its
     /// path rules and audit, redacts them); it keeps personal data out of `attrs` otherwise.
     pub redact_text: bool,
+    /// Emit a `requests` row for every TGI / SGLang request-completion log line that belongs to
+    /// no traced span (see `requests.rs`). Off by default: when the same engines also export
+    /// spans, their raw log lines carry no `span_id` and each request would be counted twice.
+    /// Turn it on for engines that only log; while off, such lines are counted
+    /// (`request_lines_ignored`) and the first one is reported once.
+    pub requests_from_logs: bool,
 }
 
 impl Default for ParseConfig {
@@ -20,6 +26,7 @@ impl Default for ParseConfig {
             enabled: true,
             emit_metrics: true,
             redact_text: true,
+            requests_from_logs: false,
         }
     }
 }

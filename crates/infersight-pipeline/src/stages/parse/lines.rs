@@ -9,6 +9,7 @@
 //! canonical names. Unknown numeric labels are kept (slugged) so a new engine version loses nothing.
 
 use infersight_model::mapping::canonical_metric;
+use infersight_model::time::duration_text_seconds;
 use serde_json::{Map, Value};
 
 /// What kind of line a log record is (the `log_class` column).
@@ -627,7 +628,7 @@ fn parse_tgi(fields: &Map<String, Value>, metrics: &mut Vec<MetricSample>) -> bo
         let Some(seconds) = fields
             .get(key)
             .and_then(Value::as_str)
-            .and_then(duration_seconds)
+            .and_then(duration_text_seconds)
         else {
             continue;
         };
@@ -641,21 +642,6 @@ fn parse_tgi(fields: &Map<String, Value>, metrics: &mut Vec<MetricSample>) -> bo
         });
     }
     true
-}
-
-/// `2.04s`, `311.13µs`, `20.2ms`, `1.5m`, `90ns` → seconds.
-pub(crate) fn duration_seconds(text: &str) -> Option<f64> {
-    let (number, unit) = number_and_unit(text)?;
-    let scale = match unit {
-        "ns" => 1e-9,
-        "µs" | "us" | "μs" => 1e-6,
-        "ms" => 1e-3,
-        "s" | "" => 1.0,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        _ => return None,
-    };
-    Some(number * scale)
 }
 
 // ---------------------------------------------------------------------------------------------

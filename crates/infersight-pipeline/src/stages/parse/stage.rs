@@ -1,6 +1,13 @@
 //! [`ParseStage`]: runs [`parse_line`] on the `body` of every `logs` row, fills `log_class`,
-//! merges the parsed fields into `attrs` (never overwriting a key the receiver set), and appends a
-//! `metrics` batch with the samples of statistics lines (same `ts` and `worker` as their row).
+//! merges the parsed fields into `attrs` (never overwriting a key the receiver set), appends a
+//! `metrics` batch with the samples of statistics lines (same `ts` and `worker` as their row), and
+//! a `requests` batch with one row per TGI / SGLang request-completion line (see `requests.rs`).
+//!
+//! Request rows from log lines are off by default (`requests_from_logs`): engines that also
+//! export traces would have every request counted twice, since raw log lines carry no span id.
+//! A request line whose log record has a `span_id` gives no row: it is correlated with a traced
+//! span, that span becomes the request row itself (in `normalize`), and a row from the line too
+//! would count the request twice. Such lines are counted (`request_lines_traced`).
 //!
 //! Prompt and response text split out of mixed lines is redacted here already, and the body of
 //! such rows is redacted too, so personal data never depends on the order of later stages.
@@ -10,11 +17,12 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, StringArray, TimestampNanosecondArray};
 use arrow::record_batch::RecordBatch;
-use infersight_model::{MetricRecord, Table, TableBatch};
+use infersight_model::{MetricRecord, RequestRecord, Table, TableBatch};
 use serde_json::{Map, Value};
 
 use super::config::ParseConfig;
 use super::lines::{LogClass, parse_line};
+use super::requests::{LogRowContext, parse_request_line};
 use crate::error::PipelineError;
 use crate::stage::Stage;
 use crate::stages::redact::{RedactConfig, Redactor};
@@ -24,6 +32,22 @@ pub struct ParseStage {
     redactor: Redactor,
     rows_by_class: BTreeMap<&'static str, u64>,
     metric_samples: u64,
+    request_rows: u64,
+    request_rows_mismatched: u64,
+    request_lines_traced: u64,
+    /// Request lines seen while `requests_from_logs` is off.
+    request_lines_ignored: u64,
+}
+
+/// What [`ParseStage::parse_batch`] made of one `logs` batch.
+struct ParsedBatch {
+    logs: RecordBatch,
+    metrics: Vec<MetricRecord>,
+    requests: Vec<RequestRecord>,
+    /// Rows of `requests` whose latency phases contradict each other.
+    requests_mismatched: u64,
+    /// Request lines skipped because their log record belongs to a traced span.
+    request_lines_traced: u64,
 }
 
 impl std::fmt::Debug for ParseStage {
@@ -31,6 +55,7 @@ impl std::fmt::Debug for ParseStage {
         f.debug_struct("ParseStage")
             .field("config", &self.config)
             .field("metric_samples", &self.metric_samples)
+            .field("request_rows", &self.request_rows)
             .finish()
     }
 }
@@ -53,8 +78,23 @@ fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a StringArr
         })
 }
 
+/// A string column the stage can do without (`None` when the batch has no such column).
+fn optional_string_column<'a>(
+    batch: &'a RecordBatch,
+    name: &str,
+) -> Result<Option<&'a StringArray>, PipelineError> {
+    batch
+        .column_by_name(name)
+        .map(|_| string_column(batch, name))
+        .transpose()
+}
+
 fn optional(array: &StringArray, row: usize) -> Option<&str> {
     (!array.is_null(row)).then(|| array.value(row))
+}
+
+fn column_value(column: Option<&StringArray>, row: usize) -> Option<&str> {
+    column.and_then(|column| optional(column, row))
 }
 
 impl ParseStage {
@@ -64,6 +104,10 @@ impl ParseStage {
             redactor: Redactor::new(&RedactConfig::default())?,
             rows_by_class: BTreeMap::new(),
             metric_samples: 0,
+            request_rows: 0,
+            request_rows_mismatched: 0,
+            request_lines_traced: 0,
+            request_lines_ignored: 0,
         })
     }
 
@@ -83,14 +127,15 @@ impl ParseStage {
         }
     }
 
-    fn parse_batch(
-        &mut self,
-        batch: &RecordBatch,
-    ) -> Result<(RecordBatch, Vec<MetricRecord>), PipelineError> {
+    fn parse_batch(&mut self, batch: &RecordBatch) -> Result<ParsedBatch, PipelineError> {
         let bodies = string_column(batch, "body")?;
         let classes = string_column(batch, "log_class")?;
         let attrs = string_column(batch, "attrs")?;
         let workers = string_column(batch, "worker")?;
+        let services = optional_string_column(batch, "service")?;
+        let trace_ids = optional_string_column(batch, "trace_id")?;
+        let span_ids = optional_string_column(batch, "span_id")?;
+        let request_ids = optional_string_column(batch, "request_id")?;
         let timestamps = batch
             .column_by_name("ts")
             .and_then(|ts| ts.as_any().downcast_ref::<TimestampNanosecondArray>());
@@ -99,6 +144,9 @@ impl ParseStage {
         let mut new_classes: Vec<Option<String>> = Vec::with_capacity(rows);
         let mut new_attrs: Vec<String> = Vec::with_capacity(rows);
         let mut metrics = Vec::new();
+        let mut requests = Vec::new();
+        let mut requests_mismatched = 0;
+        let mut request_lines_traced = 0;
         for row in 0..rows {
             let attrs_text = optional(attrs, row).unwrap_or("{}");
             let Some(body) = optional(bodies, row) else {
@@ -108,6 +156,29 @@ impl ParseStage {
                 continue;
             };
             let parsed = parse_line(body);
+            if let Some(ts) = timestamps.filter(|ts| !ts.is_null(row))
+                && let Some(request) = parse_request_line(body)
+            {
+                if !self.config.requests_from_logs {
+                    if self.request_lines_ignored == 0 {
+                        tracing::info!(
+                            "engine request lines (TGI / SGLang) seen in logs; set stages.parse.requests_from_logs = true to turn them into requests rows, if these engines do not also export traces"
+                        );
+                    }
+                    self.request_lines_ignored += 1;
+                } else if column_value(span_ids, row).is_some() {
+                    request_lines_traced += 1;
+                } else if let Some((record, mismatched)) = request.into_record(&LogRowContext {
+                    ts_ns: ts.value(row),
+                    service: column_value(services, row),
+                    worker: optional(workers, row),
+                    trace_id: column_value(trace_ids, row),
+                    request_id: column_value(request_ids, row),
+                }) {
+                    requests_mismatched += u64::from(mismatched);
+                    requests.push(record);
+                }
+            }
             let class = optional(classes, row)
                 .map(str::to_string)
                 .unwrap_or_else(|| parsed.class.as_str().to_string());
@@ -165,7 +236,13 @@ impl ParseStage {
         columns[schema.index_of("body")?] = Arc::new(StringArray::from(new_bodies));
         columns[schema.index_of("log_class")?] = Arc::new(StringArray::from(new_classes));
         columns[schema.index_of("attrs")?] = Arc::new(StringArray::from(new_attrs));
-        Ok((RecordBatch::try_new(schema, columns)?, metrics))
+        Ok(ParsedBatch {
+            logs: RecordBatch::try_new(schema, columns)?,
+            metrics,
+            requests,
+            requests_mismatched,
+            request_lines_traced,
+        })
     }
 }
 
@@ -200,23 +277,38 @@ impl Stage for ParseStage {
             out.push(batch);
             return Ok(());
         }
-        let (parsed, metrics) = self.parse_batch(&batch.batch)?;
-        self.metric_samples += metrics.len() as u64;
+        let parsed = self.parse_batch(&batch.batch)?;
+        self.metric_samples += parsed.metrics.len() as u64;
+        self.request_rows += parsed.requests.len() as u64;
+        self.request_rows_mismatched += parsed.requests_mismatched;
+        self.request_lines_traced += parsed.request_lines_traced;
         out.push(TableBatch {
             table: Table::Logs,
-            batch: parsed,
+            batch: parsed.logs,
         });
-        if !metrics.is_empty() {
+        if !parsed.metrics.is_empty() {
             out.push(TableBatch {
                 table: Table::Metrics,
-                batch: MetricRecord::to_batch(&metrics),
+                batch: MetricRecord::to_batch(&parsed.metrics),
+            });
+        }
+        if !parsed.requests.is_empty() {
+            out.push(TableBatch {
+                table: Table::Requests,
+                batch: RequestRecord::to_batch(&parsed.requests),
             });
         }
         Ok(())
     }
 
     fn stats(&self) -> BTreeMap<&'static str, u64> {
-        let mut stats = BTreeMap::from([("metric_samples", self.metric_samples)]);
+        let mut stats = BTreeMap::from([
+            ("metric_samples", self.metric_samples),
+            ("request_rows", self.request_rows),
+            ("request_rows_mismatched", self.request_rows_mismatched),
+            ("request_lines_traced", self.request_lines_traced),
+            ("request_lines_ignored", self.request_lines_ignored),
+        ]);
         for class in [
             LogClass::PromptInput,
             LogClass::InferenceMetrics,
