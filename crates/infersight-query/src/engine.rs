@@ -1,16 +1,24 @@
 //! [`QueryEngine`]: one DataFusion session over a store, with the six canonical tables and the
 //! `json_get` UDF registered. It only reads: statements that would change the catalog, the
 //! session or data are rejected before they are planned into anything executable.
+//!
+//! An engine may carry the [`AccessAudit`]: [`QueryEngine::sql_audited`] then records which
+//! tables and columns each statement read (from its optimized logical plan), for whom.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use datafusion::common::tree_node::TreeNode;
+use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use infersight_model::Table;
+use infersight_model::{ErrorKind, Table};
 use infersight_store::{StorageBackend, TimeRange};
 
+use crate::audit::{
+    AccessAudit, AccessContext, AccessRecord, AccessedData, AuditStatus, AuditedQuery,
+    TrackedAccess, accessed_data, sha256_hex,
+};
 use crate::dimensions::{Dimension, discover_dimensions};
 use crate::error::QueryError;
 use crate::output::QueryOutput;
@@ -25,6 +33,11 @@ pub struct QueryEngine {
     context: SessionContext,
     stats: Arc<ScanStatsRegistry>,
     pub(crate) store: Arc<dyn StorageBackend>,
+    /// Where [`QueryEngine::sql_audited`] and [`QueryEngine::record_access`] write; `None`: they
+    /// run the query and record nothing.
+    access_audit: Option<Arc<AccessAudit>>,
+    /// What every statement read since [`QueryEngine::with_access_tracking`] (reports).
+    tracker: Option<Mutex<TrackedAccess>>,
 }
 
 impl std::fmt::Debug for QueryEngine {
@@ -54,7 +67,41 @@ impl QueryEngine {
             context,
             stats,
             store,
+            access_audit: None,
+            tracker: None,
         }
+    }
+
+    /// Records audited accesses to `audit` ([`QueryEngine::sql_audited`]).
+    pub fn with_access_audit(mut self, audit: Arc<AccessAudit>) -> QueryEngine {
+        self.access_audit = Some(audit);
+        self
+    }
+
+    pub fn access_audit(&self) -> Option<&Arc<AccessAudit>> {
+        self.access_audit.as_ref()
+    }
+
+    /// Collects the tables and columns of every statement this engine plans from now on, for a
+    /// caller that runs many (a report) and audits them as one access; see
+    /// [`QueryEngine::tracked_access`]. Costs one extra optimizer pass per statement.
+    pub fn with_access_tracking(mut self) -> QueryEngine {
+        self.tracker = Some(Mutex::new(TrackedAccess::default()));
+        self
+    }
+
+    /// What the statements planned since [`QueryEngine::with_access_tracking`] read (empty
+    /// without tracking).
+    pub fn tracked_access(&self) -> TrackedAccess {
+        self.tracker
+            .as_ref()
+            .map(|tracker| {
+                tracker
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone()
+            })
+            .unwrap_or_default()
     }
 
     /// Runs one read-only SQL statement and collects its result.
@@ -62,23 +109,115 @@ impl QueryEngine {
         self.run(sql, None).await
     }
 
+    /// The tables and columns `sql` would read, without running it (see [`accessed_data`]).
+    pub async fn accessed_data(&self, sql: &str) -> Result<AccessedData, QueryError> {
+        let state = self.context.state();
+        let plan = state.create_logical_plan(sql).await?;
+        Ok(plan_access(&state, &plan))
+    }
+
+    /// Runs `sql` like [`QueryEngine::sql`] (or [`QueryEngine::sql_limited`] with `max_rows`)
+    /// and appends one line to the attached audit: `context`'s actor, the tables and columns the
+    /// plan read, the rows returned, the outcome and the SQL's SHA-256, never the SQL. A
+    /// statement that fails after planning is recorded with its error kind; one that does not
+    /// plan read nothing and is not. The result never depends on the audit: see
+    /// [`AuditedQuery::audit`] for whether the line was written.
+    pub async fn sql_audited(
+        &self,
+        sql: &str,
+        max_rows: Option<usize>,
+        context: &AccessContext,
+    ) -> AuditedQuery {
+        let audited = self.access_audit.is_some();
+        let (access, result) = self.run_with_access(sql, max_rows, audited).await;
+        let result = match max_rows {
+            Some(max_rows) => result.and_then(|output| check_row_limit(output, max_rows)),
+            None => result,
+        };
+        let audit = match access {
+            Some(access) if audited => {
+                let rows = result
+                    .as_ref()
+                    .map_or(0, |output| output.row_count() as u64);
+                let outcome = result.as_ref().map(|_| ()).map_err(QueryError::kind);
+                let query_hash = sha256_hex(sql.as_bytes());
+                self.record_access(context, &access, rows, outcome, Some(query_hash))
+                    .await
+            }
+            _ => AuditStatus::NotRecorded,
+        };
+        AuditedQuery { result, audit }
+    }
+
+    /// Appends one access to the attached audit (on a blocking thread); for accesses that are
+    /// not one statement, such as a report. `NotRecorded` without an audit.
+    pub async fn record_access(
+        &self,
+        context: &AccessContext,
+        accessed: &AccessedData,
+        rows: u64,
+        outcome: Result<(), ErrorKind>,
+        query_hash: Option<String>,
+    ) -> AuditStatus {
+        let Some(audit) = self.access_audit.clone() else {
+            return AuditStatus::NotRecorded;
+        };
+        let record = AccessRecord::new(context, accessed, rows, outcome, query_hash);
+        let path = audit.path().to_path_buf();
+        match tokio::task::spawn_blocking(move || audit.append(&record)).await {
+            Ok(Ok(())) => AuditStatus::Recorded,
+            Ok(Err(error)) => AuditStatus::Failed(error),
+            Err(join_error) => AuditStatus::Failed(crate::audit::AuditError {
+                path,
+                source: std::io::Error::other(join_error.to_string()),
+            }),
+        }
+    }
+
     /// Like [`QueryEngine::sql`], but fails with `BadRequest` once the result would exceed
     /// `max_rows`, without materializing more than `max_rows + 1` rows (the HTTP API uses it).
     pub async fn sql_limited(&self, sql: &str, max_rows: usize) -> Result<QueryOutput, QueryError> {
         let output = self.run(sql, Some(max_rows)).await?;
-        let rows: usize = output.batches.iter().map(|b| b.num_rows()).sum();
-        if rows > max_rows {
-            return Err(QueryError::BadRequest(format!(
-                "the query returns more than {max_rows} rows; add a LIMIT or aggregate"
-            )));
-        }
-        Ok(output)
+        check_row_limit(output, max_rows)
     }
 
     async fn run(&self, sql: &str, max_rows: Option<usize>) -> Result<QueryOutput, QueryError> {
+        self.run_with_access(sql, max_rows, false).await.1
+    }
+
+    /// Plans and runs `sql`; with `want_access` (or tracking on) also answers what the plan
+    /// reads, `None` when it did not plan.
+    async fn run_with_access(
+        &self,
+        sql: &str,
+        max_rows: Option<usize>,
+        want_access: bool,
+    ) -> (Option<AccessedData>, Result<QueryOutput, QueryError>) {
         let started = Instant::now();
         let state = self.context.state();
-        let plan = state.create_logical_plan(sql).await?;
+        let plan = match state.create_logical_plan(sql).await {
+            Ok(plan) => plan,
+            Err(error) => return (None, Err(error.into())),
+        };
+        let access = (want_access || self.tracker.is_some()).then(|| plan_access(&state, &plan));
+        let result = self.execute(plan, max_rows, started).await;
+        if let (Some(tracker), Some(access)) = (&self.tracker, &access) {
+            let mut tracked = tracker.lock().unwrap_or_else(PoisonError::into_inner);
+            tracked.accessed.merge(access);
+            tracked.statements += 1;
+            if let Ok(output) = &result {
+                tracked.rows += output.row_count() as u64;
+            }
+        }
+        (access, result)
+    }
+
+    async fn execute(
+        &self,
+        plan: LogicalPlan,
+        max_rows: Option<usize>,
+        started: Instant,
+    ) -> Result<QueryOutput, QueryError> {
         ensure_read_only(&plan)?;
         let mut frame = self.context.execute_logical_plan(plan).await?;
         // EXPLAIN/SHOW/DESCRIBE outputs are small; a limit on them would change their meaning.
@@ -122,6 +261,32 @@ impl QueryEngine {
         tokio::task::spawn_blocking(move || answer_sli(store.as_ref(), &request))
             .await
             .map_err(|e| QueryError::Internal(format!("sli task failed: {e}")))?
+    }
+}
+
+/// `BadRequest` once a result exceeds `max_rows` (the plan fetched at most one row more).
+fn check_row_limit(output: QueryOutput, max_rows: usize) -> Result<QueryOutput, QueryError> {
+    if output.row_count() > max_rows {
+        return Err(QueryError::BadRequest(format!(
+            "the query returns more than {max_rows} rows; add a LIMIT or aggregate"
+        )));
+    }
+    Ok(output)
+}
+
+/// What `plan` reads: the scans of the optimized plan (projection push-down has narrowed each
+/// to the columns the query uses anywhere), plus any table the optimizer removed (`WHERE false`)
+/// without columns. When optimizing fails, the unoptimized scans: every column of every table
+/// named, over-reporting rather than missing a read.
+fn plan_access(state: &SessionState, plan: &LogicalPlan) -> AccessedData {
+    let as_planned = accessed_data(plan);
+    match state.optimize(plan) {
+        Ok(optimized) => {
+            let mut accessed = accessed_data(&optimized);
+            accessed.tables.extend(as_planned.tables);
+            accessed
+        }
+        Err(_) => as_planned,
     }
 }
 

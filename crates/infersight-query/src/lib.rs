@@ -10,6 +10,7 @@
 //! `percentile_cont(0.99) WITHIN GROUP (ORDER BY e2e_ms)` (or `percentile_cont(e2e_ms, 0.99)`)
 //! and `median(e2e_ms)` for exact values.
 
+pub mod audit;
 pub mod canary;
 mod derived;
 mod dimensions;
@@ -22,6 +23,7 @@ pub mod rca;
 mod sli;
 mod udf;
 
+pub use audit::{AccessAudit, AccessContext, AuditStatus, AuditedQuery, Surface};
 pub use dimensions::{Dimension, DimensionSource};
 pub use engine::QueryEngine;
 pub use error::QueryError;

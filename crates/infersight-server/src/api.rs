@@ -4,16 +4,21 @@
 //! stay thin: the query engine, the alert manager, the action runner and the report service do
 //! the work.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{Query, State};
-use axum::http::{StatusCode, header};
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use infersight_model::ErrorKind;
 use infersight_model::time::{now_ns, parse_time};
-use infersight_query::{OutputFormat, QueryEngine, SliRequest, parse_filter, parse_quantile};
+use infersight_query::audit::actor_from_headers;
+use infersight_query::{
+    AccessContext, AuditStatus, OutputFormat, QueryEngine, SliRequest, Surface, parse_filter,
+    parse_quantile,
+};
 use infersight_store::{StorageBackend, TimeRange};
 use serde::Deserialize;
 use serde_json::json;
@@ -293,31 +298,78 @@ struct QueryBody {
     format: Option<String>,
 }
 
+/// Runs one SQL statement for the UI or a script. Every planned statement, answered or failed, is
+/// recorded in the access audit (when the engine has one) with the caller's identity from
+/// [`ACTOR_HEADERS`](infersight_query::audit::ACTOR_HEADERS) and the peer address pseudonymized;
+/// a failed audit write is warned about and counted, and the answer is still returned.
 async fn query(
     State(state): State<ApiState>,
+    peer: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
     body: Result<Json<QueryBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(body) = body
         .map_err(|e| ApiError::bad_request(format!("invalid query request: {}", e.body_text())))?;
-    let output = state
+    // checked first, so a request that cannot be answered reads nothing
+    let format = match body.format.as_deref() {
+        None | Some("json") => OutputFormat::Json,
+        Some("csv") => OutputFormat::Csv,
+        Some("table") => OutputFormat::Table,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "unknown format `{other}`; use json, csv or table"
+            )));
+        }
+    };
+    let context = AccessContext {
+        actor: actor_from_headers(|name| {
+            headers
+                .get(name)
+                .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+        }),
+        client: state.engine.access_audit().and_then(|audit| {
+            peer.map(|axum::Extension(ConnectInfo(addr))| audit.client_label(addr.ip()))
+        }),
+        surface: Surface::ApiQuery,
+        what: None,
+    };
+    let audited = state
         .engine
-        .sql_limited(&body.sql, state.max_query_rows)
-        .await?;
-    match body.format.as_deref() {
-        None | Some("json") => Ok(Json(output.to_json_value()?).into_response()),
-        Some("csv") => Ok((
+        .sql_audited(&body.sql, Some(state.max_query_rows), &context)
+        .await;
+    count_audit_write(&state, &audited.audit);
+    let output = audited.result?;
+    match format {
+        OutputFormat::Json => Ok(Json(output.to_json_value()?).into_response()),
+        OutputFormat::Csv => Ok((
             [(header::CONTENT_TYPE, "text/csv; charset=utf-8")],
             output.try_render(OutputFormat::Csv)?,
         )
             .into_response()),
-        Some("table") => Ok((
+        OutputFormat::Table => Ok((
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
             output.try_render(OutputFormat::Table)?,
         )
             .into_response()),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "unknown format `{other}`; use json, csv or table"
-        ))),
+    }
+}
+
+/// `infersight_audit_writes_total{outcome="ok"|"failed"}` from the audit's own counts, and a
+/// warning for a line that could not be written.
+fn count_audit_write(state: &ApiState, status: &AuditStatus) {
+    if let AuditStatus::Failed(error) = status {
+        tracing::warn!(%error, "access audit not written; the query is answered anyway");
+    }
+    let Some(audit) = state.engine.access_audit() else {
+        return;
+    };
+    for (outcome, value) in [("ok", audit.writes_ok()), ("failed", audit.writes_failed())] {
+        state.counters.set_counter(
+            "infersight_audit_writes_total",
+            "access audit lines written (ok) or lost (failed)",
+            &[("outcome", outcome)],
+            value,
+        );
     }
 }
 

@@ -104,6 +104,8 @@ pub struct ServeExtras {
     /// Stored incidents and their reports (`/api/v1/incidents`, and `POST /api/v1/rca` stores
     /// every verdict); `None`: no incident routes.
     pub reports: Option<Arc<crate::incidents::ReportService>>,
+    /// The access audit `POST /api/v1/query` records every statement in; `None`: none.
+    pub access_audit: Option<Arc<infersight_query::AccessAudit>>,
 }
 
 /// [`serve`] with [`ServeExtras`]: scrapers feeding the same ingest queue, the SLO evaluation
@@ -138,7 +140,11 @@ pub async fn serve_with(
         settings.queue_capacity,
         counters.clone(),
     );
-    let engine = Arc::new(QueryEngine::new(store.clone()));
+    let mut engine = QueryEngine::new(store.clone());
+    if let Some(audit) = extras.access_audit.clone() {
+        engine = engine.with_access_audit(audit);
+    }
+    let engine = Arc::new(engine);
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let scrape_stop = stop_tx.subscribe();
@@ -204,9 +210,13 @@ pub async fn serve_with(
     let api_task = watch_server("api", ended_tx.clone(), {
         let stop = stopped();
         async move {
-            axum::serve(api_listener, api_app)
-                .with_graceful_shutdown(stop)
-                .await
+            // the peer address reaches the query handler for the access audit
+            axum::serve(
+                api_listener,
+                api_app.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .with_graceful_shutdown(stop)
+            .await
         }
     });
 

@@ -537,6 +537,8 @@ async fn query(
             agent
                 .post(&url)
                 .header("content-type", "application/json")
+                // who asks, for the server's access audit (a proxy's own header wins there)
+                .header("x-infersight-user", infersight_query::audit::cli_actor())
                 .send(body.as_str())
                 .map_err(|e| CliError::failed(format!("{url}: {e}")))
                 .and_then(|mut r| {
@@ -570,16 +572,26 @@ async fn query(
     }
     let config = resolve(&common)?;
     let store = tokio::task::block_in_place(|| wiring::open_existing_store(&config))?;
-    let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>);
-    let output = engine
-        .sql(&sql)
-        .await
+    let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>)
+        .with_access_audit(wiring::access_audit(&config));
+    let context = infersight_query::AccessContext::cli(infersight_query::Surface::CliQuery);
+    let audited = engine.sql_audited(&sql, None, &context).await;
+    warn_unaudited(&audited.audit);
+    let output = audited
+        .result
         .map_err(|e| CliError::from_kind(e.kind(), e.to_string()))?;
     let text = output
         .try_render(query_format(format))
         .map_err(|e| CliError::failed(e.to_string()))?;
     println!("{}", text.trim_end());
     Ok(0)
+}
+
+/// A command's access that could not be audited is a warning, never a lost answer.
+pub(crate) fn warn_unaudited(status: &infersight_query::AuditStatus) {
+    if let infersight_query::AuditStatus::Failed(error) = status {
+        tracing::warn!(%error, "access audit not written; the answer is printed anyway");
+    }
 }
 
 /// Windows of `infersight rca` from the flags: both ends of a window or neither.

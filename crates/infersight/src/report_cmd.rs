@@ -1,10 +1,15 @@
 //! `infersight report`: builds the report of a stored incident (or of a fresh RCA, stored as a
 //! new incident) and writes it as JSON, Markdown or one self-contained HTML file.
+//!
+//! A report reads the store, so it is one entry of the access audit (`surface: cli_report`): the
+//! union of the tables and columns of every SQL statement it ran (the engine tracks them), plus
+//! the `requests` rollup dimensions when it ran a new RCA (localization reads the rollups).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use infersight_query::QueryEngine;
+use infersight_model::ErrorKind;
+use infersight_query::{AccessContext, QueryEngine, Surface};
 use infersight_report::incidents::{Incident, IncidentStore};
 use infersight_report::{Report, ReportFormat};
 use infersight_store::StorageBackend;
@@ -63,21 +68,21 @@ pub async fn run(args: ReportArgs) -> Result<i32, CliError> {
         args.baseline_until,
     )?;
     let store = tokio::task::block_in_place(|| wiring::open_existing_store(&config))?;
-    let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>);
+    let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>)
+        .with_access_audit(wiring::access_audit(&config))
+        .with_access_tracking();
     let incidents = IncidentStore::open(&config.store.data_dir);
-    let incident = match &args.incident {
-        Some(id) => incidents.get(id).map_err(report_error)?,
-        None => {
-            let rca = engine
-                .rca(request)
-                .await
-                .map_err(|e| CliError::from_kind(e.kind(), e.to_string()))?;
-            let incident = incidents.create(&rca).map_err(report_error)?;
-            eprintln!("infersight report: stored as incident {}", incident.id);
-            incident
-        }
-    };
-    let report = build(&engine, &config, &incidents, &incident).await?;
+    let ran_rca = args.incident.is_none();
+    let built = build_audited_parts(
+        &engine,
+        &config,
+        &incidents,
+        args.incident.as_deref(),
+        request,
+    )
+    .await;
+    audit_report(&engine, &config, ran_rca, args.incident.as_deref(), &built).await;
+    let report = built.map_err(|(kind, message)| CliError::from_kind(kind, message))?;
     let text = report.render(format).map_err(report_error)?;
     match &args.out {
         Some(path) => {
@@ -91,6 +96,67 @@ pub async fn run(args: ReportArgs) -> Result<i32, CliError> {
         None => print!("{text}"),
     }
     Ok(0)
+}
+
+/// The stored incident (or a new RCA, stored) and its report; errors keep their kind for the
+/// audit.
+async fn build_audited_parts(
+    engine: &QueryEngine,
+    config: &Config,
+    incidents: &IncidentStore,
+    incident_id: Option<&str>,
+    request: infersight_query::RcaRequest,
+) -> Result<Report, (ErrorKind, String)> {
+    let failed = |error: infersight_report::ReportError| (error.kind(), error.to_string());
+    let incident = match incident_id {
+        Some(id) => incidents.get(id).map_err(failed)?,
+        None => {
+            let rca = engine
+                .rca(request)
+                .await
+                .map_err(|e| (e.kind(), e.to_string()))?;
+            let incident = incidents.create(&rca).map_err(failed)?;
+            eprintln!("infersight report: stored as incident {}", incident.id);
+            incident
+        }
+    };
+    infersight_report::report::build_for_incident(engine, incidents, &incident, &config.report)
+        .await
+        .map_err(failed)
+}
+
+/// One access-audit line for the whole report (it runs many statements): what they read, the
+/// rows they returned, the outcome; no query hash (there is no one statement).
+async fn audit_report(
+    engine: &QueryEngine,
+    config: &Config,
+    ran_rca: bool,
+    incident_id: Option<&str>,
+    built: &Result<Report, (ErrorKind, String)>,
+) {
+    let tracked = engine.tracked_access();
+    let mut accessed = tracked.accessed;
+    if ran_rca && config.store.rollups {
+        // localization reads the per-minute sketches of `requests` by these dimensions
+        accessed.add_columns(
+            "requests",
+            config.store.rollup_dimensions.iter().map(String::as_str),
+        );
+    }
+    let id = match built {
+        Ok(report) => Some(report.incident_id.as_str()),
+        Err(_) => incident_id,
+    };
+    let mut context = AccessContext::cli(Surface::CliReport);
+    context.what = Some(match id {
+        Some(id) => format!("report:{id}"),
+        None => "report".to_string(),
+    });
+    let outcome = built.as_ref().map(|_| ()).map_err(|(kind, _)| *kind);
+    let status = engine
+        .record_access(&context, &accessed, tracked.rows, outcome, None)
+        .await;
+    crate::commands::warn_unaudited(&status);
 }
 
 /// The report of `incident`: the knowledge base holds the runbooks and every confirmed past

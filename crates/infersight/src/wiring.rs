@@ -7,6 +7,8 @@ use std::time::Duration;
 use infersight_ingest::receivers::prom_scrape::ScrapeTarget;
 use infersight_model::TableBatch;
 use infersight_model::mapping::AttributeMapper;
+use infersight_query::AccessAudit;
+use infersight_query::audit::KeyedHasher;
 use infersight_server::{Counters, Transform, TransformError};
 use infersight_store::Store;
 
@@ -149,7 +151,49 @@ pub fn serve_extras(config: &Config) -> Result<infersight_server::serve::ServeEx
             &config.store.data_dir,
             config.report.clone(),
         ))),
+        access_audit: Some(access_audit(config)),
     })
+}
+
+/// The access audit of the store in `store.data_dir` (`<data_dir>/audit/access.jsonl`), shared
+/// by `serve`, `query` and `report`. Clients are pseudonymized with the redact stage's keyed
+/// hash when `stages.redact.secret_env` names a secret, else masked as `<IP>`.
+pub fn access_audit(config: &Config) -> Arc<AccessAudit> {
+    let audit = AccessAudit::for_data_dir(&config.store.data_dir);
+    Arc::new(match client_hasher(config) {
+        Some(hasher) => audit.with_client_hasher(hasher),
+        None => audit,
+    })
+}
+
+/// The redact stage's own keyed hash (HMAC-SHA256 under the secret in `stages.redact.secret_env`,
+/// same length and checks), so a client address in the audit gets the pseudonym the same
+/// address gets in stored data. `None` without a secret; a secret that cannot be read is warned
+/// about and the audit masks instead (the pipeline reports it too when its rules need it).
+fn client_hasher(config: &Config) -> Option<KeyedHasher> {
+    use infersight_pipeline::{PathRule, RedactAction, RedactConfig, Redactor};
+    let secret_env = &config.stages.redact.secret_env;
+    if secret_env.is_empty() {
+        return None;
+    }
+    // `Redactor` keys its hasher only when a rule hashes: one rule, no detectors to run
+    let hashing = RedactConfig {
+        detectors: Vec::new(),
+        rules: vec![PathRule {
+            path: "requests.attrs.client.address".into(),
+            action: RedactAction::Hash,
+            detectors: None,
+        }],
+        secret_env: secret_env.clone(),
+        ..RedactConfig::default()
+    };
+    match Redactor::new(&hashing) {
+        Ok(redactor) => Some(Arc::new(move |value: &str| redactor.keyed_hash(value))),
+        Err(error) => {
+            tracing::warn!(%error, "access audit: no keyed hash for clients; they are masked as <IP>");
+            None
+        }
+    }
 }
 
 /// The `[actions]` policies with their audit trail under `<data_dir>/actions/`; `None` when

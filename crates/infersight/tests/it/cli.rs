@@ -528,7 +528,13 @@ fn simulated_phase_spans_rebuild_the_breakdown() {
     }
     assert_eq!(sums[0][0], sums[1][0], "the same requests");
     assert_eq!(sums[1][3], 0.0, "no latency attribute with --phase-spans");
-    for (column, name) in [(4, "queue"), (5, "prefill"), (6, "ttft"), (7, "decode"), (8, "e2e")] {
+    for (column, name) in [
+        (4, "queue"),
+        (5, "prefill"),
+        (6, "ttft"),
+        (7, "decode"),
+        (8, "e2e"),
+    ] {
         let (attrs, tree) = (sums[0][column], sums[1][column]);
         assert!(
             (attrs - tree).abs() <= 1e-3 * attrs.abs().max(1.0),

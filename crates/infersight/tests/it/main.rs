@@ -3,6 +3,7 @@
 //! OpenTelemetry SDK client. One integration-test binary for the crate.
 
 mod actions;
+mod audit;
 mod canary;
 mod cli;
 mod incidents_api;
