@@ -280,6 +280,12 @@ pub fn evidence_json(report: &Report) -> Value {
                 "baseline_count": log.baseline_count,
                 "incident_count": log.incident_count,
                 "slice": slice(&log.subject),
+                "lineage": log.lineage.as_ref().map(|l| json!({
+                    "records": l.records,
+                    "workers": l.workers,
+                    "requests": l.requests,
+                    "model_versions": l.model_versions,
+                })),
             })
         })
         .collect();

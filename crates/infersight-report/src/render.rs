@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use infersight_model::time::format_rfc3339;
-use infersight_query::rca::{RcaReport, Window};
+use infersight_query::rca::{LineageSummary, RcaReport, Window};
 
 use crate::charts::{self, escape};
 use crate::knowledge::HitKind;
@@ -108,6 +108,38 @@ fn lead_text(seconds: f64) -> String {
     }
 }
 
+/// `"{n} record(s) on w1 ×18, w2 ×2; 17 request(s): r2 ×15, r1 ×2"`: where a template's records
+/// lead in the lineage graph (workers they were logged on, model versions of their requests).
+fn lineage_text(lineage: Option<&LineageSummary>) -> String {
+    let Some(l) = lineage else {
+        return "—".to_string();
+    };
+    let counts = |map: &BTreeMap<String, usize>| {
+        let mut items: Vec<(&String, &usize)> = map.iter().collect();
+        items.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        items
+            .iter()
+            .take(3)
+            .map(|(k, n)| format!("{k} ×{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut text = format!("{} record(s)", l.records);
+    if !l.workers.is_empty() {
+        let _ = write!(text, " on {}", counts(&l.workers));
+    }
+    if l.requests > 0 {
+        let _ = write!(text, "; {} request(s)", l.requests);
+        if !l.model_versions.is_empty() {
+            let _ = write!(text, " served by {}", counts(&l.model_versions));
+        }
+    }
+    if l.linked_records > 0 {
+        let _ = write!(text, "; {} link(s) to other evidence", l.linked_records);
+    }
+    text
+}
+
 // -------------------------------------------------------------------------------- markdown
 
 /// Escapes text for Markdown: entities for HTML's specials, backslashes for Markdown's own.
@@ -198,18 +230,19 @@ pub fn markdown(report: &Report) -> String {
         out.push_str("None.\n\n");
     } else {
         out.push_str(
-            "| template | lift | lead | baseline | incident | subject |\n|---|---:|---|---:|---:|---|\n",
+            "| template | lift | lead | baseline | incident | subject | lineage |\n|---|---:|---|---:|---:|---|---|\n",
         );
         for e in &rca.log_evidence {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} |",
                 md(&e.template),
                 number(e.lift),
                 md(&lead_text(e.lead_seconds)),
                 e.baseline_count,
                 e.incident_count,
-                md(&dimensions_text(&e.subject))
+                md(&dimensions_text(&e.subject)),
+                md(&lineage_text(e.lineage.as_ref()))
             );
         }
         out.push('\n');
@@ -533,17 +566,18 @@ pub fn html(report: &Report) -> String {
     if rca.log_evidence.is_empty() {
         out.push_str("<p class=\"note\">None.</p>\n");
     } else {
-        out.push_str("<table><thead><tr><th>template</th><th>lift</th><th>lead</th><th>baseline</th><th>incident</th><th>subject</th></tr></thead><tbody>\n");
+        out.push_str("<table><thead><tr><th>template</th><th>lift</th><th>lead</th><th>baseline</th><th>incident</th><th>subject</th><th>lineage</th></tr></thead><tbody>\n");
         for e in &rca.log_evidence {
             let _ = writeln!(
                 out,
-                "<tr><td class=\"template\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td><code>{}</code></td></tr>",
+                "<tr><td class=\"template\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td><code>{}</code></td><td>{}</td></tr>",
                 h(&e.template),
                 h(&number(e.lift)),
                 h(&lead_text(e.lead_seconds)),
                 e.baseline_count,
                 e.incident_count,
-                h(&dimensions_text(&e.subject))
+                h(&dimensions_text(&e.subject)),
+                h(&lineage_text(e.lineage.as_ref()))
             );
         }
         out.push_str("</tbody></table>\n");

@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::QueryEngine;
 use crate::error::QueryError;
 
-pub use logs::log_evidence;
+pub use logs::{LineageSummary, lineage, log_evidence};
 pub use signals::collect_signals;
 
 const MINUTE_NS: i64 = 60_000_000_000;
@@ -97,6 +97,10 @@ pub struct LogEvidence {
     pub incident_count: u64,
     /// The slice the evidence was restricted to (empty: fleet).
     pub subject: BTreeMap<String, String>,
+    /// Where the template's records lead in the lineage graph (workers, requests, model
+    /// versions); absent in reports stored before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage: Option<LineageSummary>,
 }
 
 fn ser_ts<S: serde::Serializer>(ns: &i64, s: S) -> Result<S::Ok, S::Error> {
@@ -395,6 +399,18 @@ impl QueryEngine {
         report
             .timings_ms
             .insert("log_evidence".into(), lap(&mut clock));
+        if !report.log_evidence.is_empty() {
+            let seeds: Vec<String> = report
+                .log_evidence
+                .iter()
+                .map(|e| e.template_id.clone())
+                .collect();
+            let graph = lineage(self, &ctx, &seeds).await?;
+            for evidence in &mut report.log_evidence {
+                evidence.lineage = graph.summary_of(&evidence.template_id);
+            }
+            report.timings_ms.insert("lineage".into(), lap(&mut clock));
+        }
         let (suggestions, checklist) = advice(&report);
         report.suggestions = suggestions;
         report.checklist = checklist;

@@ -69,6 +69,7 @@ fn report() -> Report {
                 baseline_count: 0,
                 incident_count: 412,
                 subject: BTreeMap::new(),
+                lineage: None,
             },
             LogEvidence {
                 // a template whose masking missed the prompt: cut after the marker
@@ -79,6 +80,7 @@ fn report() -> Report {
                 baseline_count: 5,
                 incident_count: 6,
                 subject: BTreeMap::new(),
+                lineage: None,
             },
         ],
         suggestions: vec!["pin the LoRA set on r2 workers".into()],

@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read as _;
 
-use infersight_query::rca::{LogEvidence, RcaReport, RootCause, Signal, Symptom, Window};
+use infersight_query::rca::{
+    LineageSummary, LogEvidence, RcaReport, RootCause, Signal, Symptom, Window,
+};
 use infersight_report::Report;
 use infersight_report::charts::{Chart, render_all};
 use infersight_report::data::{
@@ -203,6 +205,15 @@ fn synthetic_rca() -> RcaReport {
             baseline_count: 3,
             incident_count: 420,
             subject: slice(),
+            lineage: Some(LineageSummary {
+                records: 20,
+                workers: BTreeMap::from([("worker-3".into(), 18), ("worker-5".into(), 2)]),
+                requests: 17,
+                model_versions: BTreeMap::from([("r1".into(), 2), ("r2".into(), 15)]),
+                traces: 17,
+                sessions: 9,
+                linked_records: 4,
+            }),
         }],
         suggestions: vec!["restart worker-3".into()],
         checklist: vec!["GPU memory flat for 30 min".into()],
@@ -712,7 +723,7 @@ fn markdown_has_every_section() {
         "| gpu\\_memory\\_leak | worker=worker-3 |",
         "GPU memory +18 GiB over 40 min \\| slope",
         "## Log evidence",
-        "| 14.00 | 120 s before | 3 | 420 | worker=worker-3 |",
+        "| 14.00 | 120 s before | 3 | 420 | worker=worker-3 | 20 record(s) on worker-3 ×18, worker-5 ×2; 17 request(s) served by r2 ×15, r1 ×2; 4 link(s) to other evidence |",
         "## Runbooks and past incidents",
         "| runbook | GPU memory leak on one worker | gpu-memory-leak | 7.25 |",
         "## Suggestions",

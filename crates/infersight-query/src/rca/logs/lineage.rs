@@ -2,13 +2,12 @@
 //! traces, sessions, workers and model versions they belong to, and to each other (declared
 //! `upstream_log_ids`, or the same worker within a few seconds), so the report can walk from a
 //! template to the version or worker behind it. Bounded: a few records per template, a node cap.
-// Nothing outside tests calls it until the report walks it (a later issue).
-#![cfg_attr(not(test), allow(dead_code))]
+//! [`LineageGraph::summary_of`] is that walk for one template, attached to its log evidence.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use datafusion::arrow::array::Array;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{
     RcaContext, Windows, i64_column, optional, sql_string, string_column, template_texts,
@@ -67,7 +66,87 @@ pub struct LineageEdge {
     pub relation: String,
 }
 
+/// Where one evidence template's sampled records lead, walked from the [`LineageGraph`]: the
+/// workers they were emitted on, the requests they belong to (by request id or trace) and the
+/// model versions and sessions of those requests.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LineageSummary {
+    /// Records of the template in the graph (at most [`MAX_LOGS_PER_TEMPLATE`], those nearest
+    /// the onset).
+    pub records: usize,
+    /// Records per worker they were emitted on.
+    pub workers: BTreeMap<String, usize>,
+    /// Distinct requests the records link to.
+    pub requests: usize,
+    /// Those requests per model version that served them.
+    pub model_versions: BTreeMap<String, usize>,
+    /// Distinct traces and sessions the records and their requests belong to.
+    pub traces: usize,
+    pub sessions: usize,
+    /// Links to records of other evidence templates (declared upstream, or the same worker
+    /// within a few seconds).
+    pub linked_records: usize,
+}
+
 impl LineageGraph {
+    /// The walk from `template:<template_id>` through its records; `None` when the graph has no
+    /// record of it.
+    pub fn summary_of(&self, template_id: &str) -> Option<LineageSummary> {
+        let template = format!("template:{template_id}");
+        let mut out_edges: HashMap<&str, Vec<&LineageEdge>> = HashMap::new();
+        for edge in &self.edges {
+            out_edges.entry(edge.from.as_str()).or_default().push(edge);
+        }
+        let label = |id: &str| self.node(id).map_or_else(|| id.to_string(), |n| n.label.clone());
+        let from = |id: &str| out_edges.get(id).map_or(&[][..], Vec::as_slice);
+        let mut summary = LineageSummary::default();
+        let (mut requests, mut traces, mut sessions) =
+            (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+        let records = self
+            .edges
+            .iter()
+            .filter(|e| e.relation == "instance_of" && e.to == template);
+        for record in records {
+            summary.records += 1;
+            for edge in from(&record.from) {
+                match edge.relation.as_str() {
+                    "emitted_on" => *summary.workers.entry(label(&edge.to)).or_default() += 1,
+                    "same_request_id" | "same_trace_id" => {
+                        requests.insert(edge.to.as_str());
+                    }
+                    "in_trace" => {
+                        traces.insert(edge.to.as_str());
+                    }
+                    "upstream" | "near_on_worker" => summary.linked_records += 1,
+                    _ => {}
+                }
+            }
+        }
+        if summary.records == 0 {
+            return None;
+        }
+        for request in &requests {
+            for edge in from(request) {
+                match edge.relation.as_str() {
+                    "served_by_version" => {
+                        *summary.model_versions.entry(label(&edge.to)).or_default() += 1
+                    }
+                    "in_trace" => {
+                        traces.insert(edge.to.as_str());
+                    }
+                    "in_session" => {
+                        sessions.insert(edge.to.as_str());
+                    }
+                    _ => {}
+                }
+            }
+        }
+        summary.requests = requests.len();
+        summary.traces = traces.len();
+        summary.sessions = sessions.len();
+        Some(summary)
+    }
+
     pub fn node(&self, id: &str) -> Option<&LineageNode> {
         self.nodes.iter().find(|n| n.id == id)
     }

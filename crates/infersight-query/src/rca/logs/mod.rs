@@ -40,9 +40,7 @@ use super::{LogEvidence, RcaContext};
 use crate::engine::QueryEngine;
 use crate::error::QueryError;
 
-#[allow(unused_imports)]
-// the report (a later issue) walks the graph; until then only tests call it
-pub use lineage::{LineageEdge, LineageGraph, LineageNode, lineage};
+pub use lineage::{LineageSummary, lineage};
 
 const MINUTE_NS: i64 = 60_000_000_000;
 /// The longest stretch before the onset searched for a template's rise.
@@ -111,6 +109,7 @@ pub async fn log_evidence(
                 baseline_count: counts.baseline,
                 incident_count: counts.incident,
                 subject: subject.clone(),
+                lineage: None,
             }
         })
         .collect())

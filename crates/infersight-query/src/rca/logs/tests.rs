@@ -148,6 +148,20 @@ async fn lineage_links_a_log_record_to_its_requests_model_version_through_trace_
             .any(|n| n.attrs.get("template_id").is_some_and(|t| t == "noise"))
     );
     assert!(!graph.truncated);
+
+    // the walk the report shows: template → records → worker, requests → model version
+    let oom = graph.summary_of("oom").expect("oom has records");
+    assert_eq!(oom.records, 1);
+    assert_eq!(oom.workers, BTreeMap::from([("w1".to_string(), 1)]));
+    assert_eq!(oom.requests, 1);
+    assert_eq!(oom.model_versions, BTreeMap::from([("v2".to_string(), 1)]));
+    assert_eq!((oom.traces, oom.sessions), (1, 1));
+    assert_eq!(oom.linked_records, 1, "near_on_worker to the retry record");
+    let retry = graph.summary_of("retry").expect("retry has records");
+    assert_eq!((retry.records, retry.requests, retry.traces), (1, 0, 0));
+    assert_eq!(retry.linked_records, 1, "its declared upstream");
+    assert!(retry.model_versions.is_empty());
+    assert_eq!(graph.summary_of("noise"), None, "not a seed");
 }
 
 #[tokio::test]
