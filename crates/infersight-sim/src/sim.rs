@@ -820,6 +820,20 @@ impl Simulator {
                 rng.unit() * 3.0
             ),
         ));
+        if effects.extra_prefill_ms > 0.0 {
+            // The regressed slice reloads its adapter pair for every request (lora_kv_regression):
+            // the engine says so when the request leaves the queue.
+            let at = timing.start_ns + ms(timing.queue_ms);
+            raw.push((
+                at,
+                format!(
+                    "{} Loading LoRA adapters [{}] for request_id={request_id} from /models/lora: not resident in the LoRA slots of the paged KV pool ({:.0} ms)",
+                    prefix("INFO", "worker_manager.py:212", at),
+                    lora.replace(',', ", "),
+                    effects.extra_prefill_ms
+                ),
+            ));
+        }
         if timing.preemptions > 0 {
             let total = self.engines[worker_index].preemptions_total;
             raw.push((

@@ -97,7 +97,10 @@ impl LineageGraph {
         for edge in &self.edges {
             out_edges.entry(edge.from.as_str()).or_default().push(edge);
         }
-        let label = |id: &str| self.node(id).map_or_else(|| id.to_string(), |n| n.label.clone());
+        let label = |id: &str| {
+            self.node(id)
+                .map_or_else(|| id.to_string(), |n| n.label.clone())
+        };
         let from = |id: &str| out_edges.get(id).map_or(&[][..], Vec::as_slice);
         let mut summary = LineageSummary::default();
         let (mut requests, mut traces, mut sessions) =

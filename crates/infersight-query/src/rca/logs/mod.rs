@@ -20,7 +20,8 @@
 //!   (likelihood ratio ≥ [`MIN_STEP_LLR`]) preceded the onset although the incident as a whole
 //!   is not significant for them, by lead. At most [`MAX_EVIDENCE`].
 //! - Slice: with a localized slice, `worker` filters the logs directly; other attributes join
-//!   logs to the slice's `requests` by `request_id` or `trace_id`, and also admit the logs of
+//!   logs to the slice's `requests` by `request_id` (the column, else the `request_id` attribute
+//!   `parse` lifts from engine lines) or `trace_id`, and also admit the logs of
 //!   workers that served mostly (≥ [`SLICE_WORKER_SHARE`]) the slice's requests during the
 //!   incident, since engine lines carry a worker but no request id column. The first of the top
 //!   three slices that has any log records wins; with none, the evidence is fleet-wide and
@@ -326,7 +327,9 @@ impl SliceFilter {
              slice_workers AS (SELECT worker AS k FROM requests WHERE {worker_range} AND worker IS NOT NULL GROUP BY worker \
                HAVING avg(CASE WHEN {predicate} THEN 1.0 ELSE 0.0 END) >= {SLICE_WORKER_SHARE}) "
         );
-        let joins = " LEFT JOIN slice_requests sr ON l.request_id = sr.k \
+        // Engine lines carry the request id in their text, lifted into `attrs` by `parse`.
+        let joins = " LEFT JOIN slice_requests sr \
+                        ON COALESCE(l.request_id, json_get(l.attrs, 'request_id')) = sr.k \
                       LEFT JOIN slice_traces st ON l.trace_id = st.k \
                       LEFT JOIN slice_workers sw ON l.worker = sw.k"
             .to_string();
