@@ -156,34 +156,58 @@ pub struct DetectedHeader<'a> {
     pub component: Option<&'a str>,
 }
 
+/// The token without leading `[(<` and trailing `])>:,` (ASCII only, so trimming bytes is the
+/// same as trimming chars; runs for every header token, hence bytes).
+#[inline]
 fn strip_brackets(token: &str) -> &str {
-    token
-        .trim_start_matches(['[', '(', '<'])
-        .trim_end_matches([']', ')', '>', ':', ','])
+    let bytes = token.as_bytes();
+    let mut start = 0;
+    while start < bytes.len() && matches!(bytes[start], b'[' | b'(' | b'<') {
+        start += 1;
+    }
+    let mut end = bytes.len();
+    while end > start && matches!(bytes[end - 1], b']' | b')' | b'>' | b':' | b',') {
+        end -= 1;
+    }
+    &token[start..end]
 }
 
+/// A month or weekday name, a compact date or epoch (6+ digits), or 2+ digits with date
+/// punctuation (`2005-06-03`, `16:13:38.811`, `2024-05-01T10:00:00Z`). One pass over the bytes.
 fn is_timestampish(token: &str) -> bool {
-    let core = strip_brackets(token);
-    if MONTHS.contains(&core) || WEEKDAYS.contains(&core) {
+    is_timestampish_core(strip_brackets(token))
+}
+
+/// [`is_timestampish`] of a token already passed through [`strip_brackets`].
+fn is_timestampish_core(core: &str) -> bool {
+    let bytes = core.as_bytes();
+    if bytes.len() == 3 && (MONTHS.contains(&core) || WEEKDAYS.contains(&core)) {
         return true;
     }
-    let bytes = core.as_bytes();
-    let digits = bytes.iter().filter(|b| b.is_ascii_digit()).count();
+    let mut digits = 0;
+    let mut has_separator = false;
+    for &byte in bytes {
+        match byte {
+            b'0'..=b'9' => digits += 1,
+            b'-' | b'/' | b':' | b'.' => has_separator = true,
+            b',' | b'T' | b'Z' | b'+' => {}
+            // Neither all digits nor all date bytes: no rule below can hold.
+            _ => return false,
+        }
+    }
     // Compact dates and epochs: `081109`, `203615`, `1117838570`.
     if digits == bytes.len() && digits >= 6 {
         return true;
     }
-    digits >= 2
-        && bytes.iter().all(|&b| {
-            b.is_ascii_digit() || matches!(b, b'-' | b'/' | b':' | b'.' | b',' | b'T' | b'Z' | b'+')
-        })
-        && bytes
-            .iter()
-            .any(|&b| matches!(b, b'-' | b'/' | b':' | b'.'))
+    digits >= 2 && has_separator
 }
 
-fn level_of(token: &str) -> Option<&str> {
-    let core = strip_brackets(token);
+/// The level named by `token` (`core` is `strip_brackets(token)`).
+fn level_of<'a>(token: &str, core: &'a str) -> Option<&'a str> {
+    // Every level is 3 to 8 bytes long: most tokens are rejected without touching `LEVELS`.
+    if !(3..=8).contains(&core.len()) {
+        return None;
+    }
     // Bare levels must be upper case (`INFO`); bracketed ones may not be (`[notice]`).
     let shouted = core.bytes().all(|b| b.is_ascii_uppercase());
     let bracketed = token.starts_with('[') || token.starts_with('<');
@@ -218,9 +242,11 @@ pub fn detect_header(line: &str) -> DetectedHeader<'_> {
         let start = offset;
         // A bracketed group may contain spaces: `[Sun Dec 04 04:47:44 2005]`.
         let end = if bytes[start] == b'[' {
-            match line[start..].find(']') {
-                Some(close) if close < 40 => start + close + 1,
-                _ => token_end(bytes, start),
+            // Only a `]` within 40 bytes closes the group: search no further than that.
+            let window = &bytes[start..bytes.len().min(start + 40)];
+            match window.iter().position(|&byte| byte == b']') {
+                Some(close) => start + close + 1,
+                None => token_end(bytes, start),
             }
         } else {
             token_end(bytes, start)
@@ -228,16 +254,20 @@ pub fn detect_header(line: &str) -> DetectedHeader<'_> {
         let token = &line[start..end];
         offset = end;
         tokens_seen += 1;
-        let inner = token.trim_start_matches('[').trim_end_matches(']');
-        let bracketed_time = token.starts_with('[')
-            && inner.split_ascii_whitespace().any(is_timestampish)
-            && inner
-                .split_ascii_whitespace()
-                .all(|t| is_timestampish(t) || t.bytes().all(|b| b.is_ascii_digit()));
-        if is_timestampish(token) || bracketed_time {
+        let bracketed_time = token.starts_with('[') && {
+            let inner = token.trim_start_matches('[').trim_end_matches(']');
+            inner.split_ascii_whitespace().any(is_timestampish)
+                && inner
+                    .split_ascii_whitespace()
+                    .all(|t| is_timestampish(t) || t.bytes().all(|b| b.is_ascii_digit()))
+        };
+        let core = strip_brackets(token);
+        if is_timestampish_core(core) || bracketed_time {
             timestamp_span = Some(timestamp_span.map_or((start, end), |(s, _)| (s, end)));
-        } else if header.level.is_none() && level_of(token).is_some() {
-            header.level = level_of(token);
+        } else if header.level.is_none()
+            && let Some(level) = level_of(token, core)
+        {
+            header.level = Some(level);
         } else if (timestamp_span.is_some() || header.level.is_some())
             && token.bytes().all(|b| b.is_ascii_digit())
         {

@@ -71,30 +71,73 @@ impl ParamType {
     }
 }
 
+/// Byte classes for the per-byte loops of tokenizing and masking: one table lookup per byte
+/// instead of a chain of comparisons. OR-ing the classes of a token's bytes gives its *shape*,
+/// which answers "has a digit / a colon / maybe a boolean" without another pass over it.
+pub(crate) mod class {
+    /// `u8::is_ascii_whitespace`: token separator.
+    pub(crate) const SPACE: u8 = 1;
+    /// `0`-`9`.
+    pub(crate) const DIGIT: u8 = 2;
+    /// See [`super::is_delimiter`].
+    pub(crate) const DELIMITER: u8 = 4;
+    /// `:`, which every URL and clock time contains.
+    pub(crate) const COLON: u8 = 8;
+    /// `t`, `f`, `n` in either case: a byte that may start `true`, `false` or `null`.
+    pub(crate) const BOOL_START: u8 = 16;
+    /// `.`: a delimiter only in runs (`instruction......0`), see [`super::mask_token`].
+    pub(crate) const DOT: u8 = 32;
+}
+
 /// Characters that separate a key from its value or wrap a value inside one token. `.`, `-`, `_`
 /// and `/` are deliberately absent: they glue identifiers (`core.2275`, `blk_-42`, `/var/log`).
+const DELIMITERS: &[u8] = b"=:,()[]{}|#@\"';<>$";
+
+/// [`class`] bits of every byte value.
+pub(crate) static BYTE_CLASS: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let value = byte as u8;
+        let mut bits = 0;
+        if value.is_ascii_whitespace() {
+            bits |= class::SPACE;
+        }
+        if value.is_ascii_digit() {
+            bits |= class::DIGIT;
+        }
+        if value == b':' {
+            bits |= class::COLON;
+        }
+        if matches!(value, b't' | b'f' | b'n' | b'T' | b'F' | b'N') {
+            bits |= class::BOOL_START;
+        }
+        if value == b'.' {
+            bits |= class::DOT;
+        }
+        table[byte] = bits;
+        byte += 1;
+    }
+    let mut index = 0;
+    while index < DELIMITERS.len() {
+        table[DELIMITERS[index] as usize] |= class::DELIMITER;
+        index += 1;
+    }
+    table
+};
+
+/// The OR of the [`class`] bits of `bytes`.
+#[inline]
+pub(crate) fn shape_of(bytes: &[u8]) -> u8 {
+    bytes
+        .iter()
+        .fold(0, |shape, &byte| shape | BYTE_CLASS[byte as usize])
+}
+
+/// Is `byte` one of [`DELIMITERS`]?
 #[inline]
 pub(crate) fn is_delimiter(byte: u8) -> bool {
-    matches!(
-        byte,
-        b'=' | b':'
-            | b','
-            | b'('
-            | b')'
-            | b'['
-            | b']'
-            | b'{'
-            | b'}'
-            | b'|'
-            | b'#'
-            | b'@'
-            | b'"'
-            | b'\''
-            | b';'
-            | b'<'
-            | b'>'
-            | b'$'
-    )
+    BYTE_CLASS[byte as usize] & class::DELIMITER != 0
 }
 
 #[inline]
@@ -189,6 +232,10 @@ fn number_with_unit(bytes: &[u8]) -> Option<ParamType> {
 /// `10.0.0.1`, `10.0.0.1:8080`, `/10.0.0.1:8080`.
 fn is_ipv4(bytes: &[u8]) -> bool {
     let bytes = bytes.strip_prefix(b"/").unwrap_or(bytes);
+    // The first octet starts the token: reject words before scanning for the port.
+    if !bytes.first().is_some_and(u8::is_ascii_digit) {
+        return false;
+    }
     let (address, port) = match bytes.iter().position(|&b| b == b':') {
         Some(colon) => (&bytes[..colon], Some(&bytes[colon + 1..])),
         None => (bytes, None),
@@ -223,20 +270,47 @@ fn is_bool_literal(bytes: &[u8]) -> bool {
         || bytes.eq_ignore_ascii_case(b"null")
 }
 
-/// Cheap pre-check for [`needs_mask`]: could the token contain a boolean or null literal?
+/// Cheap pre-check for [`needs_mask_shaped`]: could the token contain a boolean or null literal, i.e.
+/// does any 4-byte window equal `true`, `fals` or `null` ignoring ASCII case? Only windows that
+/// start with `t`, `f` or `n` are compared (`byte | 0x20` folds exactly `T`/`t`, `F`/`f`, `N`/`n`
+/// onto the lower-case letter and no other byte onto them).
 #[inline]
 fn may_hold_bool(bytes: &[u8]) -> bool {
-    bytes.len() >= 4
-        && bytes.windows(4).any(|window| {
-            window.eq_ignore_ascii_case(b"true")
-                || window.eq_ignore_ascii_case(b"fals")
-                || window.eq_ignore_ascii_case(b"null")
-        })
+    let mut at = 0;
+    while at + 4 <= bytes.len() {
+        let rest = &bytes[at + 1..at + 4];
+        let found = match bytes[at] | 0x20 {
+            b't' => rest.eq_ignore_ascii_case(b"rue"),
+            b'f' => rest.eq_ignore_ascii_case(b"als"),
+            b'n' => rest.eq_ignore_ascii_case(b"ull"),
+            _ => false,
+        };
+        if found {
+            return true;
+        }
+        at += 1;
+    }
+    false
+}
+
+/// Does `://` occur in `bytes`?
+#[inline]
+fn has_scheme_separator(bytes: &[u8]) -> bool {
+    let mut at = 0;
+    while at + 3 <= bytes.len() {
+        if bytes[at] == b':' && bytes[at + 1] == b'/' && bytes[at + 2] == b'/' {
+            return true;
+        }
+        at += 1;
+    }
+    false
 }
 
 /// Classifies a whole (unwrapped) token; `None` means "not a value by itself", in which case the
-/// token is masked segment by segment.
-pub fn classify_value(bytes: &[u8]) -> Option<ParamType> {
+/// token is masked segment by segment. `shape` is [`shape_of`]`(bytes)`, which spares the scans
+/// for a digit and a colon; its `DIGIT` bit must be exact, its `COLON` bit may be set without a
+/// colon (it only gates the URL and clock checks, which look for the colon themselves).
+fn classify_value(bytes: &[u8], shape: u8) -> Option<ParamType> {
     let first = *bytes.first()?;
     if is_bool_literal(bytes) {
         return Some(ParamType::Bool);
@@ -248,11 +322,11 @@ pub fn classify_value(bytes: &[u8]) -> Option<ParamType> {
             ParamType::Path
         });
     }
-    if bytes.len() > 8 && bytes.windows(3).any(|w| w == b"://") {
+    let has_colon = shape & class::COLON != 0;
+    if bytes.len() > 8 && has_colon && has_scheme_separator(bytes) {
         return Some(ParamType::Url);
     }
-    let has_digit = bytes.iter().any(u8::is_ascii_digit);
-    if !has_digit {
+    if shape & class::DIGIT == 0 {
         return None;
     }
     if let Some(kind) = number_type(bytes) {
@@ -270,7 +344,7 @@ pub fn classify_value(bytes: &[u8]) -> Option<ParamType> {
     if is_uuid(bytes) {
         return Some(ParamType::Uuid);
     }
-    if bytes.contains(&b':') && super::miner::is_clock(bytes) {
+    if has_colon && super::miner::is_clock(bytes) {
         return Some(ParamType::Time);
     }
     if bytes.starts_with(b"blk_") {
@@ -285,32 +359,47 @@ pub fn classify_value(bytes: &[u8]) -> Option<ParamType> {
 /// Type of a segment that contains a digit, or `None` when it is an identifier that merely
 /// contains a digit (`ssh2`, `jk2_init`, `log4j`, `L1`): Drain's rule "any digit is a variable"
 /// turns those constants into `<*>`; a value starts with a digit, is hex, or is mostly digits.
-fn classify_segment(bytes: &[u8]) -> Option<ParamType> {
-    if let Some(kind) = classify_value(bytes) {
+/// `shape` as for [`classify_value`].
+fn classify_segment(bytes: &[u8], shape: u8) -> Option<ParamType> {
+    if let Some(kind) = classify_value(bytes, shape) {
         return Some(kind);
     }
     if bytes.len() >= 6 && all_hex(bytes) {
         return Some(ParamType::Hex);
     }
-    let digits = bytes.iter().filter(|b| b.is_ascii_digit()).count();
-    let letters = bytes.iter().filter(|b| b.is_ascii_alphabetic()).count();
-    if bytes[0].is_ascii_digit() || digits >= letters {
+    if bytes[0].is_ascii_digit() {
+        return Some(ParamType::Id);
+    }
+    let (mut digits, mut letters) = (0usize, 0usize);
+    for byte in bytes {
+        digits += usize::from(byte.is_ascii_digit());
+        letters += usize::from(byte.is_ascii_alphabetic());
+    }
+    if digits >= letters {
         Some(ParamType::Id)
     } else {
         None
     }
 }
 
-/// Does this token need masking at all? The fast path: most tokens are plain words.
+/// Does this token need masking at all? The fast path: most tokens are plain words. `shape` is
+/// [`shape_of`]`(bytes)`, which the tokenizer computes while looking for the token's end.
 #[inline]
-pub fn needs_mask(token: &str) -> bool {
-    let bytes = token.as_bytes();
-    bytes.first() == Some(&b'/') || bytes.iter().any(u8::is_ascii_digit) || may_hold_bool(bytes)
+pub(crate) fn needs_mask_shaped(bytes: &[u8], shape: u8) -> bool {
+    bytes.first() == Some(&b'/')
+        || shape & class::DIGIT != 0
+        || (shape & class::BOOL_START != 0 && may_hold_bool(bytes))
 }
 
 /// Writes the masked form of `token` into `out` (cleared first) and returns the type of its first
 /// variable, or `None` when nothing was masked (then `out` equals `token`).
 pub fn mask_token(token: &str, out: &mut String) -> Option<ParamType> {
+    mask_token_shaped(token, shape_of(token.as_bytes()), out)
+}
+
+/// [`mask_token`] with the token's [`shape_of`] known (the tokenizer computes it while looking
+/// for the token's end).
+pub(crate) fn mask_token_shaped(token: &str, shape: u8, out: &mut String) -> Option<ParamType> {
     out.clear();
     let bytes = token.as_bytes();
     // Strip wrappers: `[10.0.0.1]`, `(12)`, `"abc",`.
@@ -322,26 +411,36 @@ pub fn mask_token(token: &str, out: &mut String) -> Option<ParamType> {
     while end > start && is_close_wrapper(bytes[end - 1]) {
         end -= 1;
     }
+    // The token's shape serves for its core: wrappers hold no digit, so the `DIGIT` bit is the
+    // core's; the `COLON` bit may be set for a stripped trailing `:`, which `classify_value`
+    // tolerates (it only gates checks that find no match without a colon).
     if start < end
-        && let Some(kind) = classify_value(&bytes[start..end])
+        && let Some(kind) = classify_value(&bytes[start..end], shape)
     {
         out.push_str(&token[..start]);
         out.push_str(WILDCARD);
         out.push_str(&token[end..]);
         return Some(kind);
     }
-    // Segment masking: split at delimiters, mask every segment holding a digit.
+    // Segment masking: split at delimiters, replace every segment that holds a value by `<*>`.
+    // `out` is the token with those segments replaced; `copied` is where the part of the token not
+    // yet written to `out` starts (delimiters are ASCII, so every cut is a char boundary).
     let mut first_kind = None;
-    let mut segment_start = 0;
-    for index in 0..=bytes.len() {
-        // A run of dots is a delimiter too (`instruction......0`), a single dot is not (`core.2`).
-        let at_delimiter = index == bytes.len()
-            || is_delimiter(bytes[index])
-            || (bytes[index] == b'.'
-                && (bytes.get(index + 1) == Some(&b'.')
-                    || (index > 0 && bytes[index - 1] == b'.')));
-        if !at_delimiter {
-            continue;
+    let mut copied = 0;
+    let mut index = 0;
+    loop {
+        // One segment: up to the next delimiter or the end, with its shape.
+        let segment_start = index;
+        let mut segment_shape = 0;
+        while let Some(&byte) = bytes.get(index) {
+            let byte_class = BYTE_CLASS[byte as usize];
+            if byte_class & (class::DELIMITER | class::DOT) != 0
+                && (byte_class & class::DELIMITER != 0 || is_in_dot_run(bytes, index))
+            {
+                break;
+            }
+            segment_shape |= byte_class;
+            index += 1;
         }
         let segment = &bytes[segment_start..index];
         let kind = if segment.len() > 1 && segment[0] == b'/' {
@@ -350,8 +449,8 @@ pub fn mask_token(token: &str, out: &mut String) -> Option<ParamType> {
             } else {
                 ParamType::Path
             })
-        } else if segment.iter().any(u8::is_ascii_digit) {
-            classify_segment(segment)
+        } else if segment_shape & class::DIGIT != 0 {
+            classify_segment(segment, segment_shape)
         } else if is_bool_literal(segment) {
             Some(ParamType::Bool)
         } else {
@@ -359,20 +458,24 @@ pub fn mask_token(token: &str, out: &mut String) -> Option<ParamType> {
         };
         if let Some(kind) = kind {
             first_kind.get_or_insert(kind);
+            out.push_str(&token[copied..segment_start]);
             out.push_str(WILDCARD);
-        } else {
-            out.push_str(&token[segment_start..index]);
+            copied = index;
         }
-        if index < bytes.len() {
-            out.push(bytes[index] as char);
+        if index >= bytes.len() {
+            break;
         }
-        segment_start = index + 1;
+        index += 1; // the delimiter
     }
-    if first_kind.is_none() {
-        out.clear();
-        out.push_str(token);
-    }
+    out.push_str(&token[copied..]);
     first_kind
+}
+
+/// Is the `.` at `index` part of a run of dots? A run is a delimiter (`instruction......0`), a
+/// single dot is not (`core.2`).
+#[inline]
+fn is_in_dot_run(bytes: &[u8], index: usize) -> bool {
+    bytes.get(index + 1) == Some(&b'.') || (index > 0 && bytes[index - 1] == b'.')
 }
 
 /// Best-effort type of a parameter value taken from a log line.
@@ -387,11 +490,12 @@ pub fn param_type(value: &str) -> ParamType {
         end -= 1;
     }
     let core = &bytes[start..end];
-    if let Some(kind) = classify_value(core) {
+    let shape = shape_of(core);
+    if let Some(kind) = classify_value(core, shape) {
         return kind;
     }
-    if core.iter().any(u8::is_ascii_digit) {
-        classify_segment(core).unwrap_or(ParamType::Id)
+    if shape & class::DIGIT != 0 {
+        classify_segment(core, shape).unwrap_or(ParamType::Id)
     } else {
         ParamType::Word
     }

@@ -13,7 +13,10 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::config::MinerConfig;
-use super::mask::{ParamType, WILDCARD, is_delimiter, mask_token, needs_mask, param_type};
+use super::mask::{
+    BYTE_CLASS, ParamType, WILDCARD, class, is_delimiter, mask_token_shaped, needs_mask_shaped,
+    param_type,
+};
 
 /// An interned token.
 pub(crate) type Sym = u32;
@@ -79,15 +82,119 @@ pub fn template_hash(text: &str) -> u64 {
     hash
 }
 
-/// Interned token texts. Symbol 0 is `<*>`.
-#[derive(Debug, Default)]
+/// Hash of a token's bytes for the interner: foldhash/wyhash-style folded multiplies over 8-byte
+/// words, so a typical token (under 16 bytes) costs two loads and one 64×64→128 multiply instead of
+/// one dependent multiply per byte. Not keyed: the interner only needs spread, and a collision
+/// costs a byte compare, never a wrong symbol.
+#[inline]
+fn token_hash(bytes: &[u8]) -> u64 {
+    const K0: u64 = 0x243f_6a88_85a3_08d3;
+    const K1: u64 = 0x1319_8a2e_0370_7344;
+    const K2: u64 = 0xa409_3822_299f_31d0;
+    #[inline]
+    fn fold(a: u64, b: u64) -> u64 {
+        let full = u128::from(a) * u128::from(b);
+        (full as u64) ^ ((full >> 64) as u64)
+    }
+    #[inline]
+    fn word(bytes: &[u8], at: usize) -> u64 {
+        u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or([0; 8]))
+    }
+    let length = bytes.len();
+    let (a, b) = if length >= 8 {
+        // Whole words, then the last 8 bytes (overlapping the previous word when the length is
+        // not a multiple of 8): every byte is read, and no byte beyond the slice.
+        let mut state = K2 ^ length as u64;
+        let mut at = 0;
+        while at + 16 < length {
+            state = fold(word(bytes, at) ^ K0, word(bytes, at + 8) ^ state);
+            at += 16;
+        }
+        if at + 8 < length {
+            state = fold(word(bytes, at) ^ K0, state ^ K1);
+        }
+        (word(bytes, length - 8) ^ K1, state)
+    } else if length >= 4 {
+        let low = u32::from_le_bytes(bytes[..4].try_into().unwrap_or([0; 4]));
+        let high = u32::from_le_bytes(bytes[length - 4..].try_into().unwrap_or([0; 4]));
+        (
+            u64::from(low) ^ K0,
+            (u64::from(high) << 32 | length as u64) ^ K1,
+        )
+    } else if length > 0 {
+        let packed = u64::from(bytes[0]) << 16
+            | u64::from(bytes[length / 2]) << 8
+            | u64::from(bytes[length - 1]);
+        (packed ^ K0, length as u64 ^ K1)
+    } else {
+        (K0, K1)
+    };
+    fold(a, b)
+}
+
+/// `a == b` for short slices without a call into libc's `memcmp` (whose call and dispatch cost
+/// more than the compare for a typical 4-16 byte token): word loads, the last one overlapping.
+#[inline]
+pub(super) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    #[inline]
+    fn word(bytes: &[u8], at: usize) -> u64 {
+        u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or([0; 8]))
+    }
+    #[inline]
+    fn half(bytes: &[u8], at: usize) -> u32 {
+        u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or([0; 4]))
+    }
+    let length = a.len();
+    if length != b.len() {
+        return false;
+    }
+    if length >= 8 {
+        let mut at = 0;
+        while at + 8 < length {
+            if word(a, at) != word(b, at) {
+                return false;
+            }
+            at += 8;
+        }
+        word(a, length - 8) == word(b, length - 8)
+    } else if length >= 4 {
+        half(a, 0) == half(b, 0) && half(a, length - 4) == half(b, length - 4)
+    } else {
+        a.iter().zip(b).all(|(x, y)| x == y)
+    }
+}
+
+/// Interned token texts. Symbol 0 is `<*>`; symbols are numbered in order of first sight, so the
+/// numbering (and everything derived from it) does not depend on the hash function.
+///
+/// Layout, chosen because interning is the per-token hot path: the texts live back to back in one
+/// arena, and the lookup table is an open-addressing array of packed `(hash tag, symbol)` words,
+/// so a lookup touches one 8-byte slot and, on a tag match, the candidate's bytes in the arena.
+#[derive(Debug)]
 pub(crate) struct Symbols {
-    map: FxHashMap<Box<str>, Sym>,
-    texts: Vec<Box<str>>,
+    /// All symbol texts, concatenated.
+    arena: String,
+    /// Byte range of each symbol's text in `arena`.
+    spans: Vec<(u32, u32)>,
+    /// Power-of-two table, at most half full. A slot is 0 (empty) or `tag << 32 | (sym + 1)`,
+    /// the tag being the high 32 bits of the token's hash.
+    slots: Vec<u64>,
     /// For tokens with exactly one `<*>` inside literal text: (prefix, suffix) byte lengths.
     partial: Vec<Option<(u32, u32)>>,
     /// Token contains `<*>` (whole or partial): routed to the `<*>` child of the tree.
     variable: Vec<bool>,
+}
+
+impl Default for Symbols {
+    fn default() -> Self {
+        Self {
+            arena: String::new(),
+            spans: Vec::new(),
+            slots: vec![0; 1024],
+            partial: Vec::new(),
+            variable: Vec::new(),
+        }
+    }
 }
 
 impl Symbols {
@@ -97,13 +204,35 @@ impl Symbols {
         symbols
     }
 
+    /// The symbol of `text`, created when new.
     #[inline]
     pub(crate) fn intern(&mut self, text: &str) -> Sym {
-        if let Some(&sym) = self.map.get(text) {
-            return sym;
+        let hash = token_hash(text.as_bytes());
+        let tag = hash >> 32;
+        let mask = self.slots.len() - 1;
+        let mut slot = hash as usize & mask;
+        loop {
+            let entry = self.slots[slot];
+            if entry == 0 {
+                break;
+            }
+            if entry >> 32 == tag {
+                let sym = (entry as u32).wrapping_sub(1);
+                if same_bytes(self.bytes(sym), text.as_bytes()) {
+                    return sym;
+                }
+            }
+            slot = (slot + 1) & mask;
         }
-        let sym = self.texts.len() as Sym;
-        let boxed: Box<str> = text.into();
+        // New symbol: `slot` is the empty slot that ends its probe sequence.
+        // Symbols and arena offsets are u32: 4 Gi distinct tokens or 4 GiB of token text are far
+        // beyond any sensible template set (the store would be unusable long before), and
+        // failing loudly beats wrapping into another symbol's text.
+        let sym = Sym::try_from(self.spans.len()).expect("more than 4 Gi token symbols");
+        let start = self.arena.len();
+        self.arena.push_str(text);
+        let end = u32::try_from(self.arena.len()).expect("more than 4 GiB of token text");
+        self.spans.push((start as u32, end));
         let wild_count = text.matches(WILDCARD).count();
         let partial = (wild_count == 1 && text != WILDCARD).then(|| {
             let at = text.find(WILDCARD).unwrap_or(0);
@@ -111,14 +240,39 @@ impl Symbols {
         });
         self.partial.push(partial);
         self.variable.push(wild_count > 0);
-        self.texts.push(boxed.clone());
-        self.map.insert(boxed, sym);
+        self.slots[slot] = tag << 32 | u64::from(sym + 1);
+        if self.spans.len() * 2 > self.slots.len() {
+            self.grow();
+        }
         sym
+    }
+
+    /// Doubles the table and re-places every symbol (rehashing from the arena).
+    fn grow(&mut self) {
+        let mut slots = vec![0u64; self.slots.len() * 2];
+        let mask = slots.len() - 1;
+        for sym in 0..self.spans.len() as Sym {
+            let hash = token_hash(self.bytes(sym));
+            let mut slot = hash as usize & mask;
+            while slots[slot] != 0 {
+                slot = (slot + 1) & mask;
+            }
+            slots[slot] = (hash >> 32) << 32 | u64::from(sym + 1);
+        }
+        self.slots = slots;
     }
 
     #[inline]
     pub(crate) fn text(&self, sym: Sym) -> &str {
-        &self.texts[sym as usize]
+        let (start, end) = self.spans[sym as usize];
+        &self.arena[start as usize..end as usize]
+    }
+
+    /// The text's bytes (no char-boundary checks, for comparing).
+    #[inline]
+    fn bytes(&self, sym: Sym) -> &[u8] {
+        let (start, end) = self.spans[sym as usize];
+        &self.arena.as_bytes()[start as usize..end as usize]
     }
 
     #[inline]
@@ -126,8 +280,9 @@ impl Symbols {
         self.variable[sym as usize]
     }
 
-    /// Does the (masked) line token `token` fit the template token `pattern`?
-    #[inline]
+    /// Does the (masked) line token `token` fit the template token `pattern`? Inlined for the
+    /// common outcomes (same symbol, whole `<*>`); partial patterns take the out-of-line path.
+    #[inline(always)]
     fn fits(&self, pattern: Sym, token: Sym) -> bool {
         if pattern == token {
             return true;
@@ -135,10 +290,15 @@ impl Symbols {
         if pattern == WILD {
             return false;
         }
+        self.fits_partial(pattern, token)
+    }
+
+    /// [`Symbols::fits`] for distinct symbols: only a partial pattern (`uid=<*>`) can still fit.
+    fn fits_partial(&self, pattern: Sym, token: Sym) -> bool {
         match self.partial[pattern as usize] {
             Some((prefix, suffix)) => {
-                let pattern_text = self.text(pattern).as_bytes();
-                let text = self.text(token).as_bytes();
+                let pattern_text = self.bytes(pattern);
+                let text = self.bytes(token);
                 let (prefix, suffix) = (prefix as usize, suffix as usize);
                 text.len() > prefix + suffix
                     && text[..prefix] == pattern_text[..prefix]
@@ -149,7 +309,145 @@ impl Symbols {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.texts.len()
+        self.spans.len()
+    }
+
+    /// The most specific pattern covering both tokens: a shared key or bracket stays literal
+    /// (`user=root`, `user=guest` → `user=<*>`); otherwise `<*>`.
+    fn generalize(&mut self, pattern: Sym, token: Sym) -> Sym {
+        if pattern == WILD || token == WILD {
+            return WILD;
+        }
+        let a = self.text(pattern).as_bytes();
+        let b = self.text(token).as_bytes();
+        let limit_a = find_wild(a).unwrap_or(a.len());
+        let limit_b = find_wild(b).unwrap_or(b.len());
+        let mut prefix = a
+            .iter()
+            .zip(b)
+            .take(limit_a.min(limit_b))
+            .take_while(|(x, y)| x == y)
+            .count();
+        // Cut the shared prefix back so that it ends with a delimiter.
+        while prefix > 0 && !is_delimiter(a[prefix - 1]) {
+            prefix -= 1;
+        }
+        let tail_a = rfind_wild(a).map_or(0, |at| at + WILDCARD.len());
+        let tail_b = rfind_wild(b).map_or(0, |at| at + WILDCARD.len());
+        let max_suffix = (a.len() - tail_a.max(prefix)).min(b.len() - tail_b.max(prefix));
+        let mut suffix = a
+            .iter()
+            .rev()
+            .zip(b.iter().rev())
+            .take(max_suffix)
+            .take_while(|(x, y)| x == y)
+            .count();
+        while suffix > 0 && !is_delimiter(a[a.len() - suffix]) {
+            suffix -= 1;
+        }
+        if prefix == 0 && suffix == 0 {
+            return WILD;
+        }
+        let mut text = String::with_capacity(prefix + suffix + 3);
+        text.push_str(&self.text(pattern)[..prefix]);
+        text.push_str(WILDCARD);
+        let a_text = self.text(pattern);
+        text.push_str(&a_text[a_text.len() - suffix..]);
+        self.intern(&text)
+    }
+}
+
+/// A token of at most 16 bytes packed into two words and its length: its first and last 8 bytes
+/// (4 bytes, or first, middle and last byte, for shorter tokens), overlapping when shorter than 16.
+/// The words and the length determine every byte, so equal keys are equal tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ShortKey {
+    head: u64,
+    tail: u64,
+    length: u32,
+}
+
+impl ShortKey {
+    /// `None` for tokens longer than 16 bytes.
+    #[inline]
+    pub(super) fn of(bytes: &[u8]) -> Option<ShortKey> {
+        let length = bytes.len();
+        let (head, tail) = match length {
+            17.. => return None,
+            8.. => (
+                u64::from_le_bytes(bytes[..8].try_into().unwrap_or([0; 8])),
+                u64::from_le_bytes(bytes[length - 8..].try_into().unwrap_or([0; 8])),
+            ),
+            4.. => (
+                u64::from(u32::from_le_bytes(bytes[..4].try_into().unwrap_or([0; 4]))),
+                u64::from(u32::from_le_bytes(
+                    bytes[length - 4..].try_into().unwrap_or([0; 4]),
+                )),
+            ),
+            1.. => (
+                u64::from(bytes[0])
+                    | u64::from(bytes[length / 2]) << 8
+                    | u64::from(bytes[length - 1]) << 16,
+                0,
+            ),
+            0 => (0, 0),
+        };
+        Some(ShortKey {
+            head,
+            tail,
+            length: length as u32,
+        })
+    }
+}
+
+/// Direct-mapped cache from short raw tokens to what tokenizing made of them (symbol, type of the
+/// first masked variable). Exact, not approximate: masking is a pure function of the token, and
+/// symbols are append-only (a text keeps its symbol forever), so a remembered outcome is the
+/// outcome. It saves the mask pre-check, the hash and the probe of the symbol table for the words
+/// that make up most of every line.
+struct WordCache {
+    entries: Vec<(ShortKey, Sym, Option<ParamType>)>,
+}
+
+impl std::fmt::Debug for WordCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WordCache")
+            .field("slots", &self.entries.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WordCache {
+    const SLOTS: usize = 4096;
+    /// A key no token has (tokens are at most 16 bytes long here).
+    const EMPTY: ShortKey = ShortKey {
+        head: 0,
+        tail: 0,
+        length: u32::MAX,
+    };
+
+    fn new() -> Self {
+        Self {
+            entries: vec![(Self::EMPTY, WILD, None); Self::SLOTS],
+        }
+    }
+
+    #[inline]
+    fn slot(key: ShortKey) -> usize {
+        let mixed = (key.head ^ key.tail.rotate_left(29) ^ u64::from(key.length))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (mixed >> 52) as usize & (Self::SLOTS - 1)
+    }
+
+    #[inline]
+    fn get(&self, key: ShortKey) -> Option<(Sym, Option<ParamType>)> {
+        let (known, sym, kind) = self.entries[Self::slot(key)];
+        (known == key).then_some((sym, kind))
+    }
+
+    #[inline]
+    fn put(&mut self, key: ShortKey, outcome: (Sym, Option<ParamType>)) {
+        self.entries[Self::slot(key)] = (key, outcome.0, outcome.1);
     }
 }
 
@@ -202,7 +500,8 @@ pub struct Miner {
     line: Vec<Sym>,
     line_kinds: Vec<Option<ParamType>>,
     mask_buffer: String,
-    spans: Vec<(u32, u32, bool)>,
+    word_cache: WordCache,
+    spans: Vec<TokenSpan>,
     lines_since_compact: u64,
 }
 
@@ -217,6 +516,7 @@ impl Miner {
             line: Vec::new(),
             line_kinds: Vec::new(),
             mask_buffer: String::new(),
+            word_cache: WordCache::new(),
             spans: Vec::new(),
             lines_since_compact: 0,
         }
@@ -232,27 +532,48 @@ impl Miner {
         self.line_kinds.clear();
         let mut spans = std::mem::take(&mut self.spans);
         split_tokens(content, self.config.max_tokens, &mut spans);
-        for &(start, end, date) in &spans {
-            let token = &content[start as usize..end as usize];
-            if date {
-                self.line.push(WILD);
-                self.line_kinds.push(Some(ParamType::Time));
-            } else if needs_mask(token) {
-                let kind = mask_token(token, &mut self.mask_buffer);
-                let sym = if self.mask_buffer == WILDCARD {
-                    WILD
-                } else {
-                    self.symbols.intern(&self.mask_buffer)
-                };
-                self.line.push(sym);
-                self.line_kinds.push(kind);
+        for span in &spans {
+            let (sym, kind) = if span.date {
+                (WILD, Some(ParamType::Time))
             } else {
-                let sym = self.symbols.intern(token);
-                self.line.push(sym);
-                self.line_kinds.push(None);
-            }
+                let token = &content[span.start as usize..span.end as usize];
+                // Short digit-free tokens (words, keys, `[preauth]`) recur line after line: the
+                // cache remembers what each became. Tokens with digits are mostly unique values,
+                // which would only evict the words.
+                let key = if span.shape & class::DIGIT == 0 {
+                    ShortKey::of(token.as_bytes())
+                } else {
+                    None
+                };
+                match key.and_then(|key| self.word_cache.get(key)) {
+                    Some(known) => known,
+                    None => {
+                        let outcome = self.mask_and_intern(token, span.shape);
+                        if let Some(key) = key {
+                            self.word_cache.put(key, outcome);
+                        }
+                        outcome
+                    }
+                }
+            };
+            self.line.push(sym);
+            self.line_kinds.push(kind);
         }
         self.spans = spans;
+    }
+
+    /// The symbol of one whitespace token after masking, and the type of its first variable.
+    fn mask_and_intern(&mut self, token: &str, shape: u8) -> (Sym, Option<ParamType>) {
+        if !needs_mask_shaped(token.as_bytes(), shape) {
+            return (self.symbols.intern(token), None);
+        }
+        let kind = mask_token_shaped(token, shape, &mut self.mask_buffer);
+        let sym = if self.mask_buffer == WILDCARD {
+            WILD
+        } else {
+            self.symbols.intern(&self.mask_buffer)
+        };
+        (sym, kind)
     }
 
     #[inline]
@@ -341,71 +662,32 @@ impl Miner {
 
     /// Generalizes the cluster's template where the current line differs.
     fn update(&mut self, index: u32) {
-        let line = std::mem::take(&mut self.line);
-        let tokens = std::mem::take(&mut self.clusters[index as usize].tokens);
-        let mut tokens = tokens;
-        for (position, (pattern, &token)) in tokens.iter_mut().zip(&line).enumerate() {
-            if !self.symbols.fits(*pattern, token) {
-                *pattern = self.generalize(*pattern, token);
+        // Disjoint borrows of the fields: the template is edited in place while symbols may be
+        // created for generalized tokens.
+        let cluster = &mut self.clusters[index as usize];
+        let symbols = &mut self.symbols;
+        debug_assert_eq!(cluster.tokens.len(), self.line.len());
+        debug_assert_eq!(cluster.param_types.len(), self.line.len());
+        let positions = cluster
+            .tokens
+            .iter_mut()
+            .zip(&mut cluster.param_types)
+            .zip(self.line.iter().zip(&self.line_kinds));
+        for ((pattern, slot), (&token, &line_kind)) in positions {
+            if !symbols.fits(*pattern, token) {
+                *pattern = symbols.generalize(*pattern, token);
             }
-            let kind = if *pattern == WILD || self.symbols.is_variable(*pattern) {
-                Some(self.line_kinds[position].unwrap_or(ParamType::Word))
+            let kind = if *pattern == WILD || symbols.is_variable(*pattern) {
+                Some(line_kind.unwrap_or(ParamType::Word))
             } else {
                 None
             };
-            let slot = &mut self.clusters[index as usize].param_types[position];
             *slot = match (*slot, kind) {
                 (Some(a), Some(b)) => Some(a.widen(b)),
                 (None, kind) => kind,
                 (a, None) => a,
             };
         }
-        self.clusters[index as usize].tokens = tokens;
-        self.line = line;
-    }
-
-    /// The most specific pattern covering both tokens: a shared key or bracket stays literal
-    /// (`user=root`, `user=guest` → `user=<*>`); otherwise `<*>`.
-    fn generalize(&mut self, pattern: Sym, token: Sym) -> Sym {
-        if pattern == WILD || token == WILD {
-            return WILD;
-        }
-        let a = self.symbols.text(pattern).as_bytes();
-        let b = self.symbols.text(token).as_bytes();
-        let limit_a = find_wild(a).unwrap_or(a.len());
-        let limit_b = find_wild(b).unwrap_or(b.len());
-        let mut prefix = a
-            .iter()
-            .zip(b)
-            .take(limit_a.min(limit_b))
-            .take_while(|(x, y)| x == y)
-            .count();
-        // Cut the shared prefix back so that it ends with a delimiter.
-        while prefix > 0 && !is_delimiter(a[prefix - 1]) {
-            prefix -= 1;
-        }
-        let tail_a = rfind_wild(a).map_or(0, |at| at + WILDCARD.len());
-        let tail_b = rfind_wild(b).map_or(0, |at| at + WILDCARD.len());
-        let max_suffix = (a.len() - tail_a.max(prefix)).min(b.len() - tail_b.max(prefix));
-        let mut suffix = a
-            .iter()
-            .rev()
-            .zip(b.iter().rev())
-            .take(max_suffix)
-            .take_while(|(x, y)| x == y)
-            .count();
-        while suffix > 0 && !is_delimiter(a[a.len() - suffix]) {
-            suffix -= 1;
-        }
-        if prefix == 0 && suffix == 0 {
-            return WILD;
-        }
-        let mut text = String::with_capacity(prefix + suffix + 3);
-        text.push_str(&self.symbols.text(pattern)[..prefix]);
-        text.push_str(WILDCARD);
-        let a_text = self.symbols.text(pattern);
-        text.push_str(&a_text[a_text.len() - suffix..]);
-        self.symbols.intern(&text)
     }
 
     fn create(&mut self) -> u32 {
@@ -526,7 +808,7 @@ impl Miner {
         split_tokens(content, self.config.max_tokens, &mut spans);
         let mut tokens = spans
             .iter()
-            .map(|&(start, end, _)| &content[start as usize..end as usize]);
+            .map(|span| &content[span.start as usize..span.end as usize]);
         for (position, &sym) in cluster.tokens.iter().enumerate() {
             let Some(token) = tokens.next() else { break };
             if sym == WILD {
@@ -714,6 +996,11 @@ enum DatePart {
 
 /// `hh:mm` or `hh:mm:ss`, optionally with fractional seconds.
 pub(crate) fn is_clock(bytes: &[u8]) -> bool {
+    // The hour's first byte must be a digit (its part is digits, `.` and `,`, and the part before
+    // the first `.`/`,` is not empty): reject other tokens without splitting.
+    if !bytes.first().is_some_and(u8::is_ascii_digit) {
+        return false;
+    }
     let mut parts = 0;
     for part in bytes.split(|&b| b == b':') {
         parts += 1;
@@ -733,42 +1020,65 @@ pub(crate) fn is_clock(bytes: &[u8]) -> bool {
     (2..=3).contains(&parts)
 }
 
+/// One token of a message: its byte range, its shape (the OR of its bytes' [`class`] bits, so
+/// masking knows whether it holds a digit without another pass), and whether it is a folded
+/// written-out date.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TokenSpan {
+    pub(crate) start: u32,
+    pub(crate) end: u32,
+    pub(crate) shape: u8,
+    pub(crate) date: bool,
+}
+
 /// Splits a message into whitespace tokens (byte spans), except that a written-out date such as
-/// `Sun Jul 10 04:01:23 2005` becomes ONE span flagged `true`: its token count varies by format
+/// `Sun Jul 10 04:01:23 2005` becomes ONE span flagged `date`: its token count varies by format
 /// and the corrected ground truth treats it as one variable.
-pub(crate) fn split_tokens(content: &str, max_tokens: usize, spans: &mut Vec<(u32, u32, bool)>) {
+pub(crate) fn split_tokens(content: &str, max_tokens: usize, spans: &mut Vec<TokenSpan>) {
     spans.clear();
     let bytes = content.as_bytes();
     let mut has_month = false;
     let mut offset = 0;
     while offset < bytes.len() && spans.len() < max_tokens {
-        while offset < bytes.len() && bytes[offset].is_ascii_whitespace() {
+        while offset < bytes.len() && BYTE_CLASS[bytes[offset] as usize] & class::SPACE != 0 {
             offset += 1;
         }
         if offset >= bytes.len() {
             break;
         }
         let start = offset;
-        while offset < bytes.len() && !bytes[offset].is_ascii_whitespace() {
+        let mut shape = 0;
+        while let Some(&byte) = bytes.get(offset) {
+            let byte_class = BYTE_CLASS[byte as usize];
+            if byte_class & class::SPACE != 0 {
+                break;
+            }
+            shape |= byte_class;
             offset += 1;
         }
         if offset - start == 3 && bytes[start].is_ascii_uppercase() {
             has_month |= MONTHS.contains(&&content[start..offset]);
         }
-        spans.push((start as u32, offset as u32, false));
+        spans.push(TokenSpan {
+            start: start as u32,
+            end: offset as u32,
+            shape,
+            date: false,
+        });
     }
-    // Fold date runs (month name and clock within a run of date parts) into one span.
+    // Fold date runs (month name and clock within a run of date parts) into one span, in place:
+    // the write position never passes the read position.
     if !has_month {
         return;
     }
-    let mut folded: Vec<(u32, u32, bool)> = Vec::with_capacity(spans.len());
+    let mut written = 0;
     let mut index = 0;
     while index < spans.len() {
         let mut end = index;
         let (mut month, mut clock) = (false, false);
         while end < spans.len() {
-            let (s, e, _) = spans[end];
-            match date_part(&content[s as usize..e as usize]) {
+            let span = spans[end];
+            match date_part(&content[span.start as usize..span.end as usize]) {
                 Some(DatePart::Month) => month = true,
                 Some(DatePart::Clock) => clock = true,
                 Some(DatePart::Other) => {}
@@ -777,14 +1087,20 @@ pub(crate) fn split_tokens(content: &str, max_tokens: usize, spans: &mut Vec<(u3
             end += 1;
         }
         if month && clock && end - index >= 3 {
-            folded.push((spans[index].0, spans[end - 1].1, true));
+            spans[written] = TokenSpan {
+                start: spans[index].start,
+                end: spans[end - 1].end,
+                shape: 0,
+                date: true,
+            };
             index = end;
         } else {
-            folded.push(spans[index]);
+            spans[written] = spans[index];
             index += 1;
         }
+        written += 1;
     }
-    *spans = folded;
+    spans.truncate(written);
 }
 
 fn find_wild(bytes: &[u8]) -> Option<usize> {

@@ -289,3 +289,246 @@ fn compaction_merges_templates_split_across_leaves() {
     assert!(miner.compact() >= 1);
     assert_eq!(miner.resolve(b), miner.resolve(general));
 }
+
+/// Everything the miner tells about `lines` (automatic header detection, as `infersight templates
+/// mine` without `--log-format`): per line its final template id and text and its parameters, then
+/// the listed templates with counts, parameter types and aliases. One text, so a golden file can
+/// hold it and a diff shows what moved.
+fn describe_mining(lines: &[&str]) -> String {
+    use std::fmt::Write as _;
+    // The `mine_lines` path: every line mined, then one compaction, then final templates.
+    let mined = mine_lines(lines.iter().copied(), &MinerConfig::default(), None);
+    // The same steps by hand, keeping each line's cluster to ask for its parameters.
+    let mut store = TemplateStore::new(MinerConfig::default());
+    let contents: Vec<&str> = lines.iter().map(|line| line_content(line, None)).collect();
+    let clusters: Vec<ClusterRef> = contents
+        .iter()
+        .map(|content| store.mine(content, None))
+        .collect();
+    store.miner_mut().compact();
+    let mut text = String::new();
+    for ((mined, &cluster), content) in mined.iter().zip(&clusters).zip(&contents) {
+        assert_eq!(mined.template_id, store.miner().template_id(cluster));
+        assert_eq!(mined.template, store.miner().template_text(cluster));
+        let params: Vec<String> = store
+            .miner()
+            .params(cluster, content)
+            .into_iter()
+            .map(|(value, kind)| format!("{value}:{}", kind.as_str()))
+            .collect();
+        writeln!(
+            text,
+            "{}\t{}\t{}\t{}",
+            mined.line_no,
+            mined.template_id,
+            mined.template,
+            params.join(" ")
+        )
+        .unwrap();
+    }
+    for info in store.list() {
+        let kinds: Vec<&str> = info.param_types.iter().map(|kind| kind.as_str()).collect();
+        writeln!(
+            text,
+            "template\t{}\t{}\t{}\t{}\t{}",
+            info.template_id,
+            info.count,
+            info.template,
+            kinds.join(","),
+            info.aliases.join(",")
+        )
+        .unwrap();
+    }
+    text
+}
+
+/// Golden test of the miner's output: lines in the style of the ten Loghub systems plus an engine
+/// log (`testdata/golden_sample.log`) must give exactly `testdata/golden_sample.expected`. Any
+/// change of masking, routing, generalization, compaction, ids or rendering shows up here; when a
+/// change is intended, rerun with `INFERSIGHT_BLESS=1` and review the diff of the expected file.
+#[test]
+fn mining_output_matches_the_golden_file() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/stages/template/testdata");
+    let input = std::fs::read_to_string(dir.join("golden_sample.log")).unwrap();
+    let lines: Vec<&str> = input.lines().collect();
+    let actual = describe_mining(&lines);
+    let expected_path = dir.join("golden_sample.expected");
+    if std::env::var_os("INFERSIGHT_BLESS").is_some() {
+        std::fs::write(&expected_path, &actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&expected_path).unwrap();
+    for (number, (actual, expected)) in actual.lines().zip(expected.lines()).enumerate() {
+        assert_eq!(actual, expected, "golden line {}", number + 1);
+    }
+    assert_eq!(actual.lines().count(), expected.lines().count());
+}
+
+/// The Loghub benchmark format specs, as in `tests/it/loghub_score.rs`.
+const LOGHUB_SPECS: &[(&str, &str)] = &[
+    (
+        "Android",
+        r"<Date> <Time>  <Pid>  <Tid> <Level> <Component>: <Content>",
+    ),
+    ("Apache", r"\[<Time>\] \[<Level>\] <Content>"),
+    (
+        "BGL",
+        r"<Label> <Timestamp> <Date> <Node> <Time> <NodeRepeat> <Type> <Component> <Level> <Content>",
+    ),
+    (
+        "HDFS",
+        r"<Date> <Time> <Pid> <Level> <Component>: <Content>",
+    ),
+    (
+        "Hadoop",
+        r"<Date> <Time> <Level> \[<Process>\] <Component>: <Content>",
+    ),
+    ("HealthApp", r"<Time>\|<Component>\|<Pid>\|<Content>"),
+    (
+        "Linux",
+        r"<Month> <Date> <Time> <Level> <Component>(\[<PID>\])?: <Content>",
+    ),
+    (
+        "OpenSSH",
+        r"<Date> <Day> <Time> <Component> sshd\[<Pid>\]: <Content>",
+    ),
+    ("Spark", r"<Date> <Time> <Level> <Component>: <Content>"),
+    (
+        "Zookeeper",
+        r"<Date> <Time> - <Level>  \[<Node>:<Component>@<Id>\] - <Content>",
+    ),
+];
+
+/// FNV-1a digest of the template id and text of every line of the ten Loghub-2k systems, mined
+/// with the system's format spec and with automatic header detection. The accuracy test only
+/// bounds GA/PA; this pins the exact output (speed work must not change it). Skipped when the
+/// shared data is absent; when a change is intended, put the printed digest here.
+const LOGHUB_2K_OUTPUT_DIGEST: &str = "94026a78641e7b00";
+
+#[test]
+fn loghub_2k_output_is_unchanged() {
+    let base = std::env::var_os("INFERSIGHT_DATA_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data")
+        });
+    let dir = base.join("loghub_2k");
+    if !dir.is_dir() {
+        eprintln!("skipping: {} is absent", dir.display());
+        return;
+    }
+    let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
+    for &(system, spec) in LOGHUB_SPECS {
+        let raw =
+            std::fs::read_to_string(dir.join(system).join(format!("{system}_2k.log"))).unwrap();
+        let format = LogFormat::parse(spec).unwrap();
+        for format in [Some(&format), None] {
+            let mined = mine_lines(raw.lines(), &MinerConfig::default(), format);
+            for line in mined {
+                for part in [
+                    line.template_id.as_str(),
+                    "\t",
+                    line.template.as_str(),
+                    "\n",
+                ] {
+                    for &byte in part.as_bytes() {
+                        digest ^= u64::from(byte);
+                        digest = digest.wrapping_mul(0x0000_0100_0000_01b3);
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(format!("{digest:016x}"), LOGHUB_2K_OUTPUT_DIGEST);
+}
+
+#[test]
+fn the_interner_keeps_symbols_through_table_growth() {
+    let mut miner = Miner::new(MinerConfig::default());
+    let texts: Vec<String> = (0..5000)
+        .map(|n| "k".repeat(n % 37) + &n.to_string())
+        .collect();
+    let first = miner.symbols.len() as u32;
+    let symbols: Vec<u32> = texts
+        .iter()
+        .map(|text| miner.symbols.intern(text))
+        .collect();
+    // Numbered in order of first sight, whatever the hash table did meanwhile.
+    assert_eq!(symbols, (first..first + 5000).collect::<Vec<_>>());
+    for (text, &symbol) in texts.iter().zip(&symbols) {
+        assert_eq!(miner.symbols.intern(text), symbol);
+        assert_eq!(miner.symbols.text(symbol), text);
+    }
+    assert_eq!(miner.symbols.intern(WILDCARD), 0);
+    assert_eq!(miner.symbols.intern(""), first + 5000);
+}
+
+/// The hand-written fast paths against their plain definitions.
+mod fast_paths {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config as ProptestConfig, RngSeed};
+
+    use super::super::mask::{needs_mask_shaped, shape_of};
+    use super::super::miner::{ShortKey, same_bytes};
+
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: 512,
+            rng_seed: RngSeed::Fixed(0x7e3a_11a7),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    /// A token and a copy with at most one byte changed (equal in about half of the cases).
+    fn token_pair(max_length: usize) -> impl Strategy<Value = (Vec<u8>, Vec<u8>)> {
+        (
+            proptest::collection::vec(any::<u8>(), 0..=max_length),
+            any::<usize>(),
+            any::<u8>(),
+            any::<bool>(),
+        )
+            .prop_map(|(token, at, byte, change)| {
+                let mut other = token.clone();
+                if change && !other.is_empty() {
+                    let at = at % other.len();
+                    other[at] = byte;
+                }
+                (token, other)
+            })
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn short_keys_are_equal_exactly_for_equal_tokens(
+            (a, b) in token_pair(16),
+            cut in 0usize..=16,
+        ) {
+            prop_assert_eq!(ShortKey::of(&a) == ShortKey::of(&b), a == b);
+            let shorter = &b[..cut.min(b.len())];
+            prop_assert_eq!(ShortKey::of(&a) == ShortKey::of(shorter), a == shorter);
+            prop_assert!(ShortKey::of(&[0u8; 17]).is_none());
+        }
+
+        #[test]
+        fn same_bytes_is_slice_equality((a, b) in token_pair(40), cut in 0usize..=40) {
+            prop_assert_eq!(same_bytes(&a, &b), a == b);
+            let shorter = &b[..cut.min(b.len())];
+            prop_assert_eq!(same_bytes(&a, shorter), a == shorter);
+        }
+
+        #[test]
+        fn the_mask_pre_check_follows_its_definition(token in "[tTfFnNrRuUeEaAlLsS0-9/=x ]{0,12}") {
+            let bytes = token.as_bytes();
+            let defined = bytes.first() == Some(&b'/')
+                || bytes.iter().any(u8::is_ascii_digit)
+                || bytes.windows(4).any(|window| {
+                    window.eq_ignore_ascii_case(b"true")
+                        || window.eq_ignore_ascii_case(b"fals")
+                        || window.eq_ignore_ascii_case(b"null")
+                });
+            prop_assert_eq!(needs_mask_shaped(bytes, shape_of(bytes)), defined);
+        }
+    }
+}
