@@ -9,41 +9,8 @@ use std::path::{Path, PathBuf};
 
 use infersight_pipeline::stages::template::{LogFormat, MinedLine, MinerConfig, mine_lines};
 
-/// The Loghub benchmark format specs (logpai/logparser `benchmark_settings`, Zhu et al. ICSE'19):
-/// the only per-system input, exactly what `--log-format` takes.
-pub const SYSTEMS: &[(&str, &str)] = &[
-    (
-        "Android",
-        r"<Date> <Time>  <Pid>  <Tid> <Level> <Component>: <Content>",
-    ),
-    ("Apache", r"\[<Time>\] \[<Level>\] <Content>"),
-    (
-        "BGL",
-        r"<Label> <Timestamp> <Date> <Node> <Time> <NodeRepeat> <Type> <Component> <Level> <Content>",
-    ),
-    (
-        "HDFS",
-        r"<Date> <Time> <Pid> <Level> <Component>: <Content>",
-    ),
-    (
-        "Hadoop",
-        r"<Date> <Time> <Level> \[<Process>\] <Component>: <Content>",
-    ),
-    ("HealthApp", r"<Time>\|<Component>\|<Pid>\|<Content>"),
-    (
-        "Linux",
-        r"<Month> <Date> <Time> <Level> <Component>(\[<PID>\])?: <Content>",
-    ),
-    (
-        "OpenSSH",
-        r"<Date> <Day> <Time> <Component> sshd\[<Pid>\]: <Content>",
-    ),
-    ("Spark", r"<Date> <Time> <Level> <Component>: <Content>"),
-    (
-        "Zookeeper",
-        r"<Date> <Time> - <Level>  \[<Node>:<Component>@<Id>\] - <Content>",
-    ),
-];
+/// The Loghub benchmark format specs, the only per-system input.
+pub use infersight_pipeline::stages::template::LOGHUB_FORMATS as SYSTEMS;
 
 /// `$INFERSIGHT_DATA_DIR/loghub_2k`, default `../../../shared/data` from the crate directory.
 pub fn loghub_dir() -> Option<PathBuf> {

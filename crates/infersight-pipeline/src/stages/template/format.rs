@@ -9,6 +9,43 @@
 
 use crate::error::PipelineError;
 
+/// The Loghub benchmark's format specs per system (logpai/logparser `benchmark_settings`, Zhu et
+/// al. ICSE'19), exactly what `--log-format` takes: the only per-system input of the accuracy
+/// evaluation (`examples/loghub_eval.rs`, the accuracy test) and of the golden digest test.
+pub const LOGHUB_FORMATS: &[(&str, &str)] = &[
+    (
+        "Android",
+        r"<Date> <Time>  <Pid>  <Tid> <Level> <Component>: <Content>",
+    ),
+    ("Apache", r"\[<Time>\] \[<Level>\] <Content>"),
+    (
+        "BGL",
+        r"<Label> <Timestamp> <Date> <Node> <Time> <NodeRepeat> <Type> <Component> <Level> <Content>",
+    ),
+    (
+        "HDFS",
+        r"<Date> <Time> <Pid> <Level> <Component>: <Content>",
+    ),
+    (
+        "Hadoop",
+        r"<Date> <Time> <Level> \[<Process>\] <Component>: <Content>",
+    ),
+    ("HealthApp", r"<Time>\|<Component>\|<Pid>\|<Content>"),
+    (
+        "Linux",
+        r"<Month> <Date> <Time> <Level> <Component>(\[<PID>\])?: <Content>",
+    ),
+    (
+        "OpenSSH",
+        r"<Date> <Day> <Time> <Component> sshd\[<Pid>\]: <Content>",
+    ),
+    ("Spark", r"<Date> <Time> <Level> <Component>: <Content>"),
+    (
+        "Zookeeper",
+        r"<Date> <Time> - <Level>  \[<Node>:<Component>@<Id>\] - <Content>",
+    ),
+];
+
 /// A compiled Loghub-style format spec.
 #[derive(Debug, Clone)]
 pub struct LogFormat {

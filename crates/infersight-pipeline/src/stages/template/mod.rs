@@ -14,7 +14,7 @@ mod stage;
 mod store;
 
 pub use config::{MinerConfig, TemplateConfig};
-pub use format::{DetectedHeader, LogFormat, SplitLine, detect_header};
+pub use format::{DetectedHeader, LOGHUB_FORMATS, LogFormat, SplitLine, detect_header};
 pub use mask::{ParamType, WILDCARD, mask_token, param_type};
 pub use miner::{ClusterRef, Miner, template_hash};
 pub use stage::TemplateStage;

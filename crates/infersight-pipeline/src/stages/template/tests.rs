@@ -363,41 +363,6 @@ fn mining_output_matches_the_golden_file() {
     assert_eq!(actual.lines().count(), expected.lines().count());
 }
 
-/// The Loghub benchmark format specs, as in `tests/it/loghub_score.rs`.
-const LOGHUB_SPECS: &[(&str, &str)] = &[
-    (
-        "Android",
-        r"<Date> <Time>  <Pid>  <Tid> <Level> <Component>: <Content>",
-    ),
-    ("Apache", r"\[<Time>\] \[<Level>\] <Content>"),
-    (
-        "BGL",
-        r"<Label> <Timestamp> <Date> <Node> <Time> <NodeRepeat> <Type> <Component> <Level> <Content>",
-    ),
-    (
-        "HDFS",
-        r"<Date> <Time> <Pid> <Level> <Component>: <Content>",
-    ),
-    (
-        "Hadoop",
-        r"<Date> <Time> <Level> \[<Process>\] <Component>: <Content>",
-    ),
-    ("HealthApp", r"<Time>\|<Component>\|<Pid>\|<Content>"),
-    (
-        "Linux",
-        r"<Month> <Date> <Time> <Level> <Component>(\[<PID>\])?: <Content>",
-    ),
-    (
-        "OpenSSH",
-        r"<Date> <Day> <Time> <Component> sshd\[<Pid>\]: <Content>",
-    ),
-    ("Spark", r"<Date> <Time> <Level> <Component>: <Content>"),
-    (
-        "Zookeeper",
-        r"<Date> <Time> - <Level>  \[<Node>:<Component>@<Id>\] - <Content>",
-    ),
-];
-
 /// FNV-1a digest of the template id and text of every line of the ten Loghub-2k systems, mined
 /// with the system's format spec and with automatic header detection. The accuracy test only
 /// bounds GA/PA; this pins the exact output (speed work must not change it). Skipped when the
@@ -417,7 +382,7 @@ fn loghub_2k_output_is_unchanged() {
         return;
     }
     let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
-    for &(system, spec) in LOGHUB_SPECS {
+    for &(system, spec) in super::format::LOGHUB_FORMATS {
         let raw =
             std::fs::read_to_string(dir.join(system).join(format!("{system}_2k.log"))).unwrap();
         let format = LogFormat::parse(spec).unwrap();
