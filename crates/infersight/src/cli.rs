@@ -210,6 +210,8 @@ pub enum Command {
     Incidents(crate::incidents_cmd::IncidentsArgs),
     /// The audit trail of automatic actions (what fired, was skipped, was rolled back, and why).
     Actions(crate::actions_cmd::ActionsArgs),
+    /// The access audit: who read which tables and columns (personal ones flagged), and when.
+    Audit(crate::audit_cmd::AuditArgs),
     /// Canary gate: compare an SLI between a baseline and a candidate value of a dimension with
     /// bootstrap confidence intervals; exit 0 pass, 1 block.
     Canary(crate::canary_cmd::CanaryArgs),

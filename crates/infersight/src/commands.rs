@@ -88,6 +88,7 @@ pub async fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Report(args) => crate::report_cmd::run(args).await,
         Command::Incidents(args) => crate::incidents_cmd::run(args).await,
         Command::Actions(args) => crate::actions_cmd::run(args).await,
+        Command::Audit(args) => crate::audit_cmd::run(args).await,
         Command::Canary(args) => crate::canary_cmd::run(args).await,
         Command::Scenarios { format } => crate::simulate::scenarios(format),
         Command::Serve {

@@ -3,6 +3,7 @@
 
 mod actions_cmd;
 mod analyze;
+mod audit_cmd;
 mod benchgen;
 mod canary_cmd;
 mod cli;

@@ -193,4 +193,49 @@ fn http_cli_and_report_accesses_are_audited_without_literals_or_addresses() {
         "{}",
         reports[0]
     );
+
+    // `infersight audit` reads the trail back, filtered
+    let audit = |args: &[&str]| {
+        let output = Command::new(support::bin())
+            .arg("audit")
+            .args(args)
+            .arg("--data")
+            .arg(&data)
+            .env_remove("INFERSIGHT_LOG")
+            .output()
+            .unwrap();
+        support::ok(&output, "infersight audit");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let json = |args: &[&str]| -> serde_json::Value {
+        let text = audit(&[args, &["--format", "json"]].concat());
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    };
+    let alice = json(&["--actor", "alice"]);
+    assert_eq!(alice["matching"], 2, "{alice}");
+    assert!(
+        alice["accesses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["actor"] == "alice")
+    );
+    let personal = json(&["--personal"]);
+    let with_personal = lines
+        .iter()
+        .filter(|l| !l["personal_fields"].as_array().unwrap().is_empty())
+        .count();
+    assert_eq!(personal["matching"], with_personal, "{personal}");
+    assert_eq!(json(&["--since", "2100-01-01T00:00:00Z"])["matching"], 0);
+    assert_eq!(json(&["--since", "-1h"])["matching"], lines.len());
+    assert_eq!(
+        json(&["--limit", "1"])["accesses"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let table = audit(&[]);
+    assert!(table.starts_with("ts"), "{table}");
+    assert!(table.contains("cli:audit-bob"), "{table}");
 }
