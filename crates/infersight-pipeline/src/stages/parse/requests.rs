@@ -299,14 +299,7 @@ fn tgi_request(span: &str, fields: &[SpanField<'_>]) -> Option<LogRequest> {
             Cow::Borrowed(value)
         };
         if let Some(open) = text.find('{') {
-            for (key, raw) in complete_fields(&text, open) {
-                match key {
-                    "max_new_tokens" => request.max_tokens = count(raw),
-                    "temperature" => request.temperature = number(raw),
-                    "top_p" => request.top_p = number(raw),
-                    _ => {}
-                }
-            }
+            request.apply_sampling(complete_fields(&text, open));
         }
     }
     Some(request)
@@ -393,14 +386,7 @@ fn parse_sglang_finish(body: &str) -> Option<LogRequest> {
         .or_else(|| obj_field("rid").and_then(text))
         .or_else(|| other_field(&top, "rid"));
     if let Some(params) = obj_field("sampling_params").filter(|raw| raw.starts_with('{')) {
-        for (key, raw) in complete_fields(params, 0) {
-            match key {
-                "max_new_tokens" => request.max_tokens = count(raw),
-                "temperature" => request.temperature = number(raw),
-                "top_p" => request.top_p = number(raw),
-                _ => {}
-            }
-        }
+        request.apply_sampling(complete_fields(params, 0));
     }
     Some(request)
 }
@@ -499,6 +485,21 @@ fn entries_from(text: &str, start: usize) -> Entries<'_> {
 }
 
 /// The entries of the container at `open` whose values are whole, with their trimmed text.
+impl LogRequest {
+    /// The sampling settings among `fields` (TGI's `GenerateParameters`, SGLang's
+    /// `sampling_params`, which name them alike).
+    fn apply_sampling(&mut self, fields: Vec<(&str, &str)>) {
+        for (key, raw) in fields {
+            match key {
+                "max_new_tokens" => self.max_tokens = count(raw),
+                "temperature" => self.temperature = number(raw),
+                "top_p" => self.top_p = number(raw),
+                _ => {}
+            }
+        }
+    }
+}
+
 fn complete_fields(text: &str, open: usize) -> Vec<(&str, &str)> {
     entries(text, open)
         .filter_map(|entry| Some((entry.key, text[entry.start..entry.end?].trim())))
