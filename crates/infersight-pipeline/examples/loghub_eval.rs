@@ -22,6 +22,24 @@ fn main() {
     if let Some(depth) = std::env::var("DEPTH").ok().and_then(|v| v.parse().ok()) {
         config.tree_depth = depth;
     }
+    if let Some(values) = std::env::var("SPLIT_VALUES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        config.split_max_values = values;
+    }
+    if let Some(lines) = std::env::var("SPLIT_LINES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        config.split_min_lines = lines;
+    }
+    if let Some(share) = std::env::var("SPLIT_SHARE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        config.split_min_share = share;
+    }
     let Some(dir) = loghub_score::loghub_dir() else {
         return;
     };

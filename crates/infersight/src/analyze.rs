@@ -128,6 +128,7 @@ pub fn templates_list(config: &Config, format: OutputFormat) -> Result<i32, CliE
                         "rate_per_s": t.rate_per_second(),
                         "param_types": t.param_types,
                         "aliases": t.aliases,
+                        "split_from": t.split_from,
                     })
                 })
                 .collect();

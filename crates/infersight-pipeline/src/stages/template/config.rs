@@ -19,8 +19,18 @@ pub struct MinerConfig {
     pub max_children: usize,
     /// Tokens of a message beyond this count are ignored (guards against megabyte lines).
     pub max_tokens: usize,
-    /// The stage compacts (merges covered templates) after this many lines.
+    /// The stage compacts (merges covered templates, splits over-general ones) after this many
+    /// lines.
     pub compact_every_lines: u64,
+    /// Splitting: a template position that generalized from a constant is split into one template
+    /// per value when it took at most this many distinct constant words (each frequent, see below).
+    /// At most [`MinerConfig::MAX_SPLIT_VALUES`]; below 2 turns splitting (and value tracking) off.
+    pub split_max_values: usize,
+    /// Splitting: lines seen at the position before its values are trusted.
+    pub split_min_lines: u64,
+    /// Splitting: every value must have at least this share of the position's lines (a rare value
+    /// is a sign of an open set, such as user names, that happens to be small so far).
+    pub split_min_share: f64,
 }
 
 impl Default for MinerConfig {
@@ -31,11 +41,22 @@ impl Default for MinerConfig {
             max_children: 100,
             max_tokens: 256,
             compact_every_lines: 100_000,
+            split_max_values: SPLIT_MAX_VALUES_DEFAULT,
+            split_min_lines: SPLIT_MIN_LINES_DEFAULT,
+            split_min_share: SPLIT_MIN_SHARE_DEFAULT,
         }
     }
 }
 
+const SPLIT_MAX_VALUES_DEFAULT: usize = 4;
+const SPLIT_MIN_LINES_DEFAULT: u64 = 20;
+const SPLIT_MIN_SHARE_DEFAULT: f64 = 0.1;
+
 impl MinerConfig {
+    /// The most distinct values the miner tracks per template position (the memory bound of the
+    /// split evidence): `split_max_values` may not exceed it.
+    pub const MAX_SPLIT_VALUES: usize = 8;
+
     /// Every problem of this section, each prefixed with the offending field.
     pub fn validate(&self) -> Vec<String> {
         let mut problems = Vec::new();
@@ -53,6 +74,19 @@ impl MinerConfig {
         }
         if self.max_tokens == 0 {
             problems.push("max_tokens: must be at least 1".to_string());
+        }
+        if self.split_max_values > Self::MAX_SPLIT_VALUES {
+            problems.push(format!(
+                "split_max_values: {} must be at most {}",
+                self.split_max_values,
+                Self::MAX_SPLIT_VALUES
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.split_min_share) {
+            problems.push(format!(
+                "split_min_share: {} must be in [0, 1]",
+                self.split_min_share
+            ));
         }
         if self.compact_every_lines == 0 {
             problems.push("compact_every_lines: must be at least 1".to_string());

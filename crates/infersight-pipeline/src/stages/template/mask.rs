@@ -229,6 +229,26 @@ fn number_with_unit(bytes: &[u8]) -> Option<ParamType> {
     }
 }
 
+/// A unit written apart from its number (`384.0 B,`, `12 ms`): the word, without trailing
+/// punctuation, is a duration or size unit or `%`. Such a word is part of the quantity before it
+/// (as `12ms` and `64KB` are when glued), so the miner never splits templates on it.
+pub(crate) fn is_unit_word(word: &str) -> bool {
+    let unit = word
+        .trim_end_matches([',', ';', '.', ')', ']', '}', ':'])
+        .as_bytes();
+    if unit == b"%" || DURATION_UNITS.contains(&unit) {
+        return true;
+    }
+    if unit.is_empty() || unit.len() > 4 {
+        return false;
+    }
+    let mut lower = [0u8; 4];
+    for (slot, byte) in lower.iter_mut().zip(unit) {
+        *slot = byte.to_ascii_lowercase();
+    }
+    SIZE_UNITS.contains(&&lower[..unit.len()])
+}
+
 /// `10.0.0.1`, `10.0.0.1:8080`, `/10.0.0.1:8080`.
 fn is_ipv4(bytes: &[u8]) -> bool {
     let bytes = bytes.strip_prefix(b"/").unwrap_or(bytes);

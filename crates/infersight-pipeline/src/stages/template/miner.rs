@@ -8,14 +8,22 @@
 //! does), and a compaction pass that merges clusters whose templates became equal or where one
 //! template covers the other (Drain's tree cannot merge across leaves). Cluster ids are fixed at
 //! creation (a hash of the first template text), so a template keeps its id while it generalizes.
+//!
+//! Compaction also splits over-general templates, the opposite mistake of the similarity
+//! threshold: a position that turned from a constant into `<*>` keeps a bounded sample of the
+//! words seen there ([`ValueSample`]); when it only ever held a few constant words, each frequent
+//! (`Connection <*>` over `opened`/`closed`), one child template per word is split out. The
+//! over-general template keeps its id (stored rows carry it) and stays as the parent for other
+//! values; the children get ids of their own, accept only lines with their word, and are never
+//! merged back into a template that has `<*>` at their word.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::config::MinerConfig;
 use super::mask::{
-    BYTE_CLASS, ParamType, WILDCARD, class, is_delimiter, mask_token_shaped, needs_mask_shaped,
-    param_type,
+    BYTE_CLASS, ParamType, WILDCARD, class, is_delimiter, is_unit_word, mask_token_shaped,
+    needs_mask_shaped, param_type,
 };
 
 /// An interned token.
@@ -312,6 +320,17 @@ impl Symbols {
         self.spans.len()
     }
 
+    /// A pattern whose variable is the value of a key (`name=<*>`, `state:<*>`): such a value is a
+    /// named parameter, never a split candidate.
+    fn is_keyed(&self, pattern: Sym) -> bool {
+        match self.partial[pattern as usize] {
+            Some((prefix, _)) => {
+                prefix > 0 && matches!(self.bytes(pattern)[prefix as usize - 1], b'=' | b':')
+            }
+            None => false,
+        }
+    }
+
     /// The most specific pattern covering both tokens: a shared key or bracket stays literal
     /// (`user=root`, `user=guest` → `user=<*>`); otherwise `<*>`.
     fn generalize(&mut self, pattern: Sym, token: Sym) -> Sym {
@@ -460,6 +479,82 @@ pub(crate) struct RestoredCluster<'a> {
     pub(crate) last_seen: Option<i64>,
     pub(crate) param_types: Vec<Option<ParamType>>,
     pub(crate) merged_into: Option<u32>,
+    pub(crate) split_from: Option<SplitFrom>,
+    pub(crate) samples: Vec<ValueSample>,
+}
+
+/// Where a split-out template came from: its parent cluster and the position it pins to a word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SplitFrom {
+    pub(crate) parent: u32,
+    pub(crate) position: u32,
+}
+
+/// The constant words seen at one variable position of a template, with their line counts: the
+/// evidence for splitting. At most [`MinerConfig::MAX_SPLIT_VALUES`] distinct words, inline (no
+/// allocation per sample); a position whose words overflow that, or that sees a masked variable
+/// (number, hex, id, path, …), is no split candidate and its sample is dropped for good (tracking
+/// starts only when a constant position generalizes, which happens once per position).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ValueSample {
+    pub(crate) position: u32,
+    len: u8,
+    values: [(Sym, u32); MinerConfig::MAX_SPLIT_VALUES],
+}
+
+impl ValueSample {
+    pub(crate) fn new(position: u32) -> Self {
+        Self {
+            position,
+            len: 0,
+            values: [(WILD, 0); MinerConfig::MAX_SPLIT_VALUES],
+        }
+    }
+
+    /// The distinct words and their line counts, in order of first sight.
+    pub(crate) fn values(&self) -> &[(Sym, u32)] {
+        &self.values[..self.len as usize]
+    }
+
+    /// Counts `lines` more lines with `value`; `false` when that makes more than `max_values`
+    /// distinct words (the caller drops the sample).
+    #[inline]
+    pub(crate) fn add(&mut self, value: Sym, lines: u32, max_values: usize) -> bool {
+        let len = self.len as usize;
+        for slot in &mut self.values[..len] {
+            if slot.0 == value {
+                slot.1 = slot.1.saturating_add(lines);
+                return true;
+            }
+        }
+        if len >= max_values.min(MinerConfig::MAX_SPLIT_VALUES) {
+            return false;
+        }
+        self.values[len] = (value, lines);
+        self.len += 1;
+        true
+    }
+
+    fn total(&self) -> u64 {
+        self.values()
+            .iter()
+            .map(|&(_, count)| u64::from(count))
+            .sum()
+    }
+}
+
+/// At most this many positions of one template are tracked at a time (with the per-position
+/// value cap, the memory bound of the split evidence: under 1 KiB per template). A template whose
+/// positions keep generalizing is no split candidate anyway.
+pub(crate) const MAX_TRACKED_POSITIONS: usize = 8;
+
+/// Outcome of [`Miner::compact`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Compaction {
+    /// Clusters merged into a template that covers them.
+    pub merged: usize,
+    /// Templates split out of an over-general one: (parent, child), the child new or revived.
+    pub split: Vec<(ClusterRef, ClusterRef)>,
 }
 
 /// One mined template and its statistics.
@@ -474,6 +569,11 @@ pub(crate) struct Cluster {
     pub(crate) param_types: Vec<Option<ParamType>>,
     /// Set when this cluster was merged into another; its id lives on as an alias.
     pub(crate) merged_into: Option<u32>,
+    /// Set on a template split out of an over-general one.
+    pub(crate) split_from: Option<SplitFrom>,
+    /// Split evidence for positions that generalized from a constant (at most
+    /// [`MAX_TRACKED_POSITIONS`]).
+    pub(crate) samples: Vec<ValueSample>,
 }
 
 #[derive(Debug, Default)]
@@ -496,6 +596,8 @@ pub struct Miner {
     roots: FxHashMap<usize, Node>,
     /// Ids in use (live and merged), to keep ids unique on hash collision.
     ids: FxHashMap<String, u32>,
+    /// Split-out children of each parent cluster, in order of creation.
+    split_children: FxHashMap<u32, Vec<u32>>,
     // Scratch buffers reused across lines: no allocation per token on the hot path.
     line: Vec<Sym>,
     line_kinds: Vec<Option<ParamType>>,
@@ -513,6 +615,7 @@ impl Miner {
             clusters: Vec::new(),
             roots: FxHashMap::default(),
             ids: FxHashMap::default(),
+            split_children: FxHashMap::default(),
             line: Vec::new(),
             line_kinds: Vec::new(),
             mask_buffer: String::new(),
@@ -626,6 +729,13 @@ impl Miner {
         for &index in &leaf.clusters {
             let cluster = &self.clusters[index as usize];
             debug_assert_eq!(cluster.tokens.len(), length);
+            // A split-out template takes only lines with its word: generalizing that position
+            // would undo the split.
+            if let Some(split) = cluster.split_from
+                && !self.pinned_fits(cluster, split)
+            {
+                continue;
+            }
             let mut equal = 0;
             let mut params = 0;
             for (&pattern, &token) in cluster.tokens.iter().zip(&self.line) {
@@ -660,12 +770,25 @@ impl Miner {
         (similarity >= self.config.similarity_threshold).then_some(index)
     }
 
-    /// Generalizes the cluster's template where the current line differs.
+    /// Does the current line hold the split-out template's word at its pinned position?
+    #[inline]
+    fn pinned_fits(&self, cluster: &Cluster, split: SplitFrom) -> bool {
+        let position = split.position as usize;
+        match (cluster.tokens.get(position), self.line.get(position)) {
+            (Some(&pattern), Some(&token)) => self.symbols.fits(pattern, token),
+            _ => false,
+        }
+    }
+
+    /// Generalizes the cluster's template where the current line differs, and records the line's
+    /// words at the tracked positions.
     fn update(&mut self, index: u32) {
         // Disjoint borrows of the fields: the template is edited in place while symbols may be
         // created for generalized tokens.
         let cluster = &mut self.clusters[index as usize];
         let symbols = &mut self.symbols;
+        let max_values = self.config.split_max_values;
+        let lines_before = u32::try_from(cluster.count).unwrap_or(u32::MAX);
         debug_assert_eq!(cluster.tokens.len(), self.line.len());
         debug_assert_eq!(cluster.param_types.len(), self.line.len());
         let positions = cluster
@@ -673,9 +796,21 @@ impl Miner {
             .iter_mut()
             .zip(&mut cluster.param_types)
             .zip(self.line.iter().zip(&self.line_kinds));
-        for ((pattern, slot), (&token, &line_kind)) in positions {
+        for (position, ((pattern, slot), (&token, &line_kind))) in positions.enumerate() {
             if !symbols.fits(*pattern, token) {
-                *pattern = symbols.generalize(*pattern, token);
+                let constant = *pattern;
+                *pattern = symbols.generalize(constant, token);
+                // A constant just became a variable: every earlier line had that constant, so the
+                // position's sample starts exact. Masked variables never start one.
+                if max_values >= 2
+                    && !symbols.is_variable(constant)
+                    && !symbols.is_keyed(*pattern)
+                    && cluster.samples.len() < MAX_TRACKED_POSITIONS
+                {
+                    let mut sample = ValueSample::new(position as u32);
+                    sample.add(constant, lines_before, max_values);
+                    cluster.samples.push(sample);
+                }
             }
             let kind = if *pattern == WILD || symbols.is_variable(*pattern) {
                 Some(line_kind.unwrap_or(ParamType::Word))
@@ -687,6 +822,9 @@ impl Miner {
                 (None, kind) => kind,
                 (a, None) => a,
             };
+        }
+        if !cluster.samples.is_empty() {
+            record_values(&mut cluster.samples, &self.line, symbols, max_values);
         }
     }
 
@@ -712,6 +850,8 @@ impl Miner {
             last_seen: None,
             param_types,
             merged_into: None,
+            split_from: None,
+            samples: Vec::new(),
         });
         self.insert_into_tree(index);
         index
@@ -753,6 +893,43 @@ impl Miner {
             node = node.children.entry(key).or_default();
         }
         node.clusters.push(index);
+    }
+
+    /// The template that a line mined into `cluster` belongs to now: merges followed, and where
+    /// the template was split after the line was mined, the split-out child whose word the line
+    /// holds. `mine_lines` reports every line this way, after its final compaction.
+    pub fn resolve_line(&mut self, cluster: ClusterRef, content: &str) -> ClusterRef {
+        if self.split_children.is_empty() {
+            return self.resolve(cluster);
+        }
+        let mut index = cluster.0;
+        let mut tokenized = false;
+        // Bounded (a corrupt store could hold a cycle): each step goes down a split level or
+        // along a merge.
+        for _ in 0..2 * self.clusters.len() + 1 {
+            if self.split_children.contains_key(&index) {
+                if !tokenized {
+                    self.tokenize(content);
+                    tokenized = true;
+                }
+                let child = self.split_children[&index].iter().copied().find(|&child| {
+                    let cluster = &self.clusters[child as usize];
+                    cluster.tokens.len() == self.line.len()
+                        && cluster
+                            .split_from
+                            .is_some_and(|split| self.pinned_fits(cluster, split))
+                });
+                if let Some(child) = child {
+                    index = child;
+                    continue;
+                }
+            }
+            match self.clusters[index as usize].merged_into {
+                Some(next) => index = next,
+                None => return ClusterRef(index),
+            }
+        }
+        self.resolve(ClusterRef(index))
     }
 
     /// Follows merges to the live cluster.
@@ -831,12 +1008,26 @@ impl Miner {
         params
     }
 
-    /// Merges clusters whose templates became identical, or where one template covers the other
-    /// (same length, equal constants, the other's tokens fitting its `<*>` positions): Drain's tree
-    /// never compares clusters of different leaves, so lines whose leading token was an unmasked
-    /// variable would otherwise stay split forever. Returns how many clusters were merged.
-    pub fn compact(&mut self) -> usize {
+    /// Merges clusters whose templates became identical, or where one template covers the other,
+    /// then splits over-general templates (see the module documentation). Both keep every id
+    /// valid: a merged id resolves to its absorber, a split parent keeps its id.
+    pub fn compact(&mut self) -> Compaction {
         self.lines_since_compact = 0;
+        let merged = self.merge_covered();
+        let split = self.split_over_general();
+        if merged > 0 || !split.is_empty() {
+            self.rebuild_tree();
+        }
+        Compaction { merged, split }
+    }
+
+    /// Merges clusters where one template covers the other (same length, equal constants, the
+    /// other's tokens fitting its `<*>` positions): Drain's tree never compares clusters of
+    /// different leaves, so lines whose leading token was an unmasked variable would otherwise
+    /// stay apart forever. A split-out template is never absorbed (that would undo its split);
+    /// a cluster covered by a split parent goes to the parent's child that covers it, if any.
+    /// Returns how many clusters were merged.
+    fn merge_covered(&mut self) -> usize {
         let mut by_length: FxHashMap<usize, Vec<u32>> = FxHashMap::default();
         for (index, cluster) in self.clusters.iter().enumerate() {
             if cluster.merged_into.is_none() {
@@ -867,20 +1058,215 @@ impl Miner {
                     continue;
                 }
                 for &specific in &order[position + 1..] {
-                    if self.clusters[specific as usize].merged_into.is_some() {
+                    let candidate = &self.clusters[specific as usize];
+                    if candidate.merged_into.is_some() || candidate.split_from.is_some() {
                         continue;
                     }
                     if self.covers(general, specific) {
-                        self.absorb(general, specific);
+                        let into = self.absorber(general, specific);
+                        self.absorb(into, specific);
                         merged += 1;
                     }
                 }
             }
         }
-        if merged > 0 {
-            self.rebuild_tree();
-        }
         merged
+    }
+
+    /// Where `specific`, covered by `general`, should go: the most specific live split-out child
+    /// of `general` that also covers it (its lines hold the child's word), else `general`.
+    fn absorber(&self, general: u32, specific: u32) -> u32 {
+        let mut into = general;
+        // Bounded walk: each step goes one split level deeper.
+        for _ in 0..self.clusters.len() {
+            let next = self.split_children.get(&into).and_then(|children| {
+                children.iter().copied().find(|&child| {
+                    child != specific
+                        && self.clusters[child as usize].merged_into.is_none()
+                        && self.covers(child, specific)
+                })
+            });
+            match next {
+                Some(child) => into = child,
+                None => break,
+            }
+        }
+        into
+    }
+
+    /// Splits every live template that has a position whose sample qualifies (one position per
+    /// template and compaction: the sample of a second position says nothing about each child's
+    /// lines, so children start fresh samples and may split again at a later compaction).
+    fn split_over_general(&mut self) -> Vec<(ClusterRef, ClusterRef)> {
+        let mut split = Vec::new();
+        if self.config.split_max_values < 2 {
+            return split;
+        }
+        let existing = self.clusters.len() as u32;
+        for parent in 0..existing {
+            let cluster = &self.clusters[parent as usize];
+            if cluster.merged_into.is_some() || cluster.samples.is_empty() {
+                continue;
+            }
+            let Some(at) = self.split_candidate(parent) else {
+                continue;
+            };
+            // The parent stays, with its id, for words not seen yet at this position. Its lines
+            // moved to the children, so its evidence starts over at every tracked position.
+            let samples = &mut self.clusters[parent as usize].samples;
+            let sample = samples[at].clone();
+            for sample in samples.iter_mut() {
+                *sample = ValueSample::new(sample.position);
+            }
+            for &(value, count) in sample.values() {
+                let child = self.split_out(parent, sample.position, value, count);
+                split.push((ClusterRef(parent), ClusterRef(child)));
+            }
+        }
+        split
+    }
+
+    /// The index of the sample of `parent` to split at, if any qualifies: at most
+    /// `split_max_values` distinct words (two at least, or one at a position already split
+    /// before), `split_min_lines` lines, every word with at least `split_min_share` of them, and
+    /// not all of them units after a variable (`384.0 B`). The position with the fewest words
+    /// wins (then the first).
+    fn split_candidate(&self, parent: u32) -> Option<usize> {
+        let config = &self.config;
+        let children = self.split_children.get(&parent);
+        let split_before = |position: u32| {
+            children.is_some_and(|children| {
+                children.iter().any(|&child| {
+                    self.clusters[child as usize]
+                        .split_from
+                        .is_some_and(|split| split.position == position)
+                })
+            })
+        };
+        self.clusters[parent as usize]
+            .samples
+            .iter()
+            .enumerate()
+            .filter(|(_, sample)| {
+                let values = sample.values();
+                let tokens = &self.clusters[parent as usize].tokens;
+                let position = sample.position as usize;
+                let in_template = position < tokens.len();
+                // Units written apart from their number belong to the quantity.
+                let after_variable = position > 0
+                    && tokens
+                        .get(position - 1)
+                        .is_some_and(|&sym| self.symbols.is_variable(sym));
+                let units = after_variable
+                    && values
+                        .iter()
+                        .all(|&(value, _)| is_unit_word(self.symbols.text(value)));
+                let total = sample.total();
+                let enough_values =
+                    values.len() >= 2 || (values.len() == 1 && split_before(sample.position));
+                in_template
+                    && !units
+                    && enough_values
+                    && values.len() <= config.split_max_values
+                    && total >= config.split_min_lines
+                    && values
+                        .iter()
+                        .all(|&(_, count)| count as f64 >= config.split_min_share * total as f64)
+            })
+            .min_by_key(|(_, sample)| (sample.len, sample.position))
+            .map(|(at, _)| at)
+    }
+
+    /// Moves the `lines` lines of `parent` with `value` at `position` to a child template with
+    /// the word in place of `<*>`: an existing child for the word, else the merged cluster that
+    /// owns the child's text (revived with its old id), else a new cluster. Merged clusters that
+    /// resolve to `parent` and hold the word there now resolve to the child.
+    fn split_out(&mut self, parent: u32, position: u32, value: Sym, lines: u32) -> u32 {
+        let at = position as usize;
+        let source = &self.clusters[parent as usize];
+        debug_assert!(
+            at < source.tokens.len(),
+            "split_candidate checks the position"
+        );
+        let mut tokens = source.tokens.clone();
+        tokens[at] = value;
+        let mut param_types = source.param_types.clone();
+        param_types[at] = None;
+        let samples: Vec<ValueSample> = source
+            .samples
+            .iter()
+            .filter(|sample| sample.position != position)
+            .map(|sample| ValueSample::new(sample.position))
+            .collect();
+        let (first_seen, last_seen) = (source.first_seen, source.last_seen);
+        let parent_cluster = &mut self.clusters[parent as usize];
+        parent_cluster.count = parent_cluster.count.saturating_sub(u64::from(lines));
+        let existing = self.split_children.get(&parent).and_then(|children| {
+            children.iter().copied().find(|&child| {
+                let cluster = &self.clusters[child as usize];
+                cluster
+                    .split_from
+                    .is_some_and(|split| split.position == position)
+                    && cluster.tokens.get(at) == Some(&value)
+            })
+        });
+        if let Some(child) = existing {
+            let child = self.resolve(ClusterRef(child)).0;
+            self.clusters[child as usize].count += u64::from(lines);
+            return child;
+        }
+        let text = self.render(&tokens);
+        let owner = self
+            .ids
+            .get(&format!("{:016x}", template_hash(&text)))
+            .copied()
+            .filter(|&owner| {
+                let cluster = &self.clusters[owner as usize];
+                cluster.merged_into.is_some()
+                    && cluster.tokens == tokens
+                    && self.resolve(ClusterRef(owner)).0 == parent
+            });
+        let child = match owner {
+            Some(owner) => owner,
+            None => {
+                let index = self.clusters.len() as u32;
+                let id = self.unique_id(&text, index);
+                self.clusters.push(Cluster {
+                    id,
+                    tokens: Vec::new(),
+                    count: 0,
+                    first_seen: None,
+                    last_seen: None,
+                    param_types: Vec::new(),
+                    merged_into: None,
+                    split_from: None,
+                    samples: Vec::new(),
+                });
+                index
+            }
+        };
+        // Per-word timestamps are not kept: the parent's span bounds the child's.
+        let cluster = &mut self.clusters[child as usize];
+        cluster.tokens = tokens;
+        cluster.count = u64::from(lines);
+        cluster.first_seen = first_seen;
+        cluster.last_seen = last_seen;
+        cluster.param_types = param_types;
+        cluster.merged_into = None;
+        cluster.split_from = Some(SplitFrom { parent, position });
+        cluster.samples = samples;
+        self.split_children.entry(parent).or_default().push(child);
+        for index in 0..self.clusters.len() as u32 {
+            let cluster = &self.clusters[index as usize];
+            if index != child
+                && cluster.merged_into.is_some()
+                && cluster.tokens.get(at) == Some(&value)
+                && self.resolve(ClusterRef(index)).0 == parent
+            {
+                self.clusters[index as usize].merged_into = Some(child);
+            }
+        }
+        child
     }
 
     fn covers(&self, general: u32, specific: u32) -> bool {
@@ -911,6 +1297,30 @@ impl Miner {
                 (None, _) => None,
             };
         }
+        // Split evidence: the absorbed lines' words at the positions the target tracks (a
+        // constant there is one word for all of them; an untracked variable ends the sample).
+        let max_values = self.config.split_max_values;
+        let source_lines = u32::try_from(source.count).unwrap_or(u32::MAX);
+        let symbols = &self.symbols;
+        target.samples.retain_mut(|sample| {
+            let Some(&token) = source.tokens.get(sample.position as usize) else {
+                return false;
+            };
+            if !symbols.is_variable(token) {
+                return sample.add(token, source_lines, max_values);
+            }
+            match source
+                .samples
+                .iter()
+                .find(|theirs| theirs.position == sample.position)
+            {
+                Some(theirs) => theirs
+                    .values()
+                    .iter()
+                    .all(|&(value, count)| sample.add(value, count, max_values)),
+                None => false,
+            }
+        });
         // The general template survives with its id; the absorbed id stays known as an alias.
         self.clusters[from as usize].merged_into = Some(into);
     }
@@ -948,7 +1358,15 @@ impl Miner {
             last_seen: saved.last_seen,
             param_types,
             merged_into: saved.merged_into,
+            split_from: saved.split_from,
+            samples: saved.samples,
         });
+        if let Some(split) = saved.split_from {
+            self.split_children
+                .entry(split.parent)
+                .or_default()
+                .push(index);
+        }
         if saved.merged_into.is_none() {
             self.insert_into_tree(index);
         }
@@ -964,6 +1382,30 @@ impl Miner {
 
     pub fn symbol_count(&self) -> usize {
         self.symbols.len()
+    }
+}
+
+/// Records the line's word at every tracked position of a template; a sample that sees a masked
+/// variable or more than `max_values` distinct words is dropped.
+#[inline]
+fn record_values(
+    samples: &mut Vec<ValueSample>,
+    line: &[Sym],
+    symbols: &Symbols,
+    max_values: usize,
+) {
+    let mut at = 0;
+    while at < samples.len() {
+        let sample = &mut samples[at];
+        let keep = match line.get(sample.position as usize) {
+            Some(&token) => !symbols.is_variable(token) && sample.add(token, 1, max_values),
+            None => false,
+        };
+        if keep {
+            at += 1;
+        } else {
+            samples.swap_remove(at);
+        }
     }
 }
 

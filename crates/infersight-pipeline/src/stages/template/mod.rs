@@ -16,7 +16,7 @@ mod store;
 pub use config::{MinerConfig, TemplateConfig};
 pub use format::{DetectedHeader, LOGHUB_FORMATS, LogFormat, SplitLine, detect_header};
 pub use mask::{ParamType, WILDCARD, mask_token, param_type};
-pub use miner::{ClusterRef, Miner, template_hash};
+pub use miner::{ClusterRef, Compaction, Miner, template_hash};
 pub use stage::TemplateStage;
 pub use store::{
     MinedLine, STORE_VERSION, TemplateInfo, TemplateStore, line_content, mine_lines,

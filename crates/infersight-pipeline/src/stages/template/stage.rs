@@ -3,7 +3,9 @@
 //!
 //! Bodies reaching the pipeline are message content (receivers split headers), so they are mined
 //! as they are. The store is saved to its directory whenever a batch created a template and after
-//! every compaction, so template ids survive a restart.
+//! every compaction, so template ids survive a restart. Rows keep the id of the template they were
+//! mined into: rows mined before a compaction split their template carry the parent's id (still
+//! valid, listed as the children's `split_from`), later rows the child's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -23,6 +25,7 @@ pub struct TemplateStage {
     store: TemplateStore,
     rows_mined: u64,
     templates_created: u64,
+    templates_split: u64,
     compactions: u64,
 }
 
@@ -47,6 +50,7 @@ impl TemplateStage {
             store,
             rows_mined: 0,
             templates_created: 0,
+            templates_split: 0,
             compactions: 0,
         })
     }
@@ -125,8 +129,14 @@ impl TemplateStage {
         self.templates_created += created as u64;
         let mut compacted = false;
         if self.store.miner().lines_since_compact() >= self.config.miner.compact_every_lines {
-            self.store.miner_mut().compact();
+            let compaction = self.store.miner_mut().compact();
             self.compactions += 1;
+            self.templates_split += compaction.split.len() as u64;
+            // Split parents and children changed (counts, new templates): emit them now.
+            for (parent, child) in compaction.split {
+                touched.insert(parent.0);
+                touched.insert(child.0);
+            }
             compacted = true;
         }
         let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
@@ -200,6 +210,7 @@ impl Stage for TemplateStage {
             ("rows_mined", self.rows_mined),
             ("templates_created", self.templates_created),
             ("templates_live", self.store.miner().live_clusters() as u64),
+            ("templates_split", self.templates_split),
             ("compactions", self.compactions),
         ])
     }

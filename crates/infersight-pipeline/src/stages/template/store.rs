@@ -4,7 +4,10 @@
 //!
 //! Ids survive restarts because they are stored, not recomputed: a template's id is the hash of
 //! its text when it was first created, and it is kept while the template generalizes and when a
-//! compaction merges another template into it (the absorbed id is listed as an alias).
+//! compaction merges another template into it (the absorbed id is listed as an alias) or splits
+//! templates out of it (each child has its own id and names its parent in `split_from`). The
+//! split evidence (words seen per variable position, bounded) is stored too, so a restart neither
+//! loses it nor lets a compaction merge a child back into its parent.
 
 use std::path::{Path, PathBuf};
 
@@ -13,11 +16,12 @@ use serde::{Deserialize, Serialize};
 use super::config::MinerConfig;
 use super::format::{LogFormat, detect_header};
 use super::mask::ParamType;
-use super::miner::{ClusterRef, Miner, RestoredCluster};
+use super::miner::{ClusterRef, Miner, RestoredCluster, SplitFrom, ValueSample};
 use crate::error::PipelineError;
 
-/// Version of the `templates.json` layout.
-pub const STORE_VERSION: u32 = 1;
+/// Version of the `templates.json` layout. Version 2 added `split_from` and `value_samples`
+/// (optional: version 1 files are read as they are; they hold no split evidence).
+pub const STORE_VERSION: u32 = 2;
 
 /// One template as listed by `infersight templates list`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,6 +36,10 @@ pub struct TemplateInfo {
     pub param_types: Vec<ParamType>,
     /// Ids of templates merged into this one (they may still appear in stored rows).
     pub aliases: Vec<String>,
+    /// Id of the over-general template this one was split out of (lines mined before the split
+    /// carry that id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_from: Option<String>,
 }
 
 impl TemplateInfo {
@@ -70,6 +78,26 @@ struct StoredTemplate {
     /// Per token position; `null` where the token is constant.
     param_types: Vec<Option<ParamType>>,
     merged_into: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    split_from: Option<StoredSplit>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    value_samples: Vec<StoredSample>,
+}
+
+/// The parent a template was split out of, and the token position it pins to a word.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoredSplit {
+    template_id: String,
+    position: u32,
+}
+
+/// The words seen at one variable position (split evidence), with their line counts.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoredSample {
+    position: u32,
+    values: Vec<(String, u32)>,
 }
 
 /// A miner plus the directory it persists to.
@@ -105,7 +133,7 @@ impl TemplateStore {
         };
         let file: StoreFile = serde_json::from_str(&text)
             .map_err(|error| store_error(&path, format!("corrupt store: {error}")))?;
-        if file.version != STORE_VERSION {
+        if !(1..=STORE_VERSION).contains(&file.version) {
             return Err(store_error(
                 &path,
                 format!(
@@ -126,13 +154,65 @@ impl TemplateStore {
                 "corrupt store: duplicate template ids".into(),
             ));
         }
+        let max_values = MinerConfig::MAX_SPLIT_VALUES;
         for template in &file.templates {
+            let corrupt = |reason: String| {
+                store_error(
+                    &path,
+                    format!(
+                        "corrupt store: template `{}`: {reason}",
+                        template.template_id
+                    ),
+                )
+            };
             let merged_into = match &template.merged_into {
                 None => None,
                 Some(id) => Some(*index_of.get(id.as_str()).ok_or_else(|| {
                     store_error(&path, format!("corrupt store: unknown merge target `{id}`"))
                 })?),
             };
+            let tokens = template.template.split_ascii_whitespace().count();
+            let split_from = match &template.split_from {
+                None => None,
+                Some(split) => {
+                    let parent = *index_of.get(split.template_id.as_str()).ok_or_else(|| {
+                        corrupt(format!("unknown split parent `{}`", split.template_id))
+                    })?;
+                    if split.position as usize >= tokens {
+                        return Err(corrupt(format!(
+                            "split position {} beyond its {tokens} tokens",
+                            split.position
+                        )));
+                    }
+                    Some(SplitFrom {
+                        parent,
+                        position: split.position,
+                    })
+                }
+            };
+            let mut samples = Vec::with_capacity(template.value_samples.len());
+            for stored in &template.value_samples {
+                if stored.position as usize >= tokens || stored.values.len() > max_values {
+                    return Err(corrupt(format!(
+                        "value sample at position {} with {} words does not fit",
+                        stored.position,
+                        stored.values.len()
+                    )));
+                }
+                let mut sample = ValueSample::new(stored.position);
+                for (value, count) in &stored.values {
+                    // A word is one token and no variable (those never enter a sample).
+                    if value.is_empty()
+                        || value.contains(char::is_whitespace)
+                        || value.contains(super::mask::WILDCARD)
+                    {
+                        return Err(corrupt(format!("value sample word `{value}`")));
+                    }
+                    let sym = store.miner.symbols.intern(value);
+                    sample.add(sym, *count, max_values);
+                }
+                samples.push(sample);
+            }
             store.miner.restore(RestoredCluster {
                 id: &template.template_id,
                 template: &template.template,
@@ -141,6 +221,8 @@ impl TemplateStore {
                 last_seen: template.last_seen,
                 param_types: template.param_types.clone(),
                 merged_into,
+                split_from,
+                samples,
             });
         }
         Ok(store)
@@ -192,6 +274,24 @@ impl TemplateStore {
                     merged_into: cluster
                         .merged_into
                         .map(|index| clusters[index as usize].id.clone()),
+                    split_from: cluster.split_from.map(|split| StoredSplit {
+                        template_id: clusters[split.parent as usize].id.clone(),
+                        position: split.position,
+                    }),
+                    value_samples: cluster
+                        .samples
+                        .iter()
+                        .map(|sample| StoredSample {
+                            position: sample.position,
+                            values: sample
+                                .values()
+                                .iter()
+                                .map(|&(sym, count)| {
+                                    (self.miner.symbols.text(sym).to_string(), count)
+                                })
+                                .collect(),
+                        })
+                        .collect(),
                 })
                 .collect(),
         };
@@ -233,6 +333,9 @@ impl TemplateStore {
                 last_seen: cluster.last_seen,
                 param_types: cluster.param_types.iter().flatten().copied().collect(),
                 aliases,
+                split_from: cluster
+                    .split_from
+                    .map(|split| clusters[split.parent as usize].id.clone()),
             })
             .collect();
         list.sort_by(|a, b| {
@@ -266,7 +369,9 @@ pub fn line_content<'a>(line: &'a str, format: Option<&LogFormat>) -> &'a str {
 }
 
 /// Mines `lines` into `store` and returns, for every line, its final template (after the whole
-/// input was seen and the store compacted, as Loghub evaluates parsers).
+/// input was seen and the store compacted, as Loghub evaluates parsers): merges are followed, and
+/// a line mined into a template that the compaction split is reported with the split-out template
+/// of its word ([`Miner::resolve_line`]), so earlier and later lines of one word agree.
 pub fn mine_lines_into<'a, I>(
     store: &mut TemplateStore,
     lines: I,
@@ -275,16 +380,20 @@ pub fn mine_lines_into<'a, I>(
 where
     I: IntoIterator<Item = &'a str>,
 {
-    let refs: Vec<ClusterRef> = lines
+    let mined: Vec<(&str, ClusterRef)> = lines
         .into_iter()
-        .map(|line| store.mine(line_content(line, format), None))
+        .map(|line| {
+            let content = line_content(line, format);
+            (content, store.mine(content, None))
+        })
         .collect();
     store.miner.compact();
     let mut cache: std::collections::HashMap<u32, (String, String)> = Default::default();
-    refs.into_iter()
+    mined
+        .into_iter()
         .enumerate()
-        .map(|(index, cluster)| {
-            let live = store.miner.resolve(cluster);
+        .map(|(index, (content, cluster))| {
+            let live = store.miner.resolve_line(cluster, content);
             let (template_id, template) = cache
                 .entry(live.0)
                 .or_insert_with(|| {
