@@ -517,7 +517,8 @@ pub struct TenantCacheSeries<'a> {
 pub struct CachePollutionParams {
     pub min_hit_rate_drop: f64,
     pub min_entropy_rise_bits: f64,
-    /// A shift must also exceed this many robust σ of the baseline.
+    /// A shift must also exceed this many standard errors of the difference of the two
+    /// medians (robust σ of the baseline points, by √(π/2)·√(1/n₁ + 1/n₂)).
     pub band_z: f64,
     /// Victim and polluter onsets at most this far apart.
     pub coincidence_ns: i64,
@@ -552,6 +553,9 @@ pub fn access_entropy(keys: &[u64]) -> f64 {
     entropy
 }
 
+/// Standard error of a sample median in units of σ/√n (normal data): √(π/2).
+const MEDIAN_SE_FACTOR: f64 = 1.253_314_137_315_500_3;
+
 /// A robust shift of the current median from the baseline median, and its onset.
 struct Shift {
     before: f64,
@@ -585,10 +589,19 @@ fn robust_shift(
     let after = median(&values(&cur)).unwrap_or(0.0);
     let scale = (MAD_TO_SIGMA * mad(&base_values).unwrap_or(0.0)).max(1e-3);
     let shift = sign * (after - before);
-    if shift < min_shift || shift < band_z * scale {
+    // A sustained shift is judged against the uncertainty of the two medians (standard error
+    // of a median ≈ √(π/2)·σ/√n), not against one point's noise: ten minutes at a new level
+    // tell far more than one minute beyond a 3σ band (a victim served a few requests a minute
+    // has a noisy per-minute hit rate, yet its level shift is plain).
+    let n_base = base.len() as f64;
+    let n_cur = cur.len() as f64;
+    let median_se = MEDIAN_SE_FACTOR * scale * (1.0 / n_base + 1.0 / n_cur).sqrt();
+    if shift < min_shift || shift < band_z * median_se {
         return Ok(None);
     }
-    let band = before + sign * band_z * scale;
+    // onset: the first current point past the midpoint of the two levels that the next
+    // points confirm
+    let band = before + sign * shift / 2.0;
     let outside = |v: f64| sign * (v - band) > 0.0;
     let onset_ns = (0..cur.len())
         .find(|&i| {

@@ -478,6 +478,53 @@ fn cache_pollution_needs_another_tenants_entropy_rise() {
     assert_eq!(access_entropy(&[7; 10]), 0.0);
 }
 
+/// A victim served a few requests a minute: its per-minute hit rate is noisy (σ ≈ 0.15), so a
+/// drop of 0.4 is within 3σ of single points, yet twelve minutes at the new level are a plain
+/// shift. The same noise without a drop, or a drop for two minutes only, is no finding.
+#[test]
+fn cache_pollution_finds_a_noisy_victims_sustained_drop() {
+    for seed in 1..=8 {
+        let mut rng = Rng(seed);
+        let noisy = |rng: &mut Rng, level: f64| (level + 0.15 * rng.normal()).clamp(0.0, 1.0);
+        let victim_hits = series(32, |i| noisy(&mut rng, if i < 20 { 0.8 } else { 0.4 }));
+        let flat_hits = series(32, |_| noisy(&mut rng, 0.8));
+        let blip_hits = series(32, |i| {
+            noisy(&mut rng, if (20..22).contains(&i) { 0.4 } else { 0.8 })
+        });
+        let entropy = series(32, |_| 10.0 + 0.3 * rng.normal());
+        let scanning = series(32, |i| {
+            (if i < 20 { 10.0 } else { 14.5 }) + 0.3 * rng.normal()
+        });
+        let params = CachePollutionParams::default();
+        let run = |victim: &[(i64, f64)]| {
+            let tenants = [
+                TenantCacheSeries {
+                    tenant: "victim",
+                    hit_rate: victim,
+                    access_entropy_bits: &entropy,
+                },
+                TenantCacheSeries {
+                    tenant: "scanner",
+                    hit_rate: &flat_hits,
+                    access_entropy_bits: &scanning,
+                },
+            ];
+            cache_pollution(&tenants, minute(20), &params).unwrap()
+        };
+        let found = run(&victim_hits);
+        assert_eq!(found.len(), 1, "seed {seed}: {found:?}");
+        assert!(
+            (found[0].onset_ns - minute(20)).abs() <= 2 * MINUTE_NS,
+            "seed {seed}: onset {} vs {}",
+            found[0].onset_ns,
+            minute(20)
+        );
+        assert!(found[0].magnitude < -0.2, "seed {seed}: {found:?}");
+        assert!(run(&flat_hits).is_empty(), "seed {seed}");
+        assert!(run(&blip_hits).is_empty(), "seed {seed}");
+    }
+}
+
 fn proportion_counts(rng: &mut Rng, before: f64, after: f64) -> Vec<CountSample> {
     (0..90)
         .map(|i| CountSample {

@@ -23,6 +23,14 @@
 //!   tenant), that subject becomes the root cause with the signal as its evidence.
 //! - Latency measures leave out combinations without baseline traffic (nothing to regress
 //!   from); count measures keep them.
+//! - Demand shifts: a latency cause whose requests became at least [`DEMAND_SHIFT_FACTOR`] ×
+//!   longer (mean input tokens per request, incident vs baseline, at least
+//!   [`DEMAND_SHIFT_MIN_REQUESTS`] requests each side) has no comparable baseline either: its
+//!   latency follows its own prompt length (a tenant that started sending 16k-token documents
+//!   has a high TTFT because prefill is proportional to the prompt), not a service regression.
+//!   Its combinations are set aside and the measure localized again, so the slice whose *same*
+//!   requests got slower comes out; the set-aside slice is reported as a `demand_shift` signal
+//!   (when nothing else localizes, that signal becomes the root cause like any other).
 
 mod logs;
 mod signals;
@@ -50,6 +58,12 @@ pub const MIN_SYMPTOM_Z: f64 = 5.0;
 const THRESHOLD_QUANTILE: f64 = 0.95;
 /// A root-cause slice whose median or tail latency grew by this factor has a latency spike.
 const SLICE_SPIKE_FACTOR: f64 = 1.2;
+/// A latency cause whose mean input tokens per request grew by this factor is a demand shift.
+pub const DEMAND_SHIFT_FACTOR: f64 = 2.0;
+/// Requests each side before a slice's mean prompt length is trusted.
+pub const DEMAND_SHIFT_MIN_REQUESTS: u64 = 20;
+/// At most this many demand-shift passes per measure.
+const DEMAND_SHIFT_PASSES: usize = 3;
 
 /// Windows of an RCA question; `None` means "choose".
 #[derive(Debug, Clone, Copy, Default)]
@@ -162,14 +176,24 @@ pub struct RcaReport {
     pub timings_ms: BTreeMap<String, f64>,
 }
 
-/// One countable measure per leaf: incident and baseline "events" and requests.
+/// One countable measure per leaf: incident and baseline "events" per unit (requests, or
+/// prompt tokens for the cache measure).
 struct Measure {
     name: String,
-    /// Latency measures localize only combinations that have a baseline.
+    /// Latency measures localize only combinations that have a baseline, and set aside demand
+    /// shifts.
     latency: bool,
+    /// An explanatory measure is never the symptom: it is localized only when a latency
+    /// measure is one, to say where the latency came from.
+    explanatory: bool,
     /// What an event is, for evidence text.
     event: String,
+    /// What the events are counted out of, for evidence text ("requests", "prompt tokens").
+    unit: &'static str,
     event_of: Box<dyn Fn(&Cell) -> f64 + Send + Sync>,
+    denominator_of: Box<dyn Fn(&Cell) -> f64 + Send + Sync>,
+    /// Which leaves the measure can say anything about, from their baseline cell.
+    eligible: fn(&Cell) -> bool,
     /// The fleet SLI value shown as the symptom (baseline, incident).
     fleet_values: (f64, f64),
 }
@@ -181,12 +205,53 @@ fn latency_measure(sli: LatencySli, baseline: &Cell, incident: &Cell) -> Option<
     Some(Measure {
         name: sli.name().to_string(),
         latency: true,
+        explanatory: false,
         event: format!("{} over {threshold:.0} ms (baseline p95)", sli.column()),
+        unit: "requests",
         event_of: Box::new(move |c: &Cell| {
             let s = c.sketch(sli);
             (s.count() - s.count_at_most(threshold)) as f64
         }),
+        denominator_of: Box::new(requests_of),
+        // a latency regression needs a baseline: combinations new in the incident (a tenant
+        // that just started, say) have no latency of their own to regress from, and their
+        // excess would otherwise be blamed on them
+        eligible: |base| base.requests > 0,
         fleet_values: (p99(baseline), p99(incident)),
+    })
+}
+
+fn requests_of(c: &Cell) -> f64 {
+    c.requests as f64
+}
+
+/// Prefix-cache misses: prompt tokens not served from the prefix cache, per prompt token. No
+/// user sees it, but it says where a TTFT rise came from when caching stopped working for a
+/// slice (another tenant's scans evicting its system prompt): the same requests now prefill
+/// what used to be cached. Per prompt token, so a tenant that merely sends longer prompts does
+/// not stand out. Explanatory only; absent when the baseline cached nothing.
+fn cache_miss_measure(baseline: &Cell, incident: &Cell) -> Option<Measure> {
+    if baseline.cached_tokens == 0 || baseline.input_tokens == 0 {
+        return None;
+    }
+    let miss = |c: &Cell| {
+        rate(
+            c.input_tokens.saturating_sub(c.cached_tokens),
+            c.input_tokens,
+        )
+    };
+    Some(Measure {
+        name: "prefix_cache_miss_rate".into(),
+        latency: false,
+        explanatory: true,
+        event: "prompt tokens not served from the prefix cache".into(),
+        unit: "prompt tokens",
+        event_of: Box::new(|c: &Cell| c.input_tokens.saturating_sub(c.cached_tokens) as f64),
+        denominator_of: Box::new(|c: &Cell| c.input_tokens as f64),
+        // only leaves that were served from the prefix cache have hits to lose; the rest
+        // (workers without prefix caching) would make the noise model think the data exact
+        eligible: |base| base.cached_tokens > 0,
+        fleet_values: (miss(baseline), miss(incident)),
     })
 }
 
@@ -202,8 +267,12 @@ fn measures(baseline: &Cell, incident: &Cell) -> Vec<Measure> {
     out.push(Measure {
         name: "error_rate".into(),
         latency: false,
+        explanatory: false,
         event: "failed requests".into(),
+        unit: "requests",
         event_of: Box::new(|c: &Cell| c.errors as f64),
+        denominator_of: Box::new(requests_of),
+        eligible: |_| true,
         fleet_values: (
             rate(baseline.errors, baseline.requests),
             rate(incident.errors, incident.requests),
@@ -212,18 +281,27 @@ fn measures(baseline: &Cell, incident: &Cell) -> Vec<Measure> {
     out.push(Measure {
         name: "abort_rate".into(),
         latency: false,
+        explanatory: false,
         event: "requests stopped at the token limit (finish_reason=length)".into(),
+        unit: "requests",
         event_of: Box::new(|c: &Cell| c.truncated as f64),
+        denominator_of: Box::new(requests_of),
+        eligible: |_| true,
         fleet_values: (
             rate(baseline.truncated, baseline.requests),
             rate(incident.truncated, incident.requests),
         ),
     });
+    out.extend(cache_miss_measure(baseline, incident));
     out
 }
 
-/// Fleet-level Poisson z of the incident's events against the baseline rate.
+/// Fleet-level Poisson z of the incident's events against the baseline rate (0 for an
+/// explanatory measure: its units are not Poisson events, and it is never the symptom).
 fn fleet_z(measure: &Measure, baseline: &Cell, incident: &Cell) -> f64 {
+    if measure.explanatory {
+        return 0.0;
+    }
     let base_rate = ((measure.event_of)(baseline) + 1.0) / (baseline.requests as f64 + 1.0);
     let expected = base_rate * incident.requests as f64;
     ((measure.event_of)(incident) - expected) / (expected + 1.0).sqrt()
@@ -355,6 +433,7 @@ impl QueryEngine {
             });
         };
         let ctx = localized.context;
+        let demand_shifts = localized.demand_shifts;
         let lap = |t: &mut std::time::Instant| {
             let ms = t.elapsed().as_secs_f64() * 1e3;
             *t = std::time::Instant::now();
@@ -367,6 +446,7 @@ impl QueryEngine {
         let mut signals = collect_signals(self, &ctx).await?;
         report.timings_ms.insert("signals".into(), lap(&mut clock));
         signals.extend(derived_signals(&report, &ctx));
+        signals.extend(demand_shifts);
         // a flow-control stall is a latency spike at the gateway, whatever the engine SLIs say
         let stalls: Vec<Signal> = signals
             .iter()
@@ -422,6 +502,8 @@ impl QueryEngine {
 struct Localized {
     report: Option<RcaReport>,
     context: RcaContext,
+    /// Slices set aside because their prompts grew (see the module doc), as signals.
+    demand_shifts: Vec<Signal>,
 }
 
 fn localize_incident(
@@ -448,6 +530,7 @@ fn localize_incident(
         return Ok(Localized {
             report: None,
             context: empty_context,
+            demand_shifts: Vec::new(),
         });
     };
     let data_end = last_minute + MINUTE_NS;
@@ -557,6 +640,7 @@ impl Windows<'_> {
                     onset_ns: onset,
                     ..empty_context
                 },
+                demand_shifts: Vec::new(),
             });
         }
         let (dims, base_leaves) = combination_totals(refs, baseline.since_ns, baseline.until_ns);
@@ -591,58 +675,9 @@ impl Windows<'_> {
         let mut causes: Vec<RootCause> = Vec::new();
         let mut fleet_wide = false;
         let params = Params::default();
-        for (z, measure) in scored.iter().filter(|(z, _)| *z >= MIN_SYMPTOM_Z) {
-            let leaves = Leaves {
-                dims: &dims,
-                values: &leaf_values,
-                base: &base_cells,
-                incident: &inc_cells,
-                event_of: &*measure.event_of,
-            };
-            // a latency regression needs a baseline: combinations new in the incident (a tenant
-            // that just started, say) have no latency of their own to regress from, and their
-            // excess would otherwise be blamed on them; counts (errors, truncations) keep them
-            let all: Vec<usize> = (0..leaf_values.len())
-                .filter(|&leaf| !measure.latency || base_cells[leaf].requests > 0)
-                .collect();
-            let mut result = leaves.localize(&all, &params)?;
-            backfit(&leaves, &all, &mut result.root_causes, &params)?;
-            if result.fleet_wide && causes.is_empty() && report.symptom.is_none() {
-                fleet_wide = true;
-            }
-            for cause in result.root_causes {
-                let dimensions: BTreeMap<String, String> = cause.elements.iter().cloned().collect();
-                let evidence = format!(
-                    "{}: {:.1} % of the slice's requests in the incident vs {:.1} % in the baseline (fleet z {z:.1}); {:.0} % of the excess",
-                    measure.event,
-                    cause.real * 100.0,
-                    cause.forecast * 100.0,
-                    cause.explained_fraction * 100.0
-                );
-                match causes.iter_mut().find(|c| c.dimensions == dimensions) {
-                    Some(existing) => {
-                        existing.score = existing.score.max(cause.score);
-                        existing.evidence.push(evidence);
-                    }
-                    None => causes.push(RootCause {
-                        rank: 0,
-                        dimensions,
-                        explained_fraction: cause.explained_fraction,
-                        score: cause.score,
-                        evidence: vec![evidence],
-                    }),
-                }
-            }
-            if report.symptom.is_none() {
-                report.symptom = Some(Symptom {
-                    sli: measure.name.clone(),
-                    baseline: measure.fleet_values.0,
-                    current: measure.fleet_values.1,
-                    onset,
-                    z: *z,
-                });
-            }
-        }
+        let mut demand_shifts: Vec<DemandShift> = Vec::new();
+        // causes only an explanatory measure found rank after those of the symptom measures
+        let mut explanatory_only: Vec<BTreeMap<String, String>> = Vec::new();
         let latency_symptom = scored
             .iter()
             .find(|(z, m)| m.latency && *z >= MIN_SYMPTOM_Z)
@@ -653,7 +688,117 @@ impl Windows<'_> {
                 onset,
                 z: *z,
             });
-        causes.sort_by(|a, b| b.score.total_cmp(&a.score));
+        let localized = scored.iter().filter(|(z, m)| {
+            if m.explanatory {
+                latency_symptom.is_some()
+            } else {
+                *z >= MIN_SYMPTOM_Z
+            }
+        });
+        for (z, measure) in localized {
+            let leaves = Leaves {
+                dims: &dims,
+                values: &leaf_values,
+                base: &base_cells,
+                incident: &inc_cells,
+                event_of: &*measure.event_of,
+                denominator_of: &*measure.denominator_of,
+            };
+            let mut all: Vec<usize> = (0..leaf_values.len())
+                .filter(|&leaf| (measure.eligible)(&base_cells[leaf]))
+                .collect();
+            let mut passes = 0;
+            let result = loop {
+                let mut result = leaves.localize(&all, &params)?;
+                backfit(&leaves, &all, &mut result.root_causes, &params)?;
+                passes += 1;
+                if !measure.latency || passes > DEMAND_SHIFT_PASSES {
+                    break result;
+                }
+                let grown: Vec<DemandShift> = result
+                    .root_causes
+                    .iter()
+                    .filter_map(|c| leaves.demand_shift(&all, &c.elements))
+                    .collect();
+                if grown.is_empty() {
+                    break result;
+                }
+                for shift in grown {
+                    all.retain(|&leaf| !leaves.matches(leaf, &shift.elements));
+                    if !demand_shifts.iter().any(|d| d.elements == shift.elements) {
+                        demand_shifts.push(shift);
+                    }
+                }
+            };
+            if result.fleet_wide
+                && causes.is_empty()
+                && report.symptom.is_none()
+                && !measure.explanatory
+            {
+                fleet_wide = true;
+            }
+            for mut cause in result.root_causes {
+                if measure.explanatory {
+                    cause.elements = leaves.specialize(&all, cause.elements);
+                }
+                let dimensions: BTreeMap<String, String> = cause.elements.iter().cloned().collect();
+                let fleet = if measure.explanatory {
+                    format!(
+                        "fleet {:.1} % → {:.1} %",
+                        measure.fleet_values.0 * 100.0,
+                        measure.fleet_values.1 * 100.0
+                    )
+                } else {
+                    format!("fleet z {z:.1}")
+                };
+                let evidence = format!(
+                    "{}: {:.1} % of the slice's {} in the incident vs {:.1} % in the baseline ({fleet}); {:.0} % of the excess",
+                    measure.event,
+                    cause.real * 100.0,
+                    measure.unit,
+                    cause.forecast * 100.0,
+                    cause.explained_fraction * 100.0
+                );
+                match causes.iter_mut().find(|c| c.dimensions == dimensions) {
+                    Some(existing) => {
+                        // an explanatory measure's scores are in other units: it adds
+                        // evidence to a cause, never rank
+                        if !measure.explanatory {
+                            existing.score = existing.score.max(cause.score);
+                            explanatory_only.retain(|d| d != &dimensions);
+                        }
+                        existing.evidence.push(evidence);
+                    }
+                    None => {
+                        if measure.explanatory {
+                            explanatory_only.push(dimensions.clone());
+                        }
+                        causes.push(RootCause {
+                            rank: 0,
+                            dimensions,
+                            explained_fraction: cause.explained_fraction,
+                            score: cause.score,
+                            evidence: vec![evidence],
+                        });
+                    }
+                }
+            }
+            if report.symptom.is_none() && !measure.explanatory {
+                report.symptom = Some(Symptom {
+                    sli: measure.name.clone(),
+                    baseline: measure.fleet_values.0,
+                    current: measure.fleet_values.1,
+                    onset,
+                    z: *z,
+                });
+            }
+        }
+        causes.sort_by(|a, b| {
+            let late = |c: &RootCause| explanatory_only.contains(&c.dimensions);
+            late(a)
+                .cmp(&late(b))
+                .then_with(|| b.score.total_cmp(&a.score))
+        });
         for (i, cause) in causes.iter_mut().enumerate() {
             cause.rank = i + 1;
         }
@@ -696,9 +841,11 @@ impl Windows<'_> {
             latency_symptom,
         };
         report.root_causes = causes;
+        let demand_shifts = demand_shifts.into_iter().map(|d| d.signal(onset)).collect();
         Ok(Localized {
             report: Some(report),
             context,
+            demand_shifts,
         })
     }
 }
@@ -710,6 +857,7 @@ struct Leaves<'a> {
     base: &'a [Cell],
     incident: &'a [Cell],
     event_of: &'a (dyn Fn(&Cell) -> f64 + Send + Sync),
+    denominator_of: &'a (dyn Fn(&Cell) -> f64 + Send + Sync),
 }
 
 impl Leaves<'_> {
@@ -730,13 +878,85 @@ impl Leaves<'_> {
                 .push((self.event_of)(&self.base[leaf]));
             measure
                 .denominator_real
-                .push(self.incident[leaf].requests as f64);
+                .push((self.denominator_of)(&self.incident[leaf]));
             measure
                 .denominator_forecast
-                .push(self.base[leaf].requests as f64);
+                .push((self.denominator_of)(&self.base[leaf]));
         }
         localize_derived(&table, &measure, params)
             .map_err(|e| QueryError::Internal(format!("localization: {e}")))
+    }
+
+    /// The slice `elements` (among `subset`) as a demand shift, when its requests' mean prompt
+    /// length grew by [`DEMAND_SHIFT_FACTOR`] or more (see the module doc).
+    fn demand_shift(&self, subset: &[usize], elements: &[(String, String)]) -> Option<DemandShift> {
+        let (mut base, mut inc) = ((0u64, 0u64), (0u64, 0u64));
+        for &leaf in subset.iter().filter(|&&leaf| self.matches(leaf, elements)) {
+            base.0 += self.base[leaf].requests;
+            base.1 += self.base[leaf].input_tokens;
+            inc.0 += self.incident[leaf].requests;
+            inc.1 += self.incident[leaf].input_tokens;
+        }
+        if base.0 < DEMAND_SHIFT_MIN_REQUESTS || inc.0 < DEMAND_SHIFT_MIN_REQUESTS || base.1 == 0 {
+            return None;
+        }
+        let before = base.1 as f64 / base.0 as f64;
+        let after = inc.1 as f64 / inc.0 as f64;
+        (after >= DEMAND_SHIFT_FACTOR * before).then(|| DemandShift {
+            elements: elements.to_vec(),
+            before,
+            after,
+        })
+    }
+
+    /// `elements` localized among `subset` only, described in the whole table: pairs that hold
+    /// on every leaf it covers in `subset` are added while they leave out leaves of the table
+    /// outside `subset` that it also matches (a tenant's slice found among prefix-caching leaves
+    /// is that tenant *on prefix-caching workers*).
+    fn specialize(
+        &self,
+        subset: &[usize],
+        mut elements: Vec<(String, String)>,
+    ) -> Vec<(String, String)> {
+        let covered: Vec<usize> = subset
+            .iter()
+            .copied()
+            .filter(|&leaf| self.matches(leaf, &elements))
+            .collect();
+        let outside = |elements: &[(String, String)]| -> usize {
+            (0..self.values.len())
+                .filter(|leaf| !subset.contains(leaf) && self.matches(*leaf, elements))
+                .count()
+        };
+        let mut left = outside(&elements);
+        while left > 0 {
+            let mut best: Option<(usize, (String, String))> = None;
+            for (d, dim) in self.dims.iter().enumerate() {
+                if elements.iter().any(|(name, _)| name == dim) {
+                    continue;
+                }
+                let Some(&first) = covered.first() else {
+                    return elements;
+                };
+                let value = &self.values[first][d];
+                if covered.iter().any(|&leaf| &self.values[leaf][d] != value) {
+                    continue;
+                }
+                let mut candidate = elements.clone();
+                candidate.push((dim.clone(), value.clone()));
+                let remaining = outside(&candidate);
+                if remaining < left && best.as_ref().is_none_or(|(r, _)| remaining < *r) {
+                    best = Some((remaining, (dim.clone(), value.clone())));
+                }
+            }
+            let Some((remaining, pair)) = best else {
+                break;
+            };
+            elements.push(pair);
+            left = remaining;
+        }
+        elements.sort();
+        elements
     }
 
     fn matches(&self, leaf: usize, elements: &[(String, String)]) -> bool {
@@ -746,6 +966,33 @@ impl Leaves<'_> {
                 .position(|d| d == dim)
                 .is_some_and(|i| &self.values[leaf][i] == value)
         })
+    }
+}
+
+/// A slice whose requests' mean prompt length grew: set aside from latency localization.
+struct DemandShift {
+    elements: Vec<(String, String)>,
+    /// Mean input tokens per request in the baseline and in the incident.
+    before: f64,
+    after: f64,
+}
+
+impl DemandShift {
+    fn signal(&self, onset: i64) -> Signal {
+        let subject: BTreeMap<String, String> = self.elements.iter().cloned().collect();
+        let factor = self.after / self.before;
+        Signal {
+            kind: "demand_shift".into(),
+            detail: format!(
+                "{}: prompts {factor:.1}× longer (mean input tokens {:.0} → {:.0}); its latency rise follows its own prompt length, so it was set aside when localizing latency",
+                describe(&subject),
+                self.before,
+                self.after
+            ),
+            subject,
+            onset,
+            strength: factor,
+        }
     }
 }
 
@@ -1061,6 +1308,14 @@ fn advice(report: &RcaReport) -> (Vec<String>, Vec<String>) {
             "error_burst" => (
                 format!("look at the error logs of {subject} around the onset"),
                 format!("error rate of {subject} returns to its baseline"),
+            ),
+            "demand_shift" => (
+                format!(
+                    "{subject} now sends much longer prompts: if that is expected, give it capacity of its own or enable chunked prefill so its prefills do not hold up others; if not, cap its input length at the gateway"
+                ),
+                format!(
+                    "TTFT per 1k prompt tokens of {subject} is at its baseline, and the other slices' TTFT is unaffected"
+                ),
             ),
             "latency_spike" => continue,
             other => (

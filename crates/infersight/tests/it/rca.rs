@@ -276,13 +276,8 @@ fn signals_batching_misconfig() {
 
 #[test]
 fn signals_cache_pollution() {
-    // signals only, seed 1: see the ignored test below for what is missing
-    check_scenario("cache_pollution", &[1], false);
-}
-
-#[test]
-#[ignore = "known gaps: the polluting tenant (its prompts grew 5x) outranks the victim slice because latency is localized without conditioning on input length; at seed 2 (10 req/s) the cache_pollution signal is missed"]
-fn rca_cache_pollution_root_cause_is_the_victim() {
+    // the polluting tenant's own TTFT rises with its 16k-token scans (a demand shift, set
+    // aside); the victim slice comes out of the prefix-cache miss measure
     check_scenario("cache_pollution", &[1, 2], true);
 }
 
