@@ -62,6 +62,10 @@ const SLICE_SPIKE_FACTOR: f64 = 1.2;
 pub const DEMAND_SHIFT_FACTOR: f64 = 2.0;
 /// Requests each side before a slice's mean prompt length is trusted.
 pub const DEMAND_SHIFT_MIN_REQUESTS: u64 = 20;
+/// An explanatory cause's ratio must rise by this factor…
+const EXPLANATION_MIN_FACTOR: f64 = 1.25;
+/// …and by this much (a fraction: 5 percentage points of prompt tokens).
+const EXPLANATION_MIN_RISE: f64 = 0.05;
 /// At most this many demand-shift passes per measure.
 const DEMAND_SHIFT_PASSES: usize = 3;
 
@@ -739,6 +743,15 @@ impl Windows<'_> {
             }
             for mut cause in result.root_causes {
                 if measure.explanatory {
+                    // an explanation must be a rise that matters: the slice lost a good part
+                    // of its cache hits (token counts are overdispersed far beyond what the
+                    // scan's noise model sees, so a significant but small or falling change is
+                    // no explanation)
+                    if cause.real < EXPLANATION_MIN_FACTOR * cause.forecast
+                        || cause.real - cause.forecast < EXPLANATION_MIN_RISE
+                    {
+                        continue;
+                    }
                     cause.elements = leaves.specialize(&all, cause.elements);
                 }
                 let dimensions: BTreeMap<String, String> = cause.elements.iter().cloned().collect();
