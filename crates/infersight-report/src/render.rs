@@ -108,6 +108,41 @@ fn lead_text(seconds: f64) -> String {
     }
 }
 
+/// One step of a log sequence: the template text, else its id, else what `None` stands for.
+fn sequence_step(template: Option<&str>, id: Option<&str>, none: &str) -> String {
+    match (template, id) {
+        (Some(text), _) => text.to_string(),
+        (None, Some(id)) => format!("template {id}"),
+        (None, None) => format!("({none})"),
+    }
+}
+
+fn sequence_reason(reason: &str) -> String {
+    match reason {
+        "unseen_event" => "no baseline session logged it".into(),
+        "unseen_transition" => "never followed that step in the baseline".into(),
+        "premature_end" => "baseline sessions never ended there".into(),
+        "rare" => "rare after that step in the baseline".into(),
+        other => other.to_string(),
+    }
+}
+
+/// `n of total (p %)`.
+fn share_text(n: u64, total: u64) -> String {
+    if total == 0 {
+        return n.to_string();
+    }
+    format!("{n} of {total} ({:.1} %)", n as f64 * 100.0 / total as f64)
+}
+
+fn workers_text(workers: &[(String, u64)]) -> String {
+    workers
+        .iter()
+        .map(|(w, n)| format!("{w} ×{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// `"{n} record(s) on w1 ×18, w2 ×2; 17 request(s): r2 ×15, r1 ×2"`: where a template's records
 /// lead in the lineage graph (workers they were logged on, model versions of their requests).
 fn lineage_text(lineage: Option<&LineageSummary>) -> String {
@@ -243,6 +278,31 @@ pub fn markdown(report: &Report) -> String {
                 e.incident_count,
                 md(&dimensions_text(&e.subject)),
                 md(&lineage_text(e.lineage.as_ref()))
+            );
+        }
+        out.push('\n');
+    }
+    if !rca.log_sequences.is_empty() {
+        out.push_str("## Unexpected log sequences\n\nRequests and traces whose log sequence a next-event model of the baseline's sessions does not expect.\n\n");
+        out.push_str("| unexpected | after | why | incident sessions | baseline sessions | workers |\n|---|---|---|---:|---:|---|\n");
+        for a in &rca.log_sequences {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} |",
+                md(&sequence_step(
+                    a.template.as_deref(),
+                    a.template_id.as_deref(),
+                    "end of session"
+                )),
+                md(&sequence_step(
+                    a.after_template.as_deref(),
+                    a.after_template_id.as_deref(),
+                    "start of session"
+                )),
+                md(&sequence_reason(&a.reason)),
+                share_text(a.incident_sessions, a.incident_total),
+                share_text(a.baseline_sessions, a.baseline_total),
+                md(&workers_text(&a.workers))
             );
         }
         out.push('\n');
@@ -578,6 +638,31 @@ pub fn html(report: &Report) -> String {
                 e.incident_count,
                 h(&dimensions_text(&e.subject)),
                 h(&lineage_text(e.lineage.as_ref()))
+            );
+        }
+        out.push_str("</tbody></table>\n");
+    }
+    if !rca.log_sequences.is_empty() {
+        out.push_str("<h2>Unexpected log sequences</h2>\n<p class=\"note\">Requests and traces whose log sequence a next-event model of the baseline's sessions does not expect.</p>\n");
+        out.push_str("<table><thead><tr><th>unexpected</th><th>after</th><th>why</th><th>incident sessions</th><th>baseline sessions</th><th>workers</th></tr></thead><tbody>\n");
+        for a in &rca.log_sequences {
+            let _ = writeln!(
+                out,
+                "<tr><td class=\"template\">{}</td><td class=\"template\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+                h(&sequence_step(
+                    a.template.as_deref(),
+                    a.template_id.as_deref(),
+                    "end of session"
+                )),
+                h(&sequence_step(
+                    a.after_template.as_deref(),
+                    a.after_template_id.as_deref(),
+                    "start of session"
+                )),
+                h(&sequence_reason(&a.reason)),
+                h(&share_text(a.incident_sessions, a.incident_total)),
+                h(&share_text(a.baseline_sessions, a.baseline_total)),
+                h(&workers_text(&a.workers))
             );
         }
         out.push_str("</tbody></table>\n");

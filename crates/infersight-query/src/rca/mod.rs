@@ -48,7 +48,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::QueryEngine;
 use crate::error::QueryError;
 
-pub use logs::{LineageSummary, lineage, log_evidence};
+pub use logs::{LineageSummary, SequenceAnomaly, lineage, log_evidence, sequence_evidence};
 pub use signals::collect_signals;
 
 const MINUTE_NS: i64 = 60_000_000_000;
@@ -166,6 +166,10 @@ pub struct RcaReport {
     pub root_causes: Vec<RootCause>,
     pub signals: Vec<Signal>,
     pub log_evidence: Vec<LogEvidence>,
+    /// Unexpected log sequences of the incident's requests and traces against a next-event
+    /// model of the baseline's (see `logs::sequences`); absent in reports stored before it.
+    #[serde(default)]
+    pub log_sequences: Vec<SequenceAnomaly>,
     pub suggestions: Vec<String>,
     pub checklist: Vec<String>,
     pub fleet_wide: bool,
@@ -425,6 +429,7 @@ impl QueryEngine {
                 root_causes: Vec::new(),
                 signals: Vec::new(),
                 log_evidence: Vec::new(),
+                log_sequences: Vec::new(),
                 suggestions: Vec::new(),
                 checklist: Vec::new(),
                 fleet_wide: false,
@@ -495,6 +500,10 @@ impl QueryEngine {
             }
             report.timings_ms.insert("lineage".into(), lap(&mut clock));
         }
+        report.log_sequences = sequence_evidence(self, &ctx).await?;
+        report
+            .timings_ms
+            .insert("log_sequences".into(), lap(&mut clock));
         let (suggestions, checklist) = advice(&report);
         report.suggestions = suggestions;
         report.checklist = checklist;
@@ -620,6 +629,7 @@ impl Windows<'_> {
             root_causes: Vec::new(),
             signals: Vec::new(),
             log_evidence: Vec::new(),
+            log_sequences: Vec::new(),
             suggestions: Vec::new(),
             checklist: Vec::new(),
             fleet_wide: false,

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use infersight_model::{LogRecord, RequestRecord, Table, TableBatch, TemplateRecord};
-use infersight_query::rca::{LogEvidence, RcaContext, log_evidence};
+use infersight_query::rca::{LogEvidence, RcaContext, log_evidence, sequence_evidence};
 use infersight_store::{StorageBackend, TimeRange};
 
 use crate::support::{MINUTE_NS, TestStore, base_ns};
@@ -341,4 +341,100 @@ async fn no_logs_or_null_template_ids_yield_no_evidence() {
         (evidence[0].lead_seconds + 600.0).abs() < 1e-6,
         "{evidence:?}"
     );
+}
+
+/// One request's log session: `templates` in order, one second apart, on `worker`, keyed by
+/// the `request_id` column or (every other request) by the attribute `parse` lifts.
+fn session(request: usize, start_ns: i64, worker: &str, templates: &[&str]) -> Vec<LogRecord> {
+    let id = format!("req-{request}");
+    templates
+        .iter()
+        .enumerate()
+        .map(|(i, template)| LogRecord {
+            ts: start_ns + i as i64 * 1_000_000_000,
+            severity: Some("INFO".into()),
+            worker: Some(worker.to_string()),
+            body: Some(format!("{template} for {id}")),
+            template_id: Some((*template).to_string()),
+            request_id: request.is_multiple_of(2).then(|| id.clone()),
+            attrs: if request.is_multiple_of(2) {
+                "{}".into()
+            } else {
+                format!("{{\"request_id\": \"{id}\"}}")
+            },
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// Baseline requests log `recv → (cache_hit | cache_miss) → done`; in the incident a share of
+/// the requests on w2 log an adapter reload between receiving and the cache step, and a few on
+/// w1 stop after `recv`. The model of the baseline's sessions flags both; with the incident
+/// logging like the baseline, nothing is flagged.
+#[tokio::test]
+async fn unexpected_log_sequences_of_the_incident_are_grouped_by_their_first_surprise() {
+    let build = |faulty: bool| {
+        let mut logs = Vec::new();
+        let mut request = 0;
+        for minute in 0..90 {
+            for k in 0..6 {
+                request += 1;
+                let start = base_ns() + minute * MINUTE_NS + k * 9_000_000_000;
+                let worker = if k % 2 == 0 { "w1" } else { "w2" };
+                let cache = if (request * 7) % 10 < 3 {
+                    "cache_miss"
+                } else {
+                    "cache_hit"
+                };
+                let incident = minute >= 60;
+                let templates: Vec<&str> = if faulty && incident && worker == "w2" && k % 3 == 1 {
+                    vec!["recv", "reload", cache, "done"]
+                } else if faulty && incident && worker == "w1" && k == 0 && minute % 5 == 0 {
+                    vec!["recv"]
+                } else {
+                    vec!["recv", cache, "done"]
+                };
+                logs.extend(session(request, start, worker, &templates));
+            }
+        }
+        logs
+    };
+    let store = TestStore::new();
+    append_logs(&store, &build(true));
+    store.flush().unwrap();
+    let engine = store.engine();
+    let found = sequence_evidence(&engine, &context(Vec::new()))
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 2, "{found:#?}");
+    let reload = &found[0];
+    assert_eq!(reload.reason, "unseen_event");
+    assert_eq!(reload.template_id.as_deref(), Some("reload"));
+    assert_eq!(reload.after_template_id.as_deref(), Some("recv"));
+    // w2 serves k = 1, 3, 5 of each minute; k % 3 == 1 picks k = 1 only; the incident's last
+    // minute is left out (its sessions may still be running): 29 minutes
+    assert_eq!(reload.incident_sessions, 29);
+    assert_eq!(reload.incident_total, 29 * 6);
+    assert_eq!(reload.baseline_sessions, 0);
+    assert_eq!(reload.baseline_total, 60 * 6);
+    assert_eq!(reload.workers, vec![("w2".to_string(), 29)]);
+    assert_eq!(
+        reload.expected_template_ids.len(),
+        2,
+        "both cache steps were expected: {reload:?}"
+    );
+    let cut = &found[1];
+    assert_eq!(cut.reason, "premature_end");
+    assert_eq!(cut.template_id, None);
+    assert_eq!(cut.after_template_id.as_deref(), Some("recv"));
+    assert_eq!(cut.incident_sessions, 6);
+    assert_eq!(cut.workers, vec![("w1".to_string(), 6)]);
+
+    let healthy = TestStore::new();
+    append_logs(&healthy, &build(false));
+    healthy.flush().unwrap();
+    let none = sequence_evidence(&healthy.engine(), &context(Vec::new()))
+        .await
+        .unwrap();
+    assert!(none.is_empty(), "{none:#?}");
 }

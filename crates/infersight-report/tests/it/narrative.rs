@@ -83,6 +83,7 @@ fn report() -> Report {
                 lineage: None,
             },
         ],
+        log_sequences: Vec::new(),
         suggestions: vec!["pin the LoRA set on r2 workers".into()],
         checklist: vec!["TTFT p95 of r2 back under 900 ms".into()],
         fleet_wide: false,

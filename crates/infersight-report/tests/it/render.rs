@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read as _;
 
 use infersight_query::rca::{
-    LineageSummary, LogEvidence, RcaReport, RootCause, Signal, Symptom, Window,
+    LineageSummary, LogEvidence, RcaReport, RootCause, SequenceAnomaly, Signal, Symptom, Window,
 };
 use infersight_report::Report;
 use infersight_report::charts::{Chart, render_all};
@@ -214,6 +214,19 @@ fn synthetic_rca() -> RcaReport {
                 sessions: 9,
                 linked_records: 4,
             }),
+        }],
+        log_sequences: vec![SequenceAnomaly {
+            reason: "unseen_event".into(),
+            template_id: Some("t-9".into()),
+            template: Some(format!("Loading adapter {EVIL}")),
+            after_template_id: None,
+            after_template: None,
+            expected_template_ids: vec![Some("t-1".into())],
+            incident_sessions: 354,
+            incident_total: 5002,
+            baseline_sessions: 0,
+            baseline_total: 12877,
+            workers: vec![("worker-3".into(), 205), ("worker-7".into(), 149)],
         }],
         suggestions: vec!["restart worker-3".into()],
         checklist: vec!["GPU memory flat for 30 min".into()],
@@ -724,6 +737,8 @@ fn markdown_has_every_section() {
         "GPU memory +18 GiB over 40 min \\| slope",
         "## Log evidence",
         "| 14.00 | 120 s before | 3 | 420 | worker=worker-3 | 20 record(s) on worker-3 ×18, worker-5 ×2; 17 request(s) served by r2 ×15, r1 ×2; 4 link(s) to other evidence |",
+        "## Unexpected log sequences",
+        "| (start of session) | no baseline session logged it | 354 of 5002 (7.1 %) | 0 of 12877 (0.0 %) | worker-3 ×205, worker-7 ×149 |",
         "## Runbooks and past incidents",
         "| runbook | GPU memory leak on one worker | gpu-memory-leak | 7.25 |",
         "## Suggestions",
@@ -776,6 +791,8 @@ fn html_is_one_self_contained_file() {
         "gpu-memory-leak · score 7.25",
         "worker-3 leaks GPU memory",
         "change in ttft",
+        "<h2>Unexpected log sequences</h2>",
+        "354 of 5002 (7.1 %)",
     ] {
         assert!(html.contains(needle), "HTML lacks {needle:?}");
     }

@@ -28,6 +28,7 @@
 //!   `subject` is empty.
 
 mod lineage;
+mod sequences;
 mod stats;
 
 use std::collections::{BTreeMap, HashMap};
@@ -42,6 +43,41 @@ use crate::engine::QueryEngine;
 use crate::error::QueryError;
 
 pub use lineage::{LineageSummary, lineage};
+pub use sequences::SequenceAnomaly;
+
+/// Unexpected log sequences of the incident's requests and traces (see [`sequences`]), with
+/// template texts.
+pub async fn sequence_evidence(
+    engine: &QueryEngine,
+    ctx: &RcaContext,
+) -> Result<Vec<SequenceAnomaly>, QueryError> {
+    let mut found = sequences::sequence_anomalies(engine, ctx).await?;
+    if found.is_empty() {
+        return Ok(found);
+    }
+    let Some(windows) = Windows::resolve(engine, ctx).await? else {
+        return Ok(found);
+    };
+    let mut ids: Vec<&str> = found
+        .iter()
+        .flat_map(|a| [a.template_id.as_deref(), a.after_template_id.as_deref()])
+        .flatten()
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let texts = template_texts(engine, &windows, &ids).await?;
+    for anomaly in &mut found {
+        anomaly.template = anomaly
+            .template_id
+            .as_ref()
+            .and_then(|id| texts.get(id).cloned());
+        anomaly.after_template = anomaly
+            .after_template_id
+            .as_ref()
+            .and_then(|id| texts.get(id).cloned());
+    }
+    Ok(found)
+}
 
 const MINUTE_NS: i64 = 60_000_000_000;
 /// The longest stretch before the onset searched for a template's rise.

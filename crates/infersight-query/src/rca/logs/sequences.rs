@@ -1,0 +1,274 @@
+//! Log-sequence anomalies for an incident: the logs of each request (or trace) form a session —
+//! its template ids in time order — and a next-event model trained on the baseline window's
+//! sessions (`infersight_analytics::sequence`, DeepLog-style, count-based) judges the incident
+//! window's. Sessions it does not expect are grouped by what was unexpected ("after `A`, `B`
+//! was never seen in the baseline"), which the report shows next to the template rates.
+//!
+//! Decision rules (documented because users act on them):
+//! - Session: the records of one `request_id` (the column, else the `request_id` attribute
+//!   `parse` lifts from engine lines), else one `trace_id`, with a template id, in time order
+//!   (ties by record order); it belongs to the window of its first record. Records without such
+//!   a key are not in any session. Sessions that start in the incident's last
+//!   [`END_GRACE_NS`] are left out (they may still be running where the data ends, and would
+//!   look cut short). At most [`MAX_SESSION_EVENTS`] events per session and
+//!   [`MAX_RECORDS`] records in all are read (the newest are dropped first when over).
+//! - Model: trained on the baseline's sessions when there are at least
+//!   [`MIN_BASELINE_SESSIONS`] (default parameters of the HDFS-selected model: context 4,
+//!   support 5, every seen successor a candidate). The baseline's own sessions are scored by the
+//!   same model, so a rare path that the support rule flags in the baseline too is discounted.
+//! - Pattern: (reason, unexpected event, the event before it). Its incident count must be at
+//!   least [`MIN_SUPPORT`] sessions and lie in the Poisson upper tail of its baseline share
+//!   times the incident's sessions (plus half a pseudo-session) with p below
+//!   [`FAMILY_ALPHA`] divided by the number of patterns. Ranked by excess sessions; at most
+//!   [`MAX_PATTERNS`].
+
+use std::collections::{BTreeMap, HashMap};
+
+use datafusion::arrow::array::Array;
+use infersight_analytics::sequence::{
+    EventId, EventInterner, NextEvent, NextEventModel, SequenceParams, UnexpectedReason,
+};
+use serde::{Deserialize, Serialize};
+
+use super::stats::ln_poisson_upper_tail;
+use super::{FAMILY_ALPHA, MIN_SUPPORT, i64_column, optional, string_column, ts_between};
+use crate::engine::QueryEngine;
+use crate::error::QueryError;
+use crate::rca::RcaContext;
+
+/// Baseline sessions needed before the model is trusted.
+pub const MIN_BASELINE_SESSIONS: usize = 100;
+/// Events kept per session.
+pub const MAX_SESSION_EVENTS: usize = 256;
+/// Log records read at most (both windows).
+pub const MAX_RECORDS: usize = 2_000_000;
+/// Incident sessions starting this close to the incident's end are left out.
+pub const END_GRACE_NS: i64 = 60_000_000_000;
+/// Patterns reported at most.
+pub const MAX_PATTERNS: usize = 5;
+
+/// One kind of unexpected step in the incident's sessions.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SequenceAnomaly {
+    /// `unseen_event` (a template no baseline session logged), `unseen_transition` (it never
+    /// followed the event before it), `premature_end` (sessions never ended there), `rare`.
+    pub reason: String,
+    /// The unexpected template (`None`: the session ended).
+    pub template_id: Option<String>,
+    pub template: Option<String>,
+    /// The event before it (`None`: the start of the session).
+    pub after_template_id: Option<String>,
+    pub after_template: Option<String>,
+    /// What baseline sessions logged there instead, most frequent first (at most 3; `None`
+    /// stands for the end of the session).
+    pub expected_template_ids: Vec<Option<String>>,
+    pub incident_sessions: u64,
+    pub incident_total: u64,
+    pub baseline_sessions: u64,
+    pub baseline_total: u64,
+    /// Workers of the incident's sessions with this pattern (the worker of a session's first
+    /// record), most first, at most 3.
+    pub workers: Vec<(String, u64)>,
+}
+
+/// A session under construction.
+struct Session {
+    first_ts: i64,
+    worker: Option<String>,
+    events: Vec<EventId>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Step {
+    Start,
+    End,
+    Event(EventId),
+}
+
+type PatternKey = (u8, Step, Step);
+
+/// Unexpected log sequences of the incident against the baseline (see the module doc).
+pub async fn sequence_anomalies(
+    engine: &QueryEngine,
+    ctx: &RcaContext,
+) -> Result<Vec<SequenceAnomaly>, QueryError> {
+    let (Some(b0), Some(b1), Some(i0), Some(i1)) = (
+        ctx.baseline.since_ns,
+        ctx.baseline.until_ns,
+        ctx.incident.since_ns,
+        ctx.incident.until_ns,
+    ) else {
+        return Ok(Vec::new());
+    };
+    if b1 <= b0 || i1 <= i0 {
+        return Ok(Vec::new());
+    }
+    let range = (b0.min(i0), b1.max(i1));
+    let sql = format!(
+        "SELECT COALESCE(request_id, CAST(json_get(attrs, 'request_id') AS VARCHAR), trace_id) AS session, \
+           CAST(ts AS BIGINT) AS t, template_id, worker FROM logs \
+         WHERE {} AND template_id IS NOT NULL \
+           AND COALESCE(request_id, CAST(json_get(attrs, 'request_id') AS VARCHAR), trace_id) IS NOT NULL \
+         ORDER BY t LIMIT {MAX_RECORDS}",
+        ts_between("ts", range)
+    );
+    let output = engine.sql(&sql).await?;
+    let mut interner = EventInterner::new();
+    let mut sessions: HashMap<String, Session> = HashMap::new();
+    for batch in &output.batches {
+        let keys = string_column(batch, 0)?;
+        let ts = i64_column(batch, 1)?;
+        let templates = string_column(batch, 2)?;
+        let workers = string_column(batch, 3)?;
+        for row in 0..batch.num_rows() {
+            let (Some(key), Some(template)) = (optional(&keys, row), optional(&templates, row))
+            else {
+                continue;
+            };
+            if key.is_empty() || !ts.is_valid(row) {
+                continue;
+            }
+            let event = interner.intern(template);
+            let session = sessions.entry(key.to_string()).or_insert_with(|| Session {
+                first_ts: ts.value(row),
+                worker: optional(&workers, row).map(str::to_string),
+                events: Vec::new(),
+            });
+            if session.events.len() < MAX_SESSION_EVENTS {
+                session.events.push(event);
+            }
+        }
+    }
+    let in_window = |t: i64, (lo, hi): (i64, i64)| t >= lo && t < hi;
+    let mut baseline: Vec<&Session> = Vec::new();
+    let mut incident: Vec<&Session> = Vec::new();
+    let incident_end = if i1 - i0 > 2 * END_GRACE_NS {
+        i1 - END_GRACE_NS
+    } else {
+        i1
+    };
+    for session in sessions.values() {
+        if in_window(session.first_ts, (i0, i1)) {
+            if session.first_ts >= incident_end {
+                continue;
+            }
+            incident.push(session);
+        } else if in_window(session.first_ts, (b0, b1)) {
+            baseline.push(session);
+        }
+    }
+    if baseline.len() < MIN_BASELINE_SESSIONS || incident.is_empty() {
+        return Ok(Vec::new());
+    }
+    let model = NextEventModel::train(
+        baseline.iter().map(|s| s.events.as_slice()),
+        SequenceParams::default(),
+    )
+    .map_err(|e| QueryError::Internal(format!("sequence model: {e}")))?;
+    let mut base_counts: HashMap<PatternKey, u64> = HashMap::new();
+    for session in &baseline {
+        if let Some((key, _)) = pattern_of(&model, &session.events) {
+            *base_counts.entry(key).or_default() += 1;
+        }
+    }
+    struct Found {
+        sessions: u64,
+        workers: BTreeMap<String, u64>,
+        expected: Vec<Option<EventId>>,
+    }
+    let mut found: HashMap<PatternKey, Found> = HashMap::new();
+    for session in &incident {
+        let Some((key, expected)) = pattern_of(&model, &session.events) else {
+            continue;
+        };
+        let entry = found.entry(key).or_insert_with(|| Found {
+            sessions: 0,
+            workers: BTreeMap::new(),
+            expected,
+        });
+        entry.sessions += 1;
+        if let Some(worker) = &session.worker {
+            *entry.workers.entry(worker.clone()).or_default() += 1;
+        }
+    }
+    let (n_base, n_inc) = (baseline.len() as f64, incident.len() as f64);
+    let ln_alpha = (FAMILY_ALPHA / found.len().max(1) as f64).ln();
+    let mut kept: Vec<(f64, PatternKey, Found)> = found
+        .into_iter()
+        .filter_map(|(key, f)| {
+            let before = base_counts.get(&key).copied().unwrap_or(0);
+            let expected = (before as f64 + 0.5) / n_base * n_inc;
+            let significant =
+                f.sessions >= MIN_SUPPORT && ln_poisson_upper_tail(f.sessions, expected) < ln_alpha;
+            significant.then_some((f.sessions as f64 - expected, key, f))
+        })
+        .collect();
+    kept.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    kept.truncate(MAX_PATTERNS);
+    let name = |step: Step| match step {
+        Step::Event(id) => interner.name(id).map(str::to_string),
+        Step::Start | Step::End => None,
+    };
+    Ok(kept
+        .into_iter()
+        .map(|(_, key, f)| {
+            let (reason, observed, after) = key;
+            let mut workers: Vec<(String, u64)> = f.workers.into_iter().collect();
+            workers.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            workers.truncate(3);
+            SequenceAnomaly {
+                reason: REASONS[reason as usize].to_string(),
+                template_id: name(observed),
+                template: None,
+                after_template_id: name(after),
+                after_template: None,
+                expected_template_ids: f
+                    .expected
+                    .iter()
+                    .map(|e| e.and_then(|id| interner.name(id).map(str::to_string)))
+                    .collect(),
+                incident_sessions: f.sessions,
+                incident_total: incident.len() as u64,
+                baseline_sessions: base_counts.get(&key).copied().unwrap_or(0),
+                baseline_total: baseline.len() as u64,
+                workers,
+            }
+        })
+        .collect())
+}
+
+const REASONS: [&str; 4] = ["unseen_event", "unseen_transition", "premature_end", "rare"];
+
+/// The first unexpected step of a session as a pattern key, with what was expected there
+/// (`None` in the list: the end of the session); `None` for a normal session.
+fn pattern_of(
+    model: &NextEventModel,
+    events: &[EventId],
+) -> Option<(PatternKey, Vec<Option<EventId>>)> {
+    let score = model.score(events);
+    let first = score.first_unexpected?;
+    let reason = match first.reason {
+        UnexpectedReason::UnseenEvent => 0,
+        UnexpectedReason::UnseenTransition => 1,
+        UnexpectedReason::PrematureEnd => 2,
+        UnexpectedReason::NotInTopK => 3,
+    };
+    let observed = match first.observed {
+        NextEvent::Event(id) => Step::Event(id),
+        NextEvent::EndOfSession => Step::End,
+    };
+    let after = match first.position.checked_sub(1) {
+        Some(at) => Step::Event(events[at]),
+        None => Step::Start,
+    };
+    let expected = first
+        .expected
+        .iter()
+        .take(3)
+        .map(|(next, _)| match next {
+            NextEvent::Event(id) => Some(*id),
+            NextEvent::EndOfSession => None,
+        })
+        .collect();
+    Some(((reason, observed, after), expected))
+}
