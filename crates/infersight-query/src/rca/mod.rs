@@ -9,7 +9,8 @@
 //! Decision rules (documented because users act on them):
 //! - Window: the most significant confirmed level shift (or else spike) upwards in the fleet's
 //!   per-minute share of requests over the reference p95 of TTFT, e2e or queue time, error rate
-//!   or abort rate, against the first third of the data as reference; incident = onset → end of data, baseline = the hour before the onset (at least
+//!   or abort rate, against the first third of the data as reference (seasonal, by time of day,
+//!   once that reference holds two days); incident = onset → end of data, baseline = the hour before the onset (at least
 //!   10 minutes). When no fleet series changes (a fault confined to a small slice), the last
 //!   third of the data is compared with what came before, so a slice-local fault still surfaces;
 //!   the report then says the onset was not detected.
@@ -52,6 +53,7 @@ pub use logs::{LineageSummary, SequenceAnomaly, lineage, log_evidence, sequence_
 pub use signals::collect_signals;
 
 const MINUTE_NS: i64 = 60_000_000_000;
+const DAY_NS: i64 = 24 * 60 * MINUTE_NS;
 /// A measure is a symptom when its fleet-level excess is at least this many Poisson σ.
 pub const MIN_SYMPTOM_Z: f64 = 5.0;
 /// Latency thresholds are this quantile of the baseline.
@@ -384,6 +386,9 @@ fn choose_onset(parts: &[&Rollup], first: i64, end: i64) -> Option<(i64, String)
             baseline_end_ns: Some(reference_end),
             min_baseline_points: 10,
             risk_q: 1e-5,
+            // daily load cycles: the detector compares each minute with the same time of day
+            // once the reference holds two days (with less, the flat baseline is all there is)
+            period_ns: Some(DAY_NS),
             ..DetectParams::default()
         };
         let Ok(Some(change)) = detect_change(&points, &params) else {
