@@ -57,7 +57,7 @@
 //!
 //! Scenario faults act on these terms only (see [`scenario`]): extra prefill time, step and
 //! prefill factors, a batching wait, a KV-capacity factor, output-length factor, extra traffic,
-//! and gateway behaviour.
+//! gateway behaviour, and one tenant's prompt text and output lengths (prompt drift).
 //!
 //! The parameters are calibrated so that 16 workers carry the Mooncake trace (mean prompt 12k
 //! tokens) at 50 req/s busy but healthy; they are not measurements of the GPU models named.

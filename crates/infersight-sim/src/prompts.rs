@@ -1,6 +1,8 @@
 //! Prompt and response text for the mixed `[PROMPT] … [RESPONSE] … [LOGITS] {…}` log lines,
 //! with the personal data real users paste into prompts (e-mail addresses, phone numbers, card
-//! and ID numbers, IPs, API keys) — what the redact stage must catch before storage.
+//! and ID numbers, IPs, API keys) — what the redact stage must catch before storage. The
+//! `prompt_drift` scenario's tenant switches to [`drifted_prompt`]: long-form legal and code
+//! generation, with a vocabulary that shares little with the chat tasks.
 
 use crate::rng::Rng;
 
@@ -54,6 +56,39 @@ pub fn prompt(rng: &mut Rng, injected: bool) -> String {
     } else {
         format!("{task} {pii}.")
     }
+}
+
+/// Long-form generation requests (legal drafting, whole code files): the `prompt_drift`
+/// scenario's new traffic. Few words in common with [`TASKS`].
+const DOCUMENT_TASKS: [&str; 6] = [
+    "Draft a complete master services agreement governed by the laws of Delaware, with indemnification, limitation of liability, termination for convenience and a data processing addendum.",
+    "Rewrite every clause of this commercial lease so that the tenant's obligations under sections 4 through 19 survive assignment, subletting and insolvency proceedings.",
+    "Generate a production-ready Rust crate implementing an asynchronous rate limiter with token buckets, exhaustive unit tests, benchmarks and rustdoc for every public item.",
+    "Write the full TypeScript implementation of a React component library: buttons, modal dialogs, data grids with virtualized scrolling, theming hooks and Storybook stories.",
+    "Produce a software license agreement covering perpetual enterprise grants, source escrow, warranty disclaimers, export compliance and arbitration in Geneva.",
+    "Port this legacy COBOL payroll batch program to idiomatic Java 21 with records, sealed interfaces, JUnit 5 tests and Gradle build scripts.",
+];
+const DOCUMENT_CONTEXT: [&str; 4] = [
+    "Counterparty counsel",
+    "Repository maintainer",
+    "Licensor signatory",
+    "Reviewing attorney",
+];
+
+/// A long-form generation prompt (the drifted tenant's new traffic), with the personal data a
+/// pasted document carries.
+pub fn drifted_prompt(rng: &mut Rng) -> String {
+    let first = FIRST[rng.below(8) as usize];
+    let last = LAST[rng.below(8) as usize];
+    let task = DOCUMENT_TASKS[rng.below(DOCUMENT_TASKS.len() as u64) as usize];
+    let role = DOCUMENT_CONTEXT[rng.below(DOCUMENT_CONTEXT.len() as u64) as usize];
+    let n = rng.below(10_000);
+    format!("{task} {role}: {first} {last}, {first}.{last}{n}@example.com, +1 212-555-{n:04}.")
+}
+
+/// The start of a long-form response (the `prompt_drift` scenario's drifted tenant).
+pub fn drifted_response() -> &'static str {
+    "Below is the complete document, section by section, followed by the notes on every assumption I made."
 }
 
 /// A short response text.

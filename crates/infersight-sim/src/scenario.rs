@@ -27,6 +27,7 @@ pub enum Scenario {
     PreemptionStorm,
     SlowWorker,
     TwoCauses,
+    PromptDrift,
     Healthy,
 }
 
@@ -42,6 +43,13 @@ pub const PREEMPTION_WORKER: usize = 6;
 pub const CACHE_VICTIM: &str = "globex";
 pub const CACHE_SCANNER: &str = "hooli";
 pub const INJECTION_TENANT: &str = "initech";
+/// The tenant whose traffic drifts in `prompt_drift` (it sends to both models, so the tenant
+/// alone is the cause).
+pub const DRIFT_TENANT: &str = "stark";
+/// Median and log-space σ of the drifted tenant's output lengths (tokens): ≈ ×5 its baseline's
+/// median of ≈ 180 with Poisson arrivals, nearly all beyond its baseline mean + 3σ (≈ 780).
+pub const DRIFT_OUTPUT_MEDIAN_TOKENS: f64 = 1_100.0;
+pub const DRIFT_OUTPUT_SIGMA: f64 = 0.2;
 pub const MISCONFIG_BATCH_WAIT_MS: f64 = 2_000.0;
 /// KV capacity left on the preemption-storm worker.
 pub const PREEMPTION_KV_FACTOR: f64 = 0.01;
@@ -52,7 +60,7 @@ pub const BYTES_PER_STREAMED_TOKEN: f64 = 64.0;
 pub const STALL_PER_WINDOW_MS: f64 = 250.0;
 
 impl Scenario {
-    pub const ALL: [Scenario; 12] = [
+    pub const ALL: [Scenario; 13] = [
         Scenario::LoraKvRegression,
         Scenario::GpuMemoryLeak,
         Scenario::BatchingMisconfig,
@@ -64,6 +72,7 @@ impl Scenario {
         Scenario::PreemptionStorm,
         Scenario::SlowWorker,
         Scenario::TwoCauses,
+        Scenario::PromptDrift,
         Scenario::Healthy,
     ];
 
@@ -80,6 +89,7 @@ impl Scenario {
             Scenario::PreemptionStorm => "preemption_storm",
             Scenario::SlowWorker => "slow_worker",
             Scenario::TwoCauses => "two_causes",
+            Scenario::PromptDrift => "prompt_drift",
             Scenario::Healthy => "healthy",
         }
     }
@@ -119,6 +129,9 @@ impl Scenario {
             Scenario::TwoCauses => {
                 "lora_kv_regression and slow_worker at the same time (two independent causes)"
             }
+            Scenario::PromptDrift => {
+                "tenant stark's client switches from chat to long-form generation (contracts, whole code files): its prompts' vocabulary changes and its outputs grow ≈ ×5 (beyond 3σ of its baseline), so its e2e rises; nothing on the serving side changed"
+            }
             Scenario::Healthy => {
                 "load varies (±25 % over 30 min), no fault: the right answer is nothing to blame"
             }
@@ -145,6 +158,7 @@ impl Scenario {
             // the version-regression runbook is then the right first read (it points to the
             // LoRA runbook), as is the slow worker's.
             Scenario::TwoCauses => &["lora-adapter-swapping", "version-regression", "slow-worker"],
+            Scenario::PromptDrift => &["prompt-drift"],
             Scenario::Healthy => &[],
         }
     }
@@ -324,6 +338,12 @@ impl Plan {
 
     /// Extra traffic the scenario adds during the incident: (tenant, rate as a fraction of the
     /// base rate).
+    /// Whether a request of `tenant` arriving at `t_ns` is drifted traffic (`prompt_drift`):
+    /// long-form generation prompts with long outputs.
+    pub fn prompt_drift(&self, tenant: &str, t_ns: i64) -> bool {
+        self.scenario == Scenario::PromptDrift && tenant == DRIFT_TENANT && self.in_incident(t_ns)
+    }
+
     pub fn extra_traffic(&self) -> Option<(&'static str, f64)> {
         match self.scenario {
             Scenario::CachePollution => Some((CACHE_SCANNER, 0.08)),
@@ -509,6 +529,20 @@ impl Plan {
                     signal("slow_worker", dims(&[("worker", &slow_worker)])),
                 ],
             ),
+            Scenario::PromptDrift => {
+                let d = dims(&[("tenant", DRIFT_TENANT)]);
+                (
+                    vec![cause(
+                        d.clone(),
+                        "e2e_ms p50",
+                        "≈ ×4 (outputs ≈ 180 → ≈ 1100 tokens, ≥ 3σ of the tenant's baseline; prompts switch from chat to long-form legal and code generation); other tenants unchanged",
+                    )],
+                    vec![
+                        signal("prompt_drift", d.clone()),
+                        signal("latency_spike", d),
+                    ],
+                )
+            }
             Scenario::Healthy => (Vec::new(), Vec::new()),
         };
         GroundTruth {

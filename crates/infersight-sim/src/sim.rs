@@ -30,8 +30,9 @@ use crate::otlp::{self, b, f, i, s};
 use crate::prompts;
 use crate::rng::{Rng, mix64};
 use crate::scenario::{
-    BYTES_PER_STREAMED_TOKEN, CACHE_SCANNER, FLOW_WINDOW_BYTES, GATEWAY_TIMEOUT_MS, GroundTruth,
-    INJECTION_TENANT, Plan, STALL_PER_WINDOW_MS,
+    BYTES_PER_STREAMED_TOKEN, CACHE_SCANNER, DRIFT_OUTPUT_MEDIAN_TOKENS, DRIFT_OUTPUT_SIGMA,
+    FLOW_WINDOW_BYTES, GATEWAY_TIMEOUT_MS, GroundTruth, INJECTION_TENANT, Plan,
+    STALL_PER_WINDOW_MS,
 };
 use crate::sink::TelemetrySink;
 use crate::timefmt;
@@ -419,7 +420,15 @@ impl Simulator {
         if !self.trace_replay && origin == Origin::Normal {
             input += sys_blocks * PREFIX_BLOCK_TOKENS;
         }
-        let natural_output = arrival.output_tokens.max(1);
+        // A drifted tenant's client asks for long documents and sets max_tokens for them, so
+        // its outputs grow without being truncated.
+        let drifted = self.plan.prompt_drift(tenant_spec.name, at_ns);
+        let natural_output = if drifted {
+            rng.lognormal(DRIFT_OUTPUT_MEDIAN_TOKENS, DRIFT_OUTPUT_SIGMA)
+                .clamp(256.0, 4_000.0) as u32
+        } else {
+            arrival.output_tokens.max(1)
+        };
         // Clients set max_tokens from what they normally get; 1.5 % are set too tight.
         let max_tokens = if rng.chance(0.015) {
             natural_output
@@ -807,8 +816,12 @@ impl Simulator {
         let worker = &self.fleet.workers[worker_index];
         let prefix = |level: &str, file: &str, ts: i64| log_prefix(worker, level, file, ts);
         let mut raw: Vec<(i64, String)> = Vec::with_capacity(4);
-        let prompt = prompts::prompt(rng, injected);
-        let response = prompts::response(rng, finish);
+        let (prompt, response) = if drifted {
+            (prompts::drifted_prompt(rng), prompts::drifted_response())
+        } else {
+            let prompt = prompts::prompt(rng, injected);
+            (prompt, prompts::response(rng, finish))
+        };
         let top = rng.below(32_000);
         raw.push((
             engine_start,

@@ -22,6 +22,15 @@
 //!   speculative requests whose drafts were mostly rejected (accepted < 20 % of drafted) and the
 //!   share of drafted tokens rolled back (shares, so load swings do not rise with them); change
 //!   detection with a 15-minute minimum baseline and a 0.01 floor on the noise scale.
+//! - `prompt_drift` per tenant: the prompts of `logs` rows of class `prompt_input` (the redacted
+//!   `prompt` attribute the parse stage splits out of `[PROMPT] … [RESPONSE] …` lines), evenly
+//!   spaced samples (in SQL: at most [`PROMPT_PRESAMPLE`] lines per side of the split, then at
+//!   most [`PROMPT_SAMPLE`] per tenant and side, ties in time broken by the attributes and the
+//!   text so the choice is deterministic), with the tenant and output length of the request they belong to (joined by request id,
+//!   which is the row's, an attribute or a leading `request_id=` field of the prompt text; a
+//!   leading `tenant=` field stands in when no request row matches). MinHash similarity to the
+//!   baseline's prompts falling by ≥ 30 %, output-length 3σ outliers as corroboration; the
+//!   detail holds numbers only, never prompt text.
 //! - `error_burst` per worker and per (model, model_version): errored requests per minute.
 //! - `trace_context_loss` per (service, service.version): share of root spans without any child
 //!   span in their trace (a version new in the incident is judged against its service's baseline).
@@ -42,9 +51,10 @@ use datafusion::arrow::datatypes::DataType;
 use infersight_analytics::detect::stats::{mad, median};
 use infersight_analytics::detect::{
     CachePollutionParams, CountSample, DetectParams, ErrorBurstParams, Finding, KvCacheInput,
-    KvCacheParams, LeakParams, MemoryInput, ProportionParams, QueueInput, QueueParams,
-    ResonanceInput, ResonanceParams, TenantCacheSeries, cache_pollution, error_burst,
-    gpu_memory_leak, kv_cache_pressure, orphan_spans, queue_buildup, resonance, truncation_surge,
+    KvCacheParams, LeakParams, MemoryInput, PromptDriftParams, PromptSample, ProportionParams,
+    QueueInput, QueueParams, ResonanceInput, ResonanceParams, TenantCacheSeries, cache_pollution,
+    error_burst, gpu_memory_leak, kv_cache_pressure, orphan_spans, prompt_drift, prompt_features,
+    queue_buildup, resonance, truncation_surge,
 };
 
 use super::{RcaContext, Signal};
@@ -65,6 +75,18 @@ const REJECTION_SHARE: f64 = 0.2;
 const LONG_OUTPUT_TOKENS: i64 = 256;
 const MIN_STALL_MS: f64 = 100.0;
 const MIN_STALL_Z: f64 = 5.0;
+/// Prompt lines kept per side of the split before anything is parsed (evenly spaced in time):
+/// bounds the cost of a busy window (JSON and regex work on this many rows at most); a tenant
+/// with less than ≈ 1/400 of the prompts may then have too few to judge.
+const PROMPT_PRESAMPLE: i64 = 8_192;
+/// Prompts read per tenant and side of the split (evenly spaced among the presampled ones); the
+/// detector compares at most `PromptDriftParams::max_sample` of them.
+const PROMPT_SAMPLE: i64 = 256;
+/// MinHash slots per prompt.
+const PROMPT_HASHES: usize = 64;
+/// Requests are joined to prompt lines within the window widened by this much (a line is
+/// written when the engine starts the request, the request row is dated at its span's start).
+const PROMPT_JOIN_MARGIN_NS: i64 = 5 * MINUTE_NS;
 
 type Series = Vec<(i64, f64)>;
 type Subject = BTreeMap<String, String>;
@@ -89,6 +111,7 @@ pub async fn collect_signals(
     signals.extend(worker_signals_from_metrics);
     let tenants = read_tenant_minutes(engine, &window).await?;
     signals.extend(tenant_signals(&tenants, &window));
+    signals.extend(prompt_drift_signals(engine, &window).await?);
     signals.extend(trace_signals(engine, &window).await?);
     signals.sort_by(|a, b| b.strength.total_cmp(&a.strength));
     Ok(signals)
@@ -122,11 +145,18 @@ impl Window {
 
     /// `ts` predicate of the window, for column `column`.
     fn predicate(&self, column: &str) -> String {
+        self.widened_predicate(column, 0)
+    }
+
+    /// `ts` predicate of the window widened by `margin_ns` on both sides.
+    fn widened_predicate(&self, column: &str, margin_ns: i64) -> String {
         let mut parts = vec!["TRUE".to_string()];
         if let Some(since) = self.since_ns {
+            let since = since.saturating_sub(margin_ns);
             parts.push(format!("{column} >= to_timestamp_nanos({since})"));
         }
         if let Some(until) = self.until_ns {
+            let until = until.saturating_add(margin_ns);
             parts.push(format!("{column} < to_timestamp_nanos({until})"));
         }
         parts.join(" AND ")
@@ -865,6 +895,134 @@ fn tenant_signals(data: &BTreeMap<String, BTreeMap<i64, TenantMinute>>, w: &Wind
     out
 }
 
+// ------------------------------------------------------------------------ prompts per tenant
+
+/// Sampled prompts of one tenant: (baseline, incident), each in time order.
+type TenantPrompts = (Vec<PromptSample>, Vec<PromptSample>);
+
+/// A leading `key=value` field of a prompt section's text (`request_id=… tenant=…` written by
+/// the engine before the user's text) is metadata, not prompt: it is dropped before hashing so
+/// that ids unique to every request do not lower every similarity alike.
+fn prompt_body(text: &str) -> &str {
+    let mut rest = text.trim_start();
+    loop {
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        let token = &rest[..end];
+        let is_field = token.split_once('=').is_some_and(|(key, _)| {
+            !key.is_empty()
+                && key
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+        });
+        if !is_field || end == rest.len() {
+            return if is_field { "" } else { rest };
+        }
+        rest = rest[end..].trim_start();
+    }
+}
+
+/// The SQL that samples prompts per tenant and side (0: baseline, 1: incident), with the
+/// output length of their request. Lines are thinned by time first, so that the JSON and regex
+/// work is bounded whatever the window's volume; ties in time are broken by `attrs` (read
+/// anyway; the body would cost a second column scan).
+fn prompt_sample_sql(w: &Window) -> String {
+    let p = w.predicate("ts");
+    let requests_range = w.widened_predicate("ts", PROMPT_JOIN_MARGIN_NS);
+    let split = w.split_ns;
+    // A leading run of `key=value` fields, then the wanted one.
+    let field =
+        |name: &str| format!("regexp_match(prompt, '^(?:[\\w.-]+=\\S*\\s+)*?{name}=(\\S+)')[1]");
+    let (line_request_id, line_tenant) = (field("request_id"), field("tenant"));
+    format!(
+        "WITH lines AS (SELECT ts, request_id, attrs, \
+           CASE WHEN ts < to_timestamp_nanos({split}) THEN 0 ELSE 1 END AS side \
+           FROM logs WHERE {p} AND log_class = 'prompt_input'), \
+         spaced AS (SELECT ts, request_id, attrs, side, \
+           row_number() OVER (PARTITION BY side ORDER BY ts, attrs) AS rn, \
+           count(*) OVER (PARTITION BY side) AS n FROM lines), \
+         presampled AS (SELECT ts, request_id, side, json_get(attrs, 'prompt') AS prompt, \
+           json_get(attrs, 'request_id') AS attr_request_id, json_get(attrs, 'tenant') AS attr_tenant \
+           FROM spaced WHERE (rn - 1) % ((n + {PROMPT_PRESAMPLE} - 1) / {PROMPT_PRESAMPLE}) = 0), \
+         prompts AS (SELECT ts, side, prompt, \
+           COALESCE(request_id, attr_request_id, {line_request_id}) AS rid, \
+           COALESCE(attr_tenant, {line_tenant}) AS line_tenant \
+           FROM presampled WHERE prompt IS NOT NULL AND prompt <> ''), \
+         r AS (SELECT request_id AS r_id, max(tenant) AS r_tenant, max(output_tokens) AS output_tokens \
+           FROM requests WHERE {requests_range} AND request_id IS NOT NULL GROUP BY request_id), \
+         joined AS (SELECT ts, side, prompt, COALESCE(r_tenant, line_tenant) AS tenant, output_tokens \
+           FROM prompts LEFT JOIN r ON prompts.rid = r.r_id), \
+         numbered AS (SELECT ts, prompt, tenant, output_tokens, side, \
+           row_number() OVER (PARTITION BY tenant, side ORDER BY ts, prompt) AS rn, \
+           count(*) OVER (PARTITION BY tenant, side) AS n \
+           FROM joined WHERE tenant IS NOT NULL AND tenant <> '') \
+         SELECT tenant, side, ts, prompt, output_tokens, n FROM numbered \
+         WHERE (rn - 1) % ((n + {PROMPT_SAMPLE} - 1) / {PROMPT_SAMPLE}) = 0 \
+         ORDER BY tenant, side, ts, prompt"
+    )
+}
+
+/// Prompt drift per tenant: the incident's prompts against the baseline's.
+async fn prompt_drift_signals(engine: &QueryEngine, w: &Window) -> Result<Vec<Signal>, QueryError> {
+    let rows = Rows::query(engine, &prompt_sample_sql(w)).await?;
+    let mut by_tenant: BTreeMap<String, TenantPrompts> = BTreeMap::new();
+    // Prompts per side in the windows (not only those sampled), to pick the busiest tenants.
+    let mut side_counts: BTreeMap<String, [f64; 2]> = BTreeMap::new();
+    rows.for_each(
+        &["tenant", "prompt"],
+        &["output_tokens"],
+        &["side", "ts", "n"],
+        |s, f, i| {
+            let (Some(tenant), Some(prompt), Some(side), Some(ts_ns)) = (s[0], s[1], i[0], i[1])
+            else {
+                return;
+            };
+            let sample = PromptSample {
+                ts_ns,
+                features: prompt_features(prompt_body(prompt), PROMPT_HASHES),
+                output_tokens: f[0].filter(|x| *x >= 0.0),
+            };
+            let side = usize::from(side != 0);
+            let entry = by_tenant.entry(tenant.to_string()).or_default();
+            if side == 0 {
+                entry.0.push(sample);
+            } else {
+                entry.1.push(sample);
+            }
+            // `n` counts the side's presampled prompts.
+            let counts = side_counts.entry(tenant.to_string()).or_default();
+            counts[side] = counts[side].max(i[2].unwrap_or(0).max(0) as f64);
+        },
+    )?;
+    let totals: BTreeMap<String, f64> = side_counts
+        .into_iter()
+        .map(|(tenant, counts)| (tenant, counts[0] + counts[1]))
+        .collect();
+    let params = PromptDriftParams::default();
+    let mut out = Vec::new();
+    for tenant in busiest(&totals) {
+        let Some((baseline, current)) = by_tenant.get_mut(&tenant) else {
+            continue;
+        };
+        // Stable: rows come ordered by (time, text), ties keep that order.
+        baseline.sort_by_key(|p| p.ts_ns);
+        current.sort_by_key(|p| p.ts_ns);
+        let pairs = [("tenant", tenant.as_str())];
+        // Too few baseline prompts (a new tenant) is no evidence either way.
+        let Ok(Some(finding)) = prompt_drift(&pairs, baseline, current, &params) else {
+            continue;
+        };
+        let mut s = signal(&finding, subject(&pairs), "prompt_drift");
+        s.detail = format!(
+            "tenant {tenant}: {} (MinHash similarity of word shingles, {} baseline and {} incident prompts sampled)",
+            finding.detail,
+            baseline.len(),
+            current.len()
+        );
+        out.push(s);
+    }
+    Ok(out)
+}
+
 // ------------------------------------------------------------------------ spans
 
 async fn trace_signals(engine: &QueryEngine, w: &Window) -> Result<Vec<Signal>, QueryError> {
@@ -1058,6 +1216,18 @@ mod tests {
             per_minute(&samples, f64::max),
             vec![(0, 0.9), (MINUTE_NS, 0.1)]
         );
+    }
+
+    #[test]
+    fn prompt_body_drops_leading_fields_only() {
+        assert_eq!(
+            prompt_body("request_id=cmpl-1 tenant=acme Write a=b query"),
+            "Write a=b query"
+        );
+        assert_eq!(prompt_body("  plain text tenant=x"), "plain text tenant=x");
+        assert_eq!(prompt_body("request_id=1 tenant=acme"), "");
+        assert_eq!(prompt_body("=x y"), "=x y");
+        assert_eq!(prompt_body(""), "");
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod errors;
 mod percentiles;
 mod pruning;
 mod rca_logs;
+mod rca_prompts;
 mod render;
 mod sql;
 mod support;

@@ -554,3 +554,86 @@ fn healthy_moves_nothing_beyond_load() {
         .count();
     assert!(preempted < rows.len() / 100, "{preempted}");
 }
+
+#[test]
+fn prompt_drift_changes_one_tenants_prompts_and_output_lengths() {
+    let emitted = run_memory(short(Scenario::PromptDrift, 13));
+    let rows = requests(&emitted.traces);
+    let split = Split::new();
+    let tenant = infersight_sim::scenario::DRIFT_TENANT;
+    let output = |r: &RequestRecord| r.output_tokens.map(|o| o as f64);
+    fn of(name: &str) -> impl Fn(&RequestRecord) -> bool + Copy + '_ {
+        move |r| is(&r.tenant, name)
+    }
+    // Nearly every drifted output lies beyond the tenant's baseline mean + 3σ.
+    let base = values(&rows, |t| split.baseline(t), output, of(tenant));
+    let mean = base.iter().sum::<f64>() / base.len() as f64;
+    let sd = (base.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / base.len() as f64).sqrt();
+    let during = values(&rows, |t| split.incident(t), output, of(tenant));
+    let outliers = during.iter().filter(|x| **x > mean + 3.0 * sd).count() as f64;
+    assert!(
+        outliers / during.len() as f64 > 0.8,
+        "{tenant}: {outliers} of {} outputs beyond {mean:.0} + 3 × {sd:.0}",
+        during.len()
+    );
+    let (b, d) = shift(&rows, 0.5, e2e, of(tenant));
+    assert!(d > 3.0 * b, "{tenant} e2e p50 {b:.0} → {d:.0}");
+    // The client sets max_tokens for the long documents: no truncation surge.
+    let truncated = rows
+        .iter()
+        .filter(|r| split.incident(r.ts) && of(tenant)(r))
+        .filter(|r| is(&r.finish_reason, "length"))
+        .count();
+    assert!(
+        (truncated as f64) < 0.05 * during.len() as f64,
+        "{truncated}"
+    );
+    for other in ["acme", "initech", "umbrella", "hooli"] {
+        let (b, d) = shift(&rows, 0.5, output, of(other));
+        assert!(
+            (d / b - 1.0).abs() < 0.15,
+            "{other} output p50 {b:.0} → {d:.0}"
+        );
+        let (b, d) = shift(&rows, 0.5, e2e, of(other));
+        assert!((d / b - 1.0).abs() < 0.2, "{other} e2e p50 {b:.0} → {d:.0}");
+    }
+    // Prompts: the drifted tenant's incident prompts start with none of its baseline's
+    // openings; another tenant's keep theirs.
+    let openings = |name: &str, when: &dyn Fn(i64) -> bool| {
+        let marker = format!("tenant={name} ");
+        let mut out: Vec<String> = emitted
+            .sink
+            .raw_lines
+            .iter()
+            .filter(|(_, _, t, l)| when(*t) && l.contains("[PROMPT]"))
+            .filter_map(|(_, _, _, l)| {
+                let text = &l[l.find(&marker)? + marker.len()..];
+                Some(
+                    text.split_whitespace()
+                        .take(4)
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                )
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    };
+    let before = openings(tenant, &|t| split.baseline(t));
+    let after = openings(tenant, &|t| split.incident(t));
+    assert!(
+        before.len() >= 4 && after.len() >= 4,
+        "{before:?} {after:?}"
+    );
+    assert!(
+        after.iter().all(|o| !before.contains(o)),
+        "{before:?} {after:?}"
+    );
+    let before = openings("acme", &|t| split.baseline(t));
+    let after = openings("acme", &|t| split.incident(t));
+    assert!(
+        after.iter().all(|o| before.contains(o)),
+        "{before:?} {after:?}"
+    );
+}

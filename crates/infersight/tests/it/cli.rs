@@ -208,12 +208,13 @@ fn scenarios_lists_every_scenario() {
         "preemption_storm",
         "slow_worker",
         "two_causes",
+        "prompt_drift",
         "healthy",
     ] {
         assert!(names.contains(&name), "{name} missing from {names:?}");
     }
     let table = stdout(&run(&["scenarios"]));
-    assert_eq!(table.lines().count(), 12, "{table}");
+    assert_eq!(table.lines().count(), 13, "{table}");
 }
 
 #[test]

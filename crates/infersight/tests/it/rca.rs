@@ -6,6 +6,12 @@
 //! report built from the stored verdict names the ground truth's runbook first. The
 //! fleet is small (8 workers, 10 req/s, 30 minutes, Poisson
 //! arrivals) so the module stays within minutes in a debug build.
+//!
+//! Prompts ([`PROMPT_SCENARIOS`]): the `[PROMPT]` lines of the raw engine logs are ingested too,
+//! for `prompt_drift` and for the scenarios where a prompt drift would be a false alarm worth
+//! catching (a healthy fleet, injected prompts, longer outputs). vLLM lines carry no year and are
+//! dated in the most recent past, so those runs start 35 minutes ago (on a whole minute, like the
+//! default start) instead of at the simulator's fixed date.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,7 +21,7 @@ use serde_json::Value;
 use crate::support::{ok, run};
 
 /// Kinds produced by `rca::signals::collect_signals` (the others come from localization).
-const COLLECTOR_KINDS: [&str; 10] = [
+const COLLECTOR_KINDS: [&str; 11] = [
     "gpu_memory_leak",
     "queue_buildup",
     "kv_cache_pressure",
@@ -26,17 +32,47 @@ const COLLECTOR_KINDS: [&str; 10] = [
     "resonance",
     "error_burst",
     "flow_control_stall",
+    "prompt_drift",
 ];
 
 /// Kinds that must not appear unless the scenario injects them (each is specific to one fault).
-const SPECIFIC_KINDS: [&str; 6] = [
+const SPECIFIC_KINDS: [&str; 7] = [
     "gpu_memory_leak",
     "cache_pollution",
     "truncation_surge",
     "trace_context_loss",
     "resonance",
     "flow_control_stall",
+    "prompt_drift",
 ];
+
+/// Scenarios whose prompt log lines are ingested as well (see the module documentation).
+const PROMPT_SCENARIOS: [&str; 4] = [
+    "prompt_drift",
+    "healthy",
+    "injection_resonance",
+    "truncation_surge",
+];
+
+/// Writes the `[PROMPT]` lines of the simulator's raw engine logs into one file; returns it.
+fn prompt_lines(sim: &Path) -> std::path::PathBuf {
+    let mut logs: Vec<std::path::PathBuf> = std::fs::read_dir(sim.join("raw"))
+        .expect("the simulator writes raw engine logs")
+        .map(|e| e.unwrap().path())
+        .collect();
+    logs.sort();
+    let mut lines = String::new();
+    for log in logs {
+        let text = std::fs::read_to_string(&log).unwrap();
+        for line in text.lines().filter(|l| l.contains("[PROMPT]")) {
+            lines.push_str(line);
+            lines.push('\n');
+        }
+    }
+    let out = sim.join("prompts.log");
+    std::fs::write(&out, lines).unwrap();
+    out
+}
 
 /// Simulates `scenario` with `seed`, ingests it and returns (ground truth, rca report, the
 /// incident report built from the stored verdict).
@@ -50,7 +86,14 @@ fn simulate_and_analyse(
     let data = dir.join(format!("{scenario}-{seed}-data"));
     let (sim_s, data_s) = (sim.to_str().unwrap(), data.to_str().unwrap());
     let seed_s = seed.to_string();
-    let out = run(&[
+    let with_prompts = PROMPT_SCENARIOS.contains(&scenario);
+    // 35 minutes ago on a whole minute (raw vLLM lines are dated in the most recent past).
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let start_s = ((now_s - 35 * 60) / 60 * 60).to_string();
+    let mut simulate = vec![
         "simulate",
         "--scenario",
         scenario,
@@ -69,19 +112,26 @@ fn simulate_and_analyse(
         "json",
         "--out",
         sim_s,
-    ]);
+    ];
+    if with_prompts {
+        simulate.extend(["--start", &start_s]);
+    }
+    let out = run(&simulate);
     ok(&out, "simulate");
-    // Logs are left out: the signals read requests, spans and metrics only.
+    // Other logs are left out: the signals read requests, spans, metrics and prompts only.
     let traces = sim.join("traces.jsonl");
     let metrics = sim.join("metrics.jsonl");
-    let out = run(&[
+    let prompts = with_prompts.then(|| prompt_lines(&sim));
+    let mut ingest = vec![
         "ingest",
         "--quiet",
         "--data",
         data_s,
         traces.to_str().unwrap(),
         metrics.to_str().unwrap(),
-    ]);
+    ];
+    ingest.extend(prompts.iter().map(|p| p.to_str().unwrap()));
+    let out = run(&ingest);
     ok(&out, "ingest");
     let truth: Value =
         serde_json::from_str(&std::fs::read_to_string(sim.join("ground_truth.json")).unwrap())
@@ -316,6 +366,13 @@ fn signals_slow_worker() {
 fn signals_two_causes() {
     // no collector-owned kind expected: one seed checks for false positives
     check_scenario("two_causes", &[1, 2], true);
+}
+
+#[test]
+fn signals_prompt_drift() {
+    // the tenant's own outputs grew (no demand shift: its prompts are as long as before); the
+    // prompt_drift signal comes from the ingested prompt lines
+    check_scenario("prompt_drift", &[1, 2], true);
 }
 
 #[test]
