@@ -177,7 +177,10 @@ fn split_anchors(body: &str) -> Option<Vec<(Anchor, bool, &str)>> {
 fn apply_sections(parsed: &mut ParsedLine, sections: Vec<(Anchor, bool, &str)>) {
     for (anchor, logprobs, text) in sections {
         match anchor {
-            Anchor::Prompt => parsed.prompt = Some(text.to_string()),
+            Anchor::Prompt => {
+                let text = leading_key_values(text, &mut parsed.fields);
+                parsed.prompt = Some(text.to_string());
+            }
             Anchor::Response => parsed.response = Some(text.to_string()),
             Anchor::Logits => {
                 if let Ok(value) = serde_json::from_str::<Value>(text)
@@ -704,6 +707,39 @@ fn json_scalar(value: &str) -> Value {
         return Value::from(number);
     }
     Value::String(value.to_string())
+}
+
+/// Lifts the `key=value` tokens that open a prompt section (`[PROMPT] request_id=r-7
+/// tenant=acme Summarize …`: metadata the logger put before the user's text) into `fields` and
+/// returns the rest. Only whole leading tokens with an identifier key and an unquoted value
+/// count (at most 16); the first token that is not one ends the metadata, so nothing inside the
+/// user's text is read.
+fn leading_key_values<'a>(text: &'a str, fields: &mut Map<String, Value>) -> &'a str {
+    let mut rest = text;
+    for _ in 0..16 {
+        let token_end = rest
+            .find(|c: char| c.is_ascii_whitespace())
+            .unwrap_or(rest.len());
+        let token = &rest[..token_end];
+        let Some((key, value)) = token.split_once('=') else {
+            break;
+        };
+        let key_ok = key
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+        if !key_ok || value.is_empty() || value.contains(['=', '"', '\'']) {
+            break;
+        }
+        fields
+            .entry(key.to_string())
+            .or_insert_with(|| json_scalar(value));
+        rest = rest[token_end..].trim_start();
+    }
+    rest
 }
 
 /// `key=value` and `key="quoted value"` pairs (at most 64 per line; the first occurrence wins).

@@ -188,6 +188,27 @@ fn mixed_lines_split_by_anchors() {
 }
 
 #[test]
+fn leading_key_values_of_a_prompt_are_metadata_the_rest_is_the_prompt() {
+    let parsed = parse_line(
+        "[PROMPT] request_id=cmpl-7 tenant=acme Set x=1 then mail bob@example.com [RESPONSE] ok",
+    );
+    assert_eq!(parsed.fields["request_id"], "cmpl-7");
+    assert_eq!(parsed.fields["tenant"], "acme");
+    // `x=1` is inside the user's text: not a field, and the prompt keeps it
+    assert!(!parsed.fields.contains_key("x"), "{:?}", parsed.fields);
+    assert_eq!(
+        parsed.prompt.as_deref(),
+        Some("Set x=1 then mail bob@example.com")
+    );
+    // a prompt that opens with something else keeps all of its text
+    let parsed = parse_line("[PROMPT] 2+2=4? [RESPONSE] yes");
+    assert_eq!(parsed.prompt.as_deref(), Some("2+2=4?"));
+    assert!(parsed.fields.is_empty(), "{:?}", parsed.fields);
+    let parsed = parse_line("[PROMPT] note=\"quoted text\" rest");
+    assert_eq!(parsed.prompt.as_deref(), Some("note=\"quoted text\" rest"));
+}
+
+#[test]
 fn the_stage_sets_classes_redacts_and_emits_metrics() {
     let records = vec![
         LogRecord {
