@@ -6,6 +6,10 @@
 //!
 //! Lines are read with a hard cap: a line longer than `max_line_bytes` is skipped to its newline
 //! without ever being held in memory, counted as rejected, and reading goes on.
+//!
+//! OTLP trace lines are decoded and converted on worker threads (one per core) and taken back in
+//! file order; the span-tree memory is applied in that order, so the output is the same as
+//! converting line after line on one thread.
 
 use std::cell::Cell;
 use std::fs::File;
@@ -176,45 +180,221 @@ pub fn read_file(
         span_tree: SpanTreeCache::default(),
     };
     let max_line = options.max_line_bytes.max(1);
-    let mut line = Vec::new();
-    let mut last_progress = 0u64;
-    let mut pending_line_bytes = 0usize;
-    loop {
-        let outcome = match read_line_bounded(reader.as_mut(), &mut line, max_line) {
-            Ok(outcome) => outcome,
-            Err(source) => {
-                state.flush()?;
-                on_progress(bytes_read.get());
-                return Err(io_error(source));
-            }
+    let workers = conversion_workers();
+    let jobs_capacity = 2 * workers;
+    let (to_workers, jobs) = std::sync::mpsc::sync_channel::<TraceJob>(jobs_capacity);
+    let jobs = std::sync::Mutex::new(jobs);
+    let (to_reader, done) = std::sync::mpsc::channel::<TraceDone>();
+    std::thread::scope(|scope| -> Result<FileSummary, IngestError> {
+        for index in 0..workers {
+            let to_reader = to_reader.clone();
+            let jobs = &jobs;
+            std::thread::Builder::new()
+                .name(format!("infersight-convert-{index}"))
+                .spawn_scoped(scope, move || {
+                    convert_traces_worker(jobs, &to_reader, mapper)
+                })
+                .map_err(io_error)?;
+        }
+        drop(to_reader);
+        let mut in_order = InOrder {
+            to_workers: Some(to_workers),
+            done,
+            waiting: std::collections::BTreeMap::new(),
+            next_sent: 0,
+            next_done: 0,
+            capacity: (jobs_capacity + workers) as u64,
+            pending_line_bytes: 0,
         };
-        match outcome {
-            LineRead::Eof => break,
-            LineRead::TooLong(length) => {
-                state.summary.lines += 1;
-                state.summary.records_read += 1;
-                state.reject(format!("line exceeds {max_line} bytes ({length} bytes)"));
+        let mut line = Vec::new();
+        let mut last_progress = 0u64;
+        loop {
+            let outcome = match read_line_bounded(reader.as_mut(), &mut line, max_line) {
+                Ok(outcome) => outcome,
+                Err(source) => {
+                    in_order.drain(&mut state)?;
+                    state.flush()?;
+                    on_progress(bytes_read.get());
+                    return Err(io_error(source));
+                }
+            };
+            match outcome {
+                LineRead::Eof => break,
+                LineRead::TooLong(length) => {
+                    in_order.drain(&mut state)?;
+                    state.summary.lines += 1;
+                    state.summary.records_read += 1;
+                    state.reject(format!("line exceeds {max_line} bytes ({length} bytes)"));
+                    in_order.after_line(&mut state, 0)?;
+                }
+                LineRead::Line => {
+                    state.summary.lines += 1;
+                    if state.is_trace_line(&line) {
+                        let raw = std::mem::take(&mut line);
+                        in_order.send(&mut state, raw)?;
+                    } else {
+                        in_order.drain(&mut state)?;
+                        state.line(&line);
+                        in_order.after_line(&mut state, line.len())?;
+                    }
+                }
             }
-            LineRead::Line => {
-                state.summary.lines += 1;
-                pending_line_bytes += line.len();
-                state.line(&line);
+            if bytes_read.get() >= last_progress + (1 << 20) {
+                last_progress = bytes_read.get();
+                on_progress(last_progress);
             }
         }
-        // Hand batches on by record count, and by input size so that long lines cannot pile up
-        // gigabytes (or overflow an Arrow string column) before a flush.
-        if state.pending.records >= state.batch_rows() || pending_line_bytes >= MAX_PENDING_BYTES {
-            state.flush()?;
-            pending_line_bytes = 0;
-        }
-        if bytes_read.get() >= last_progress + (1 << 20) {
-            last_progress = bytes_read.get();
-            on_progress(last_progress);
+        in_order.drain(&mut state)?;
+        // workers stop when the job channel closes; the scope joins them
+        in_order.to_workers = None;
+        state.flush()?;
+        on_progress(bytes_read.get());
+        Ok(state.summary)
+    })
+}
+
+/// Threads that decode and convert OTLP trace lines: one per core, at most four (the reader and
+/// the store writer need their share too; beyond that the writer is the bottleneck anyway).
+fn conversion_workers() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4)
+}
+
+/// One OTLP trace line for a worker, numbered in reading order.
+struct TraceJob {
+    seq: u64,
+    line_number: u64,
+    raw: Vec<u8>,
+}
+
+/// A worker's result for one line: the decoded export (or the decoding error) and its conversion
+/// without the span-tree cache, which the reader checks against the cache in order.
+struct TraceDone {
+    seq: u64,
+    line_number: u64,
+    raw: Vec<u8>,
+    decoded: Result<ExportTraceServiceRequest, IngestError>,
+    converted: Option<Result<Converted, IngestError>>,
+}
+
+fn convert_traces_worker(
+    jobs: &std::sync::Mutex<std::sync::mpsc::Receiver<TraceJob>>,
+    to_reader: &std::sync::mpsc::Sender<TraceDone>,
+    mapper: &AttributeMapper,
+) {
+    loop {
+        // A poisoned lock means another worker panicked; the scope reports that panic.
+        let job = match jobs.lock() {
+            Ok(receiver) => receiver.recv(),
+            Err(_) => return,
+        };
+        let Ok(TraceJob {
+            seq,
+            line_number,
+            raw,
+        }) = job
+        else {
+            return;
+        };
+        let decoded = decode_json::<ExportTraceServiceRequest>(&raw);
+        let converted = decoded
+            .as_ref()
+            .ok()
+            .map(|request| traces_to_batches_with(request, mapper, None));
+        let done = TraceDone {
+            seq,
+            line_number,
+            raw,
+            decoded,
+            converted,
+        };
+        if to_reader.send(done).is_err() {
+            return;
         }
     }
-    state.flush()?;
-    on_progress(bytes_read.get());
-    Ok(state.summary)
+}
+
+/// Keeps the lines handed to the workers in reading order: results are taken in the order the
+/// lines were read, and the hand-over to the sink is checked after each line exactly as when every
+/// line was converted on the reading thread, so the batches and their boundaries do not change.
+struct InOrder {
+    to_workers: Option<std::sync::mpsc::SyncSender<TraceJob>>,
+    done: std::sync::mpsc::Receiver<TraceDone>,
+    waiting: std::collections::BTreeMap<u64, TraceDone>,
+    next_sent: u64,
+    next_done: u64,
+    /// Lines in flight at most.
+    capacity: u64,
+    /// Input bytes of the lines taken since the last hand-over.
+    pending_line_bytes: usize,
+}
+
+impl InOrder {
+    fn send(&mut self, state: &mut FileReader<'_>, raw: Vec<u8>) -> Result<(), IngestError> {
+        while self.next_sent - self.next_done >= self.capacity {
+            self.take_next(state)?;
+        }
+        let job = TraceJob {
+            seq: self.next_sent,
+            line_number: state.summary.lines,
+            raw,
+        };
+        let sent = self
+            .to_workers
+            .as_ref()
+            .is_some_and(|to_workers| to_workers.send(job).is_ok());
+        if !sent {
+            return Err(IngestError::Sink(
+                "the conversion workers stopped".to_string(),
+            ));
+        }
+        self.next_sent += 1;
+        Ok(())
+    }
+
+    /// Takes the results of every line in flight, in order.
+    fn drain(&mut self, state: &mut FileReader<'_>) -> Result<(), IngestError> {
+        while self.next_done < self.next_sent {
+            self.take_next(state)?;
+        }
+        Ok(())
+    }
+
+    fn take_next(&mut self, state: &mut FileReader<'_>) -> Result<(), IngestError> {
+        let done = loop {
+            if let Some(done) = self.waiting.remove(&self.next_done) {
+                break done;
+            }
+            let done = self
+                .done
+                .recv()
+                .map_err(|_| IngestError::Sink("the conversion workers stopped".to_string()))?;
+            self.waiting.insert(done.seq, done);
+        };
+        self.next_done += 1;
+        let line_bytes = done.raw.len();
+        state.finish_trace_line(done);
+        self.after_line(state, line_bytes)
+    }
+
+    /// Hands batches on by record count, and by input size so that long lines cannot pile up
+    /// gigabytes (or overflow an Arrow string column) before a hand-over.
+    fn after_line(
+        &mut self,
+        state: &mut FileReader<'_>,
+        line_bytes: usize,
+    ) -> Result<(), IngestError> {
+        self.pending_line_bytes += line_bytes;
+        if state.pending.records >= state.batch_rows()
+            || self.pending_line_bytes >= MAX_PENDING_BYTES
+        {
+            state.flush()?;
+            self.pending_line_bytes = 0;
+        }
+        Ok(())
+    }
 }
 
 /// Counts the bytes read from the file underneath any decompression.
@@ -332,11 +512,15 @@ impl FileReader<'_> {
     }
 
     fn note_error(&mut self, reason: String) {
+        self.note_error_at(self.summary.lines, reason);
+    }
+
+    /// Notes the reason of a rejection on line `line` (1-based).
+    fn note_error_at(&mut self, line: u64, reason: String) {
         if self.summary.first_errors.len() < MAX_FIRST_ERRORS {
-            self.summary.first_errors.push(format!(
-                "{}:{}: {reason}",
-                self.path_display, self.summary.lines
-            ));
+            self.summary
+                .first_errors
+                .push(format!("{}:{line}: {reason}", self.path_display));
         }
     }
 
@@ -377,6 +561,42 @@ impl FileReader<'_> {
                 };
             }
         };
+        let line = self.summary.lines;
+        self.take_converted(converted, raw, line);
+    }
+
+    /// Whether a line goes to the conversion workers: an OTLP traces line, once the file's format
+    /// is known (every other line is read on the reading thread, after the workers' lines).
+    fn is_trace_line(&self, raw: &[u8]) -> bool {
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        self.summary.format == FileFormat::OtlpJsonl
+            && !raw.iter().all(u8::is_ascii_whitespace)
+            && otlp_signal(raw) == Some(OtlpSignal::Traces)
+    }
+
+    /// The in-order half of a trace line converted by a worker: an export whose traces have phase
+    /// spans in the cache is converted again with it; otherwise the worker's conversion is the
+    /// one the cache would have given, and the export's phase spans are remembered.
+    fn finish_trace_line(&mut self, done: TraceDone) {
+        let raw = done.raw.strip_suffix(b"\r").unwrap_or(&done.raw);
+        let converted = match (done.decoded, done.converted) {
+            (Ok(request), _) if self.span_tree.knows_any_trace_of(&request) => {
+                traces_to_batches_with(&request, self.mapper, Some(&self.span_tree))
+            }
+            (Ok(request), Some(Ok(converted))) => {
+                self.span_tree.remember_export(&request);
+                Ok(converted)
+            }
+            (Ok(_), Some(Err(e))) | (Err(e), _) => Err(e),
+            (Ok(request), None) => {
+                traces_to_batches_with(&request, self.mapper, Some(&self.span_tree))
+            }
+        };
+        self.take_converted(converted, raw, done.line_number);
+    }
+
+    /// Counts a converted OTLP line (of line number `line`) and keeps its batches.
+    fn take_converted(&mut self, converted: Result<Converted, IngestError>, raw: &[u8], line: u64) {
         let items = match &converted {
             Ok(_) => 0,
             Err(_) => serde_json::from_slice::<Json>(raw)
@@ -393,7 +613,7 @@ impl FileReader<'_> {
                 self.summary.records_read += accepted + rejected;
                 self.summary.rejected += rejected;
                 if let Some(message) = rejection_message {
-                    self.note_error(message);
+                    self.note_error_at(line, message);
                 }
                 self.pending.batches.extend(batches);
                 self.pending.records += accepted;
@@ -402,7 +622,7 @@ impl FileReader<'_> {
                 let items = items.max(1);
                 self.summary.records_read += items;
                 self.summary.rejected += items;
-                self.note_error(e.to_string());
+                self.note_error_at(line, e.to_string());
             }
         }
     }

@@ -7,9 +7,8 @@
 //! records `total_time`, `queue_time`, `inference_time`, `time_per_token` as duration strings
 //! (`"2.046046581s"`), which fill e2e, queue and TPOT when no mapped attribute did.
 
-use std::collections::HashMap;
-
-use serde_json::{Map, Value as Json};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::breakdown::{
     BreakdownCheck, SpanPhases, TokenTimeline, complete_breakdown, fill_from_phases,
@@ -159,26 +158,54 @@ pub const BREAKDOWN_MISMATCH_KEY: &str = "infersight.breakdown_mismatch";
 
 /// Merges resource and span attributes into `attrs` JSON. Span attributes win a key conflict; the
 /// resource value is then kept under `resource.<key>` so it is not lost.
+///
+/// The text is exactly what building a `serde_json::Map` of the values and printing it would give
+/// (keys sorted, a later duplicate replacing an earlier one), written without building the map's
+/// values: this runs once per span and record.
 pub fn attrs_json<'a>(
     resource: impl IntoIterator<Item = &'a (String, AttrValue)>,
     span: impl IntoIterator<Item = &'a (String, AttrValue)>,
 ) -> String {
-    let mut map = Map::new();
+    let mut map: BTreeMap<Cow<'a, str>, &'a AttrValue> = BTreeMap::new();
     for (k, v) in span {
-        map.insert(k.clone(), v.to_json());
+        map.insert(Cow::Borrowed(k.as_str()), v);
     }
     for (k, v) in resource {
-        if map.contains_key(k) {
-            map.insert(format!("resource.{k}"), v.to_json());
+        if map.contains_key(k.as_str()) {
+            map.insert(Cow::Owned(format!("resource.{k}")), v);
         } else {
-            map.insert(k.clone(), v.to_json());
+            map.insert(Cow::Borrowed(k.as_str()), v);
         }
     }
     if map.is_empty() {
-        "{}".to_string()
-    } else {
-        Json::Object(map).to_string()
+        return "{}".to_string();
     }
+    let mut out: Vec<u8> = Vec::with_capacity(32 * map.len());
+    out.push(b'{');
+    for (index, (key, value)) in map.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        write_json(&mut out, key.as_ref());
+        out.push(b':');
+        match value {
+            AttrValue::Str(text) => write_json(&mut out, text.as_str()),
+            AttrValue::Bool(flag) => write_json(&mut out, flag),
+            AttrValue::Int(number) => write_json(&mut out, number),
+            // non-finite numbers are written as `null`, as `to_json` makes them
+            AttrValue::Double(number) => write_json(&mut out, number),
+            other => write_json(&mut out, &other.to_json()),
+        }
+    }
+    out.push(b'}');
+    // serde_json writes UTF-8 only
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// Appends one value as serde_json writes it (its escaping and number formatting).
+fn write_json(out: &mut Vec<u8>, value: &(impl serde::Serialize + ?Sized)) {
+    // Writing into a Vec cannot fail, and these values always serialize.
+    let _ = serde_json::to_writer(out, value);
 }
 
 /// Normalizes one span into a request row, or `None` when the span does not describe an
@@ -358,7 +385,82 @@ fn lookup_key<'a>(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Map, Value as Json};
+
     use super::*;
+
+    /// `attrs_json` as it was first written: a `serde_json::Map` of `to_json` values, printed.
+    fn attrs_json_through_map(
+        resource: &[(String, AttrValue)],
+        span: &[(String, AttrValue)],
+    ) -> String {
+        let mut map = Map::new();
+        for (k, v) in span {
+            map.insert(k.clone(), v.to_json());
+        }
+        for (k, v) in resource {
+            if map.contains_key(k) {
+                map.insert(format!("resource.{k}"), v.to_json());
+            } else {
+                map.insert(k.clone(), v.to_json());
+            }
+        }
+        if map.is_empty() {
+            "{}".to_string()
+        } else {
+            Json::Object(map).to_string()
+        }
+    }
+
+    #[test]
+    fn attrs_json_writes_what_the_map_printed() {
+        let values = [
+            AttrValue::Str("plain".into()),
+            AttrValue::Str("esc \" \\ \n \u{1} é 日本 \u{2028}".into()),
+            AttrValue::Bool(true),
+            AttrValue::Int(i64::MIN),
+            AttrValue::Int(42),
+            AttrValue::Double(0.1819434781140512),
+            AttrValue::Double(1e300),
+            AttrValue::Double(-0.0),
+            AttrValue::Double(3.0),
+            AttrValue::Double(f64::NAN),
+            AttrValue::Double(f64::INFINITY),
+            AttrValue::Bytes(vec![0, 255, 16]),
+            AttrValue::Array(vec![AttrValue::Int(1), AttrValue::Str("x".into())]),
+            AttrValue::Map(vec![
+                ("b".into(), AttrValue::Empty),
+                ("a".into(), AttrValue::Double(f64::NAN)),
+                ("a".into(), AttrValue::Bool(false)),
+            ]),
+            AttrValue::Empty,
+        ];
+        let keys = ["model", "a", "resource.model", "b", "", "é", "Z", "model"];
+        let mut state = 11u64;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) as usize
+        };
+        for round in 0..2000 {
+            let mut pick = |n: usize| -> Vec<(String, AttrValue)> {
+                (0..n)
+                    .map(|_| {
+                        let key = keys[next() % keys.len()].to_string();
+                        (key, values[next() % values.len()].clone())
+                    })
+                    .collect()
+            };
+            let resource = pick(round % 5);
+            let span = pick((round / 5) % 6);
+            assert_eq!(
+                attrs_json(&resource, &span),
+                attrs_json_through_map(&resource, &span),
+                "{resource:?} {span:?}"
+            );
+        }
+    }
 
     fn kv(k: &str, v: AttrValue) -> (String, AttrValue) {
         (k.to_string(), v)

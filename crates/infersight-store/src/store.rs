@@ -506,25 +506,40 @@ impl Store {
         let mut written: Vec<SegmentMeta> = Vec::new();
         let mut new_rollups: Vec<(u64, Arc<Rollup>)> = Vec::new();
         let write_result = (|| {
+            // Ids are allocated in (table, hour) order, then the segments are encoded on all
+            // cores: the same ids, files and catalog as writing them one after the other, without
+            // making the appenders wait for one core to encode every table.
+            let mut parts = Vec::new();
             for (table, batches) in &to_flush {
                 if batches.is_empty() {
                     continue;
                 }
                 let sorted = segment::concat_sorted(*table, batches)?;
                 for (hour_ns, part) in segment::split_by_hour(&sorted)? {
-                    let id = catalog.allocate_id();
-                    let (meta, rollup) =
-                        self.write_segment_with_rollup(*table, hour_ns, id, &part)?;
-                    if let Some(rollup) = rollup {
-                        new_rollups.push((id, rollup));
-                    }
-                    report.rows += meta.rows;
-                    report.bytes_written += meta.bytes;
-                    report.segments_written += 1;
-                    written.push(meta);
+                    parts.push((*table, hour_ns, catalog.allocate_id(), part));
                 }
             }
-            Ok::<(), StoreError>(())
+            let results = map_in_parallel(&parts, |(table, hour_ns, id, part)| {
+                self.write_segment_with_rollup(*table, *hour_ns, *id, part)
+            });
+            let mut first_error = None;
+            for ((_, _, id, _), result) in parts.iter().zip(results) {
+                match result {
+                    Ok((meta, rollup)) => {
+                        if let Some(rollup) = rollup {
+                            new_rollups.push((*id, rollup));
+                        }
+                        report.rows += meta.rows;
+                        report.bytes_written += meta.bytes;
+                        report.segments_written += 1;
+                        written.push(meta);
+                    }
+                    Err(err) => {
+                        first_error.get_or_insert(err);
+                    }
+                }
+            }
+            first_error.map_or(Ok(()), Err)
         })();
         if let Err(err) = write_result {
             remove_unpublished(&written);
@@ -963,6 +978,47 @@ fn remove_orphan_segments(segments_dir: &Path, catalog: &Catalog) {
             let _ = std::fs::remove_dir(&hour_dir);
         }
     }
+}
+
+/// `f` of every item, in the items' order, computed on up to one thread per core. A panic in `f`
+/// is passed on, as if it had run on the calling thread.
+fn map_in_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len());
+    if threads <= 1 {
+        return items.iter().map(f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut slots: Vec<Option<R>> = items.iter().map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = items.get(index) else {
+                            return done;
+                        };
+                        done.push((index, f(item)));
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            match worker.join() {
+                Ok(done) => {
+                    for (index, result) in done {
+                        slots[index] = Some(result);
+                    }
+                }
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+    });
+    // every index below `items.len()` was taken by exactly one worker
+    slots.into_iter().flatten().collect()
 }
 
 /// Removes files written by a flush or compaction that failed before its catalog commit.

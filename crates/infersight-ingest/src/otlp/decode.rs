@@ -140,9 +140,19 @@ pub trait OtlpMessage: prost::Message + Default + DeserializeOwned {
     fn check_json(_value: &Json) -> Result<(), String> {
         Ok(())
     }
+
+    /// The message decoded without serde, or `None` when the document needs the serde path
+    /// (which then decodes, repairs or rejects it). Only ever the same message serde would give.
+    fn decode_json_fast(_bytes: &[u8]) -> Option<Self> {
+        None
+    }
 }
 
-impl OtlpMessage for ExportTraceServiceRequest {}
+impl OtlpMessage for ExportTraceServiceRequest {
+    fn decode_json_fast(bytes: &[u8]) -> Option<Self> {
+        super::trace_json::decode_traces_fast(bytes)
+    }
+}
 
 impl OtlpMessage for ExportLogsServiceRequest {}
 
@@ -199,11 +209,21 @@ fn items<'a>(value: &'a Json, key: &str) -> impl Iterator<Item = &'a Json> {
         .flatten()
 }
 
-/// Decodes OTLP/JSON. The fast path hands the bytes straight to serde; only when that fails on
+/// Decodes OTLP/JSON. The fastest path is the message's own decoder where it has one (traces,
+/// see [`super::trace_json`]); the next hands the bytes straight to serde; only when that fails on
 /// the data (not the syntax), or may have silently lost data, is the document parsed into a
 /// `Value`, repaired, checked and decoded again, so conformant payloads pay little and syntax
 /// errors keep their line and column.
 pub fn decode_json<T: OtlpMessage>(bytes: &[u8]) -> Result<T, IngestError> {
+    if let Some(message) = T::decode_json_fast(bytes) {
+        return Ok(message);
+    }
+    decode_json_serde(bytes)
+}
+
+/// [`decode_json`] without the message's own decoder: serde, then repair. Public so tests and
+/// benchmarks can compare both paths.
+pub fn decode_json_serde<T: OtlpMessage>(bytes: &[u8]) -> Result<T, IngestError> {
     let first_error = match serde_json::from_slice::<T>(bytes) {
         Ok(message) if !message.may_have_lost_data() => return Ok(message),
         Ok(_) => None,

@@ -2,11 +2,13 @@
 //! body into `Export*ServiceRequest` messages, [`convert`] turns those into `TableBatch`es. The
 //! gRPC and HTTP servers call both; the file reader reuses them for Collector file-exporter output.
 //! [`tokens`] is the part of the trace conversion that turns per-token span events into rows;
+//! [`trace_json`] is the serde-free fast path of OTLP/JSON trace decoding.
 //! [`tree`] attributes phase spans (`queue`, `prefill`, `decode`) to the request span above them.
 
 pub mod convert;
 pub mod decode;
 pub mod tokens;
+pub mod trace_json;
 pub mod tree;
 
 pub use convert::{

@@ -258,6 +258,32 @@ impl SpanTreeCache {
         }
     }
 
+    /// Whether the cache holds a phase span of any trace of `request`: only then does converting
+    /// `request` with the cache differ from converting it without (the file reader converts
+    /// exports on several threads without the cache and redoes, in order, those it matters to).
+    pub fn knows_any_trace_of(&self, request: &ExportTraceServiceRequest) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        let inner = self.lock();
+        request
+            .resource_spans
+            .iter()
+            .flat_map(|r| &r.scope_spans)
+            .flat_map(|s| &s.spans)
+            .filter_map(|span| trace_key(&span.trace_id))
+            .any(|trace| inner.traces.contains_key(&trace))
+    }
+
+    /// Remembers the phase spans of an export converted without the cache, as converting it with
+    /// the cache would have at its end.
+    pub fn remember_export(&self, request: &ExportTraceServiceRequest) {
+        if self.capacity == 0 {
+            return;
+        }
+        self.remember(BatchTree::build(request));
+    }
+
     fn remember(&self, batch: BatchTree) {
         if self.capacity == 0 || batch.is_empty() {
             return;

@@ -8,6 +8,7 @@ mod prom_scrape;
 mod prometheus;
 mod receivers;
 mod span_tree;
+mod trace_json;
 mod traces;
 
 use infersight_model::{Table, TableBatch};

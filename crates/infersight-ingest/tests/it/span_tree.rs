@@ -256,3 +256,144 @@ async fn the_http_receiver_remembers_phase_spans_between_exports() {
     let rows = RequestRecord::from_batch(batch_of(&batches, Table::Requests)).unwrap();
     assert_phases_from_tree(&rows[0]);
 }
+
+/// The file reader converts trace lines on several threads; the span-tree memory must still see
+/// the lines in file order: children on one line, their parent a few lines later, lines of other
+/// traces (one with a request span and its phases in the same export) in between, a malformed
+/// line, a blank one. Everything must come out as converting the lines one by one did.
+#[test]
+fn the_file_reader_attributes_phase_spans_across_lines_as_one_thread_does() {
+    use infersight_ingest::otlp::decode::decode_json_serde;
+    use infersight_ingest::{FileFormat, FileOptions, read_file};
+
+    let mut lines: Vec<String> = Vec::new();
+    let line = |spans: Vec<Span>| serde_json::to_string(&export(spans)).unwrap();
+    for t in 1..=60u8 {
+        lines.push(line(phase_spans(t)));
+        if t > 3 {
+            lines.push(line(vec![request_span(t - 3)]));
+        }
+        if t % 7 == 0 {
+            let mut both = vec![request_span(100 + t)];
+            both.extend(phase_spans(100 + t));
+            lines.push(line(both));
+        }
+        if t == 20 {
+            lines.push(r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"#.to_string());
+            lines.push("   ".to_string());
+        }
+    }
+    for t in 58..=60u8 {
+        lines.push(line(vec![request_span(t)]));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("traces.jsonl");
+    std::fs::write(&path, lines.join("\n")).unwrap();
+
+    let mapper = AttributeMapper::default();
+    let options = FileOptions {
+        format: FileFormat::OtlpJsonl,
+        batch_rows: 7,
+        ..FileOptions::default()
+    };
+    let mut handed_over: Vec<Vec<infersight_model::TableBatch>> = Vec::new();
+    let summary = read_file(
+        &path,
+        &options,
+        &mapper,
+        &mut |batches| {
+            handed_over.push(batches);
+            Ok(())
+        },
+        &mut |_| {},
+    )
+    .unwrap();
+
+    // one line at a time, the way the reader converted before it had workers
+    let cache = SpanTreeCache::default();
+    let mut expected_requests = Vec::new();
+    let mut expected_spans = 0;
+    for text in &lines {
+        let Ok(request) = decode_json_serde::<ExportTraceServiceRequest>(text.as_bytes()) else {
+            continue;
+        };
+        let converted = traces_to_batches_with(&request, &mapper, Some(&cache)).unwrap();
+        expected_spans += converted.accepted;
+        if converted.batches.iter().any(|b| b.table == Table::Requests) {
+            expected_requests.extend(requests(&converted));
+        }
+    }
+    let mut got_requests = Vec::new();
+    for batches in &handed_over {
+        for batch in batches.iter().filter(|b| b.table == Table::Requests) {
+            got_requests.extend(RequestRecord::from_batch(&batch.batch).unwrap());
+        }
+    }
+    assert_eq!(got_requests.len(), 60 + 8, "every request span, once");
+    assert_eq!(got_requests, expected_requests);
+    for r in &got_requests {
+        assert_phases_from_tree(r);
+    }
+    assert_eq!(summary.records_stored, expected_spans);
+    assert_eq!(summary.rejected, 1, "the malformed line");
+    assert_eq!(summary.first_errors.len(), 1);
+    let malformed_line = lines
+        .iter()
+        .position(|l| l.ends_with(r#""name":"#))
+        .unwrap()
+        + 1;
+    assert!(
+        summary.first_errors[0]
+            .contains(&format!("traces.jsonl:{malformed_line}: invalid otlp json")),
+        "{:?}",
+        summary.first_errors
+    );
+    // the hand-overs follow `batch_rows` as before: every one but the last holds at least 7
+    let spans_per_handover: Vec<usize> = handed_over
+        .iter()
+        .map(|b| {
+            b.iter()
+                .filter(|b| b.table == Table::Spans)
+                .map(|b| b.batch.num_rows())
+                .sum()
+        })
+        .collect();
+    let (last, rest) = spans_per_handover.split_last().unwrap();
+    assert!(
+        rest.iter().all(|n| *n >= 7) && *last > 0,
+        "{spans_per_handover:?}"
+    );
+}
+
+/// A sink that refuses a batch stops the reader while trace lines are still with the workers:
+/// the error comes back (no hang), after exactly one refused hand-over.
+#[test]
+fn a_refusing_sink_stops_the_reader_with_lines_in_flight() {
+    use infersight_ingest::{FileFormat, FileOptions, IngestError, read_file};
+
+    let lines: Vec<String> = (1..=50u8)
+        .map(|t| serde_json::to_string(&export(vec![request_span(t)])).unwrap())
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("traces.jsonl");
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let options = FileOptions {
+        format: FileFormat::OtlpJsonl,
+        batch_rows: 3,
+        ..FileOptions::default()
+    };
+    let mut calls = 0;
+    let err = read_file(
+        &path,
+        &options,
+        &AttributeMapper::default(),
+        &mut |_| {
+            calls += 1;
+            Err("store is full".to_string())
+        },
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert_eq!(calls, 1);
+    assert!(matches!(err, IngestError::Sink(_)), "{err:?}");
+}
