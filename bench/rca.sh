@@ -3,6 +3,7 @@
 # headline scenario, ~180k requests): traces, gateway logs, metrics and the 16 engines' raw log
 # files are ingested once into a fresh store, then `infersight rca --format json` runs RUNS times;
 # prints wall time and peak RSS per run and the report's own timings. Target: under 5 s.
+# REUSE=1 reruns only the RCA on the store of the previous run.
 # Needs target/release/infersight (cargo build --release -p infersight) and GNU time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,8 @@ OUT=${OUT:-bench/out/rca-bench}
 RUNS=${RUNS:-3}
 [ -x "$BIN" ] || { echo "build first: cargo build --release -p infersight" >&2; exit 1; }
 
+# REUSE=1 keeps a store an earlier run built (the RCA runs only)
+if [ "${REUSE:-0}" != 1 ] || [ ! -d "$OUT/data" ]; then
 rm -rf "$OUT"
 mkdir -p "$OUT"
 # raw vLLM lines carry no year: simulate the hour that just passed so they are dated right
@@ -22,6 +25,7 @@ for raw in "$OUT"/sim/raw/*.log; do
   "$BIN" ingest --quiet --data "$OUT/data" --input-format raw --service vllm \
     --worker "$(basename "$raw" .log)" "$raw" >/dev/null
 done
+fi
 "$BIN" query --data "$OUT/data" --format csv \
   "SELECT (SELECT count(*) FROM requests) AS requests, (SELECT count(*) FROM spans) AS spans, \
    (SELECT count(*) FROM logs) AS logs, (SELECT count(*) FROM metrics) AS metric_points"

@@ -16,7 +16,11 @@
 //!   [`MIN_BASELINE_SESSIONS`] (default parameters of the HDFS-selected model: context 4,
 //!   support 5, every seen successor a candidate). The baseline's own sessions are scored by the
 //!   same model, so a rare path that the support rule flags in the baseline too is discounted.
-//! - Pattern: (reason, unexpected event, the event before it). Its incident count must be at
+//! - Sample: at most [`MAX_SESSIONS_PER_SIDE`] sessions per window, chosen by a hash of the
+//!   session key (deterministic; counts in the report are of the sample).
+//! - Pattern: (reason, unexpected event, the event before it); for an event no baseline
+//!   session logged, the event alone (what came before it varies and says little), reported
+//!   with the step that most often preceded it. Its incident count must be at
 //!   least [`MIN_SUPPORT`] sessions and lie in the Poisson upper tail of its baseline share
 //!   times the incident's sessions (plus half a pseudo-session) with p below
 //!   [`FAMILY_ALPHA`] divided by the number of patterns. Ranked by excess sessions; at most
@@ -44,6 +48,8 @@ pub const MAX_SESSION_EVENTS: usize = 256;
 pub const MAX_RECORDS: usize = 2_000_000;
 /// Incident sessions starting this close to the incident's end are left out.
 pub const END_GRACE_NS: i64 = 60_000_000_000;
+/// Sessions per window scored at most (a deterministic sample above that).
+pub const MAX_SESSIONS_PER_SIDE: usize = 25_000;
 /// Patterns reported at most.
 pub const MAX_PATTERNS: usize = 5;
 
@@ -73,6 +79,8 @@ pub struct SequenceAnomaly {
 
 /// A session under construction.
 struct Session {
+    /// Hash of the session key: the deterministic sample order.
+    key_hash: u64,
     first_ts: i64,
     worker: Option<String>,
     events: Vec<EventId>,
@@ -82,6 +90,8 @@ struct Session {
 enum Step {
     Start,
     End,
+    /// Any preceding step (the key of an event no baseline session logged).
+    Any,
     Event(EventId),
 }
 
@@ -130,6 +140,7 @@ pub async fn sequence_anomalies(
             }
             let event = interner.intern(template);
             let session = sessions.entry(key.to_string()).or_insert_with(|| Session {
+                key_hash: fnv1a(key.as_bytes()),
                 first_ts: ts.value(row),
                 worker: optional(&workers, row).map(str::to_string),
                 events: Vec::new(),
@@ -160,6 +171,12 @@ pub async fn sequence_anomalies(
     if baseline.len() < MIN_BASELINE_SESSIONS || incident.is_empty() {
         return Ok(Vec::new());
     }
+    for side in [&mut baseline, &mut incident] {
+        if side.len() > MAX_SESSIONS_PER_SIDE {
+            side.sort_unstable_by_key(|s| (s.key_hash, s.first_ts));
+            side.truncate(MAX_SESSIONS_PER_SIDE);
+        }
+    }
     let model = NextEventModel::train(
         baseline.iter().map(|s| s.events.as_slice()),
         SequenceParams::default(),
@@ -167,26 +184,30 @@ pub async fn sequence_anomalies(
     .map_err(|e| QueryError::Internal(format!("sequence model: {e}")))?;
     let mut base_counts: HashMap<PatternKey, u64> = HashMap::new();
     for session in &baseline {
-        if let Some((key, _)) = pattern_of(&model, &session.events) {
+        if let Some((key, _, _)) = pattern_of(&model, &session.events) {
             *base_counts.entry(key).or_default() += 1;
         }
     }
     struct Found {
         sessions: u64,
+        /// What preceded the unexpected step, per session.
+        afters: BTreeMap<Step, u64>,
         workers: BTreeMap<String, u64>,
         expected: Vec<Option<EventId>>,
     }
     let mut found: HashMap<PatternKey, Found> = HashMap::new();
     for session in &incident {
-        let Some((key, expected)) = pattern_of(&model, &session.events) else {
+        let Some((key, after, expected)) = pattern_of(&model, &session.events) else {
             continue;
         };
         let entry = found.entry(key).or_insert_with(|| Found {
             sessions: 0,
+            afters: BTreeMap::new(),
             workers: BTreeMap::new(),
             expected,
         });
         entry.sessions += 1;
+        *entry.afters.entry(after).or_default() += 1;
         if let Some(worker) = &session.worker {
             *entry.workers.entry(worker.clone()).or_default() += 1;
         }
@@ -207,12 +228,17 @@ pub async fn sequence_anomalies(
     kept.truncate(MAX_PATTERNS);
     let name = |step: Step| match step {
         Step::Event(id) => interner.name(id).map(str::to_string),
-        Step::Start | Step::End => None,
+        Step::Start | Step::End | Step::Any => None,
     };
     Ok(kept
         .into_iter()
         .map(|(_, key, f)| {
-            let (reason, observed, after) = key;
+            let (reason, observed, _) = key;
+            let after = f
+                .afters
+                .iter()
+                .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+                .map_or(Step::Start, |(step, _)| *step);
             let mut workers: Vec<(String, u64)> = f.workers.into_iter().collect();
             workers.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             workers.truncate(3);
@@ -239,12 +265,12 @@ pub async fn sequence_anomalies(
 
 const REASONS: [&str; 4] = ["unseen_event", "unseen_transition", "premature_end", "rare"];
 
-/// The first unexpected step of a session as a pattern key, with what was expected there
-/// (`None` in the list: the end of the session); `None` for a normal session.
+/// The first unexpected step of a session as a pattern key, with the step before it and what
+/// was expected there (`None` in the list: the end of the session); `None` for a normal session.
 fn pattern_of(
     model: &NextEventModel,
     events: &[EventId],
-) -> Option<(PatternKey, Vec<Option<EventId>>)> {
+) -> Option<(PatternKey, Step, Vec<Option<EventId>>)> {
     let score = model.score(events);
     let first = score.first_unexpected?;
     let reason = match first.reason {
@@ -270,5 +296,13 @@ fn pattern_of(
             NextEvent::EndOfSession => None,
         })
         .collect();
-    Some(((reason, observed, after), expected))
+    let key_after = if reason == 0 { Step::Any } else { after };
+    Some(((reason, observed, key_after), after, expected))
+}
+
+/// FNV-1a, 64 bits: a stable hash for the session sample.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
