@@ -21,7 +21,8 @@
 //! - Pattern: (reason, unexpected event, the event before it); for an event no baseline
 //!   session logged, the event alone (what came before it varies and says little), reported
 //!   with the step that most often preceded it. Its incident count must be at
-//!   least [`MIN_SUPPORT`] sessions and lie in the Poisson upper tail of its baseline share
+//!   least [`MIN_SUPPORT`] sessions and [`MIN_SHARE`] of the incident's sessions (a handful of
+//!   sessions under a template the online miner only just created is no finding) and lie in the Poisson upper tail of its baseline share
 //!   times the incident's sessions (plus half a pseudo-session) with p below
 //!   [`FAMILY_ALPHA`] divided by the number of patterns. Ranked by excess sessions; at most
 //!   [`MAX_PATTERNS`].
@@ -50,6 +51,8 @@ pub const MAX_RECORDS: usize = 2_000_000;
 pub const END_GRACE_NS: i64 = 60_000_000_000;
 /// Sessions per window scored at most (a deterministic sample above that).
 pub const MAX_SESSIONS_PER_SIDE: usize = 25_000;
+/// A pattern must hold at least this share of the incident's sessions.
+pub const MIN_SHARE: f64 = 0.001;
 /// Patterns reported at most.
 pub const MAX_PATTERNS: usize = 5;
 
@@ -219,8 +222,9 @@ pub async fn sequence_anomalies(
         .filter_map(|(key, f)| {
             let before = base_counts.get(&key).copied().unwrap_or(0);
             let expected = (before as f64 + 0.5) / n_base * n_inc;
-            let significant =
-                f.sessions >= MIN_SUPPORT && ln_poisson_upper_tail(f.sessions, expected) < ln_alpha;
+            let significant = f.sessions >= MIN_SUPPORT
+                && f.sessions as f64 >= MIN_SHARE * n_inc
+                && ln_poisson_upper_tail(f.sessions, expected) < ln_alpha;
             significant.then_some((f.sessions as f64 - expected, key, f))
         })
         .collect();
