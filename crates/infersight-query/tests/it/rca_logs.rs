@@ -395,6 +395,13 @@ async fn unexpected_log_sequences_of_the_incident_are_grouped_by_their_first_sur
                     vec!["recv", cache, "done"]
                 };
                 logs.extend(session(request, start, worker, &templates));
+                if faulty && incident && k == 2 {
+                    // prompt lines under templates minted in the incident: users' text, not
+                    // system behaviour — never a sequence anomaly
+                    let mut prompt = session(request, start + 500_000_000, worker, &["prompt-new"]);
+                    prompt[0].log_class = Some("prompt_input".into());
+                    logs.extend(prompt);
+                }
             }
         }
         logs
