@@ -6,31 +6,13 @@ use std::collections::BTreeMap;
 
 use infersight_model::{LogRecord, RequestRecord, Table, TableBatch, TemplateRecord};
 use infersight_query::rca::{LogEvidence, RcaContext, log_evidence, sequence_evidence};
-use infersight_store::{StorageBackend, TimeRange};
+use infersight_store::StorageBackend;
 
-use crate::support::{MINUTE_NS, TestStore, base_ns};
+use crate::support::{MINUTE_NS, TestStore, base_ns, rca_context};
 
 /// Baseline = the first hour, incident = the next 30 minutes, onset between them.
 fn context(root_causes: Vec<BTreeMap<String, String>>) -> RcaContext {
-    let onset = onset_ns();
-    RcaContext {
-        baseline: TimeRange {
-            since_ns: Some(base_ns()),
-            until_ns: Some(onset),
-        },
-        incident: TimeRange {
-            since_ns: Some(onset),
-            until_ns: Some(onset + 30 * MINUTE_NS),
-        },
-        onset_ns: onset,
-        symptom: "ttft".into(),
-        root_causes,
-        latency_symptom: None,
-    }
-}
-
-fn onset_ns() -> i64 {
-    base_ns() + 60 * MINUTE_NS
+    rca_context("ttft", root_causes)
 }
 
 fn slice(key: &str, value: &str) -> BTreeMap<String, String> {

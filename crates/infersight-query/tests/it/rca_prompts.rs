@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use infersight_model::{LogRecord, RequestRecord, Table, TableBatch};
 use infersight_query::rca::{RcaContext, collect_signals};
-use infersight_store::{StorageBackend, TimeRange};
+use infersight_store::StorageBackend;
 
-use crate::support::{MINUTE_NS, TestStore, base_ns};
+use crate::support::{MINUTE_NS, TestStore, base_ns, rca_context};
 
 const CHAT: [&str; 6] = [
     "Summarize the attached support ticket and draft a polite reply",
@@ -29,21 +29,7 @@ const NAMES: [&str; 5] = ["jane", "wei", "carlos", "amira", "olga"];
 
 /// Baseline = the first hour, incident = the next 30 minutes.
 fn context() -> RcaContext {
-    let onset = base_ns() + 60 * MINUTE_NS;
-    RcaContext {
-        baseline: TimeRange {
-            since_ns: Some(base_ns()),
-            until_ns: Some(onset),
-        },
-        incident: TimeRange {
-            since_ns: Some(onset),
-            until_ns: Some(onset + 30 * MINUTE_NS),
-        },
-        onset_ns: onset,
-        symptom: "e2e".into(),
-        root_causes: Vec::new(),
-        latency_symptom: None,
-    }
+    rca_context("e2e", Vec::new())
 }
 
 fn prompt_line(ts: i64, prompt: String) -> LogRecord {

@@ -243,3 +243,26 @@ pub async fn scalar(engine: &QueryEngine, sql: &str) -> String {
     let batch = output.batches.iter().find(|b| b.num_rows() > 0).unwrap();
     datafusion::arrow::util::display::array_value_to_string(batch.column(0), 0).unwrap()
 }
+
+/// RCA windows of the hand-made data: baseline = the first hour, incident = the next 30 minutes,
+/// onset between them.
+pub fn rca_context(
+    symptom: &str,
+    root_causes: Vec<std::collections::BTreeMap<String, String>>,
+) -> infersight_query::rca::RcaContext {
+    let onset = base_ns() + 60 * MINUTE_NS;
+    infersight_query::rca::RcaContext {
+        baseline: TimeRange {
+            since_ns: Some(base_ns()),
+            until_ns: Some(onset),
+        },
+        incident: TimeRange {
+            since_ns: Some(onset),
+            until_ns: Some(onset + 30 * MINUTE_NS),
+        },
+        onset_ns: onset,
+        symptom: symptom.into(),
+        root_causes,
+        latency_symptom: None,
+    }
+}
