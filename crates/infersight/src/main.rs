@@ -19,6 +19,11 @@ mod wiring;
 
 use clap::Parser;
 
+/// mimalloc: ingest allocates and frees many small strings on several threads at once, where it
+/// costs about half of what the system allocator does.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let cli = cli::Cli::parse();
     // Long-running commands narrate; one-shot commands print only warnings and errors.
