@@ -122,6 +122,10 @@ const IPV4_START: &str = r"(?:^|[^0-9A-Za-z.])";
 const IPV6_START: &str = r"(?:^|[^0-9A-Za-z:.])";
 
 /// The rules of the enabled built-in detectors, in a fixed order.
+///
+/// Invariant the JSON screen relies on: no pattern has an assertion (`$`, `\b`, `\A`, `(?m)` …)
+/// except `^` as the first branch of a start alternative `(?:^|[^…])` whose class admits `\n`.
+/// A match inside one string is then also a match of that string inside others joined by `\n`.
 pub(crate) fn builtin_rules(enabled: &[DetectorName]) -> Vec<Rule> {
     let ipv4 = format!("{IPV4_START}({OCTET}(?:\\.{OCTET}){{3}})");
     let table: Vec<(DetectorName, Check, String, usize)> = vec![

@@ -15,7 +15,7 @@ pub use config::{
     CustomPattern, DetectorName, MIN_SECRET_BYTES, PathRule, RedactAction, RedactConfig,
     ReplacementStyle,
 };
-pub use redactor::{HASH_HEX_LEN, Redactor};
+pub use redactor::{HASH_HEX_LEN, JsonScreen, Redactor};
 pub use stage::{AUDIT_BUCKET_NS, RedactStage};
 
 #[cfg(test)]

@@ -51,6 +51,9 @@ struct Matcher {
     prefilter: Option<RegexSet>,
     /// JSON values under secret-named keys are replaced whole (needs the `api_key` detector).
     secret_keys: bool,
+    /// Every rule is built in, so a finding inside one string is also a match of strings joined
+    /// by `\n` (see [`detectors::builtin_rules`]); custom patterns may use anchors and `\b`.
+    builtin_only: bool,
 }
 
 impl Matcher {
@@ -62,10 +65,14 @@ impl Matcher {
                 .map_err(|error| PipelineError::InvalidConfig(vec![format!("redact: {error}")]))?;
             Some(set)
         };
+        let builtin_only = rules
+            .iter()
+            .all(|rule| matches!(rule.source, Source::Builtin(_)));
         Ok(Self {
             rules,
             prefilter,
             secret_keys,
+            builtin_only,
         })
     }
 
@@ -74,6 +81,7 @@ impl Matcher {
             rules: Vec::new(),
             prefilter: None,
             secret_keys: false,
+            builtin_only: true,
         }
     }
 }
@@ -108,6 +116,52 @@ pub(crate) struct AuditEvent<'a> {
 
 pub(crate) type Audit<'f> = &'f mut dyn FnMut(AuditEvent<'_>);
 
+/// How [`Redactor::redact_field`] tells, for a JSON value of a column without path rules, that no
+/// finding is possible before validating and walking it. Not configuration: the choice exists so
+/// tests and benchmarks can compare the screens on the same input.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JsonScreen {
+    /// One pass over the document that hands its string values (decoded) and their keys to the
+    /// detectors; numbers, literals and keys are never scanned, exactly as in the walk. Skips a
+    /// document only when the walk would change nothing and report nothing.
+    #[default]
+    StringLeaves,
+    /// The former screen, kept as the benchmark baseline: the prefilter and the secret-key regex
+    /// over the whole raw document. Numbers such as `"time_to_first_token":0.1819434781140512`
+    /// pass it, and it misses findings the walk makes (`"x\n10.1.2.3"` hides the address behind
+    /// the escape, `credentials` keys, anchored custom patterns). Never use it in production.
+    WholeDocument,
+    /// No screen: every document is validated and walked (the reference of equivalence tests).
+    Off,
+}
+
+/// What the string-leaf screen concluded about a document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Screened {
+    /// Valid JSON in which no string can hold a finding: the walk would change nothing.
+    Clean,
+    /// Valid JSON (the screen read all of it) in which some string might hold a finding.
+    Valid,
+    /// Not screened to the end (a possible finding stopped it, or the syntax is outside what the
+    /// screen reads): validate and walk as without a screen.
+    Unknown,
+}
+
+/// Nesting the screen follows; deeper documents are left to validation and the walk.
+const SCREEN_MAX_DEPTH: usize = 64;
+
+/// Above this many bytes the joined-strings buffer is not kept for the next document.
+const SCREEN_BUFFER_KEEP_BYTES: usize = 64 * 1024;
+
+thread_local! {
+    /// The string values of the document being screened, each followed by `\n`; reused so the
+    /// screen does not allocate per document.
+    static JOINED_STRINGS: std::cell::RefCell<String> = const {
+        std::cell::RefCell::new(String::new())
+    };
+}
+
 /// What became of one column value.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum FieldOutcome<'a> {
@@ -128,6 +182,7 @@ pub struct Redactor {
     custom_placeholders: Vec<String>,
     /// Keyed with the secret from `secret_env`; present when some rule hashes.
     hasher: Option<Hmac<Sha256>>,
+    json_screen: JsonScreen,
     hits: [AtomicU64; CUSTOM_HITS + 1],
     hashed: AtomicU64,
     dropped: AtomicU64,
@@ -283,10 +338,20 @@ impl Redactor {
                 .map(|c| format!("<CUSTOM:{}>", c.name))
                 .collect(),
             hasher,
+            json_screen: JsonScreen::default(),
             hits: Default::default(),
             hashed: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
         })
+    }
+
+    /// This redactor with another [`JsonScreen`] (tests and benchmarks; the default is exact and
+    /// the fastest).
+    #[doc(hidden)]
+    #[must_use]
+    pub fn with_json_screen(mut self, screen: JsonScreen) -> Self {
+        self.json_screen = screen;
+        self
     }
 
     pub fn is_enabled(&self) -> bool {
@@ -432,19 +497,29 @@ impl Redactor {
         if keep_outright || (action == RedactAction::Keep && !as_json) {
             return FieldOutcome::Value(Cow::Borrowed(value));
         }
-        if as_json && rules.is_empty() {
+        // set when the screen read the whole document, which is then known to be valid JSON
+        let mut validated = false;
+        if as_json && rules.is_empty() && self.json_screen != JsonScreen::Off {
             // the fast path of unconfigured columns: most documents cannot hold any finding
             let Some(prefilter) = &matcher.prefilter else {
                 return FieldOutcome::Value(Cow::Borrowed(value));
             };
-            let might_hit = prefilter.is_match(value)
-                || value.contains("\\u")
-                || (matcher.secret_keys && self.secret_keys.is_match(value));
-            if !might_hit {
-                return FieldOutcome::Value(Cow::Borrowed(value));
+            if self.json_screen == JsonScreen::WholeDocument {
+                let might_hit = prefilter.is_match(value)
+                    || value.contains("\\u")
+                    || (matcher.secret_keys && self.secret_keys.is_match(value));
+                if !might_hit {
+                    return FieldOutcome::Value(Cow::Borrowed(value));
+                }
+            } else {
+                match screen_string_leaves(value, matcher, prefilter) {
+                    Screened::Clean => return FieldOutcome::Value(Cow::Borrowed(value)),
+                    Screened::Valid => validated = true,
+                    Screened::Unknown => {}
+                }
             }
         }
-        if as_json && serde_json::from_str::<serde::de::IgnoredAny>(value).is_ok() {
+        if as_json && (validated || serde_json::from_str::<serde::de::IgnoredAny>(value).is_ok()) {
             let mut walk = JsonWalk {
                 redactor: self,
                 json: value,
@@ -667,6 +742,287 @@ impl Redactor {
         }
         out.push_str(&text[copied..]);
         out
+    }
+}
+
+/// Screens a JSON document under the defaults (no path rules) by what the walk would scan: the
+/// decoded string values, with the key each is passed to [`Redactor::leaf`] under. A string can
+/// change only if the value matches the prefilter or its key names a secret; numbers, literals
+/// and keys are copied by the walk and so never looked at here.
+fn screen_string_leaves(json: &str, matcher: &Matcher, prefilter: &RegexSet) -> Screened {
+    let secret_key = |key: Option<&str>| matcher.secret_keys && key.is_some_and(is_secret_key);
+    if !matcher.builtin_only {
+        // custom patterns may be anchored: each string is matched on its own
+        let scanned =
+            LeafScan::new(json).run(&mut |key, value| secret_key(key) || prefilter.is_match(value));
+        return match scanned {
+            Ok(()) => Screened::Clean,
+            Err(_) => Screened::Unknown,
+        };
+    }
+    JOINED_STRINGS.with_borrow_mut(|joined| {
+        joined.clear();
+        // One prefilter pass over all strings instead of one per string. Built-in patterns have
+        // no assertion but a start-of-text alternative that `\n` also satisfies, so a match in
+        // one string is a match of the joined text; a match across strings only costs the walk.
+        let scanned = LeafScan::new(json).run(&mut |key, value| {
+            if secret_key(key) {
+                return true;
+            }
+            joined.push_str(value);
+            joined.push('\n');
+            false
+        });
+        let screened = match scanned {
+            Ok(()) if prefilter.is_match(joined) => Screened::Valid,
+            Ok(()) => Screened::Clean,
+            Err(_) => Screened::Unknown,
+        };
+        if joined.capacity() > SCREEN_BUFFER_KEEP_BYTES {
+            *joined = String::new();
+        }
+        screened
+    })
+}
+
+/// Why [`LeafScan`] stopped before the end of the document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ScanStop {
+    /// The visitor found a string that might hold a finding.
+    MightHit,
+    /// Syntax the scan does not read: not JSON, a top level that is not an object or array (the
+    /// walk starts at byte 0), or nesting deeper than [`SCREEN_MAX_DEPTH`].
+    Unread,
+}
+
+/// A syntax pass over a JSON document that hands each string value to a visitor with the key the
+/// walk would give it: the member's key, inherited by the elements of an array. It accepts a
+/// subset of what serde_json accepts (same numbers, literals, escapes and whitespace; no control
+/// characters in strings), so a document it reads to the end is valid JSON.
+struct LeafScan<'a> {
+    json: &'a str,
+    at: usize,
+}
+
+impl<'a> LeafScan<'a> {
+    fn new(json: &'a str) -> Self {
+        Self { json, at: 0 }
+    }
+
+    /// Reads the whole document; `visit` returns true to stop at a string that might hit.
+    fn run(mut self, visit: &mut dyn FnMut(Option<&str>, &str) -> bool) -> Result<(), ScanStop> {
+        if !matches!(self.peek(), Some(b'{' | b'[')) {
+            return Err(ScanStop::Unread);
+        }
+        self.value(None, 0, visit)?;
+        self.skip_whitespace();
+        if self.at == self.json.len() {
+            Ok(())
+        } else {
+            Err(ScanStop::Unread)
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.json.as_bytes().get(self.at).copied()
+    }
+
+    /// JSON whitespace only (the walk's `is_ascii_whitespace` also takes form feeds, which
+    /// serde_json rejects).
+    fn skip_whitespace(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    fn expect(&mut self, byte: u8) -> Result<(), ScanStop> {
+        if self.peek() == Some(byte) {
+            self.at += 1;
+            Ok(())
+        } else {
+            Err(ScanStop::Unread)
+        }
+    }
+
+    fn value(
+        &mut self,
+        key: Option<&str>,
+        depth: usize,
+        visit: &mut dyn FnMut(Option<&str>, &str) -> bool,
+    ) -> Result<(), ScanStop> {
+        match self.peek() {
+            Some(b'{') => self.object(depth + 1, visit),
+            Some(b'[') => self.array(key, depth + 1, visit),
+            Some(b'"') => {
+                let value = self.string()?;
+                if visit(key, &value) {
+                    Err(ScanStop::MightHit)
+                } else {
+                    Ok(())
+                }
+            }
+            Some(b't') => self.literal("true"),
+            Some(b'f') => self.literal("false"),
+            Some(b'n') => self.literal("null"),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            _ => Err(ScanStop::Unread),
+        }
+    }
+
+    fn object(
+        &mut self,
+        depth: usize,
+        visit: &mut dyn FnMut(Option<&str>, &str) -> bool,
+    ) -> Result<(), ScanStop> {
+        if depth > SCREEN_MAX_DEPTH {
+            return Err(ScanStop::Unread);
+        }
+        self.at += 1;
+        self.skip_whitespace();
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+            return Ok(());
+        }
+        loop {
+            if self.peek() != Some(b'"') {
+                return Err(ScanStop::Unread);
+            }
+            let key = self.string()?;
+            self.skip_whitespace();
+            self.expect(b':')?;
+            self.skip_whitespace();
+            self.value(Some(&key), depth, visit)?;
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b',') => {
+                    self.at += 1;
+                    self.skip_whitespace();
+                }
+                Some(b'}') => {
+                    self.at += 1;
+                    return Ok(());
+                }
+                _ => return Err(ScanStop::Unread),
+            }
+        }
+    }
+
+    fn array(
+        &mut self,
+        key: Option<&str>,
+        depth: usize,
+        visit: &mut dyn FnMut(Option<&str>, &str) -> bool,
+    ) -> Result<(), ScanStop> {
+        if depth > SCREEN_MAX_DEPTH {
+            return Err(ScanStop::Unread);
+        }
+        self.at += 1;
+        self.skip_whitespace();
+        if self.peek() == Some(b']') {
+            self.at += 1;
+            return Ok(());
+        }
+        loop {
+            self.value(key, depth, visit)?;
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b',') => {
+                    self.at += 1;
+                    self.skip_whitespace();
+                }
+                Some(b']') => {
+                    self.at += 1;
+                    return Ok(());
+                }
+                _ => return Err(ScanStop::Unread),
+            }
+        }
+    }
+
+    /// The string at the cursor (its opening quote), decoded exactly as the walk decodes it.
+    fn string(&mut self) -> Result<Cow<'a, str>, ScanStop> {
+        let bytes = self.json.as_bytes();
+        let start = self.at;
+        let mut i = start + 1;
+        let mut escaped = false;
+        loop {
+            match bytes.get(i) {
+                Some(b'"') => break,
+                Some(b'\\') => {
+                    escaped = true;
+                    match bytes.get(i + 1) {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
+                        Some(b'u')
+                            if bytes
+                                .get(i + 2..i + 6)
+                                .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit)) =>
+                        {
+                            i += 6;
+                        }
+                        _ => return Err(ScanStop::Unread),
+                    }
+                }
+                Some(&byte) if byte >= 0x20 => i += 1,
+                // a control character or the end of the text
+                _ => return Err(ScanStop::Unread),
+            }
+        }
+        self.at = i + 1;
+        let raw = &self.json[start..self.at];
+        Ok(if escaped {
+            decode_json_string(raw)
+        } else {
+            Cow::Borrowed(&raw[1..raw.len() - 1])
+        })
+    }
+
+    fn literal(&mut self, word: &str) -> Result<(), ScanStop> {
+        if self.json.as_bytes()[self.at..].starts_with(word.as_bytes()) {
+            self.at += word.len();
+            Ok(())
+        } else {
+            Err(ScanStop::Unread)
+        }
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`, the grammar serde_json checks.
+    fn number(&mut self) -> Result<(), ScanStop> {
+        if self.peek() == Some(b'-') {
+            self.at += 1;
+        }
+        match self.peek() {
+            Some(b'0') => self.at += 1,
+            Some(b'1'..=b'9') => self.digits(),
+            _ => return Err(ScanStop::Unread),
+        }
+        if self.peek() == Some(b'.') {
+            self.at += 1;
+            self.some_digits()?;
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.at += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.at += 1;
+            }
+            self.some_digits()?;
+        }
+        Ok(())
+    }
+
+    fn digits(&mut self) {
+        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
+            self.at += 1;
+        }
+    }
+
+    fn some_digits(&mut self) -> Result<(), ScanStop> {
+        let start = self.at;
+        self.digits();
+        if self.at > start {
+            Ok(())
+        } else {
+            Err(ScanStop::Unread)
+        }
     }
 }
 
@@ -1000,10 +1356,14 @@ fn decode_json_string(raw: &str) -> Cow<'_, str> {
     }
 }
 
+fn is_secret_key(key: &str) -> bool {
+    secret_key_label(key).is_some()
+}
+
 /// The label for a JSON key that names a secret, e.g. `password`, `x-api-key`,
 /// `http.request.header.authorization`, `refresh_token`, `cookie`; `None` for ordinary keys
 /// (`max_tokens`, `gen_ai.usage.input_tokens` are counts, not secrets).
-fn secret_key_label(key: &str) -> Option<Label> {
+pub(super) fn secret_key_label(key: &str) -> Option<Label> {
     const EXACT: &[&str] = &["token", "auth", "secret", "apikey", "bearer", "credentials"];
     const SUFFIXES: &[&str] = &[
         "api_key",
@@ -1025,14 +1385,32 @@ fn secret_key_label(key: &str) -> Option<Label> {
         "authorization",
         "cookie",
     ];
-    let key = key.to_ascii_lowercase().replace(['-', '.', ' '], "_");
-    let secret = EXACT.contains(&key.as_str()) || SUFFIXES.iter().any(|s| key.ends_with(s));
+    // The key is compared as if lowercased with `-`, `.` and ` ` read as `_`, byte by byte: this
+    // runs for every string value of every screened document, so it must not allocate.
+    let key = key.as_bytes();
+    let normalized = |b: u8| match b {
+        b'-' | b'.' | b' ' => b'_',
+        b => b.to_ascii_lowercase(),
+    };
+    let word_at = |at: usize, word: &str| {
+        key.len() >= at + word.len()
+            && key[at..at + word.len()]
+                .iter()
+                .zip(word.bytes())
+                .all(|(&k, w)| normalized(k) == w)
+    };
+    let secret = EXACT
+        .iter()
+        .any(|word| key.len() == word.len() && word_at(0, word))
+        || SUFFIXES
+            .iter()
+            .any(|suffix| key.len() >= suffix.len() && word_at(key.len() - suffix.len(), suffix));
     if !secret {
         return None;
     }
     let token_like = ["token", "auth", "bearer", "cookie"]
         .iter()
-        .any(|w| key.contains(w));
+        .any(|word| (0..key.len()).any(|at| word_at(at, word)));
     Some(if token_like {
         Label::Token
     } else {

@@ -1305,3 +1305,530 @@ proptest! {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// the JSON screen: skipping a document must never change what the full walk would do
+
+/// SplitMix64: a seeded generator for documents built by hand (layout, escapes, malformations).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn chance(&mut self, percent: usize) -> bool {
+        self.below(100) < percent
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+
+    fn chars(&mut self, alphabet: &str, len: usize) -> String {
+        let alphabet = alphabet.as_bytes();
+        (0..len)
+            .map(|_| alphabet[self.below(alphabet.len())] as char)
+            .collect()
+    }
+}
+
+const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/// Keys: secret-named (some only the walk recognises: `credentials`, `api key`), quantity keys,
+/// the span attributes of the benchmark, non-ASCII, and escaped keys (one decodes to `password`).
+const SCREEN_KEYS: &[&str] = &[
+    "password",
+    "api_key",
+    "x-api-key",
+    "credentials",
+    "Api Key",
+    "private key",
+    "authorization",
+    "http.request.header.authorization",
+    "refresh_token",
+    "Cookie",
+    "token",
+    "secret",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.latency.time_to_first_token",
+    "max_tokens",
+    "gpu_memory_bytes",
+    "phone",
+    "user.email",
+    "msg",
+    "tenant",
+    "k8s.pod.name",
+    "gen_ai.request.id",
+    "用户",
+    r"pass\u0077ord",
+    r#"a\"b"#,
+    "note",
+];
+
+/// Text around findings; `\n`, `\t`, `\"`, `\/`, `\u0040` are JSON escapes in the document.
+const SCREEN_GLUE: &[&str] = &[
+    " ", " ", "", ", ", ": ", "=", r"\n", r"\t", r#"\""#, r"\/", r"\\", "\u{00e9}", " 用户 ", "😀",
+];
+
+/// One string value's content as it appears in the document (escapes not decoded).
+fn screen_string(rng: &mut Rng) -> String {
+    let pii = match rng.below(24) {
+        0 => format!("{}{}@example.com", rng.chars("abcxyz", 4), rng.below(99)),
+        1 => r"bob\u0040example.org".to_string(),
+        2 => "+1 415 555 2671".to_string(),
+        3 => format!("138{}", rng.chars("0123456789", 8)),
+        4 => card(rng.pick(&["411111111111111", "555555555555444", "601100000000000"])),
+        5 => "4111 1111 1111 1111".to_string(),
+        6 => cn_id(rng.pick(&["11010519491231002", "44030419900101001"])),
+        7 => format!(
+            "10.{}.{}.{}",
+            rng.below(256),
+            rng.below(256),
+            1 + rng.below(254)
+        ),
+        8 => format!("2001:db8::{:x}", 1 + rng.below(0xfff)),
+        9 => format!("sk-proj-{}", rng.chars(ALNUM, 24)),
+        10 => format!("ghp_{}", rng.chars(ALNUM, 36)),
+        11 => format!("AKIA{}", rng.chars("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16)),
+        12 => format!("token={}", rng.chars(ALNUM, 20)),
+        13 => format!("api_key: {}", rng.chars(ALNUM, 18)),
+        14 => "password=hunter22".to_string(),
+        15 => format!("Bearer {}", rng.chars(ALNUM, 16)),
+        16 => format!(
+            "eyJhbGciOiJIUzI1NiJ9.eyJ{}.{}",
+            rng.chars(ALNUM, 12),
+            rng.chars(ALNUM, 10)
+        ),
+        17 => rng
+            .pick(&["<EMAIL>", "<TOKEN>", "<API_KEY>", "<REDACTED>"])
+            .to_string(),
+        18 => format!("ord-{}", rng.chars("0123456789", 6)),
+        19 => format!("0.{}", rng.chars("0123456789", 16)),
+        20 => rng
+            .pick(&["true", "null", "n/a", "", "abc", "x"])
+            .to_string(),
+        // benign telemetry
+        _ => rng
+            .pick(&[
+                "llm_request",
+                "mistral-7b",
+                "worker-10",
+                "req-4711",
+                "tenant-3",
+                "vllm",
+                "4bf92f3577b34da6a3ce929d0e0e4736",
+                "550e8400-e29b-41d4-a716-446655440000",
+                "1700000000123",
+            ])
+            .to_string(),
+    };
+    match rng.below(4) {
+        0 => pii,
+        1 => format!("{}{}", rng.pick(SCREEN_GLUE), pii),
+        _ => format!(
+            "{}{}{}{}{}",
+            rng.pick(&["mail", "user", "from", "", "手机"]),
+            rng.pick(SCREEN_GLUE),
+            pii,
+            rng.pick(SCREEN_GLUE),
+            rng.pick(&["ok", "", "done", "2026"])
+        ),
+    }
+}
+
+/// A JSON number, often one a detector would take for a finding if it were text.
+fn screen_number(rng: &mut Rng) -> String {
+    match rng.below(9) {
+        0 => format!("0.{}", rng.chars("0123456789", 16)),
+        1 => card("411111111111111"),
+        2 => format!("138{}", rng.chars("0123456789", 8)),
+        3 => format!("-{}", rng.below(1000)),
+        4 => "1.5e-7".to_string(),
+        5 => "0".to_string(),
+        6 => "1700000000123456789".to_string(),
+        _ => rng.below(100_000).to_string(),
+    }
+}
+
+fn screen_space(rng: &mut Rng) -> &'static str {
+    rng.pick(&["", "", "", " ", "\n  ", "\t"])
+}
+
+fn screen_value(rng: &mut Rng, depth: usize, out: &mut String) {
+    match rng.below(20) {
+        0..=8 => {
+            out.push('"');
+            out.push_str(&screen_string(rng));
+            out.push('"');
+        }
+        9..=13 => out.push_str(&screen_number(rng)),
+        14 | 15 => out.push_str(rng.pick(&["true", "false", "null"])),
+        16 | 17 if depth < 3 => screen_object(rng, depth + 1, out),
+        _ if depth < 3 => screen_array(rng, depth + 1, out),
+        _ => out.push_str("null"),
+    }
+}
+
+fn screen_object(rng: &mut Rng, depth: usize, out: &mut String) {
+    out.push('{');
+    let members = rng.below(if depth == 0 { 11 } else { 4 });
+    for index in 0..members {
+        if index > 0 {
+            out.push(',');
+        }
+        out.push_str(screen_space(rng));
+        out.push('"');
+        out.push_str(rng.pick(SCREEN_KEYS));
+        out.push('"');
+        out.push_str(screen_space(rng));
+        out.push(':');
+        out.push_str(screen_space(rng));
+        screen_value(rng, depth, out);
+        out.push_str(screen_space(rng));
+    }
+    out.push('}');
+}
+
+fn screen_array(rng: &mut Rng, depth: usize, out: &mut String) {
+    out.push('[');
+    for index in 0..rng.below(4) {
+        if index > 0 {
+            out.push(',');
+        }
+        out.push_str(screen_space(rng));
+        screen_value(rng, depth, out);
+    }
+    out.push(']');
+}
+
+/// A document: mostly a flat object like span attributes, sometimes nested, an array, a top-level
+/// scalar, or broken JSON (which is then redacted as free text).
+fn screen_document(rng: &mut Rng) -> String {
+    let mut doc = String::new();
+    match rng.below(20) {
+        0 => screen_array(rng, 1, &mut doc),
+        1 => screen_value(rng, 3, &mut doc),
+        _ => {
+            // depth 3 allows no nesting: a flat object like span attributes
+            let depth = if rng.chance(60) { 3 } else { 0 };
+            screen_object(rng, depth, &mut doc);
+        }
+    }
+    if rng.chance(10) {
+        doc.push_str(rng.pick(&[" ", "\n", "x", ",", "}"]));
+    }
+    if rng.chance(8) && doc.len() > 1 {
+        // cut anywhere (at a character boundary), or break a token
+        let mut cut = 1 + rng.below(doc.len() - 1);
+        while !doc.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        match rng.below(3) {
+            0 => doc.truncate(cut),
+            1 => doc.insert_str(cut, rng.pick(&["\"", ",", "\\", "\u{1}", "01", "-", "]"])),
+            _ => doc = doc.replacen("\":", "\" ", 1),
+        }
+    }
+    doc
+}
+
+/// Everything one call changes: the outcome, the audit events and what it added to the counters
+/// (hits per detector, hashed, dropped).
+type FieldTrace = (
+    String,
+    Vec<(Option<String>, String, Option<String>, RedactAction)>,
+    Vec<u64>,
+);
+
+fn counters(redactor: &Redactor) -> Vec<u64> {
+    let mut counters: Vec<u64> = redactor.hits().into_values().collect();
+    counters.extend([redactor.hashed(), redactor.dropped()]);
+    counters
+}
+
+fn field_trace(redactor: &Redactor, doc: &str) -> FieldTrace {
+    let before = counters(redactor);
+    let mut events = Vec::new();
+    let outcome = redactor.redact_field(doc, true, &[], &mut |event| {
+        events.push((
+            event.key_path.map(str::to_string),
+            redactor.decider_name(event.decider).to_string(),
+            event.detector.map(|s| redactor.source_name(s).into_owned()),
+            event.action,
+        ));
+    });
+    let outcome = match outcome {
+        redactor::FieldOutcome::Value(value) => value.into_owned(),
+        redactor::FieldOutcome::Dropped => "<dropped>".to_string(),
+    };
+    let added = counters(redactor)
+        .into_iter()
+        .zip(before)
+        .map(|(after, before)| after - before)
+        .collect();
+    (outcome, events, added)
+}
+
+/// The configurations the screen is checked under: defaults, without `api_key` (no secret keys),
+/// the `redacted` style, and custom patterns (anchored, word-bounded, plain) with and without
+/// the built-in detectors.
+fn screen_configs() -> Vec<(&'static str, RedactConfig)> {
+    let custom = vec![
+        CustomPattern {
+            name: "order".into(),
+            regex: r"^ord-[0-9]{6}$".into(),
+        },
+        CustomPattern {
+            name: "tenant".into(),
+            regex: r"\btenant-[0-9]\b".into(),
+        },
+        CustomPattern {
+            name: "worker".into(),
+            regex: r"worker-1[0-9]".into(),
+        },
+    ];
+    vec![
+        ("defaults", RedactConfig::default()),
+        (
+            "no api_key",
+            RedactConfig {
+                detectors: DetectorName::ALL
+                    .into_iter()
+                    .filter(|&d| d != DetectorName::ApiKey)
+                    .collect(),
+                ..RedactConfig::default()
+            },
+        ),
+        (
+            "redacted style",
+            RedactConfig {
+                replacement_style: ReplacementStyle::Redacted,
+                ..RedactConfig::default()
+            },
+        ),
+        (
+            "custom and built-in",
+            RedactConfig {
+                custom: custom.clone(),
+                ..RedactConfig::default()
+            },
+        ),
+        (
+            "custom only",
+            RedactConfig {
+                detectors: vec![],
+                custom,
+                ..RedactConfig::default()
+            },
+        ),
+    ]
+}
+
+/// Redacts `documents` random documents with `screen` and without one (the full walk) and
+/// returns the documents whose outcome, audit or counters differ.
+fn screen_mismatches(screen: JsonScreen, documents: usize) -> Vec<String> {
+    let mut mismatches = Vec::new();
+    let mut unchanged = 0;
+    for (name, config) in screen_configs() {
+        let screened = Redactor::new(&config).unwrap().with_json_screen(screen);
+        let full = Redactor::new(&config)
+            .unwrap()
+            .with_json_screen(JsonScreen::Off);
+        let mut rng = Rng(0x005e_ed0f_a775);
+        for _ in 0..documents {
+            let doc = screen_document(&mut rng);
+            let expected = field_trace(&full, &doc);
+            let actual = field_trace(&screened, &doc);
+            unchanged += usize::from(expected.0 == doc);
+            if actual != expected {
+                mismatches.push(format!(
+                    "{name}: {doc:?}\n  screened: {actual:?}\n  full:     {expected:?}"
+                ));
+            }
+        }
+    }
+    // both kinds must be common, or one side of the screen goes untested
+    let total = documents * screen_configs().len();
+    assert!(
+        (total / 5..total * 4 / 5).contains(&unchanged),
+        "{unchanged} of {total} documents unchanged"
+    );
+    mismatches
+}
+
+#[test]
+fn string_leaf_screen_equals_the_full_walk() {
+    let mismatches = screen_mismatches(JsonScreen::StringLeaves, 1500);
+    assert!(
+        mismatches.is_empty(),
+        "{} mismatches, first ones:\n{}",
+        mismatches.len(),
+        mismatches[..mismatches.len().min(5)].join("\n")
+    );
+}
+
+#[test]
+fn the_equivalence_check_catches_the_whole_document_screen() {
+    // the former screen skips documents the walk redacts; the same generator must find that, or
+    // the check above proves nothing
+    let mismatches = screen_mismatches(JsonScreen::WholeDocument, 1500);
+    assert!(!mismatches.is_empty());
+}
+
+#[test]
+fn string_leaf_screen_finds_what_the_whole_document_screen_missed() {
+    let config = RedactConfig {
+        custom: vec![CustomPattern {
+            name: "order".into(),
+            regex: r"^ord-[0-9]{6}$".into(),
+        }],
+        ..RedactConfig::default()
+    };
+    let cases = [
+        // the escape puts an `n` before the address in the raw text, a newline in the value
+        (
+            r#"{"msg":"conn from\n10.1.2.3"}"#,
+            r#"{"msg":"conn from\n<IP>"}"#,
+        ),
+        (
+            r#"{"credentials":"hunter22"}"#,
+            r#"{"credentials":"<API_KEY>"}"#,
+        ),
+        (r#"{"Api Key":"abcdefgh"}"#, r#"{"Api Key":"<API_KEY>"}"#),
+        (r#"{"id":"ord-123456"}"#, r#"{"id":"<CUSTOM:order>"}"#),
+    ];
+    for screen in [JsonScreen::StringLeaves, JsonScreen::Off] {
+        let r = Redactor::new(&config).unwrap().with_json_screen(screen);
+        for (input, expected) in cases {
+            assert_eq!(r.redact_json(input), expected, "{screen:?} {input}");
+        }
+    }
+    let old = Redactor::new(&config)
+        .unwrap()
+        .with_json_screen(JsonScreen::WholeDocument);
+    for (input, _) in cases {
+        assert_eq!(old.redact_json(input), input);
+    }
+}
+
+#[test]
+fn typical_span_attributes_are_screened_clean() {
+    let r = redactor();
+    let attrs = r#"{"gen_ai.latency.e2e":1.217255792005766,"gen_ai.latency.time_in_queue":0.02042197079777501,"gen_ai.latency.time_to_first_token":0.1819434781140512,"gen_ai.request.id":"req-0","gen_ai.request.model":"mistral-7b","gen_ai.usage.input_tokens":694,"gen_ai.usage.output_tokens":676,"k8s.pod.name":"worker-10","service.name":"vllm","tenant":"tenant-0"}"#;
+    assert!(matches!(r.redact_json(attrs), Cow::Borrowed(_)));
+    // the former screen let it through to validation and the walk
+    let prefilter = regex::RegexSet::new(
+        detectors::builtin_rules(&DetectorName::ALL)
+            .iter()
+            .map(|rule| rule.regex.as_str()),
+    )
+    .unwrap();
+    assert!(prefilter.is_match(attrs));
+}
+
+/// `secret_key_label` as it was written before it stopped allocating.
+fn secret_key_label_reference(key: &str) -> Option<detectors::Label> {
+    const EXACT: &[&str] = &["token", "auth", "secret", "apikey", "bearer", "credentials"];
+    const SUFFIXES: &[&str] = &[
+        "api_key",
+        "apikey",
+        "access_token",
+        "auth_token",
+        "refresh_token",
+        "id_token",
+        "session_token",
+        "private_token",
+        "bearer_token",
+        "client_secret",
+        "secret_key",
+        "private_key",
+        "access_key",
+        "password",
+        "passwd",
+        "_secret",
+        "authorization",
+        "cookie",
+    ];
+    let key = key.to_ascii_lowercase().replace(['-', '.', ' '], "_");
+    let secret = EXACT.contains(&key.as_str()) || SUFFIXES.iter().any(|s| key.ends_with(s));
+    if !secret {
+        return None;
+    }
+    let token_like = ["token", "auth", "bearer", "cookie"]
+        .iter()
+        .any(|w| key.contains(w));
+    Some(if token_like {
+        detectors::Label::Token
+    } else {
+        detectors::Label::ApiKey
+    })
+}
+
+#[test]
+fn secret_key_label_keeps_its_definition() {
+    let mut rng = Rng(7);
+    let mut keys: Vec<String> = SCREEN_KEYS.iter().map(|k| k.to_string()).collect();
+    keys.extend(
+        [
+            "",
+            "TOKEN",
+            "x.Api-Key",
+            "my secret",
+            "Bearer_Token",
+            "passwd",
+            "cookies",
+            "authz",
+            "ÄUTH",
+            "tok",
+            "api_key2",
+        ]
+        .map(String::from),
+    );
+    for _ in 0..5000 {
+        let parts: Vec<&str> = (0..1 + rng.below(3))
+            .map(|_| {
+                rng.pick(&[
+                    "api", "key", "Token", "auth", "secret", "pass", "wd", "word", "COOKIE",
+                    "bearer", "id", "x", "é", "-", ".", " ", "_",
+                ])
+            })
+            .collect();
+        keys.push(parts.concat());
+    }
+    for key in keys {
+        assert_eq!(
+            redactor::secret_key_label(&key),
+            secret_key_label_reference(&key),
+            "{key:?}"
+        );
+    }
+}
+
+#[test]
+fn builtin_patterns_keep_the_join_invariant() {
+    for rule in detectors::builtin_rules(&DetectorName::ALL) {
+        let pattern = rule.regex.as_str();
+        // drop the allowed start alternatives and negated classes, then no assertion may remain
+        let mut rest = pattern.replace("(?:^|[^", "(?:|[");
+        for class_start in pattern.match_indices("(?:^|[^").map(|(i, _)| i + 7) {
+            let class = &pattern[class_start..][..pattern[class_start..].find(']').unwrap()];
+            assert!(
+                !class.contains(r"\n") && !class.contains(r"\s"),
+                "{pattern}: the start class must admit a newline"
+            );
+        }
+        rest = rest.replace("[^", "[");
+        for assertion in ["^", "$", r"\b", r"\B", r"\A", r"\z", "(?m", "(?u", "(?-u"] {
+            assert!(!rest.contains(assertion), "{pattern}: {assertion}");
+        }
+    }
+}
