@@ -163,13 +163,22 @@ impl RedactStage {
         audit: &mut BTreeMap<AuditKey, u64>,
     ) -> Option<StringArray> {
         let mut changed: Vec<(usize, Option<String>)> = Vec::new();
+        // The last value that came back unchanged without any audit event. Redaction of a value
+        // depends only on the value and the column, and such a call moved no counter, so an equal
+        // value that follows (a span name, a status message) needs no second call.
+        let mut last_clean: Option<&str> = None;
         for (row, value) in values.iter().enumerate() {
             let Some(value) = value else { continue };
-            let bucket = ts.filter(|ts| !ts.is_null(row)).map_or(0, |ts| {
-                ts.value(row).div_euclid(AUDIT_BUCKET_NS) * AUDIT_BUCKET_NS
-            });
+            if last_clean == Some(value) {
+                continue;
+            }
             let as_json = column.kind == ColumnKind::Json || looks_like_json(value);
+            let mut events = 0usize;
             let mut record = |event: AuditEvent<'_>| {
+                events += 1;
+                let bucket = ts.filter(|ts| !ts.is_null(row)).map_or(0, |ts| {
+                    ts.value(row).div_euclid(AUDIT_BUCKET_NS) * AUDIT_BUCKET_NS
+                });
                 let key = (
                     bucket,
                     column.name,
@@ -180,18 +189,22 @@ impl RedactStage {
                 );
                 *audit.entry(key).or_default() += 1;
             };
-            let replacement =
-                match self
-                    .redactor
-                    .redact_field(value, as_json, &column.rules, &mut record)
-                {
-                    FieldOutcome::Value(Cow::Borrowed(_)) => continue,
-                    FieldOutcome::Value(Cow::Owned(redacted)) if redacted == value => continue,
-                    FieldOutcome::Value(Cow::Owned(redacted)) => Some(redacted),
-                    FieldOutcome::Dropped if column.nullable => None,
-                    FieldOutcome::Dropped if column.kind == ColumnKind::Json => Some("{}".into()),
-                    FieldOutcome::Dropped => Some(String::new()),
-                };
+            let outcome = self
+                .redactor
+                .redact_field(value, as_json, &column.rules, &mut record);
+            let replacement = match outcome {
+                FieldOutcome::Value(Cow::Borrowed(_)) => {
+                    if events == 0 {
+                        last_clean = Some(value);
+                    }
+                    continue;
+                }
+                FieldOutcome::Value(Cow::Owned(redacted)) if redacted == value => continue,
+                FieldOutcome::Value(Cow::Owned(redacted)) => Some(redacted),
+                FieldOutcome::Dropped if column.nullable => None,
+                FieldOutcome::Dropped if column.kind == ColumnKind::Json => Some("{}".into()),
+                FieldOutcome::Dropped => Some(String::new()),
+            };
             row_changed[row] = true;
             changed.push((row, replacement));
         }

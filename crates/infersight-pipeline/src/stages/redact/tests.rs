@@ -1832,3 +1832,51 @@ fn builtin_patterns_keep_the_join_invariant() {
         }
     }
 }
+
+#[test]
+fn stage_skips_only_repeated_clean_values() {
+    let names = [
+        "llm_request",
+        "llm_request",
+        "mail a@b.com",
+        "mail a@b.com",
+        "llm_request",
+        "llm_request",
+    ];
+    let spans = SpanRecord::to_batch(
+        &names
+            .iter()
+            .map(|name| SpanRecord {
+                ts: 1,
+                name: Some(name.to_string()),
+                attrs: r#"{"k8s.pod.name":"worker-10"}"#.into(),
+                ..Default::default()
+            })
+            .collect::<Vec<_>>(),
+    );
+    let mut stage = RedactStage::new(&RedactConfig::default()).unwrap();
+    let (out, audit) = run_stage(
+        &mut stage,
+        TableBatch {
+            table: Table::Spans,
+            batch: spans,
+        },
+    );
+    let names: Vec<Option<String>> = SpanRecord::from_batch(&out.batch)
+        .unwrap()
+        .into_iter()
+        .map(|span| span.name)
+        .collect();
+    let expected = [
+        "llm_request",
+        "llm_request",
+        "mail <EMAIL>",
+        "mail <EMAIL>",
+        "llm_request",
+        "llm_request",
+    ];
+    assert_eq!(names, expected.map(|name| Some(name.to_string())));
+    assert_eq!(audit_summary(&audit), ["spans.name default email mask 2"]);
+    assert_eq!(stage.redactor().total_hits(), 2);
+    assert_eq!(stage.rows_redacted(), 2);
+}
