@@ -1,7 +1,9 @@
-//! Benchmark of building SLI rollups at ingest: 1M seeded `requests` rows shaped like the ingest
-//! benchmark (≈1000 requests per second of ts over ≈4.6 hours, 16 workers × 4 models × ~10
-//! tenants, a combination change on nearly every row, some null and invalid latencies), rolled up
-//! the way the store does it (one rollup per hour segment with the default spec, sealed, encoded).
+//! Benchmark of building SLI rollups at ingest: 1M seeded `requests` rows shaped like those of the
+//! ingest benchmark (`infersight bench-gen otlp-jsonl`: one request per millisecond of ts, so 1M
+//! rows span ≈17 minutes of one hour; 16 workers × 4 models × 10 tenants and a few other
+//! dimensions drawn per row, so consecutive rows rarely share a combination; some null and
+//! invalid latencies), rolled up the way the store does it (one rollup per hour segment with the
+//! default spec, sealed, encoded).
 //!
 //! Prints the median time per 1M rows of `add_requests` + `seal` and of `encode`, and an FNV
 //! checksum of every encoded rollup, so two builds of this example (before / after a change) can
@@ -79,7 +81,14 @@ fn hour_batches(rows: usize) -> Vec<RecordBatch> {
             ts,
             tenant: Some(format!("tenant-{tenant}")),
             service: Some(if worker < 8 { "chat-api" } else { "batch-api" }.to_string()),
-            runtime: Some(if worker % 2 == 0 { "vllm" } else { "sglang" }.to_string()),
+            runtime: Some(
+                if worker.is_multiple_of(2) {
+                    "vllm"
+                } else {
+                    "sglang"
+                }
+                .to_string(),
+            ),
             worker: Some(format!("worker-{worker:02}")),
             model: Some(MODELS[model].to_string()),
             model_version: Some(version.to_string()),
