@@ -8,6 +8,7 @@
 //! [`OTHER`], and are counted in [`Rollup::folded_rows`].
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasher, Hash, Hasher};
 
 use arrow::array::{
     Array, AsArray, Float64Array, Int64Array, RecordBatch, StringArray, TimestampNanosecondArray,
@@ -23,6 +24,14 @@ const MINUTE_NS: i64 = 60_000_000_000;
 const HOUR_NS: i64 = 3_600_000_000_000;
 const ENCODING_MAGIC: &[u8; 4] = b"ISRU";
 const ENCODING_VERSION: u8 = 2;
+/// Rows [`Rollup::add_requests`] groups by cell at a time (bounds its scratch memory); tests use
+/// an odd small chunk so batches span several.
+#[cfg(not(test))]
+const ROWS_PER_CHUNK: usize = 1 << 16;
+#[cfg(test)]
+const ROWS_PER_CHUNK: usize = 97;
+/// A row without a cell (its ts is null).
+const NO_SLOT: u32 = u32::MAX;
 
 /// Latency SLIs kept as sketches, one per `requests` column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -268,7 +277,7 @@ pub struct Rollup {
     dimensions: Vec<String>,
     max_combinations: usize,
     combos: Vec<Box<[String]>>,
-    combo_ids: HashMap<Box<[String]>, u32>,
+    combo_index: ComboIndex,
     /// Keyed by (minute start in ns since the epoch, combination id).
     cells: BTreeMap<(i64, u32), Cell>,
     /// The same, merged per hour: a query over whole hours merges 60× fewer cells. Derived
@@ -286,29 +295,77 @@ enum DimColumn<'a> {
 }
 
 impl DimColumn<'_> {
-    fn value(&self, row: usize) -> String {
+    /// Calls `f` with the row's value as text, borrowed from the column (integers are written
+    /// on the stack); a null or missing value is the empty string.
+    #[inline]
+    fn with_text<R>(&self, row: usize, f: impl FnOnce(&str) -> R) -> R {
         match self {
-            DimColumn::Str(a) if a.is_valid(row) => a.value(row).to_string(),
-            DimColumn::Int(a) if a.is_valid(row) => a.value(row).to_string(),
-            _ => String::new(),
+            DimColumn::Str(a) if a.is_valid(row) => f(a.value(row)),
+            DimColumn::Int(a) if a.is_valid(row) => f(decimal(a.value(row), &mut [0; 20])),
+            _ => f(""),
         }
     }
+}
 
-    fn same_as_previous(&self, row: usize) -> bool {
-        if row == 0 {
-            return false;
+/// `value` in decimal, as `value.to_string()` writes it, in `buf` (20 bytes fit `i64::MIN`).
+fn decimal(value: i64, buf: &mut [u8; 20]) -> &str {
+    let mut rest = value.unsigned_abs();
+    let mut start = buf.len();
+    loop {
+        start -= 1;
+        buf[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
         }
-        match self {
-            DimColumn::Str(a) => {
-                a.is_valid(row) == a.is_valid(row - 1)
-                    && (!a.is_valid(row) || a.value(row) == a.value(row - 1))
-            }
-            DimColumn::Int(a) => {
-                a.is_valid(row) == a.is_valid(row - 1)
-                    && (!a.is_valid(row) || a.value(row) == a.value(row - 1))
-            }
-            DimColumn::Missing => true,
-        }
+    }
+    if value < 0 {
+        start -= 1;
+        buf[start] = b'-';
+    }
+    std::str::from_utf8(&buf[start..]).unwrap_or_default()
+}
+
+type ComboHasher = <foldhash::fast::RandomState as BuildHasher>::Hasher;
+
+/// Finds a combination's id by the hash of its values, compared in place: at ingest a row's
+/// values stay borrowed from its columns, so a known combination costs no allocation. Derived
+/// from [`Rollup::combos`] (ids are positions there).
+#[derive(Debug, Clone, Default)]
+struct ComboIndex {
+    table: hashbrown::HashTable<u32>,
+    /// The hash of every combination, by id, so growing the table rehashes nothing.
+    hashes: Vec<u64>,
+    state: foldhash::fast::RandomState,
+}
+
+/// Equal whenever the combinations it indexes are (their seeds may differ).
+impl PartialEq for ComboIndex {
+    fn eq(&self, _: &ComboIndex) -> bool {
+        true
+    }
+}
+
+impl ComboIndex {
+    /// The hash of the values `feed` writes, each with `str::hash`.
+    #[inline]
+    fn hash(&self, feed: impl FnOnce(&mut ComboHasher)) -> u64 {
+        let mut hasher = self.state.build_hasher();
+        feed(&mut hasher);
+        hasher.finish()
+    }
+
+    #[inline]
+    fn find(&self, hash: u64, mut matches: impl FnMut(u32) -> bool) -> Option<u32> {
+        self.table.find(hash, |&id| matches(id)).copied()
+    }
+
+    fn insert(&mut self, hash: u64, id: u32) {
+        debug_assert_eq!(id as usize, self.hashes.len(), "ids are dense, in order");
+        self.hashes.push(hash);
+        let hashes = &self.hashes;
+        self.table
+            .insert_unique(hash, id, |&other| hashes[other as usize]);
     }
 }
 
@@ -408,27 +465,60 @@ impl Rollup {
         Some((min, max))
     }
 
-    fn combo_id(&mut self, values: Vec<String>) -> (u32, bool) {
-        if let Some(&id) = self.combo_ids.get(values.as_slice()) {
+    /// The id of the combination `values`, added when new; beyond the budget the id of the
+    /// fold-over combination, with `true`.
+    fn combo_id(&mut self, values: &[String]) -> (u32, bool) {
+        let hash = self.combo_index.hash(|h| {
+            for v in values {
+                v.as_str().hash(h);
+            }
+        });
+        self.combo_id_by(hash, |combo| combo == values, || values.into())
+    }
+
+    /// [`Rollup::combo_id`] of the combination whose hash is `hash`, that `matches` and that
+    /// `owned` makes (called only to add it).
+    #[inline]
+    fn combo_id_by(
+        &mut self,
+        hash: u64,
+        mut matches: impl FnMut(&[String]) -> bool,
+        owned: impl FnOnce() -> Box<[String]>,
+    ) -> (u32, bool) {
+        let combos = &self.combos;
+        if let Some(id) = self
+            .combo_index
+            .find(hash, |id| matches(&combos[id as usize]))
+        {
             return (id, false);
         }
-        let over_budget = self.combos.len() >= self.max_combinations;
-        let key: Box<[String]> = if over_budget {
-            vec![OTHER.to_string(); self.dimensions.len()].into_boxed_slice()
-        } else {
-            values.into_boxed_slice()
-        };
-        if let Some(&id) = self.combo_ids.get(&key) {
-            return (id, over_budget);
+        if self.combos.len() < self.max_combinations {
+            return (self.push_combo(hash, owned()), false);
         }
+        let width = self.dimensions.len();
+        let other_hash = self.combo_index.hash(|h| {
+            for _ in 0..width {
+                OTHER.hash(h);
+            }
+        });
+        let is_other = |id: u32| combos[id as usize].iter().all(|v| v == OTHER);
+        if let Some(id) = self.combo_index.find(other_hash, is_other) {
+            return (id, true);
+        }
+        let other = vec![OTHER.to_string(); width].into_boxed_slice();
+        (self.push_combo(other_hash, other), true)
+    }
+
+    fn push_combo(&mut self, hash: u64, values: Box<[String]>) -> u32 {
+        debug_assert_eq!(values.len(), self.dimensions.len());
         let id = self.combos.len() as u32;
-        self.combos.push(key.clone());
-        self.combo_ids.insert(key, id);
-        (id, over_budget)
+        self.combos.push(values);
+        self.combo_index.insert(hash, id);
+        id
     }
 
     /// Adds every row of a `requests` batch (columns looked up by name; a dimension the batch
-    /// lacks is the empty string).
+    /// lacks is the empty string). Rows with a null ts are skipped.
     pub fn add_requests(&mut self, batch: &RecordBatch) -> Result<AddStats, RollupError> {
         let ts_array = column(batch, "ts").ok_or(RollupError::MissingTs)?;
         let ts: &TimestampNanosecondArray = match ts_array.data_type() {
@@ -455,48 +545,156 @@ impl Rollup {
         let cached = i64_column(batch, "cached_tokens")?;
 
         let mut stats = AddStats::default();
-        let mut current: Option<(u32, bool)> = None;
-        for row in 0..batch.num_rows() {
-            if ts.is_null(row) {
-                continue;
-            }
-            let minute = ts.value(row).div_euclid(MINUTE_NS) * MINUTE_NS;
-            // consecutive rows of one combination (common: batches come per resource) reuse it
-            let same = current.is_some() && dims.iter().all(|d| d.same_as_previous(row));
-            let (combo, folded) = match (same, current) {
-                (true, Some(c)) => c,
-                _ => {
-                    let values: Vec<String> = dims.iter().map(|d| d.value(row)).collect();
-                    let c = self.combo_id(values);
-                    current = Some(c);
-                    c
+        // The cells this batch touches are taken out of `cells` on first touch and put back at
+        // the end (one hash lookup per row, not a B-tree descent). Rows are added a chunk at a
+        // time grouped by cell, so a cell's sketches stay in cache while its rows go in; within
+        // a cell, rows keep their order (sketch sums are order-sensitive).
+        let mut staged_slot: HashMap<(i64, u32), u32, foldhash::fast::RandomState> =
+            HashMap::default();
+        let mut staged_keys: Vec<(i64, u32)> = Vec::new();
+        let mut staged: Vec<Cell> = Vec::new();
+        let mut last_slot: Option<((i64, u32), u32)> = None;
+        // the combination of the last row rolled up
+        let mut previous: Option<(u32, bool)> = None;
+        // per staged cell: requests, errors, truncated, input, output and cached tokens (integer
+        // sums, so they are added per row here and into the cells at the end)
+        let mut counters: Vec<[u64; 6]> = Vec::new();
+        let mut slot_of_row: Vec<u32> = Vec::with_capacity(ROWS_PER_CHUNK);
+        let mut position_of_row: Vec<u32> = Vec::with_capacity(ROWS_PER_CHUNK);
+        let mut slot_starts: Vec<u32> = Vec::new();
+        let mut ordered: Vec<Option<f64>> = Vec::with_capacity(ROWS_PER_CHUNK);
+        for chunk_start in (0..batch.num_rows()).step_by(ROWS_PER_CHUNK) {
+            let chunk = chunk_start..batch.num_rows().min(chunk_start + ROWS_PER_CHUNK);
+            slot_of_row.clear();
+            for row in chunk.clone() {
+                if ts.is_null(row) {
+                    slot_of_row.push(NO_SLOT);
+                    continue;
                 }
-            };
-            if folded {
-                stats.folded_rows += 1;
-                self.folded_rows += 1;
+                let minute = ts.value(row).div_euclid(MINUTE_NS) * MINUTE_NS;
+                let row_matches = |combo: &[String]| {
+                    dims.iter()
+                        .zip(combo)
+                        .all(|(d, v)| d.with_text(row, |text| text == v))
+                };
+                let (combo, folded) = match previous {
+                    // consecutive rows of one combination (batches that come per resource)
+                    // skip the hash; a folded row's values are not its combination's
+                    Some((id, false)) if row_matches(&self.combos[id as usize]) => (id, false),
+                    _ => {
+                        let hash = self.combo_index.hash(|h| {
+                            for d in &dims {
+                                d.with_text(row, |text| text.hash(h));
+                            }
+                        });
+                        let c = self.combo_id_by(hash, row_matches, || {
+                            dims.iter()
+                                .map(|d| d.with_text(row, str::to_string))
+                                .collect()
+                        });
+                        previous = Some(c);
+                        c
+                    }
+                };
+                if folded {
+                    stats.folded_rows += 1;
+                    self.folded_rows += 1;
+                }
+                let key = (minute, combo);
+                let slot = match last_slot {
+                    Some((last, slot)) if last == key => slot,
+                    _ => {
+                        let slot = *staged_slot.entry(key).or_insert_with(|| {
+                            staged_keys.push(key);
+                            staged.push(self.cells.remove(&key).unwrap_or_default());
+                            counters.push([0; 6]);
+                            (staged.len() - 1) as u32
+                        });
+                        last_slot = Some((key, slot));
+                        slot
+                    }
+                };
+                slot_of_row.push(slot);
+                let error = status.is_some_and(|s| s.is_valid(row) && s.value(row) == "error");
+                let truncated = finish.is_some_and(|s| s.is_valid(row) && s.value(row) == "length");
+                let counts = &mut counters[slot as usize];
+                counts[0] += 1;
+                counts[1] += u64::from(error);
+                counts[2] += u64::from(truncated);
+                counts[3] += sum_u64(input, row);
+                counts[4] += sum_u64(output, row);
+                counts[5] += sum_u64(cached, row);
+                stats.rows += 1;
             }
-            let error = status.is_some_and(|s| s.is_valid(row) && s.value(row) == "error");
-            let truncated = finish.is_some_and(|s| s.is_valid(row) && s.value(row) == "length");
-            let cell = self.cells.entry((minute, combo)).or_default();
-            cell.requests += 1;
-            cell.errors += u64::from(error);
-            cell.truncated += u64::from(truncated);
-            cell.input_tokens += sum_u64(input, row);
-            cell.output_tokens += sum_u64(output, row);
-            cell.cached_tokens += sum_u64(cached, row);
-            for (slot, values) in latency.iter().enumerate() {
-                if let Some(values) = values.filter(|v| v.is_valid(row)) {
-                    cell.sketches[slot].add(values.value(row));
+            // stable counting sort of the chunk's rows by cell: each row's position in cell order
+            slot_starts.clear();
+            slot_starts.resize(staged.len() + 1, 0);
+            for &slot in slot_of_row.iter().filter(|&&s| s != NO_SLOT) {
+                slot_starts[slot as usize + 1] += 1;
+            }
+            for i in 1..slot_starts.len() {
+                slot_starts[i] += slot_starts[i - 1];
+            }
+            let placed = slot_starts[staged.len()] as usize;
+            let mut next = slot_starts.clone();
+            position_of_row.clear();
+            position_of_row.extend(slot_of_row.iter().map(|&slot| {
+                if slot == NO_SLOT {
+                    return NO_SLOT;
+                }
+                let position = next[slot as usize];
+                next[slot as usize] += 1;
+                position
+            }));
+            // one latency column at a time: read it in row order into cell order, then add
+            // each cell's run of values to its sketch
+            for (sli, values) in latency.iter().enumerate() {
+                let Some(values) = values else { continue };
+                ordered.clear();
+                ordered.resize(placed, None);
+                for (row, &position) in chunk.clone().zip(&position_of_row) {
+                    if position != NO_SLOT && values.is_valid(row) {
+                        ordered[position as usize] = Some(values.value(row));
+                    }
+                }
+                for (slot, bounds) in slot_starts.windows(2).enumerate() {
+                    if bounds[0] == bounds[1] {
+                        continue;
+                    }
+                    let sketch = &mut staged[slot].sketches[sli];
+                    for value in ordered[bounds[0] as usize..bounds[1] as usize]
+                        .iter()
+                        .flatten()
+                    {
+                        if !sketch.add(*value) {
+                            stats.invalid_values += 1;
+                        }
+                    }
                 }
             }
-            for values in latency.iter().flatten() {
-                let v = values.value(row);
-                if values.is_valid(row) && (!v.is_finite() || v < 0.0) {
-                    stats.invalid_values += 1;
-                }
-            }
-            stats.rows += 1;
+        }
+        for (cell, counts) in staged.iter_mut().zip(&counters) {
+            cell.requests += counts[0];
+            cell.errors += counts[1];
+            cell.truncated += counts[2];
+            cell.input_tokens += counts[3];
+            cell.output_tokens += counts[4];
+            cell.cached_tokens += counts[5];
+        }
+        if self.cells.is_empty() {
+            // a fresh rollup (the store's case): build the tree in one sorted pass
+            // (sorting slots, not the large cells, then moving each cell once)
+            let mut order: Vec<u32> = (0..staged.len() as u32).collect();
+            order.sort_unstable_by_key(|&slot| staged_keys[slot as usize]);
+            self.cells = order
+                .into_iter()
+                .map(|slot| {
+                    let slot = slot as usize;
+                    (staged_keys[slot], std::mem::take(&mut staged[slot]))
+                })
+                .collect();
+        } else {
+            self.cells.extend(staged_keys.into_iter().zip(staged));
         }
         self.hours_current = false;
         Ok(stats)
@@ -525,7 +723,7 @@ impl Rollup {
                 .iter()
                 .map(|p| p.map_or_else(String::new, |i| combo[i].clone()))
                 .collect();
-            remap.push(self.combo_id(values));
+            remap.push(self.combo_id(&values));
         }
         for (&(minute, combo), cell) in &other.cells {
             let (id, folded) = remap[combo as usize];
@@ -555,7 +753,7 @@ impl Rollup {
                 max_combinations: self.max_combinations,
                 ..Rollup::default()
             });
-            let (id, _) = part.combo_id(self.combos[combo as usize].to_vec());
+            let (id, _) = part.combo_id(&self.combos[combo as usize]);
             part.cells.entry((minute, id)).or_default().merge(cell);
         }
         for part in hours.values_mut() {
@@ -692,14 +890,20 @@ impl Rollup {
             for _ in 0..dim_count {
                 values.push(take_str(&mut input)?);
             }
-            let key: Box<[String]> = values.into_boxed_slice();
-            if rollup.combo_ids.contains_key(&key) {
+            let hash = rollup.combo_index.hash(|h| {
+                for v in &values {
+                    v.as_str().hash(h);
+                }
+            });
+            let combos = &rollup.combos;
+            if rollup
+                .combo_index
+                .find(hash, |id| *combos[id as usize] == *values)
+                .is_some()
+            {
                 return Err(RollupError::Decode("duplicate combination".into()));
             }
-            rollup
-                .combo_ids
-                .insert(key.clone(), rollup.combos.len() as u32);
-            rollup.combos.push(key);
+            rollup.push_combo(hash, values.into_boxed_slice());
         }
         let cell_count = take_len(&mut input)?;
         for _ in 0..cell_count {
@@ -1283,5 +1487,324 @@ mod tests {
         for cut in [3, 10, bytes.len() - 1] {
             assert!(Rollup::decode(&bytes[..cut]).is_err());
         }
+    }
+}
+
+#[cfg(test)]
+mod reference_tests {
+    //! The rollup of seeded random `requests` batches equals, byte for byte once encoded, the one
+    //! a naive per-row reference builds (owned value vectors, a plain map of combinations, one
+    //! `BTreeMap` entry and one [`DdSketch::add`] per value).
+
+    use super::*;
+    use arrow::array::ArrayRef;
+    use infersight_model::RequestRecord;
+    use std::sync::Arc;
+
+    /// SplitMix64.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next_u64(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next_u64() % n as u64) as usize
+        }
+
+        fn unit(&mut self) -> f64 {
+            (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        }
+
+        fn pick<T: Clone>(&mut self, options: &[T]) -> T {
+            options[self.below(options.len())].clone()
+        }
+    }
+
+    fn text(rng: &mut Rng, pool: &[&str]) -> Option<String> {
+        // None and "" are the same value in a combination; OTHER collides with the fold-over
+        match rng.below(12) {
+            0 => None,
+            1 => Some(String::new()),
+            2 => Some(OTHER.to_string()),
+            _ => Some(rng.pick(pool).to_string()),
+        }
+    }
+
+    fn latency(rng: &mut Rng) -> Option<f64> {
+        match rng.below(40) {
+            0 => None,
+            1 => Some(f64::NAN),
+            2 => Some(-1.5),
+            3 => Some(f64::INFINITY),
+            4 => Some(f64::NEG_INFINITY),
+            5 => Some(0.0),
+            6 => Some(-0.0),
+            7 => Some(MIN_POSITIVE_PROBE * rng.unit()),
+            8 => Some(1e300 * rng.unit()),
+            9 => Some(f64::MIN_POSITIVE),
+            _ => Some((rng.unit() * 12.0 - 3.0).exp()),
+        }
+    }
+
+    const MIN_POSITIVE_PROBE: f64 = crate::sketch::MIN_POSITIVE * 2.0;
+
+    fn random_records(
+        rng: &mut Rng,
+        rows: usize,
+        start_ns: i64,
+        span_ns: i64,
+    ) -> Vec<RequestRecord> {
+        let mut records: Vec<RequestRecord> = Vec::with_capacity(rows);
+        for i in 0..rows {
+            let ts = start_ns + (span_ns as f64 * rng.unit()) as i64;
+            // runs of one combination, as batches that come per resource have
+            if i > 0 && rng.below(3) == 0 {
+                let mut same = records[i - 1].clone();
+                same.ts = ts;
+                same.ttft_ms = latency(rng);
+                same.e2e_ms = latency(rng);
+                records.push(same);
+                continue;
+            }
+            records.push(RequestRecord {
+                ts,
+                service: text(rng, &["chat", "batch"]),
+                worker: text(rng, &["w0", "w1", "w2", "w3", "w4", "w5", "w6", "w7"]),
+                model: text(rng, &["a", "b", "c", "d"]),
+                tenant: text(rng, &["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8"]),
+                batch_size: match rng.below(6) {
+                    0 => None,
+                    1 => Some(i64::MIN),
+                    2 => Some(-7),
+                    _ => Some(rng.below(4) as i64),
+                },
+                input_tokens: (rng.below(5) > 0).then(|| rng.below(5000) as i64 - 10),
+                output_tokens: (rng.below(5) > 0).then(|| rng.below(500) as i64),
+                cached_tokens: (rng.below(2) > 0).then(|| rng.below(900) as i64),
+                queue_ms: latency(rng),
+                prefill_ms: latency(rng),
+                ttft_ms: latency(rng),
+                decode_ms: latency(rng),
+                tpot_ms: latency(rng),
+                itl_max_ms: latency(rng),
+                e2e_ms: latency(rng),
+                status: text(rng, &["ok", "error"]),
+                finish_reason: text(rng, &["stop", "length"]),
+                ..RequestRecord::default()
+            });
+        }
+        if rng.below(2) == 0 {
+            records.sort_by_key(|r| r.ts);
+        }
+        records
+    }
+
+    /// A batch of a few columns only, with null timestamps: the shape of a hand-made or older
+    /// batch (missing columns roll up as empty dimensions and no values).
+    fn sparse_batch(rng: &mut Rng, rows: usize, start_ns: i64) -> RecordBatch {
+        let ts: Vec<Option<i64>> = (0..rows)
+            .map(|_| (rng.below(8) > 0).then(|| start_ns + rng.below(300) as i64 * 1_000_000_000))
+            .collect();
+        let worker: Vec<Option<String>> =
+            (0..rows).map(|_| text(rng, &["w0", "w1", "w9"])).collect();
+        let batch_size: Vec<Option<i64>> = (0..rows)
+            .map(|_| (rng.below(4) > 0).then(|| rng.below(3) as i64))
+            .collect();
+        let ttft: Vec<Option<f64>> = (0..rows).map(|_| latency(rng)).collect();
+        RecordBatch::try_from_iter([
+            (
+                "ts",
+                Arc::new(TimestampNanosecondArray::from(ts)) as ArrayRef,
+            ),
+            ("worker", Arc::new(StringArray::from(worker)) as ArrayRef),
+            (
+                "batch_size",
+                Arc::new(Int64Array::from(batch_size)) as ArrayRef,
+            ),
+            ("ttft_ms", Arc::new(Float64Array::from(ttft)) as ArrayRef),
+        ])
+        .unwrap()
+    }
+
+    fn dim_text(batch: &RecordBatch, name: &str, row: usize) -> String {
+        let Some(column) = batch.column_by_name(name) else {
+            return String::new();
+        };
+        if column.is_null(row) {
+            return String::new();
+        }
+        match column.data_type() {
+            DataType::Utf8 => column.as_string::<i32>().value(row).to_string(),
+            DataType::Int64 => column
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .value(row)
+                .to_string(),
+            other => panic!("dimension of type {other}"),
+        }
+    }
+
+    fn f64_at(batch: &RecordBatch, name: &str, row: usize) -> Option<f64> {
+        let column = batch.column_by_name(name)?;
+        let values = column.as_primitive::<arrow::datatypes::Float64Type>();
+        values.is_valid(row).then(|| values.value(row))
+    }
+
+    fn i64_at(batch: &RecordBatch, name: &str, row: usize) -> u64 {
+        batch
+            .column_by_name(name)
+            .map(|c| c.as_primitive::<arrow::datatypes::Int64Type>())
+            .filter(|c| c.is_valid(row))
+            .map_or(0, |c| c.value(row).max(0) as u64)
+    }
+
+    fn str_is(batch: &RecordBatch, name: &str, row: usize, want: &str) -> bool {
+        batch
+            .column_by_name(name)
+            .map(|c| c.as_string::<i32>())
+            .is_some_and(|c| c.is_valid(row) && c.value(row) == want)
+    }
+
+    /// The straightforward per-row rollup (what `add_requests` did before it was optimized).
+    fn reference_rollup(spec: &RollupSpec, batches: &[RecordBatch]) -> (Rollup, AddStats) {
+        let max = spec.max_combinations.max(1);
+        let mut ids: HashMap<Vec<String>, u32> = HashMap::new();
+        let mut combos: Vec<Box<[String]>> = Vec::new();
+        let mut cells: BTreeMap<(i64, u32), Cell> = BTreeMap::new();
+        let mut stats = AddStats::default();
+        for batch in batches {
+            let ts = batch
+                .column_by_name("ts")
+                .unwrap()
+                .as_primitive::<arrow::datatypes::TimestampNanosecondType>();
+            for row in 0..batch.num_rows() {
+                if ts.is_null(row) {
+                    continue;
+                }
+                let values: Vec<String> = spec
+                    .dimensions
+                    .iter()
+                    .map(|d| dim_text(batch, d, row))
+                    .collect();
+                let (combo, folded) = match ids.get(&values) {
+                    Some(&id) => (id, false),
+                    None => {
+                        let over = combos.len() >= max;
+                        let key = if over {
+                            vec![OTHER.to_string(); spec.dimensions.len()]
+                        } else {
+                            values
+                        };
+                        let next = combos.len() as u32;
+                        let id = *ids.entry(key.clone()).or_insert_with(|| {
+                            combos.push(key.into_boxed_slice());
+                            next
+                        });
+                        (id, over)
+                    }
+                };
+                stats.folded_rows += u64::from(folded);
+                let minute = ts.value(row).div_euclid(MINUTE_NS) * MINUTE_NS;
+                let cell = cells.entry((minute, combo)).or_default();
+                cell.requests += 1;
+                cell.errors += u64::from(str_is(batch, "status", row, "error"));
+                cell.truncated += u64::from(str_is(batch, "finish_reason", row, "length"));
+                cell.input_tokens += i64_at(batch, "input_tokens", row);
+                cell.output_tokens += i64_at(batch, "output_tokens", row);
+                cell.cached_tokens += i64_at(batch, "cached_tokens", row);
+                for sli in LatencySli::ALL {
+                    if let Some(v) = f64_at(batch, sli.column(), row)
+                        && !cell.sketches[sli.slot()].add(v)
+                    {
+                        stats.invalid_values += 1;
+                    }
+                }
+                stats.rows += 1;
+            }
+        }
+        let mut rollup = Rollup::new(spec);
+        rollup.combos = combos;
+        rollup.cells = cells;
+        rollup.folded_rows = stats.folded_rows;
+        (rollup, stats)
+    }
+
+    fn check(seed: u64, spec: &RollupSpec, batches: &[RecordBatch]) {
+        let mut rollup = Rollup::new(spec);
+        let mut stats = AddStats::default();
+        for batch in batches {
+            let s = rollup.add_requests(batch).unwrap();
+            stats.rows += s.rows;
+            stats.folded_rows += s.folded_rows;
+            stats.invalid_values += s.invalid_values;
+        }
+        let (mut reference, want_stats) = reference_rollup(spec, batches);
+        assert_eq!(stats, want_stats, "seed {seed}");
+        assert_eq!(rollup.combos, reference.combos, "seed {seed}");
+        assert!(rollup.encode() == reference.encode(), "seed {seed}");
+        rollup.seal();
+        reference.seal();
+        assert!(rollup.hour_cells == reference.hour_cells, "seed {seed}");
+        assert!(rollup.encode() == reference.encode(), "seed {seed}");
+        // the index still finds every combination after the rows: a decoded copy answers alike
+        let decoded = Rollup::decode(&rollup.encode()).unwrap();
+        assert_eq!(decoded.encode(), rollup.encode(), "seed {seed}");
+    }
+
+    #[test]
+    fn random_batches_roll_up_like_the_per_row_reference() {
+        const HOUR: i64 = 3_600_000_000_000;
+        let start = 1_764_381_600_000_000_000;
+        for seed in 0..24u64 {
+            let mut rng = Rng(seed);
+            let spec = RollupSpec {
+                dimensions: [
+                    "service",
+                    "worker",
+                    "batch_size",
+                    "model",
+                    "absent",
+                    "tenant",
+                ]
+                .map(String::from)
+                .to_vec(),
+                // small budgets fold, large ones keep every combination
+                max_combinations: rng.pick(&[1, 7, 60, 400, 20_000]),
+            };
+            let mut batches = Vec::new();
+            for b in 0..1 + rng.below(5) {
+                // batches overlap in time, so later ones add to existing cells
+                let offset = rng.below(3) as i64 * HOUR / 2;
+                let rows = rng.pick(&[0, 1, 50, 700, 3000]);
+                let records = random_records(&mut rng, rows, start + offset, 3 * HOUR);
+                batches.push(RequestRecord::to_batch(&records));
+                if b % 2 == 1 {
+                    batches.push(sparse_batch(&mut rng, 200, start + offset));
+                }
+            }
+            check(seed, &spec, &batches);
+        }
+    }
+
+    #[test]
+    fn the_reference_check_catches_a_difference() {
+        let mut rng = Rng(99);
+        let spec = RollupSpec {
+            dimensions: vec!["worker".into()],
+            max_combinations: 100,
+        };
+        let batch = RequestRecord::to_batch(&random_records(&mut rng, 500, 0, MINUTE_NS * 90));
+        let mut rollup = Rollup::new(&spec);
+        rollup.add_requests(&batch).unwrap();
+        let (mut reference, _) = reference_rollup(&spec, std::slice::from_ref(&batch));
+        assert!(rollup.encode() == reference.encode());
+        // one value more in one sketch is a different encoding
+        reference.cells.values_mut().next().unwrap().sketches[2].add(42.0);
+        assert!(rollup.encode() != reference.encode());
     }
 }
