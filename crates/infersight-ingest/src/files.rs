@@ -77,6 +77,8 @@ pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 pub const DEFAULT_BATCH_ROWS: usize = 8192;
 /// Input bytes converted before the pending records are handed on, whatever their count.
 const MAX_PENDING_BYTES: usize = 64 * 1024 * 1024;
+/// Line buffers larger than this are not kept for reuse (one huge line must not pin its memory).
+const MAX_SPARE_LINE_BYTES: usize = 4 * 1024 * 1024;
 /// At most this many rejection reasons are kept per file.
 pub const MAX_FIRST_ERRORS: usize = 5;
 
@@ -205,6 +207,7 @@ pub fn read_file(
             next_done: 0,
             capacity: (jobs_capacity + workers) as u64,
             pending_line_bytes: 0,
+            spare_lines: Vec::new(),
         };
         let mut line = Vec::new();
         let mut last_progress = 0u64;
@@ -230,7 +233,9 @@ pub fn read_file(
                 LineRead::Line => {
                     state.summary.lines += 1;
                     if state.is_trace_line(&line) {
-                        let raw = std::mem::take(&mut line);
+                        // the workers' lines come back as buffers for the next ones
+                        let next = in_order.spare_lines.pop().unwrap_or_default();
+                        let raw = std::mem::replace(&mut line, next);
                         in_order.send(&mut state, raw)?;
                     } else {
                         in_order.drain(&mut state)?;
@@ -329,6 +334,9 @@ struct InOrder {
     capacity: u64,
     /// Input bytes of the lines taken since the last hand-over.
     pending_line_bytes: usize,
+    /// Buffers of converted lines, reused for reading: a fresh buffer per line, grown to a
+    /// megabyte, made the kernel zero new pages for every line.
+    spare_lines: Vec<Vec<u8>>,
 }
 
 impl InOrder {
@@ -375,7 +383,10 @@ impl InOrder {
         };
         self.next_done += 1;
         let line_bytes = done.raw.len();
-        state.finish_trace_line(done);
+        let raw = state.finish_trace_line(done);
+        if self.spare_lines.len() < 2 && raw.capacity() <= MAX_SPARE_LINE_BYTES {
+            self.spare_lines.push(raw);
+        }
         self.after_line(state, line_bytes)
     }
 
@@ -577,7 +588,7 @@ impl FileReader<'_> {
     /// The in-order half of a trace line converted by a worker: an export whose traces have phase
     /// spans in the cache is converted again with it; otherwise the worker's conversion is the
     /// one the cache would have given, and the export's phase spans are remembered.
-    fn finish_trace_line(&mut self, done: TraceDone) {
+    fn finish_trace_line(&mut self, done: TraceDone) -> Vec<u8> {
         let raw = done.raw.strip_suffix(b"\r").unwrap_or(&done.raw);
         let converted = match (done.decoded, done.converted) {
             (Ok(request), _) if self.span_tree.knows_any_trace_of(&request) => {
@@ -593,6 +604,7 @@ impl FileReader<'_> {
             }
         };
         self.take_converted(converted, raw, done.line_number);
+        done.raw
     }
 
     /// Counts a converted OTLP line (of line number `line`) and keeps its batches.

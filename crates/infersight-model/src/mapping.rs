@@ -362,7 +362,8 @@ pub static REQUEST_ATTRIBUTES: &[AttributeMapping] = {
 /// after the built-in rows (so a built-in name wins when both are present).
 #[derive(Debug, Clone)]
 pub struct AttributeMapper {
-    by_key: HashMap<String, (RequestColumn, Unit, usize)>,
+    /// foldhash: looked up for every attribute of every span, where SipHash showed in profiles.
+    by_key: HashMap<String, (RequestColumn, Unit, usize), foldhash::fast::FixedState>,
 }
 
 impl Default for AttributeMapper {
@@ -375,7 +376,7 @@ impl AttributeMapper {
     /// `aliases` are (attribute key, canonical column name) pairs from configuration, e.g.
     /// `("acme.lora_set", "lora_adapters")`. Unknown column names are reported by `validate`.
     pub fn new(aliases: &[(String, RequestColumn)]) -> Self {
-        let mut by_key = HashMap::new();
+        let mut by_key = HashMap::with_hasher(foldhash::fast::FixedState::default());
         for (priority, row) in REQUEST_ATTRIBUTES.iter().enumerate() {
             by_key.insert(row.key.to_string(), (row.column, row.unit, priority));
         }
@@ -746,6 +747,14 @@ mod tests {
                 "duplicate metric mapping for {}",
                 row.source
             );
+        }
+    }
+
+    #[test]
+    fn all_request_columns_are_in_declaration_order() {
+        // normalization indexes a per-column array by `column as usize`
+        for (index, column) in ALL_REQUEST_COLUMNS.into_iter().enumerate() {
+            assert_eq!(column as usize, index, "{column:?}");
         }
     }
 

@@ -8,14 +8,14 @@
 //! (`"2.046046581s"`), which fill e2e, queue and TPOT when no mapped attribute did.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use crate::breakdown::{
     BreakdownCheck, SpanPhases, TokenTimeline, complete_breakdown, fill_from_phases,
     fill_from_tokens,
 };
 use crate::error::ModelError;
-use crate::mapping::{AttributeMapper, RequestColumn, Unit, ValueKind};
+use crate::mapping::{ALL_REQUEST_COLUMNS, AttributeMapper, RequestColumn, Unit, ValueKind};
 use crate::tables::RequestRecord;
 use crate::time::duration_text_seconds;
 use crate::value::AttrValue;
@@ -166,23 +166,24 @@ pub fn attrs_json<'a>(
     resource: impl IntoIterator<Item = &'a (String, AttrValue)>,
     span: impl IntoIterator<Item = &'a (String, AttrValue)>,
 ) -> String {
-    let mut map: BTreeMap<Cow<'a, str>, &'a AttrValue> = BTreeMap::new();
+    let mut members = Members::default();
     for (k, v) in span {
-        map.insert(Cow::Borrowed(k.as_str()), v);
+        members.insert(Cow::Borrowed(k.as_str()), v);
     }
     for (k, v) in resource {
-        if map.contains_key(k.as_str()) {
-            map.insert(Cow::Owned(format!("resource.{k}")), v);
+        if members.contains(k) {
+            members.insert(Cow::Owned(format!("resource.{k}")), v);
         } else {
-            map.insert(Cow::Borrowed(k.as_str()), v);
+            members.insert(Cow::Borrowed(k.as_str()), v);
         }
     }
-    if map.is_empty() {
+    let entries = members.into_sorted();
+    if entries.is_empty() {
         return "{}".to_string();
     }
-    let mut out: Vec<u8> = Vec::with_capacity(32 * map.len());
+    let mut out: Vec<u8> = Vec::with_capacity(32 * entries.len());
     out.push(b'{');
-    for (index, (key, value)) in map.iter().enumerate() {
+    for (index, (key, value)) in entries.iter().enumerate() {
         if index > 0 {
             out.push(b',');
         }
@@ -200,6 +201,45 @@ pub fn attrs_json<'a>(
     out.push(b'}');
     // serde_json writes UTF-8 only
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// The members of an `attrs` object being built, with a map's semantics (a later value of a key
+/// replaces the earlier one). A span has a dozen attributes: a vector searched linearly, then
+/// sorted, does what the map did without a node allocation per key; long lists use the map.
+#[derive(Default)]
+struct Members<'a> {
+    few: Vec<(Cow<'a, str>, &'a AttrValue)>,
+    many: BTreeMap<Cow<'a, str>, &'a AttrValue>,
+}
+
+impl<'a> Members<'a> {
+    const LINEAR_MAX: usize = 32;
+
+    fn insert(&mut self, key: Cow<'a, str>, value: &'a AttrValue) {
+        if self.many.is_empty() && self.few.len() < Self::LINEAR_MAX {
+            match self.few.iter_mut().find(|(k, _)| *k == key) {
+                Some(member) => member.1 = value,
+                None => self.few.push((key, value)),
+            }
+        } else {
+            self.many.extend(self.few.drain(..));
+            self.many.insert(key, value);
+        }
+    }
+
+    fn contains(&self, key: &str) -> bool {
+        self.few.iter().any(|(k, _)| k == key) || self.many.contains_key(key)
+    }
+
+    /// The members sorted by key (keys are unique).
+    fn into_sorted(mut self) -> Vec<(Cow<'a, str>, &'a AttrValue)> {
+        if self.many.is_empty() {
+            self.few.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            self.few
+        } else {
+            self.many.into_iter().collect()
+        }
+    }
 }
 
 /// Appends one value as serde_json writes it (its escaping and number formatting).
@@ -274,8 +314,9 @@ pub fn normalize_request_with(
         ts: facts.ts_ns,
         ..Default::default()
     };
-    // column → (priority, from_span, value)
-    let mut best: HashMap<RequestColumn, (usize, bool, Converted)> = HashMap::new();
+    // column (by its index) → (priority, from_span, value)
+    let mut best: [Option<(usize, bool, Converted)>; ALL_REQUEST_COLUMNS.len()] =
+        std::array::from_fn(|_| None);
     let mut unmapped_resource: Vec<&(String, AttrValue)> = Vec::new();
     let mut unmapped_span: Vec<&(String, AttrValue)> = Vec::new();
     let mut is_request = false;
@@ -295,14 +336,15 @@ pub fn normalize_request_with(
                 continue;
             };
             is_request |= from_span && column.marks_request();
-            let wins = match best.get(&column) {
+            let slot = &mut best[column as usize];
+            let wins = match slot {
                 None => true,
                 // Lower priority index wins; at equal index the span beats the resource.
                 Some((p, s, _)) => priority < *p || (priority == *p && from_span && !*s),
             };
             if wins {
                 // The previous winner is kept in attrs so nothing is dropped.
-                if let Some((p, s, _)) = best.insert(column, (priority, from_span, converted)) {
+                if let Some((p, s, _)) = slot.replace((priority, from_span, converted)) {
                     let lost = lookup_key(mapper, column, p, resource, span, s);
                     if let Some(pair) = lost {
                         if s {
@@ -324,8 +366,10 @@ pub fn normalize_request_with(
     if !is_request && !is_tgi {
         return Ok(None);
     }
-    for (column, (_, _, value)) in best {
-        set_column(&mut record, column, value);
+    for (column, chosen) in ALL_REQUEST_COLUMNS.into_iter().zip(best) {
+        if let Some((_, _, value)) = chosen {
+            set_column(&mut record, column, value);
+        }
     }
     for (column, ms) in tgi.into_iter().flatten() {
         let slot = match column {
@@ -435,7 +479,12 @@ mod tests {
             ]),
             AttrValue::Empty,
         ];
-        let keys = ["model", "a", "resource.model", "b", "", "é", "Z", "model"];
+        let mut keys: Vec<String> = ["model", "a", "resource.model", "b", "", "é", "Z", "model"]
+            .map(String::from)
+            .to_vec();
+        // enough distinct keys that long lists pass the linear search's limit
+        keys.extend((0..48).map(|i| format!("k{i}")));
+        keys.extend((0..8).map(|i| format!("resource.k{i}")));
         let mut state = 11u64;
         let mut next = move || {
             state = state
@@ -443,17 +492,22 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             (state >> 33) as usize
         };
-        for round in 0..2000 {
+        for round in 0..2400 {
             let mut pick = |n: usize| -> Vec<(String, AttrValue)> {
                 (0..n)
                     .map(|_| {
-                        let key = keys[next() % keys.len()].to_string();
+                        // short lists draw from the first few keys, so they collide often
+                        let pool = if n <= 6 { 8 } else { keys.len() };
+                        let key = keys[next() % pool].clone();
                         (key, values[next() % values.len()].clone())
                     })
                     .collect()
             };
-            let resource = pick(round % 5);
-            let span = pick((round / 5) % 6);
+            let (resource, span) = if round < 2000 {
+                (pick(round % 5), pick((round / 5) % 6))
+            } else {
+                (pick(round % 40), pick(20 + round % 45))
+            };
             assert_eq!(
                 attrs_json(&resource, &span),
                 attrs_json_through_map(&resource, &span),

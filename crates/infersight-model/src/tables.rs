@@ -162,6 +162,20 @@ macro_rules! kind {
     (@new json) => { StringBuilder::new() };
     (@new f64list) => { ListBuilder::new(Float64Builder::new()) };
 
+    // builders sized for `$r` (a slice of records) up front, strings by their total length
+    (@cap ts, $r:expr, $c:ident) => { TimestampNanosecondBuilder::with_capacity($r.len()).with_timezone("UTC") };
+    (@cap ots, $r:expr, $c:ident) => { TimestampNanosecondBuilder::with_capacity($r.len()).with_timezone("UTC") };
+    (@cap str, $r:expr, $c:ident) => {
+        StringBuilder::with_capacity($r.len(), $r.iter().map(|x| x.$c.as_deref().map_or(0, str::len)).sum())
+    };
+    (@cap i64, $r:expr, $c:ident) => { Int64Builder::with_capacity($r.len()) };
+    (@cap f64, $r:expr, $c:ident) => { Float64Builder::with_capacity($r.len()) };
+    (@cap bool, $r:expr, $c:ident) => { BooleanBuilder::with_capacity($r.len()) };
+    (@cap json, $r:expr, $c:ident) => {
+        StringBuilder::with_capacity($r.len(), $r.iter().map(|x| x.$c.len().max(2)).sum())
+    };
+    (@cap f64list, $r:expr, $c:ident) => { ListBuilder::with_capacity(Float64Builder::new(), $r.len()) };
+
     (@push ts, $b:expr, $v:expr) => { $b.append_value(*$v) };
     (@push ots, $b:expr, $v:expr) => { $b.append_option(*$v) };
     (@push str, $b:expr, $v:expr) => { $b.append_option($v.as_deref()) };
@@ -285,7 +299,7 @@ macro_rules! canonical_table {
 
         impl $record {
             pub fn to_batch(records: &[$record]) -> RecordBatch {
-                let mut builder = $builder::new();
+                let mut builder = $builder { rows: 0, $( $col: kind!(@cap $kind, records, $col), )* };
                 for record in records {
                     builder.push(record);
                 }

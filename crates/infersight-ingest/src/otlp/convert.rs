@@ -274,8 +274,14 @@ pub fn traces_to_batches_with(
     span_tree: Option<&SpanTreeCache>,
 ) -> Result<Converted, IngestError> {
     let tree = TreeView::new(req, span_tree);
-    let mut spans = Vec::new();
-    let mut requests = Vec::new();
+    let span_count: usize = req
+        .resource_spans
+        .iter()
+        .flat_map(|r| &r.scope_spans)
+        .map(|s| s.spans.len())
+        .sum();
+    let mut spans = Vec::with_capacity(span_count);
+    let mut requests = Vec::with_capacity(span_count);
     let mut tokens: Vec<TokenRecord> = Vec::new();
     let mut rejections = Rejections::default();
     for resource_spans in &req.resource_spans {

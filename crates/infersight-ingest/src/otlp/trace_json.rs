@@ -27,7 +27,14 @@ const MAX_VALUE_DEPTH: usize = 32;
 /// Decodes an OTLP/JSON `ExportTraceServiceRequest`, or `None` when the document is not in the
 /// forms this parser knows (the caller then uses the serde path).
 pub fn decode_traces_fast(bytes: &[u8]) -> Option<ExportTraceServiceRequest> {
-    let mut parser = Parser { bytes, pos: 0 };
+    // one UTF-8 check for the whole document instead of one per string (serde_json rejects
+    // invalid UTF-8 in strings, and outside them it is a syntax error, so nothing is lost)
+    let text = std::str::from_utf8(bytes).ok()?;
+    let mut parser = Parser {
+        bytes,
+        text,
+        pos: 0,
+    };
     let mut request = ExportTraceServiceRequest::default();
     let mut seen = Seen::default();
     parser.object(|p, key| match key {
@@ -61,6 +68,8 @@ impl Seen {
 
 struct Parser<'a> {
     bytes: &'a [u8],
+    /// `bytes` as text: slices between ASCII delimiters are `&str` without a check per string.
+    text: &'a str,
     pos: usize,
 }
 
@@ -169,7 +178,7 @@ impl<'a> Parser<'a> {
         if escaped {
             return None;
         }
-        std::str::from_utf8(&self.bytes[start..end]).ok()
+        self.text.get(start..end)
     }
 
     /// Any string, unescaped exactly as serde_json does (it does the unescaping).
@@ -178,9 +187,7 @@ impl<'a> Parser<'a> {
         if escaped {
             return serde_json::from_slice::<String>(&self.bytes[start - 1..=end]).ok();
         }
-        std::str::from_utf8(&self.bytes[start..end])
-            .ok()
-            .map(str::to_owned)
+        self.text.get(start..end).map(str::to_owned)
     }
 
     /// The bytes of a JSON number literal, checked against the JSON grammar.
@@ -765,6 +772,7 @@ mod tests {
         let literal = |text: &str| {
             let mut parser = Parser {
                 bytes: text.as_bytes(),
+                text,
                 pos: 0,
             };
             parser
