@@ -58,14 +58,60 @@ fn ts_column(batch: &RecordBatch) -> Result<&TimestampNanosecondArray, StoreErro
         })
 }
 
-/// Concatenates batches of one table and sorts the rows by `ts`.
+/// Concatenates batches of one table and sorts the rows by `ts`. Rows that arrive in order (the
+/// common case) are not copied a second time: the sort would keep them as they are.
 pub(crate) fn concat_sorted(
     table: Table,
     batches: &[RecordBatch],
 ) -> Result<RecordBatch, StoreError> {
     let merged = concat_batches(&table.schema(), batches)?;
-    let indices = sort_to_indices(ts_column(&merged)?, None, None)?;
+    let ts = ts_column(&merged)?;
+    if ts.null_count() == 0 && ts.values().windows(2).all(|pair| pair[0] <= pair[1]) {
+        return Ok(merged);
+    }
+    let indices = sort_to_indices(ts, None, None)?;
     Ok(take_record_batch(&merged, &indices)?)
+}
+
+/// The rows of `batches` (one table's) by UTC hour, each hour's rows sorted by `ts` as
+/// [`concat_sorted`] sorts them. When the batches are already in order (each sorted, each
+/// starting at or after the end of the one before — the common case of data arriving in time
+/// order) the hours are zero-copy slices of them: concatenating a flush's rows into new memory
+/// cost more than encoding them, most of it the kernel zeroing fresh pages.
+pub(crate) fn sorted_hours(
+    table: Table,
+    batches: &[RecordBatch],
+) -> Result<Vec<(i64, Vec<RecordBatch>)>, StoreError> {
+    let mut in_order = true;
+    let mut last: Option<i64> = None;
+    for batch in batches.iter().filter(|b| b.num_rows() > 0) {
+        let ts = ts_column(batch)?;
+        let values = ts.values();
+        in_order = ts.null_count() == 0
+            && last.is_none_or(|last| last <= values[0])
+            && values.windows(2).all(|pair| pair[0] <= pair[1]);
+        if !in_order {
+            break;
+        }
+        last = values.last().copied();
+    }
+    let mut hours: Vec<(i64, Vec<RecordBatch>)> = Vec::new();
+    if !in_order {
+        let sorted = concat_sorted(table, batches)?;
+        for (hour_ns, part) in split_by_hour(&sorted)? {
+            hours.push((hour_ns, vec![part]));
+        }
+        return Ok(hours);
+    }
+    for batch in batches.iter().filter(|b| b.num_rows() > 0) {
+        for (hour_ns, part) in split_by_hour(batch)? {
+            match hours.last_mut() {
+                Some((last_hour, parts)) if *last_hour == hour_ns => parts.push(part),
+                _ => hours.push((hour_ns, vec![part])),
+            }
+        }
+    }
+    Ok(hours)
 }
 
 /// Splits a batch sorted by `ts` into one zero-copy slice per UTC hour.
@@ -99,14 +145,15 @@ fn writer_properties(format: SegmentFormat) -> Result<WriterProperties, StoreErr
         .build())
 }
 
-/// Writes rows of one (table, hour), already sorted by `ts`, as segment `id`: to a `.tmp` file,
-/// fsynced, renamed into place, directory fsynced. The caller records it in the catalog.
+/// Writes rows of one (table, hour), already sorted by `ts` (in `batches`, one after the other),
+/// as segment `id`: to a `.tmp` file, fsynced, renamed into place, directory fsynced. The caller
+/// records it in the catalog.
 pub(crate) fn write_segment(
     data_dir: &Path,
     table: Table,
     hour_ns: i64,
     id: u64,
-    batch: &RecordBatch,
+    batches: &[RecordBatch],
     format: SegmentFormat,
 ) -> Result<SegmentMeta, StoreError> {
     let path = segment_path(data_dir, table, hour_ns, id);
@@ -117,7 +164,7 @@ pub(crate) fn write_segment(
     let created_dir = !hour_dir.exists();
     std::fs::create_dir_all(&hour_dir).map_err(StoreError::io(&hour_dir))?;
     let tmp_path = path.with_extension(format!("{SEGMENT_EXTENSION}.tmp"));
-    let result = write_file(&tmp_path, table, batch, format);
+    let result = write_file(&tmp_path, table, batches, format);
     let result = result.and_then(|()| {
         std::fs::rename(&tmp_path, &path).map_err(StoreError::io(&path))?;
         sync_dir(&hour_dir)?;
@@ -136,10 +183,18 @@ pub(crate) fn write_segment(
     let bytes = std::fs::metadata(&path)
         .map_err(StoreError::io(&path))?
         .len();
-    let ts = ts_column(batch)?;
-    debug_assert!(!ts.is_empty());
-    let min_ts_ns = arrow::compute::min(ts).unwrap_or(hour_ns);
-    let max_ts_ns = arrow::compute::max(ts).unwrap_or(hour_ns);
+    let mut min_ts_ns: Option<i64> = None;
+    let mut max_ts_ns: Option<i64> = None;
+    for batch in batches {
+        let ts = ts_column(batch)?;
+        if let Some(low) = arrow::compute::min(ts) {
+            min_ts_ns = Some(min_ts_ns.map_or(low, |m| m.min(low)));
+        }
+        if let Some(high) = arrow::compute::max(ts) {
+            max_ts_ns = Some(max_ts_ns.map_or(high, |m| m.max(high)));
+        }
+    }
+    let (min_ts_ns, max_ts_ns) = (min_ts_ns.unwrap_or(hour_ns), max_ts_ns.unwrap_or(hour_ns));
     debug_assert_eq!(hour_floor_ns(min_ts_ns), hour_ns);
     debug_assert_eq!(hour_floor_ns(max_ts_ns), hour_ns);
     Ok(SegmentMeta {
@@ -147,7 +202,7 @@ pub(crate) fn write_segment(
         table,
         hour_ns,
         path,
-        rows: batch.num_rows() as u64,
+        rows: batches.iter().map(|b| b.num_rows() as u64).sum(),
         bytes,
         min_ts_ns,
         max_ts_ns,
@@ -159,12 +214,15 @@ pub(crate) fn write_segment(
 fn write_file(
     tmp_path: &Path,
     table: Table,
-    batch: &RecordBatch,
+    batches: &[RecordBatch],
     format: SegmentFormat,
 ) -> Result<(), StoreError> {
     let file = File::create(tmp_path).map_err(StoreError::io(tmp_path))?;
     let mut writer = ArrowWriter::try_new(file, table.schema(), Some(writer_properties(format)?))?;
-    writer.write(batch)?;
+    // row groups are cut by row count across batches, as for one concatenated batch
+    for batch in batches {
+        writer.write(batch)?;
+    }
     let file = writer.into_inner()?;
     file.sync_all().map_err(StoreError::io(tmp_path))
 }
@@ -201,6 +259,92 @@ mod tests {
             path,
             Path::new("/d/segments/logs/1970010100/00000000000000000007.parquet")
         );
+    }
+
+    #[test]
+    fn rows_in_order_come_out_as_the_sort_leaves_them() {
+        // ties in `ts` told apart by `request_id`; the fast path must give what sorting gives
+        let records: Vec<_> = (0..3000)
+            .map(|i| RequestRecord {
+                ts: i / 7,
+                request_id: Some(format!("r{i}")),
+                ..Default::default()
+            })
+            .collect();
+        let batches = [
+            RequestRecord::to_batch(&records[..1000]),
+            RequestRecord::to_batch(&records[1000..]),
+        ];
+        let fast = concat_sorted(Table::Requests, &batches).unwrap();
+        let merged = concat_batches(&Table::Requests.schema(), &batches).unwrap();
+        let indices = sort_to_indices(ts_column(&merged).unwrap(), None, None).unwrap();
+        let sorted = take_record_batch(&merged, &indices).unwrap();
+        assert!(fast == sorted, "the fast path differs from the sort");
+        let ids: Vec<_> = RequestRecord::from_batch(&fast)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.request_id)
+            .collect();
+        let expected: Vec<_> = records.iter().map(|r| r.request_id.clone()).collect();
+        assert!(ids == expected, "rows in order changed order");
+        // out of order: sorted by ts
+        let shuffled = [batches[1].clone(), batches[0].clone()];
+        let out = concat_sorted(Table::Requests, &shuffled).unwrap();
+        let ts: Vec<i64> = RequestRecord::from_batch(&out)
+            .unwrap()
+            .iter()
+            .map(|r| r.ts)
+            .collect();
+        assert!(ts.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(ts.len(), 3000);
+    }
+
+    #[test]
+    fn hours_of_batches_in_order_are_slices_with_the_sorted_rows() {
+        let batch = |ts: &[i64], tag: &str| {
+            let records: Vec<_> = ts
+                .iter()
+                .enumerate()
+                .map(|(i, ts)| RequestRecord {
+                    ts: *ts,
+                    request_id: Some(format!("{tag}{i}")),
+                    ..Default::default()
+                })
+                .collect();
+            RequestRecord::to_batch(&records)
+        };
+        let h = NANOS_PER_HOUR;
+        let cases = [
+            // in order, across two hour boundaries, with a tie across batches and an empty batch
+            vec![
+                batch(&[1, 5, h - 1], "a"),
+                batch(&[], "e"),
+                batch(&[h - 1, h, 2 * h], "b"),
+                batch(&[2 * h + 1], "c"),
+            ],
+            // out of order across batches
+            vec![batch(&[h, h + 1], "a"), batch(&[2, 3], "b")],
+            // out of order inside a batch
+            vec![batch(&[1, 2], "a"), batch(&[5, 4, h], "b")],
+        ];
+        for (case, batches) in cases.iter().enumerate() {
+            let expected =
+                split_by_hour(&concat_sorted(Table::Requests, batches).unwrap()).unwrap();
+            let hours = sorted_hours(Table::Requests, batches).unwrap();
+            assert_eq!(hours.len(), expected.len(), "case {case}");
+            for ((hour, parts), (want_hour, want)) in hours.iter().zip(&expected) {
+                assert_eq!(hour, want_hour, "case {case}");
+                let got = concat_batches(&Table::Requests.schema(), parts).unwrap();
+                assert!(got == *want, "case {case}, hour {hour}: rows differ");
+            }
+        }
+        // the in-order case is cut without copying: three hours from the four batches
+        let parts: Vec<usize> = sorted_hours(Table::Requests, &cases[0])
+            .unwrap()
+            .iter()
+            .map(|(_, parts)| parts.len())
+            .collect();
+        assert_eq!(parts, vec![2, 1, 2]);
     }
 
     #[test]

@@ -84,9 +84,92 @@ pub struct Store {
     compactions: AtomicU64,
     /// Segments dropped from the catalog whose files wait out `retired_grace`, with when.
     retired: Mutex<Vec<(Instant, Vec<SegmentMeta>)>>,
+    /// WAL frame buffers of earlier appends, reused (see [`wal::encode_frame_into`]).
+    frame_buffers: Mutex<Vec<Vec<u8>>>,
 }
 
+/// Frame buffers kept for reuse, and the largest one kept: one per concurrent appender is plenty,
+/// and an exceptional huge append does not pin its memory.
+const KEPT_FRAME_BUFFERS: usize = 4;
+const KEPT_FRAME_BUFFER_BYTES: usize = 64 << 20;
+
 impl Store {
+    /// Appends without the write-ahead log, for bulk loads whose source is its own log (`infersight
+    /// ingest FILE`): the batches are visible at once and durable once flushed (the memtable
+    /// limits and `close` flush them). A crash loses what was not flushed yet, which the loader
+    /// never reported as stored. Logging a file's rows before writing them to segments doubled
+    /// the bytes ingest wrote (the WAL is uncompressed Arrow).
+    pub fn append_unlogged(&self, batches: &[TableBatch]) -> Result<AppendReceipt, StoreError> {
+        if self.is_closed() {
+            return Err(StoreError::Closed);
+        }
+        let conformed = conform_all(batches)?;
+        let rows: u64 = conformed.iter().map(|b| b.batch.num_rows() as u64).sum();
+        let seq = {
+            let mut wal = self.wal.lock();
+            if self.is_closed() {
+                return Err(StoreError::Closed);
+            }
+            if conformed.is_empty() {
+                return Ok(AppendReceipt {
+                    wal_seq: wal.last_written_seq(),
+                    rows: 0,
+                });
+            }
+            let seq = wal.skip()?;
+            // a flush that seals up to `seq` waits for these rows (see `flush_locked`)
+            self.state.lock().pending.insert(seq);
+            seq
+        };
+        {
+            let mut state = self.state.lock();
+            state.pending.remove(&seq);
+            for table_batch in conformed {
+                state.memtable.insert(seq, table_batch);
+            }
+        }
+        self.state_cv.notify_all();
+        self.appends.fetch_add(1, Ordering::Relaxed);
+        Ok(AppendReceipt { wal_seq: seq, rows })
+    }
+
+    /// Writes an encoded append to the WAL (fsynced as configured), then makes its batches
+    /// visible in the memtable.
+    fn append_frame(
+        &self,
+        frame: &mut [u8],
+        conformed: Vec<TableBatch>,
+        rows: u64,
+    ) -> Result<AppendReceipt, StoreError> {
+        let seq = {
+            let mut wal = self.wal.lock();
+            // checked again under the lock: close sets the flag while holding it
+            if self.is_closed() {
+                return Err(StoreError::Closed);
+            }
+            let seq = wal.write(frame)?;
+            self.state.lock().pending.insert(seq);
+            seq
+        };
+        let durable = match self.options.fsync {
+            FsyncPolicy::Always => self.sync_up_to(seq),
+            FsyncPolicy::Interval { .. } | FsyncPolicy::Never => Ok(()),
+        };
+        {
+            let mut state = self.state.lock();
+            state.pending.remove(&seq);
+            if durable.is_ok() {
+                for table_batch in conformed {
+                    state.memtable.insert(seq, table_batch);
+                }
+            }
+        }
+        self.state_cv.notify_all();
+        durable?;
+        self.appends.fetch_add(1, Ordering::Relaxed);
+        Ok(AppendReceipt { wal_seq: seq, rows })
+    }
+
     /// Opens (or creates) the store in `options.data_dir`: takes the directory lock, loads the
     /// catalog and replays the WAL records it does not cover into the memtable.
     pub fn open(options: StoreOptions) -> Result<Store, StoreError> {
@@ -139,6 +222,7 @@ impl Store {
                 last_flush: Instant::now(),
             }),
             state_cv: Condvar::new(),
+            frame_buffers: Mutex::new(Vec::new()),
             maintenance: Mutex::new(()),
             closed: AtomicBool::new(false),
             lock_file: Mutex::new(Some(lock_file)),
@@ -241,7 +325,7 @@ impl Store {
                 let sorted = segment::concat_sorted(table, &batches)?;
                 drop(batches);
                 let id = catalog.allocate_id();
-                self.write_segment_with_rollup(table, hour_ns, id, &sorted)
+                self.write_segment_with_rollup(table, hour_ns, id, std::slice::from_ref(&sorted))
             })();
             match result {
                 Ok((meta, rollup)) => {
@@ -436,7 +520,7 @@ impl Store {
         table: Table,
         hour_ns: i64,
         id: u64,
-        rows: &RecordBatch,
+        rows: &[RecordBatch],
     ) -> Result<(SegmentMeta, Option<Arc<Rollup>>), StoreError> {
         let spec = self
             .options
@@ -449,7 +533,7 @@ impl Store {
             return Ok((write()?, None));
         };
         let (meta, rollup) = std::thread::scope(|scope| {
-            let builder = scope.spawn(|| rollups::build(spec, std::slice::from_ref(rows)));
+            let builder = scope.spawn(|| rollups::build(spec, rows));
             let meta = write();
             let rollup = builder.join().unwrap_or_else(|_| {
                 Err(StoreError::Corrupt {
@@ -509,14 +593,15 @@ impl Store {
             // Ids are allocated in (table, hour) order, then the segments are encoded on all
             // cores: the same ids, files and catalog as writing them one after the other, without
             // making the appenders wait for one core to encode every table.
+            // Tables are sorted where needed on all cores too.
+            let tables: Vec<_> = to_flush.iter().filter(|(_, b)| !b.is_empty()).collect();
+            let hours = map_in_parallel(&tables, |(table, batches)| {
+                segment::sorted_hours(*table, batches)
+            });
             let mut parts = Vec::new();
-            for (table, batches) in &to_flush {
-                if batches.is_empty() {
-                    continue;
-                }
-                let sorted = segment::concat_sorted(*table, batches)?;
-                for (hour_ns, part) in segment::split_by_hour(&sorted)? {
-                    parts.push((*table, hour_ns, catalog.allocate_id(), part));
+            for ((table, _), hours) in tables.iter().zip(hours) {
+                for (hour_ns, rows) in hours? {
+                    parts.push((*table, hour_ns, catalog.allocate_id(), rows));
                 }
             }
             let results = map_in_parallel(&parts, |(table, hour_ns, id, part)| {
@@ -595,49 +680,22 @@ impl StorageBackend for Store {
         if self.is_closed() {
             return Err(StoreError::Closed);
         }
-        let mut conformed = Vec::with_capacity(batches.len());
-        for table_batch in batches {
-            let batch = conform(table_batch.table, &table_batch.batch)?;
-            if batch.num_rows() > 0 {
-                conformed.push(TableBatch {
-                    table: table_batch.table,
-                    batch,
-                });
-            }
-        }
+        let conformed = conform_all(batches)?;
         let rows: u64 = conformed.iter().map(|b| b.batch.num_rows() as u64).sum();
         if conformed.is_empty() {
             let wal_seq = self.wal.lock().last_written_seq();
             return Ok(AppendReceipt { wal_seq, rows: 0 });
         }
-        let mut frame = wal::encode_frame(&conformed)?;
-        let seq = {
-            let mut wal = self.wal.lock();
-            // checked again under the lock: close sets the flag while holding it
-            if self.is_closed() {
-                return Err(StoreError::Closed);
-            }
-            let seq = wal.write(&mut frame)?;
-            self.state.lock().pending.insert(seq);
-            seq
-        };
-        let durable = match self.options.fsync {
-            FsyncPolicy::Always => self.sync_up_to(seq),
-            FsyncPolicy::Interval { .. } | FsyncPolicy::Never => Ok(()),
-        };
-        {
-            let mut state = self.state.lock();
-            state.pending.remove(&seq);
-            if durable.is_ok() {
-                for table_batch in conformed {
-                    state.memtable.insert(seq, table_batch);
-                }
+        let mut frame = self.frame_buffers.lock().pop().unwrap_or_default();
+        let encoded = wal::encode_frame_into(&conformed, &mut frame);
+        let result = encoded.and_then(|()| self.append_frame(&mut frame, conformed, rows));
+        if frame.capacity() <= KEPT_FRAME_BUFFER_BYTES {
+            let mut buffers = self.frame_buffers.lock();
+            if buffers.len() < KEPT_FRAME_BUFFERS {
+                buffers.push(frame);
             }
         }
-        self.state_cv.notify_all();
-        durable?;
-        self.appends.fetch_add(1, Ordering::Relaxed);
-        Ok(AppendReceipt { wal_seq: seq, rows })
+        result
     }
 
     fn snapshot(&self, table: Table, range: TimeRange) -> Result<ScanSnapshot, StoreError> {
@@ -773,6 +831,21 @@ impl StorageBackend for Store {
 
 /// Checks that `batch` has exactly the columns (names and types, in order) of `table` and
 /// returns it carrying the canonical schema, so every later stage can rely on one schema.
+/// The non-empty batches, each checked against (and labelled with) its table's schema.
+fn conform_all(batches: &[TableBatch]) -> Result<Vec<TableBatch>, StoreError> {
+    let mut conformed = Vec::with_capacity(batches.len());
+    for table_batch in batches {
+        let batch = conform(table_batch.table, &table_batch.batch)?;
+        if batch.num_rows() > 0 {
+            conformed.push(TableBatch {
+                table: table_batch.table,
+                batch,
+            });
+        }
+    }
+    Ok(conformed)
+}
+
 fn conform(table: Table, batch: &RecordBatch) -> Result<RecordBatch, StoreError> {
     let expected = table.schema();
     if Arc::ptr_eq(batch.schema_ref(), &expected) {

@@ -149,6 +149,12 @@ pub enum Command {
         /// Hide the progress bar.
         #[arg(long)]
         quiet: bool,
+        /// Log every batch in the write-ahead log before storing it, so rows read before a
+        /// crash are recovered at the next start. By default a file's rows go straight to the
+        /// memtable and are durable once flushed (at the memtable limits and at the end): the
+        /// file itself is the log, and nothing is reported stored before the end.
+        #[arg(long)]
+        wal: bool,
     },
     /// Run SQL over the store (tables: requests, spans, logs, metrics, tokens, templates, redactions).
     Query {

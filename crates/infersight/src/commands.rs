@@ -106,13 +106,20 @@ pub async fn run(cli: Cli) -> Result<i32, CliError> {
             worker,
             format,
             quiet,
+            wal,
         } => {
             let config = resolve(&common)?;
-            tokio::task::spawn_blocking(move || {
-                ingest(config, paths, input_format, service, worker, format, quiet)
-            })
-            .await
-            .map_err(|e| CliError::failed(format!("ingest task: {e}")))?
+            let options = IngestOptions {
+                input_format,
+                service,
+                worker,
+                format,
+                quiet,
+                wal,
+            };
+            tokio::task::spawn_blocking(move || ingest(config, paths, options))
+                .await
+                .map_err(|e| CliError::failed(format!("ingest task: {e}")))?
         }
         Command::Query {
             common,
@@ -339,15 +346,25 @@ async fn serve(
     Ok(0)
 }
 
-fn ingest(
-    config: Config,
-    paths: Vec<PathBuf>,
+/// The command-line options of `infersight ingest`.
+struct IngestOptions {
     input_format: InputFormat,
     service: Option<String>,
     worker: Option<String>,
     format: OutputFormat,
     quiet: bool,
-) -> Result<i32, CliError> {
+    wal: bool,
+}
+
+fn ingest(config: Config, paths: Vec<PathBuf>, options: IngestOptions) -> Result<i32, CliError> {
+    let IngestOptions {
+        input_format,
+        service,
+        worker,
+        format,
+        quiet,
+        wal,
+    } = options;
     for path in &paths {
         if !path.is_file() {
             return Err(CliError::usage(format!(
@@ -397,9 +414,13 @@ fn ingest(
         .spawn(move || -> Result<(), String> {
             for batches in from_reader {
                 let out = transform(batches).map_err(|e| e.message)?;
+                let appended = if wal {
+                    writer_store.append(&out)
+                } else {
+                    writer_store.append_unlogged(&out)
+                };
                 // Flush when the memtable is over its limits, so memory stays bounded on big inputs.
-                writer_store
-                    .append(&out)
+                appended
                     .and_then(|_| writer_store.maybe_flush())
                     .map_err(|e| e.to_string())?;
             }

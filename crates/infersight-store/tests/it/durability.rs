@@ -64,6 +64,70 @@ fn rows_survive_a_crash_through_wal_replay() {
 }
 
 #[test]
+fn unlogged_rows_are_durable_once_flushed_and_lost_only_before() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(dir.path());
+        assert_eq!(store.append(&[requests("a", &[H0])]).unwrap().wal_seq, 1);
+        let bulk = store
+            .append_unlogged(&[requests("b", &[H0 + 1, H0 + 2])])
+            .unwrap();
+        assert_eq!((bulk.wal_seq, bulk.rows), (2, 2));
+        assert_eq!(
+            visible_ids(&store, Table::Requests),
+            sorted([ids("a", 1), ids("b", 2)].concat())
+        );
+        assert_eq!(store.flush().unwrap().rows, 3);
+        let wal_before = wal_files(dir.path())
+            .iter()
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .sum::<u64>();
+        store.append_unlogged(&[requests("c", &[H0 + 3])]).unwrap();
+        let wal_after = wal_files(dir.path())
+            .iter()
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .sum::<u64>();
+        assert_eq!(
+            wal_before, wal_after,
+            "an unlogged append writes no wal bytes"
+        );
+        assert_eq!(
+            store.append(&[requests("d", &[H0 + 4])]).unwrap().wal_seq,
+            4
+        );
+        assert_eq!(store.append_unlogged(&[]).unwrap().rows, 0);
+        // crash: "a" and "b" are in a segment, "d" in the wal, "c" only in memory
+    }
+    let store = open(dir.path());
+    let expected = sorted([ids("a", 1), ids("b", 2), ids("d", 1)].concat());
+    assert_eq!(visible_ids(&store, Table::Requests), expected);
+    assert_eq!(store.append(&[requests("e", &[H0])]).unwrap().wal_seq, 5);
+    // flushed by close, unlogged rows stay
+    store.append_unlogged(&[requests("f", &[H0 + 5])]).unwrap();
+    store.close().unwrap();
+    drop(store);
+    let store = open(dir.path());
+    let expected = sorted(
+        [
+            ids("a", 1),
+            ids("b", 2),
+            ids("d", 1),
+            ids("e", 1),
+            ids("f", 1),
+        ]
+        .concat(),
+    );
+    assert_eq!(visible_ids(&store, Table::Requests), expected);
+    assert!(matches!(
+        {
+            store.close().unwrap();
+            store.append_unlogged(&[requests("g", &[H0])])
+        },
+        Err(StoreError::Closed)
+    ));
+}
+
+#[test]
 fn rows_survive_close_and_flush_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     {
