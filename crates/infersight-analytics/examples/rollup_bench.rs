@@ -21,38 +21,21 @@ use infersight_model::RequestRecord;
 const START_NS: i64 = 1_764_381_600_000_000_000;
 const HOUR_NS: i64 = 3_600_000_000_000;
 
-/// SplitMix64, so every run rolls up the same rows.
-struct Rng(u64);
+/// SplitMix64 (the canary's generator), so every run rolls up the same rows.
+type Rng = infersight_analytics::canary::SplitMix64;
 
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.uniform() * n as f64) as usize
-    }
-
-    fn lognormal(&mut self, median: f64, sigma: f64) -> f64 {
-        let u1 = self.uniform().max(1e-12);
-        let u2 = self.uniform();
-        let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
-        median * (sigma * z).exp()
-    }
+/// Log-normal with the given median (Box–Muller).
+fn lognormal(rng: &mut Rng, median: f64, sigma: f64) -> f64 {
+    let u1 = rng.uniform().max(1e-12);
+    let u2 = rng.uniform();
+    let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+    median * (sigma * z).exp()
 }
 
 /// The rows, sorted by ts (as the store sorts before a flush) and cut into hour batches.
 fn hour_batches(rows: usize) -> Vec<RecordBatch> {
     const MODELS: [&str; 4] = ["llama-3-8b", "llama-3-70b", "qwen-2.5-7b", "mistral-7b"];
-    let mut rng = Rng(20_261_129);
+    let mut rng = Rng::new(20_261_129);
     let step_ns = 1_000_000; // ≈1000 requests per second of ts
     let mut batches = Vec::new();
     let mut records = Vec::new();
@@ -73,8 +56,8 @@ fn hour_batches(rows: usize) -> Vec<RecordBatch> {
             1 => Some("sql-helper".to_string()),
             _ => None,
         };
-        let ttft = rng.lognormal(180.0 * (1.0 + model as f64 * 0.2), 0.6);
-        let decode = rng.lognormal(900.0, 0.8);
+        let ttft = lognormal(&mut rng, 180.0 * (1.0 + model as f64 * 0.2), 0.6);
+        let decode = lognormal(&mut rng, 900.0, 0.8);
         let output_tokens = 20 + rng.below(400) as i64;
         let invalid = rng.below(2000) == 0;
         records.push(RequestRecord {
@@ -97,12 +80,12 @@ fn hour_batches(rows: usize) -> Vec<RecordBatch> {
             input_tokens: Some(100 + rng.below(4000) as i64),
             cached_tokens: (rng.below(3) > 0).then(|| rng.below(1000) as i64),
             output_tokens: Some(output_tokens),
-            queue_ms: (rng.below(10) > 0).then(|| rng.lognormal(5.0, 1.5)),
+            queue_ms: (rng.below(10) > 0).then(|| lognormal(&mut rng, 5.0, 1.5)),
             prefill_ms: Some(ttft * 0.8),
             ttft_ms: Some(if invalid { -1.0 } else { ttft }),
             decode_ms: Some(decode),
             tpot_ms: Some(decode / output_tokens as f64),
-            itl_max_ms: (rng.below(4) > 0).then(|| rng.lognormal(60.0, 0.7)),
+            itl_max_ms: (rng.below(4) > 0).then(|| lognormal(&mut rng, 60.0, 0.7)),
             e2e_ms: Some(ttft + decode),
             finish_reason: Some(if rng.below(20) == 0 { "length" } else { "stop" }.to_string()),
             status: Some(if rng.below(50) == 0 { "error" } else { "ok" }.to_string()),

@@ -1501,29 +1501,10 @@ mod reference_tests {
     use infersight_model::RequestRecord;
     use std::sync::Arc;
 
-    /// SplitMix64.
-    struct Rng(u64);
+    use crate::canary::SplitMix64 as Rng;
 
-    impl Rng {
-        fn next_u64(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-
-        fn below(&mut self, n: usize) -> usize {
-            (self.next_u64() % n as u64) as usize
-        }
-
-        fn unit(&mut self) -> f64 {
-            (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-        }
-
-        fn pick<T: Clone>(&mut self, options: &[T]) -> T {
-            options[self.below(options.len())].clone()
-        }
+    fn pick<T: Clone>(rng: &mut Rng, options: &[T]) -> T {
+        options[rng.below(options.len())].clone()
     }
 
     fn text(rng: &mut Rng, pool: &[&str]) -> Option<String> {
@@ -1532,7 +1513,7 @@ mod reference_tests {
             0 => None,
             1 => Some(String::new()),
             2 => Some(OTHER.to_string()),
-            _ => Some(rng.pick(pool).to_string()),
+            _ => Some(pick(rng, pool).to_string()),
         }
     }
 
@@ -1545,10 +1526,10 @@ mod reference_tests {
             4 => Some(f64::NEG_INFINITY),
             5 => Some(0.0),
             6 => Some(-0.0),
-            7 => Some(MIN_POSITIVE_PROBE * rng.unit()),
-            8 => Some(1e300 * rng.unit()),
+            7 => Some(MIN_POSITIVE_PROBE * rng.uniform()),
+            8 => Some(1e300 * rng.uniform()),
             9 => Some(f64::MIN_POSITIVE),
-            _ => Some((rng.unit() * 12.0 - 3.0).exp()),
+            _ => Some((rng.uniform() * 12.0 - 3.0).exp()),
         }
     }
 
@@ -1562,7 +1543,7 @@ mod reference_tests {
     ) -> Vec<RequestRecord> {
         let mut records: Vec<RequestRecord> = Vec::with_capacity(rows);
         for i in 0..rows {
-            let ts = start_ns + (span_ns as f64 * rng.unit()) as i64;
+            let ts = start_ns + (span_ns as f64 * rng.uniform()) as i64;
             // runs of one combination, as batches that come per resource have
             if i > 0 && rng.below(3) == 0 {
                 let mut same = records[i - 1].clone();
@@ -1761,7 +1742,7 @@ mod reference_tests {
         const HOUR: i64 = 3_600_000_000_000;
         let start = 1_764_381_600_000_000_000;
         for seed in 0..24u64 {
-            let mut rng = Rng(seed);
+            let mut rng = Rng::new(seed);
             let spec = RollupSpec {
                 dimensions: [
                     "service",
@@ -1774,13 +1755,13 @@ mod reference_tests {
                 .map(String::from)
                 .to_vec(),
                 // small budgets fold, large ones keep every combination
-                max_combinations: rng.pick(&[1, 7, 60, 400, 20_000]),
+                max_combinations: pick(&mut rng, &[1, 7, 60, 400, 20_000]),
             };
             let mut batches = Vec::new();
             for b in 0..1 + rng.below(5) {
                 // batches overlap in time, so later ones add to existing cells
                 let offset = rng.below(3) as i64 * HOUR / 2;
-                let rows = rng.pick(&[0, 1, 50, 700, 3000]);
+                let rows = pick(&mut rng, &[0, 1, 50, 700, 3000]);
                 let records = random_records(&mut rng, rows, start + offset, 3 * HOUR);
                 batches.push(RequestRecord::to_batch(&records));
                 if b % 2 == 1 {
@@ -1793,7 +1774,7 @@ mod reference_tests {
 
     #[test]
     fn the_reference_check_catches_a_difference() {
-        let mut rng = Rng(99);
+        let mut rng = Rng::new(99);
         let spec = RollupSpec {
             dimensions: vec!["worker".into()],
             max_combinations: 100,

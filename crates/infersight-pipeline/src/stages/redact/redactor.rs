@@ -1360,31 +1360,35 @@ fn is_secret_key(key: &str) -> bool {
     secret_key_label(key).is_some()
 }
 
+/// Keys that name a secret outright, and endings that do (compared lowercased, with `-`, `.` and
+/// ` ` read as `_`).
+pub(super) const SECRET_KEYS_EXACT: &[&str] =
+    &["token", "auth", "secret", "apikey", "bearer", "credentials"];
+pub(super) const SECRET_KEY_SUFFIXES: &[&str] = &[
+    "api_key",
+    "apikey",
+    "access_token",
+    "auth_token",
+    "refresh_token",
+    "id_token",
+    "session_token",
+    "private_token",
+    "bearer_token",
+    "client_secret",
+    "secret_key",
+    "private_key",
+    "access_key",
+    "password",
+    "passwd",
+    "_secret",
+    "authorization",
+    "cookie",
+];
+
 /// The label for a JSON key that names a secret, e.g. `password`, `x-api-key`,
 /// `http.request.header.authorization`, `refresh_token`, `cookie`; `None` for ordinary keys
 /// (`max_tokens`, `gen_ai.usage.input_tokens` are counts, not secrets).
 pub(super) fn secret_key_label(key: &str) -> Option<Label> {
-    const EXACT: &[&str] = &["token", "auth", "secret", "apikey", "bearer", "credentials"];
-    const SUFFIXES: &[&str] = &[
-        "api_key",
-        "apikey",
-        "access_token",
-        "auth_token",
-        "refresh_token",
-        "id_token",
-        "session_token",
-        "private_token",
-        "bearer_token",
-        "client_secret",
-        "secret_key",
-        "private_key",
-        "access_key",
-        "password",
-        "passwd",
-        "_secret",
-        "authorization",
-        "cookie",
-    ];
     // The key is compared as if lowercased with `-`, `.` and ` ` read as `_`, byte by byte: this
     // runs for every string value of every screened document, so it must not allocate.
     let key = key.as_bytes();
@@ -1399,10 +1403,10 @@ pub(super) fn secret_key_label(key: &str) -> Option<Label> {
                 .zip(word.bytes())
                 .all(|(&k, w)| normalized(k) == w)
     };
-    let secret = EXACT
+    let secret = SECRET_KEYS_EXACT
         .iter()
         .any(|word| key.len() == word.len() && word_at(0, word))
-        || SUFFIXES
+        || SECRET_KEY_SUFFIXES
             .iter()
             .any(|suffix| key.len() >= suffix.len() && word_at(key.len() - suffix.len(), suffix));
     if !secret {

@@ -1737,27 +1737,7 @@ fn typical_span_attributes_are_screened_clean() {
 
 /// `secret_key_label` as it was written before it stopped allocating.
 fn secret_key_label_reference(key: &str) -> Option<detectors::Label> {
-    const EXACT: &[&str] = &["token", "auth", "secret", "apikey", "bearer", "credentials"];
-    const SUFFIXES: &[&str] = &[
-        "api_key",
-        "apikey",
-        "access_token",
-        "auth_token",
-        "refresh_token",
-        "id_token",
-        "session_token",
-        "private_token",
-        "bearer_token",
-        "client_secret",
-        "secret_key",
-        "private_key",
-        "access_key",
-        "password",
-        "passwd",
-        "_secret",
-        "authorization",
-        "cookie",
-    ];
+    use super::redactor::{SECRET_KEY_SUFFIXES as SUFFIXES, SECRET_KEYS_EXACT as EXACT};
     let key = key.to_ascii_lowercase().replace(['-', '.', ' '], "_");
     let secret = EXACT.contains(&key.as_str()) || SUFFIXES.iter().any(|s| key.ends_with(s));
     if !secret {
