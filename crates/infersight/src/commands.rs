@@ -460,15 +460,22 @@ fn ingest(config: Config, paths: Vec<PathBuf>, options: IngestOptions) -> Result
         .join()
         .unwrap_or_else(|_| Err("the store writer panicked".to_string()));
     if written.is_err() || read_error.is_some() {
-        // Say what got in before the failure, so a rerun can be planned (completed files are stored).
+        // What reached the store before the failure is kept: bulk loads skip the WAL, so it is
+        // flushed now. Then say what got in, so a rerun can be planned (completed files are stored).
+        let closed = store.close();
         bar.finish_and_clear();
         print_ingest_summary(&summaries, format);
-    }
-    if let Err(e) = written {
-        return Err(CliError::failed(format!("storing: {e}")));
-    }
-    if let Some(e) = read_error {
-        return Err(e);
+        let closing = closed
+            .err()
+            .map(|e| format!("; closing the store: {e}"))
+            .unwrap_or_default();
+        if let Err(e) = written {
+            return Err(CliError::failed(format!("storing: {e}{closing}")));
+        }
+        if let Some(mut e) = read_error {
+            e.message.push_str(&closing);
+            return Err(e);
+        }
     }
     bar.finish_and_clear();
     store

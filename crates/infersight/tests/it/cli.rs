@@ -123,6 +123,56 @@ fn ingest_files_then_query_with_every_output_format() {
 }
 
 #[test]
+fn a_failed_ingest_keeps_what_it_read_before_the_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("traces.jsonl");
+    let mut file = std::fs::File::create(&good).unwrap();
+    for i in 0..3 {
+        let line = serde_json::to_string(&request_spans(&format!("k{i}"), 5, TS)).unwrap();
+        writeln!(file, "{line}").unwrap();
+    }
+    drop(file);
+    // a gzip header, then bytes that do not inflate: a read error after the first file
+    let broken = dir.path().join("broken.jsonl.gz");
+    let mut bytes = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+    bytes.extend_from_slice(&[0xff; 64]);
+    std::fs::write(&broken, bytes).unwrap();
+    // by default rows skip the WAL, so the failing run must flush what it stored
+    for wal in [false, true] {
+        let data = dir.path().join(format!("data-{wal}"));
+        let mut args = vec![
+            "ingest",
+            "--data",
+            data.to_str().unwrap(),
+            "--format",
+            "json",
+            good.to_str().unwrap(),
+            broken.to_str().unwrap(),
+        ];
+        if wal {
+            args.insert(1, "--wal");
+        }
+        let out = run(&args);
+        assert_ne!(out.status.code(), Some(0), "wal {wal}");
+        let err = stderr(&out);
+        assert_eq!(err.trim().lines().count(), 1, "wal {wal}: {err}");
+        assert!(err.contains("broken.jsonl.gz"), "wal {wal}: {err}");
+        let summary: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+        assert_eq!(summary["files"][0]["records_stored"], 15, "wal {wal}");
+        let out = run(&[
+            "query",
+            "--data",
+            data.to_str().unwrap(),
+            "--format",
+            "csv",
+            "SELECT count(*) AS n FROM requests",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(stdout(&out).trim(), "n\n15", "wal {wal}");
+    }
+}
+
+#[test]
 fn bad_sql_and_bad_files_exit_2_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
