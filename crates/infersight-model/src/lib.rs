@@ -9,6 +9,7 @@ pub mod breakdown;
 pub mod error;
 pub mod mapping;
 pub mod normalize;
+pub mod scan;
 pub mod tables;
 pub mod time;
 pub mod value;

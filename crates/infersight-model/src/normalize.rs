@@ -166,7 +166,8 @@ pub fn attrs_json<'a>(
     resource: impl IntoIterator<Item = &'a (String, AttrValue)>,
     span: impl IntoIterator<Item = &'a (String, AttrValue)>,
 ) -> String {
-    let mut members = Members::default();
+    let (resource, span) = (resource.into_iter(), span.into_iter());
+    let mut members = Members::with_capacity(resource.size_hint().0 + span.size_hint().0);
     for (k, v) in span {
         members.insert(Cow::Borrowed(k.as_str()), v);
     }
@@ -181,16 +182,27 @@ pub fn attrs_json<'a>(
     if entries.is_empty() {
         return "{}".to_string();
     }
-    let mut out: Vec<u8> = Vec::with_capacity(32 * entries.len());
+    let estimate: usize = entries
+        .iter()
+        .map(|(key, value)| {
+            key.len()
+                + 6
+                + match value {
+                    AttrValue::Str(text) => text.len() + 2,
+                    _ => 24,
+                }
+        })
+        .sum();
+    let mut out: Vec<u8> = Vec::with_capacity(estimate + 2);
     out.push(b'{');
     for (index, (key, value)) in entries.iter().enumerate() {
         if index > 0 {
             out.push(b',');
         }
-        write_json(&mut out, key.as_ref());
+        write_json_str(&mut out, key.as_ref());
         out.push(b':');
         match value {
-            AttrValue::Str(text) => write_json(&mut out, text.as_str()),
+            AttrValue::Str(text) => write_json_str(&mut out, text.as_str()),
             AttrValue::Bool(flag) => write_json(&mut out, flag),
             AttrValue::Int(number) => write_json(&mut out, number),
             // non-finite numbers are written as `null`, as `to_json` makes them
@@ -214,6 +226,13 @@ struct Members<'a> {
 
 impl<'a> Members<'a> {
     const LINEAR_MAX: usize = 32;
+
+    fn with_capacity(members: usize) -> Self {
+        Members {
+            few: Vec::with_capacity(members.min(Self::LINEAR_MAX)),
+            many: BTreeMap::new(),
+        }
+    }
 
     fn insert(&mut self, key: Cow<'a, str>, value: &'a AttrValue) {
         if self.many.is_empty() && self.few.len() < Self::LINEAR_MAX {
@@ -239,6 +258,17 @@ impl<'a> Members<'a> {
         } else {
             self.many.into_iter().collect()
         }
+    }
+}
+
+/// Appends a string as serde_json writes it; most need no escape and are copied as they are.
+fn write_json_str(out: &mut Vec<u8>, text: &str) {
+    if crate::scan::json_string_is_plain(text) {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    } else {
+        write_json(out, text);
     }
 }
 
@@ -479,9 +509,19 @@ mod tests {
             ]),
             AttrValue::Empty,
         ];
-        let mut keys: Vec<String> = ["model", "a", "resource.model", "b", "", "é", "Z", "model"]
-            .map(String::from)
-            .to_vec();
+        let mut keys: Vec<String> = [
+            "model",
+            "a",
+            "resource.model",
+            "b",
+            "q\"k\t",
+            "é",
+            "Z",
+            "model",
+            "",
+        ]
+        .map(String::from)
+        .to_vec();
         // enough distinct keys that long lists pass the linear search's limit
         keys.extend((0..48).map(|i| format!("k{i}")));
         keys.extend((0..8).map(|i| format!("resource.k{i}")));

@@ -35,6 +35,7 @@ use datafusion::prelude::{SessionContext, col, lit};
 use datafusion::scalar::ScalarValue;
 use futures::StreamExt;
 use infersight_model::Table;
+use infersight_model::scan::json_string_special;
 use infersight_store::TimeRange;
 use serde::Serialize;
 use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
@@ -719,33 +720,8 @@ fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
 /// The string starting at byte `start` (after its opening quote) and the index after its closing
 /// quote, if it ends before any backslash or control character (which serde_json rejects).
 fn plain_string(text: &str, start: usize) -> Option<(&str, usize)> {
-    let end = start + find_quote_backslash_or_control(&text.as_bytes()[start..])?;
-    (text.as_bytes()[end] == b'"').then(|| (&text[start..end], end + 1))
-}
-
-/// The position of the first quote, backslash or byte below 0x20, eight bytes at a time: in each
-/// word, the lowest byte flagged by the "has a zero byte" trick is exact.
-fn find_quote_backslash_or_control(bytes: &[u8]) -> Option<usize> {
-    const ONES: u64 = u64::from_ne_bytes([1; 8]);
-    const HIGHS: u64 = ONES * 0x80;
-    let mut at = 0;
-    while let Some(word) = bytes.get(at..at + 8) {
-        let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-        let quote = word ^ (ONES * u64::from(b'"'));
-        let backslash = word ^ (ONES * u64::from(b'\\'));
-        let flagged = (quote.wrapping_sub(ONES) & !quote)
-            | (backslash.wrapping_sub(ONES) & !backslash)
-            | (word.wrapping_sub(ONES * 0x20) & !word);
-        let flagged = flagged & HIGHS;
-        if flagged != 0 {
-            return Some(at + flagged.trailing_zeros() as usize / 8);
-        }
-        at += 8;
-    }
-    bytes[at..]
-        .iter()
-        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-        .map(|position| at + position)
+    let end = json_string_special(text.as_bytes(), start);
+    (text.as_bytes().get(end) == Some(&b'"')).then(|| (&text[start..end], end + 1))
 }
 
 /// The end of the JSON number starting at `start`, if it is one serde_json reads without error:
@@ -1523,24 +1499,6 @@ mod tests {
                 })
                 .collect();
             assert_eq!(rendered, expected, "{text}");
-        }
-    }
-
-    #[test]
-    fn special_bytes_are_found_eight_at_a_time() {
-        let mut rng = Rng(3);
-        for _ in 0..2000 {
-            let bytes: Vec<u8> = (0..rng.below(40))
-                .map(|_| *rng.pick(b"ab\"\\\x00\x1f\x20\x7f\xff\x21\x5b\x5d"))
-                .collect();
-            let expected = bytes
-                .iter()
-                .position(|&b| b == b'"' || b == b'\\' || b < 0x20);
-            assert_eq!(
-                find_quote_backslash_or_control(&bytes),
-                expected,
-                "{bytes:?}"
-            );
         }
     }
 

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use hmac::{Hmac, Mac};
+use infersight_model::scan::json_string_special;
 use regex::{Regex, RegexSet};
 use sha2::Sha256;
 
@@ -946,6 +947,7 @@ impl<'a> LeafScan<'a> {
         let mut i = start + 1;
         let mut escaped = false;
         loop {
+            i = json_string_special(bytes, i);
             match bytes.get(i) {
                 Some(b'"') => break,
                 Some(b'\\') => {
@@ -962,7 +964,6 @@ impl<'a> LeafScan<'a> {
                         _ => return Err(ScanStop::Unread),
                     }
                 }
-                Some(&byte) if byte >= 0x20 => i += 1,
                 // a control character or the end of the text
                 _ => return Err(ScanStop::Unread),
             }
@@ -1058,10 +1059,14 @@ impl JsonWalk<'_, '_, '_> {
     fn string_end(&self, i: usize) -> usize {
         let bytes = self.json.as_bytes();
         let mut j = i + 1;
-        while bytes[j] != b'"' {
-            j += if bytes[j] == b'\\' { 2 } else { 1 };
+        loop {
+            j = json_string_special(bytes, j);
+            match bytes[j] {
+                b'"' => return j + 1,
+                b'\\' => j += 2,
+                _ => j += 1,
+            }
         }
-        j + 1
     }
 
     /// Index after the value starting at `i`.
@@ -1403,11 +1408,16 @@ pub(super) fn secret_key_label(key: &str) -> Option<Label> {
                 .zip(word.bytes())
                 .all(|(&k, w)| normalized(k) == w)
     };
+    // every word is compared from its end, so most keys are told apart by their last byte
+    let last = normalized(*key.last()?);
+    let ends_alike = |word: &&&str| word.as_bytes().last() == Some(&last);
     let secret = SECRET_KEYS_EXACT
         .iter()
+        .filter(ends_alike)
         .any(|word| key.len() == word.len() && word_at(0, word))
         || SECRET_KEY_SUFFIXES
             .iter()
+            .filter(ends_alike)
             .any(|suffix| key.len() >= suffix.len() && word_at(key.len() - suffix.len(), suffix));
     if !secret {
         return None;
