@@ -27,11 +27,12 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use serde_json::{Map, Value as Json};
 
 use crate::error::IngestError;
+use crate::otlp::convert::traces_to_batches_detached;
 use crate::otlp::convert::{
     Converted, logs_to_batches, metrics_to_batches, traces_to_batches_with,
 };
 use crate::otlp::decode::decode_json;
-use crate::otlp::tree::SpanTreeCache;
+use crate::otlp::tree::{ExportTraces, SpanTreeCache};
 
 /// How the lines of a file are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -280,8 +281,8 @@ struct TraceDone {
     seq: u64,
     line_number: u64,
     raw: Vec<u8>,
-    decoded: Result<ExportTraceServiceRequest, IngestError>,
-    converted: Option<Result<Converted, IngestError>>,
+    /// The conversion without the cache and the export's traces, or why it did not decode.
+    converted: Result<(Result<Converted, IngestError>, ExportTraces), IngestError>,
 }
 
 fn convert_traces_worker(
@@ -303,16 +304,13 @@ fn convert_traces_worker(
         else {
             return;
         };
-        let decoded = decode_json::<ExportTraceServiceRequest>(&raw);
-        let converted = decoded
-            .as_ref()
-            .ok()
-            .map(|request| traces_to_batches_with(request, mapper, None));
+        // the export is dropped here, on the thread that allocated it
+        let converted = decode_json::<ExportTraceServiceRequest>(&raw)
+            .map(|request| traces_to_batches_detached(request, mapper));
         let done = TraceDone {
             seq,
             line_number,
             raw,
-            decoded,
             converted,
         };
         if to_reader.send(done).is_err() {
@@ -456,7 +454,7 @@ fn read_line_bounded(
             });
         }
         started = true;
-        let newline = available.iter().position(|b| *b == b'\n');
+        let newline = memchr::memchr(b'\n', available);
         let chunk = &available[..newline.unwrap_or(available.len())];
         length += chunk.len() as u64;
         if !too_long {
@@ -590,18 +588,18 @@ impl FileReader<'_> {
     /// one the cache would have given, and the export's phase spans are remembered.
     fn finish_trace_line(&mut self, done: TraceDone) -> Vec<u8> {
         let raw = done.raw.strip_suffix(b"\r").unwrap_or(&done.raw);
-        let converted = match (done.decoded, done.converted) {
-            (Ok(request), _) if self.span_tree.knows_any_trace_of(&request) => {
-                traces_to_batches_with(&request, self.mapper, Some(&self.span_tree))
+        let converted = match done.converted {
+            // rare: decoded again, to be converted with the cache
+            Ok((_, export)) if self.span_tree.knows_any_trace_of(&export) => {
+                decode_json::<ExportTraceServiceRequest>(raw).and_then(|request| {
+                    traces_to_batches_with(&request, self.mapper, Some(&self.span_tree))
+                })
             }
-            (Ok(request), Some(Ok(converted))) => {
-                self.span_tree.remember_export(&request);
+            Ok((Ok(converted), export)) => {
+                self.span_tree.remember_export(export);
                 Ok(converted)
             }
-            (Ok(_), Some(Err(e))) | (Err(e), _) => Err(e),
-            (Ok(request), None) => {
-                traces_to_batches_with(&request, self.mapper, Some(&self.span_tree))
-            }
+            Ok((Err(e), _)) | Err(e) => Err(e),
         };
         self.take_converted(converted, raw, done.line_number);
         done.raw
@@ -799,7 +797,7 @@ impl FileReader<'_> {
         self.pending.records += 1;
     }
 
-    /// Hands pending records to the sink, one batch per table.
+    /// Hands pending records to the sink, grouped by table (see [`merge_by_table`]).
     fn flush(&mut self) -> Result<(), IngestError> {
         let pending = std::mem::take(&mut self.pending);
         if pending.records == 0
@@ -831,7 +829,13 @@ impl FileReader<'_> {
     }
 }
 
-/// Concatenates batches of the same table so the sink gets one batch per table per flush.
+/// Batches of at least this many rows on average are handed on as they are.
+const MIN_HANDED_BATCH_ROWS: usize = 1024;
+
+/// Groups batches by table (in table order, each table's batches in reading order).
+/// Small batches of a table (exports of a few spans, say) are concatenated into one so the sink
+/// does not pay its per-batch costs for a handful of rows; batches that are large already are
+/// not copied again.
 fn merge_by_table(batches: Vec<TableBatch>) -> Result<Vec<TableBatch>, IngestError> {
     let mut merged: Vec<TableBatch> = Vec::new();
     for table in Table::ALL {
@@ -840,16 +844,12 @@ fn merge_by_table(batches: Vec<TableBatch>) -> Result<Vec<TableBatch>, IngestErr
             .filter(|b| b.table == table && b.batch.num_rows() > 0)
             .map(|b| b.batch.clone())
             .collect();
-        match parts.len() {
-            0 => {}
-            1 => merged.push(TableBatch {
-                table,
-                batch: parts.into_iter().next().expect("one"),
-            }),
-            _ => {
-                let batch = arrow::compute::concat_batches(&table.schema(), &parts)?;
-                merged.push(TableBatch { table, batch });
-            }
+        let rows: usize = parts.iter().map(|b| b.num_rows()).sum();
+        if parts.len() > 1 && rows < MIN_HANDED_BATCH_ROWS * parts.len() {
+            let batch = arrow::compute::concat_batches(&table.schema(), &parts)?;
+            merged.push(TableBatch { table, batch });
+        } else {
+            merged.extend(parts.into_iter().map(|batch| TableBatch { table, batch }));
         }
     }
     Ok(merged)
@@ -1526,6 +1526,54 @@ mod tests {
             }
         }
         assert_eq!(seen, ["short", "<22>", "ok", "<15>"]);
+    }
+
+    #[test]
+    fn small_batches_are_merged_and_large_ones_handed_on() {
+        let requests = |from: i64, rows: i64| TableBatch {
+            table: Table::Requests,
+            batch: RequestRecord::to_batch(
+                &(from..from + rows)
+                    .map(|ts| RequestRecord {
+                        ts,
+                        ..Default::default()
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+        };
+        let logs = TableBatch {
+            table: Table::Logs,
+            batch: LogRecord::to_batch(&[LogRecord::default()]),
+        };
+        let ts_of = |batches: &[TableBatch]| -> Vec<Vec<i64>> {
+            batches
+                .iter()
+                .filter(|b| b.table == Table::Requests)
+                .map(|b| {
+                    RequestRecord::from_batch(&b.batch)
+                        .unwrap()
+                        .iter()
+                        .map(|r| r.ts)
+                        .collect()
+                })
+                .collect()
+        };
+        // three small exports of one table become one batch, in reading order
+        let small = merge_by_table(vec![requests(0, 3), logs.clone(), requests(3, 2)]).unwrap();
+        assert_eq!(ts_of(&small), vec![vec![0, 1, 2, 3, 4]]);
+        assert_eq!(small.iter().filter(|b| b.table == Table::Logs).count(), 1);
+        // large ones stay as they are, without a copy
+        let large = vec![requests(0, 1500), requests(1500, 1200)];
+        let handed = merge_by_table(large.clone()).unwrap();
+        assert_eq!(handed.len(), 2);
+        for (out, input) in handed.iter().zip(&large) {
+            assert!(
+                out.batch.column(0).to_data().buffers()[0].as_ptr()
+                    == input.batch.column(0).to_data().buffers()[0].as_ptr()
+            );
+        }
+        let rows: Vec<usize> = ts_of(&handed).iter().map(Vec::len).collect();
+        assert_eq!(rows, vec![1500, 1200]);
     }
 }
 

@@ -23,7 +23,7 @@ use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 
 use super::tokens::span_tokens;
-use super::tree::{SpanTreeCache, TreeView};
+use super::tree::{ExportTraces, SpanTreeCache, TreeView};
 use crate::error::IngestError;
 
 /// Canonical batches made from one export request, with the counts OTLP's `partial_success`
@@ -122,6 +122,59 @@ pub fn key_values(pairs: &[KeyValue]) -> Vec<(String, AttrValue)> {
         .collect()
 }
 
+/// [`any_value_to_attr`] of a value that is not needed afterwards: its strings are moved.
+fn any_value_into_attr(value: AnyValue) -> AttrValue {
+    match value.value {
+        Some(any_value::Value::StringValue(s)) => AttrValue::Str(s),
+        Some(any_value::Value::BytesValue(b)) => AttrValue::Bytes(b),
+        Some(any_value::Value::ArrayValue(a)) => {
+            AttrValue::Array(a.values.into_iter().map(any_value_into_attr).collect())
+        }
+        Some(any_value::Value::KvlistValue(kv)) => AttrValue::Map(key_values_into(kv.values)),
+        other => any_value_to_attr(&AnyValue { value: other }),
+    }
+}
+
+/// [`key_values`] of pairs that are not needed afterwards: their strings are moved.
+fn key_values_into(pairs: Vec<KeyValue>) -> Vec<(String, AttrValue)> {
+    pairs
+        .into_iter()
+        .map(|kv| {
+            let value = kv.value.map_or(AttrValue::Empty, any_value_into_attr);
+            (kv.key, value)
+        })
+        .collect()
+}
+
+/// Where the conversion of an export gets each span's attributes: from the spans (copied), or
+/// taken out of them beforehand, in span order, when the caller owns the export.
+enum SpanAttributes {
+    Copied,
+    Taken(std::vec::IntoIter<Vec<KeyValue>>),
+}
+
+impl SpanAttributes {
+    /// Takes the attributes out of every span of `req`, in the order the conversion visits them.
+    fn take_from(req: &mut ExportTraceServiceRequest) -> SpanAttributes {
+        let taken: Vec<Vec<KeyValue>> = req
+            .resource_spans
+            .iter_mut()
+            .flat_map(|r| &mut r.scope_spans)
+            .flat_map(|s| &mut s.spans)
+            .map(|span| std::mem::take(&mut span.attributes))
+            .collect();
+        SpanAttributes::Taken(taken.into_iter())
+    }
+
+    /// The taken attributes of the next span (call once per span, in order), `None` when copied.
+    fn next(&mut self) -> Option<Vec<KeyValue>> {
+        match self {
+            SpanAttributes::Copied => None,
+            SpanAttributes::Taken(spans) => Some(spans.next().unwrap_or_default()),
+        }
+    }
+}
+
 fn resource_attrs(resource: Option<&Resource>) -> Vec<(String, AttrValue)> {
     resource
         .map(|r| key_values(&r.attributes))
@@ -155,12 +208,14 @@ pub fn hex_id(bytes: &[u8]) -> Option<String> {
     if bytes.is_empty() {
         return None;
     }
-    let mut out = String::with_capacity(bytes.len() * 2);
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = Vec::with_capacity(bytes.len() * 2);
     for b in bytes {
-        out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
-        out.push(char::from_digit(u32::from(b & 0x0f), 16).unwrap_or('0'));
+        out.push(DIGITS[usize::from(b >> 4)]);
+        out.push(DIGITS[usize::from(b & 0x0f)]);
     }
-    Some(out)
+    // ASCII digits only
+    String::from_utf8(out).ok()
 }
 
 /// An id of the required length that is not all zeroes (the OTLP definition of a valid id).
@@ -274,6 +329,30 @@ pub fn traces_to_batches_with(
     span_tree: Option<&SpanTreeCache>,
 ) -> Result<Converted, IngestError> {
     let tree = TreeView::new(req, span_tree);
+    let converted = convert_traces(req, SpanAttributes::Copied, mapper, &tree)?;
+    tree.remember();
+    Ok(converted)
+}
+
+/// [`traces_to_batches`] for a reader that converts exports on several threads: the conversion,
+/// and what its in-order half needs to know of the export (see [`SpanTreeCache`]).
+/// The export is consumed: attribute strings move into the rows instead of being copied.
+pub(crate) fn traces_to_batches_detached(
+    mut req: ExportTraceServiceRequest,
+    mapper: &AttributeMapper,
+) -> (Result<Converted, IngestError>, ExportTraces) {
+    let attributes = SpanAttributes::take_from(&mut req);
+    let tree = TreeView::new(&req, None);
+    let converted = convert_traces(&req, attributes, mapper, &tree);
+    (converted, ExportTraces::new(&req, tree.into_batch()))
+}
+
+fn convert_traces(
+    req: &ExportTraceServiceRequest,
+    mut attributes: SpanAttributes,
+    mapper: &AttributeMapper,
+    tree: &TreeView<'_>,
+) -> Result<Converted, IngestError> {
     let span_count: usize = req
         .resource_spans
         .iter()
@@ -289,6 +368,7 @@ pub fn traces_to_batches_with(
         let service = find_label(&resource, "service.name");
         for scope_spans in &resource_spans.scope_spans {
             for span in &scope_spans.spans {
+                let taken = attributes.next();
                 let checked = check_id(&span.trace_id, 16, "trace_id")
                     .and_then(|()| check_id(&span.span_id, 8, "span_id"))
                     .and_then(|()| time_ns(span.start_time_unix_nano, "start_time_unix_nano"));
@@ -305,7 +385,10 @@ pub fn traces_to_batches_with(
                 let duration_ms = end_ns
                     .filter(|end| *end >= start_ns)
                     .map(|end| (end - start_ns) as f64 / 1e6);
-                let mut attrs = key_values(&span.attributes);
+                let mut attrs = match taken {
+                    Some(pairs) => key_values_into(pairs),
+                    None => key_values(&span.attributes),
+                };
                 push_scope(&mut attrs, scope_spans.scope.as_ref());
                 let status = span.status.as_ref().map_or(0, |s| s.code);
                 let status = status_name(status).to_string();
@@ -358,7 +441,6 @@ pub fn traces_to_batches_with(
             }
         }
     }
-    tree.remember();
     let mut batches = Vec::new();
     if !spans.is_empty() {
         batches.push(TableBatch {
@@ -922,4 +1004,107 @@ pub fn check_expansion(request: &impl ExpansionEstimate, limit: usize) -> Result
         return Err(IngestError::Expansion { estimate, limit });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use opentelemetry_proto::tonic::common::v1::{ArrayValue, KeyValueList};
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+
+    use super::*;
+
+    fn kv(key: &str, value: any_value::Value) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: Some(AnyValue { value: Some(value) }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn ids_are_lowercase_hex() {
+        assert_eq!(hex_id(&[]), None);
+        assert_eq!(
+            hex_id(&[0x00, 0xab, 0x9f, 0x10]).as_deref(),
+            Some("00ab9f10")
+        );
+        let all: Vec<u8> = (0..=255).collect();
+        let expected: String = all.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex_id(&all), Some(expected));
+    }
+
+    #[test]
+    fn a_consumed_export_converts_as_a_borrowed_one() {
+        use any_value::Value;
+        let span = |i: u8, attributes: Vec<KeyValue>| Span {
+            // span 2 has a bad trace id: rejected, its attributes must not shift to span 3
+            trace_id: if i == 2 { vec![1; 3] } else { vec![i + 1; 16] },
+            span_id: vec![i + 1; 8],
+            name: format!("span-{i}"),
+            start_time_unix_nano: 1_700_000_000_000_000_000 + u64::from(i),
+            end_time_unix_nano: 1_700_000_001_000_000_000,
+            attributes,
+            ..Default::default()
+        };
+        let nested = Value::KvlistValue(KeyValueList {
+            values: vec![
+                kv("inner", Value::StringValue("x".into())),
+                kv(
+                    "list",
+                    Value::ArrayValue(ArrayValue {
+                        values: vec![AnyValue {
+                            value: Some(Value::BytesValue(vec![1, 2])),
+                        }],
+                    }),
+                ),
+            ],
+        });
+        let spans: Vec<Span> = (0..5u8)
+            .map(|i| {
+                span(
+                    i,
+                    vec![
+                        kv(
+                            "gen_ai.request.model",
+                            Value::StringValue(format!("model-{i}")),
+                        ),
+                        kv("gen_ai.usage.input_tokens", Value::IntValue(i64::from(i))),
+                        kv("gen_ai.latency.e2e", Value::DoubleValue(0.5)),
+                        kv("nested", nested.clone()),
+                        kv("flag", Value::BoolValue(i % 2 == 0)),
+                    ],
+                )
+            })
+            .collect();
+        let request = ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                resource: Some(Resource {
+                    attributes: vec![kv("service.name", Value::StringValue("vllm".into()))],
+                    ..Default::default()
+                }),
+                scope_spans: vec![
+                    ScopeSpans {
+                        spans: spans[..2].to_vec(),
+                        ..Default::default()
+                    },
+                    ScopeSpans {
+                        spans: spans[2..].to_vec(),
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            }],
+        };
+        let mapper = AttributeMapper::default();
+        let borrowed = traces_to_batches(&request, &mapper).unwrap();
+        let (consumed, _) = traces_to_batches_detached(request, &mapper);
+        let consumed = consumed.unwrap();
+        assert_eq!(borrowed.accepted, 4);
+        assert_eq!((consumed.accepted, consumed.rejected), (4, 1));
+        assert_eq!(borrowed.batches.len(), consumed.batches.len());
+        for (a, b) in borrowed.batches.iter().zip(&consumed.batches) {
+            assert_eq!(a.table, b.table);
+            assert!(a.batch == b.batch, "{:?} rows differ", a.table);
+        }
+    }
 }

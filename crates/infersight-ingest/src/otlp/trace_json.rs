@@ -12,6 +12,7 @@
 //! String unescaping and number conversion are delegated to serde_json itself, so both paths agree
 //! bit for bit.
 
+use infersight_model::scan::json_string_special;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{
     AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList, any_value,
@@ -34,6 +35,7 @@ pub fn decode_traces_fast(bytes: &[u8]) -> Option<ExportTraceServiceRequest> {
         bytes,
         text,
         pos: 0,
+        attrs_hint: 0,
     };
     let mut request = ExportTraceServiceRequest::default();
     let mut seen = Seen::default();
@@ -49,6 +51,42 @@ pub fn decode_traces_fast(bytes: &[u8]) -> Option<ExportTraceServiceRequest> {
     })?;
     parser.ws();
     (parser.pos == bytes.len()).then_some(request)
+}
+
+/// Powers of ten up to the largest a [`short_decimal`] divides by; all exact in an `f64`.
+const POW10: [f64; 20] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19,
+];
+
+/// A number literal (already checked against the JSON grammar) of at most 19 digits and without
+/// exponent, converted as serde_json converts it (without its `float_roundtrip` feature, which
+/// this workspace does not enable; a test holds both to the same bits): the digits as an integer,
+/// divided by the power of ten of the fraction's length. Longer literals and exponents are left to
+/// serde_json.
+fn short_decimal(literal: &[u8]) -> Option<f64> {
+    let (negative, digits) = match literal.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, literal),
+    };
+    let mut significand = 0u64;
+    let mut count = 0usize;
+    let mut fraction_digits = None;
+    for (index, byte) in digits.iter().enumerate() {
+        match byte {
+            b'0'..=b'9' => {
+                count += 1;
+                if count > 19 {
+                    return None;
+                }
+                significand = significand * 10 + u64::from(byte - b'0');
+            }
+            b'.' if fraction_digits.is_none() => fraction_digits = Some(digits.len() - index - 1),
+            _ => return None,
+        }
+    }
+    let value = significand as f64 / POW10[fraction_digits.unwrap_or(0)];
+    Some(if negative { -value } else { value })
 }
 
 /// Which fields of one object were read, to decline duplicates (serde rejects them).
@@ -71,7 +109,19 @@ struct Parser<'a> {
     /// `bytes` as text: slices between ASCII delimiters are `&str` without a check per string.
     text: &'a str,
     pos: usize,
+    /// Length of the last attribute list: the next one is usually as long (spans of one export
+    /// carry the same attributes), so its vector is allocated once instead of grown.
+    attrs_hint: usize,
 }
+
+thread_local! {
+    /// Spans in the last `scopeSpans` decoded on this thread, for the same reason: exports of one
+    /// source are alike, and growing a vector of large spans copies them several times.
+    static SPANS_HINT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Most spans one hint reserves room for.
+const MAX_SPANS_HINT: usize = 4096;
 
 impl<'a> Parser<'a> {
     fn ws(&mut self) {
@@ -153,8 +203,8 @@ impl<'a> Parser<'a> {
         let start = self.pos;
         let mut escaped = false;
         loop {
-            let byte = *self.bytes.get(self.pos)?;
-            match byte {
+            self.pos = json_string_special(self.bytes, self.pos);
+            match *self.bytes.get(self.pos)? {
                 b'"' => {
                     let end = self.pos;
                     self.pos += 1;
@@ -166,8 +216,8 @@ impl<'a> Parser<'a> {
                     self.bytes.get(self.pos + 1)?;
                     self.pos += 2;
                 }
-                0..=0x1f => return None,
-                _ => self.pos += 1,
+                // a control character
+                _ => return None,
             }
         }
     }
@@ -278,6 +328,9 @@ impl<'a> Parser<'a> {
     /// `serde_json::Number` first too, so the bits are the same).
     fn double(&mut self) -> Option<f64> {
         let literal = self.number_literal()?;
+        if let Some(value) = short_decimal(literal) {
+            return Some(value);
+        }
         serde_json::from_slice::<serde_json::Number>(literal)
             .ok()?
             .as_f64()
@@ -384,10 +437,13 @@ impl<'a> Parser<'a> {
             }
             "spans" => {
                 seen.first(1)?;
+                out.spans.reserve(SPANS_HINT.get());
                 p.array(|p| {
                     out.spans.push(p.span()?);
                     Some(())
-                })
+                })?;
+                SPANS_HINT.set(out.spans.len().min(MAX_SPANS_HINT));
+                Some(())
             }
             "schemaUrl" => {
                 seen.first(2)?;
@@ -598,11 +654,12 @@ impl<'a> Parser<'a> {
 
     /// A list of `KeyValue`s (attributes, or the values of a `kvlistValue` at `depth`).
     fn key_values(&mut self, depth: usize) -> Option<Vec<KeyValue>> {
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(self.attrs_hint);
         self.array(|p| {
             out.push(p.key_value(depth)?);
             Some(())
         })?;
+        self.attrs_hint = out.len().min(64);
         Some(out)
     }
 
@@ -768,12 +825,73 @@ mod tests {
     }
 
     #[test]
+    fn short_decimals_are_what_serde_json_makes_of_them() {
+        let serde = |text: &str| {
+            serde_json::from_str::<serde_json::Number>(text)
+                .ok()
+                .and_then(|n| n.as_f64())
+        };
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut fast = 0;
+        for round in 0..200_000 {
+            // integer and fraction lengths around the 19-digit limit, zeros inside and around
+            let int_len = (next() % 12) as usize;
+            let frac_len = (next() % 22) as usize;
+            let digit = |n: u64| char::from(b'0' + (n % 10) as u8);
+            let mut text = String::new();
+            if next() % 3 == 0 {
+                text.push('-');
+            }
+            if int_len == 0 || next() % 4 == 0 {
+                text.push('0');
+            } else {
+                text.push(char::from(b'1' + (next() % 9) as u8));
+                (1..int_len).for_each(|_| text.push(digit(next())));
+            }
+            if frac_len > 0 {
+                text.push('.');
+                (0..frac_len)
+                    .for_each(|_| text.push(if next() % 5 == 0 { '0' } else { digit(next()) }));
+            }
+            if round % 1000 == 0 {
+                text = [
+                    "0",
+                    "-0",
+                    "0.0",
+                    "-0.0",
+                    "1.5",
+                    "9999999999999999999",
+                    "0.1",
+                ][round / 1000 % 7]
+                    .to_string();
+            }
+            let Some(value) = short_decimal(text.as_bytes()) else {
+                continue;
+            };
+            fast += 1;
+            let expected = serde(&text).expect("a valid literal");
+            assert_eq!(value.to_bits(), expected.to_bits(), "{text}");
+        }
+        assert!(fast > 100_000, "only {fast} literals took the short path");
+        // exponents and more than 19 digits are left to serde_json
+        assert_eq!(short_decimal(b"1e5"), None);
+        assert_eq!(short_decimal(b"0.12345678901234567890"), None);
+    }
+
+    #[test]
     fn number_grammar() {
         let literal = |text: &str| {
             let mut parser = Parser {
                 bytes: text.as_bytes(),
                 text,
                 pos: 0,
+                attrs_hint: 0,
             };
             parser
                 .number_literal()

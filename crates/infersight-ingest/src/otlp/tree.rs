@@ -258,30 +258,24 @@ impl SpanTreeCache {
         }
     }
 
-    /// Whether the cache holds a phase span of any trace of `request`: only then does converting
-    /// `request` with the cache differ from converting it without (the file reader converts
+    /// Whether the cache holds a phase span of any trace of an export: only then does converting
+    /// the export with the cache differ from converting it without (the file reader converts
     /// exports on several threads without the cache and redoes, in order, those it matters to).
-    pub fn knows_any_trace_of(&self, request: &ExportTraceServiceRequest) -> bool {
+    pub fn knows_any_trace_of(&self, export: &ExportTraces) -> bool {
         if self.is_empty() {
             return false;
         }
         let inner = self.lock();
-        request
-            .resource_spans
+        export
+            .traces
             .iter()
-            .flat_map(|r| &r.scope_spans)
-            .flat_map(|s| &s.spans)
-            .filter_map(|span| trace_key(&span.trace_id))
-            .any(|trace| inner.traces.contains_key(&trace))
+            .any(|trace| inner.traces.contains_key(trace))
     }
 
     /// Remembers the phase spans of an export converted without the cache, as converting it with
     /// the cache would have at its end.
-    pub fn remember_export(&self, request: &ExportTraceServiceRequest) {
-        if self.capacity == 0 {
-            return;
-        }
-        self.remember(BatchTree::build(request));
+    pub fn remember_export(&self, export: ExportTraces) {
+        self.remember(export.tree);
     }
 
     fn remember(&self, batch: BatchTree) {
@@ -313,6 +307,31 @@ impl SpanTreeCache {
     }
 }
 
+/// What the in-order reader of a file needs of an export converted on another thread: the
+/// traces it touches and its phase spans, without the export itself (which is dropped where it
+/// was decoded).
+#[derive(Debug, Default)]
+pub struct ExportTraces {
+    traces: Vec<u128>,
+    tree: BatchTree,
+}
+
+impl ExportTraces {
+    /// The traces of `request`, with its phase spans as [`BatchTree::build`] found them.
+    pub fn new(request: &ExportTraceServiceRequest, tree: BatchTree) -> ExportTraces {
+        let mut traces: Vec<u128> = request
+            .resource_spans
+            .iter()
+            .flat_map(|r| &r.scope_spans)
+            .flat_map(|s| &s.spans)
+            .filter_map(|span| trace_key(&span.trace_id))
+            .collect();
+        // spans of one trace are usually exported together
+        traces.dedup();
+        ExportTraces { traces, tree }
+    }
+}
+
 /// The span tree seen while converting one export: its own phase spans plus the cache's.
 #[derive(Debug)]
 pub struct TreeView<'a> {
@@ -341,6 +360,11 @@ impl<'a> TreeView<'a> {
             cache.phases_of(trace, span, &mut phases);
         }
         phases.finish()
+    }
+
+    /// This export's phase spans.
+    pub fn into_batch(self) -> BatchTree {
+        self.batch
     }
 
     /// Hands this export's phase spans to the cache for request spans still to come.
