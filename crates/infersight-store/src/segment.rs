@@ -17,6 +17,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
 
 use crate::fsutil::sync_dir;
 use crate::types::{SegmentMeta, StoreError};
@@ -133,8 +134,41 @@ pub(crate) fn split_by_hour(sorted: &RecordBatch) -> Result<Vec<(i64, RecordBatc
     Ok(parts)
 }
 
-fn writer_properties(format: SegmentFormat) -> Result<WriterProperties, StoreError> {
-    Ok(WriterProperties::builder()
+/// String columns whose values are (nearly) all distinct: identifiers and per-record attribute
+/// JSON. Dictionary encoding them only hashes every value until the dictionary outgrows its page
+/// and the writer falls back to plain encoding, so they are written plain from the start (zstd
+/// still compresses them). Latencies and timestamps (floats and times) are written plain too.
+const HIGH_CARDINALITY_COLUMNS: [&str; 6] = [
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "request_id",
+    "prompt_hash",
+    "attrs",
+];
+
+/// Whether a column of `table` is written without a dictionary (see [`HIGH_CARDINALITY_COLUMNS`]).
+fn plain_column(table: Table, field: &arrow::datatypes::Field) -> bool {
+    use arrow::datatypes::DataType;
+    matches!(field.data_type(), DataType::Float64 | DataType::Timestamp(..))
+        // a token row per sampled token: its request_id repeats, and a dictionary pays off there
+        || (table != Table::Tokens && HIGH_CARDINALITY_COLUMNS.contains(&field.name().as_str()))
+}
+
+fn writer_properties(table: Table, format: SegmentFormat) -> Result<WriterProperties, StoreError> {
+    let mut builder = WriterProperties::builder();
+    for field in table.schema().fields() {
+        if plain_column(table, field) {
+            builder = builder
+                .set_column_dictionary_enabled(ColumnPath::from(field.name().as_str()), false);
+        }
+    }
+    // min/max of attribute JSON prune nothing; every other column keeps page statistics
+    if table.schema().column_with_name("attrs").is_some() {
+        builder = builder
+            .set_column_statistics_enabled(ColumnPath::from("attrs"), EnabledStatistics::None);
+    }
+    Ok(builder
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(format.zstd_level)?))
         .set_max_row_group_row_count(Some(format.row_group_rows.max(1)))
         .set_statistics_enabled(EnabledStatistics::Page)
@@ -218,7 +252,11 @@ fn write_file(
     format: SegmentFormat,
 ) -> Result<(), StoreError> {
     let file = File::create(tmp_path).map_err(StoreError::io(tmp_path))?;
-    let mut writer = ArrowWriter::try_new(file, table.schema(), Some(writer_properties(format)?))?;
+    let mut writer = ArrowWriter::try_new(
+        file,
+        table.schema(),
+        Some(writer_properties(table, format)?),
+    )?;
     // row groups are cut by row count across batches, as for one concatenated batch
     for batch in batches {
         writer.write(batch)?;
@@ -345,6 +383,55 @@ mod tests {
             .map(|(_, parts)| parts.len())
             .collect();
         assert_eq!(parts, vec![2, 1, 2]);
+    }
+
+    #[test]
+    fn identifiers_are_written_plain_and_labels_with_a_dictionary() {
+        use parquet::basic::Encoding;
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+
+        let records: Vec<_> = (0..5000)
+            .map(|i| RequestRecord {
+                ts: i,
+                trace_id: Some(format!("{i:032x}")),
+                request_id: Some(format!("req-{i}")),
+                model: Some(format!("model-{}", i % 3)),
+                attrs: format!("{{\"n\":{i}}}"),
+                ..Default::default()
+            })
+            .collect();
+        let batch = RequestRecord::to_batch(&records);
+        let dir = tempfile::tempdir().unwrap();
+        let format = SegmentFormat {
+            zstd_level: 1,
+            row_group_rows: 4096,
+        };
+        let meta = write_segment(
+            dir.path(),
+            Table::Requests,
+            0,
+            1,
+            std::slice::from_ref(&batch),
+            format,
+        )
+        .unwrap();
+        let reader = SerializedFileReader::new(File::open(&meta.path).unwrap()).unwrap();
+        let parquet_meta = reader.metadata();
+        assert_eq!(parquet_meta.num_row_groups(), 2);
+        for group in parquet_meta.row_groups() {
+            for chunk in group.columns() {
+                let name = chunk.column_path().string();
+                let dictionary = chunk.encodings().any(|e| e == Encoding::RLE_DICTIONARY);
+                let plain_expected = HIGH_CARDINALITY_COLUMNS.contains(&name.as_str())
+                    || name.ends_with("_ms")
+                    || name == "ts"
+                    || ["temperature", "top_p"].contains(&name.as_str());
+                assert_eq!(dictionary, !plain_expected, "column {name}");
+            }
+        }
+        let read =
+            concat_batches(&Table::Requests.schema(), &read_segment(&meta).unwrap()).unwrap();
+        assert!(read == batch, "rows changed on the way through the segment");
     }
 
     #[test]
