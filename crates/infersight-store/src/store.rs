@@ -184,7 +184,6 @@ impl Store {
         let lock_file = take_lock(&data_dir)?;
         let catalog = Catalog::load(&data_dir)?;
         remove_orphan_segments(&segments_dir, &catalog);
-        let rollups = load_rollups(&catalog);
 
         let replay = replay_wal(&wal_dir, catalog.flushed_wal_seq)?;
         let next_seq = replay.last_seq.max(catalog.flushed_wal_seq) + 1;
@@ -218,7 +217,7 @@ impl Store {
                 memtable: replay.memtable,
                 catalog,
                 pending: BTreeSet::new(),
-                rollups,
+                rollups: HashMap::new(),
                 last_flush: Instant::now(),
             }),
             state_cv: Condvar::new(),
@@ -743,8 +742,20 @@ impl StorageBackend for Store {
             )
         };
         for segment in missing {
-            // written before rollups existed, or its sidecar was unreadable: roll it up now
-            let rollup = Arc::new(rollups::build(spec, &segment::read_segment(&segment)?)?);
+            // read from its sidecar on first use; a segment written before rollups existed, or
+            // whose sidecar is unreadable, is rolled up now
+            let sidecar = segment
+                .rollup_bytes
+                .is_some()
+                .then(|| rollups::read_sidecar(&segment));
+            let rollup = match sidecar {
+                Some(Ok(rollup)) => rollup,
+                Some(Err(err)) => {
+                    tracing::warn!(%err, "rollup sidecar unreadable; rebuilding it");
+                    Arc::new(rollups::build(spec, &segment::read_segment(&segment)?)?)
+                }
+                None => Arc::new(rollups::build(spec, &segment::read_segment(&segment)?)?),
+            };
             let mut state = self.state.lock();
             if state.catalog.segments.iter().any(|s| s.id == segment.id) {
                 state.rollups.insert(segment.id, Arc::clone(&rollup));
@@ -792,6 +803,7 @@ impl StorageBackend for Store {
             fsyncs: self.fsyncs.load(Ordering::Relaxed),
             flushes: self.flushes.load(Ordering::Relaxed),
             compactions: self.compactions.load(Ordering::Relaxed),
+            rollups_in_memory: state.rollups.len() as u64,
         }
     }
 
@@ -1107,22 +1119,6 @@ fn remove_unpublished(written: &[SegmentMeta]) {
 
 /// Reads the rollup sidecars the catalog names; an unreadable one is logged and rebuilt from
 /// its segment on first use.
-fn load_rollups(catalog: &Catalog) -> HashMap<u64, Arc<Rollup>> {
-    let mut loaded = HashMap::new();
-    for segment in catalog.table_segments(Table::Requests) {
-        if segment.rollup_bytes.is_none() {
-            continue;
-        }
-        match rollups::read_sidecar(segment) {
-            Ok(rollup) => {
-                loaded.insert(segment.id, rollup);
-            }
-            Err(err) => tracing::warn!(%err, "rollup sidecar unreadable; will rebuild it"),
-        }
-    }
-    loaded
-}
-
 /// Removes files of segments already dropped from the catalog, and hour directories left empty.
 /// Called once `retired_grace` has passed since the catalog change, so snapshots taken before
 /// it (queries being planned or run) could still open them meanwhile.

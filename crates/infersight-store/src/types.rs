@@ -173,6 +173,9 @@ pub struct StoreStats {
     pub fsyncs: u64,
     pub flushes: u64,
     pub compactions: u64,
+    /// Segment rollups held in memory: read from their sidecars when first asked for, not when
+    /// the store opens (a one-shot `infersight query` never needs them).
+    pub rollups_in_memory: u64,
 }
 
 /// The seam between receivers/analytics and storage.

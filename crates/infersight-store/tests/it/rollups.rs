@@ -68,7 +68,10 @@ fn memtable_and_sidecars_answer_the_same() {
     store.close().unwrap();
     drop(store);
     let reopened = open(dir.path());
+    // sidecars are read when rollups are first asked for, not when the store opens
+    assert_eq!(reopened.stats().rollups_in_memory, 0);
     assert_eq!(p99_e2e(&reopened, TimeRange::ALL), before);
+    assert_eq!(reopened.stats().rollups_in_memory, 1);
     // a range selects whole minutes
     let first_10_min = TimeRange {
         since_ns: Some(H0),
