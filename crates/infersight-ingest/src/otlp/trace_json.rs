@@ -437,7 +437,10 @@ impl<'a> Parser<'a> {
             }
             "spans" => {
                 seen.first(1)?;
-                out.spans.reserve(SPANS_HINT.get());
+                // no more than the rest of the document could hold (a span takes 64+ bytes),
+                // so one small export after a large one does not reserve room for thousands
+                let room = (p.bytes.len() - p.pos) / 64;
+                out.spans.reserve(SPANS_HINT.get().min(room));
                 p.array(|p| {
                     out.spans.push(p.span()?);
                     Some(())
