@@ -1,0 +1,186 @@
+//! The first step of the file receiver: a file on disk → lines. Opens the file, takes its
+//! modification time (the time of records that carry none), detects gzip by its magic bytes,
+//! counts the bytes read from disk for the progress report, and reads lines with a hard cap; the
+//! line loop hands each line to the per-file [`FileReader`] or, for OTLP trace lines, to the
+//! conversion workers.
+
+use std::cell::Cell;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::rc::Rc;
+
+use chrono::{DateTime, Utc};
+
+use super::reader::FileReader;
+use super::workers::InOrder;
+use crate::error::IngestError;
+
+/// An open file, ready to be read line by line.
+pub(super) struct OpenedFile {
+    /// The file's bytes, decompressed when it is gzip.
+    pub(super) reader: Box<dyn BufRead>,
+    /// Bytes read from disk so far (compressed bytes for a gzip file).
+    pub(super) bytes_read: Rc<Cell<u64>>,
+    /// The file's modification time, or now when it has none.
+    pub(super) mtime_ns: i64,
+}
+
+/// Opens `path`, gzip-decoding it when it starts with the gzip magic bytes.
+pub(super) fn open(path: &Path) -> std::io::Result<OpenedFile> {
+    let file = File::open(path)?;
+    let mtime_ns = file
+        .metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| DateTime::<Utc>::from(t).timestamp_nanos_opt())
+        .unwrap_or_else(infersight_model::time::now_ns);
+    let bytes_read = Rc::new(Cell::new(0u64));
+    let counting = CountingReader {
+        inner: file,
+        count: Rc::clone(&bytes_read),
+    };
+    let mut buffered = BufReader::with_capacity(256 * 1024, counting);
+    let is_gzip = buffered.fill_buf()?.starts_with(&[0x1f, 0x8b]);
+    let reader: Box<dyn BufRead> = if is_gzip {
+        let decoder = flate2::bufread::MultiGzDecoder::new(buffered);
+        Box::new(BufReader::with_capacity(256 * 1024, decoder))
+    } else {
+        Box::new(buffered)
+    };
+    Ok(OpenedFile {
+        reader,
+        bytes_read,
+        mtime_ns,
+    })
+}
+
+/// Reads every line of `reader`: an OTLP trace line goes to the conversion workers, any other
+/// line is converted here once the workers' lines before it are taken back; `on_progress` gets
+/// the bytes read every megabyte. An I/O error stops the reading after what was read before it
+/// is handed on.
+pub(super) fn read_lines(
+    path: &Path,
+    reader: &mut dyn BufRead,
+    state: &mut FileReader<'_>,
+    in_order: &mut InOrder,
+    bytes_read: &Cell<u64>,
+    on_progress: &mut dyn FnMut(u64),
+) -> Result<(), IngestError> {
+    let max_line = state.options.max_line_bytes.max(1);
+    let mut line = Vec::new();
+    let mut last_progress = 0u64;
+    loop {
+        let outcome = match read_line_bounded(reader, &mut line, max_line) {
+            Ok(outcome) => outcome,
+            Err(source) => {
+                in_order.drain(state)?;
+                state.flush()?;
+                on_progress(bytes_read.get());
+                return Err(IngestError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        match outcome {
+            LineRead::Eof => return Ok(()),
+            LineRead::TooLong(length) => {
+                in_order.drain(state)?;
+                state.summary.lines += 1;
+                state.summary.records_read += 1;
+                state.reject(format!("line exceeds {max_line} bytes ({length} bytes)"));
+                in_order.after_line(state, 0)?;
+            }
+            LineRead::Line => {
+                state.summary.lines += 1;
+                if state.is_trace_line(&line) {
+                    // the workers' lines come back as buffers for the next ones
+                    let next = in_order.spare_lines.pop().unwrap_or_default();
+                    let raw = std::mem::replace(&mut line, next);
+                    in_order.send(state, raw)?;
+                } else {
+                    in_order.drain(state)?;
+                    state.line(&line);
+                    in_order.after_line(state, line.len())?;
+                }
+            }
+        }
+        if bytes_read.get() >= last_progress + (1 << 20) {
+            last_progress = bytes_read.get();
+            on_progress(last_progress);
+        }
+    }
+}
+
+/// Counts the bytes read from the file underneath any decompression.
+struct CountingReader<R> {
+    inner: R,
+    count: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.set(self.count.get() + n as u64);
+        Ok(n)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LineRead {
+    Eof,
+    /// A line (without its `\n`) is in the buffer.
+    Line,
+    /// The line was longer than the cap; it was skipped and its length is given.
+    TooLong(u64),
+}
+
+/// Reads the next line into `line` (without the newline), holding at most `max_bytes` of it: a
+/// longer line is consumed chunk by chunk up to its newline and reported as `TooLong`.
+pub(super) fn read_line_bounded(
+    reader: &mut dyn BufRead,
+    line: &mut Vec<u8>,
+    max_bytes: usize,
+) -> std::io::Result<LineRead> {
+    line.clear();
+    let mut length = 0u64;
+    let mut too_long = false;
+    let mut started = false;
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(available) => available,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok(match (started, too_long) {
+                (false, _) => LineRead::Eof,
+                (true, true) => LineRead::TooLong(length),
+                (true, false) => LineRead::Line,
+            });
+        }
+        started = true;
+        let newline = memchr::memchr(b'\n', available);
+        let chunk = &available[..newline.unwrap_or(available.len())];
+        length += chunk.len() as u64;
+        if !too_long {
+            if line.len() + chunk.len() > max_bytes {
+                too_long = true;
+                line.clear();
+                line.shrink_to(64 * 1024);
+            } else {
+                line.extend_from_slice(chunk);
+            }
+        }
+        let consumed = chunk.len() + usize::from(newline.is_some());
+        reader.consume(consumed);
+        if newline.is_some() {
+            return Ok(if too_long {
+                LineRead::TooLong(length)
+            } else {
+                LineRead::Line
+            });
+        }
+    }
+}
