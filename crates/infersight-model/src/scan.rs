@@ -1,7 +1,9 @@
-//! Byte scans shared by the hot text paths of ingestion: the OTLP/JSON decoder, the JSON writer
-//! of `attrs` and the redaction screen all walk JSON strings, and a byte-at-a-time loop over them
-//! was the largest single cost of `infersight ingest`. These scans look at eight bytes per step
-//! (SWAR: plain `u64` arithmetic, no `unsafe`, no target features).
+//! Byte scans shared by the hot text paths of ingestion and querying: the OTLP/JSON decoder, the
+//! JSON writer of `attrs`, the `attrs` reader ([`crate::attrs`]: dimension discovery and
+//! `json_get`) and the redaction stage all walk JSON strings, and a byte-at-a-time loop over them
+//! was the largest single cost of `infersight ingest`. [`json_string_special`] looks at eight
+//! bytes per step (SWAR: plain `u64` arithmetic, no `unsafe`, no target features);
+//! [`json_string_end`] is the one reader of a whole JSON string (escapes included) built on it.
 
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
@@ -59,6 +61,47 @@ pub fn json_string_special(bytes: &[u8], from: usize) -> usize {
 #[inline]
 pub fn json_string_is_plain(text: &str) -> bool {
     json_string_special(text.as_bytes(), 0) == text.len()
+}
+
+/// Where a JSON string ends, as read by [`json_string_end`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JsonStringEnd {
+    /// Index of the closing quote.
+    pub quote: usize,
+    /// Whether the string holds an escape, so its text is not the bytes between its quotes.
+    pub escaped: bool,
+}
+
+/// Reads the JSON string whose content starts at `start` (just after its opening quote): where
+/// its closing quote is and whether it holds escapes. `None` when the text ends inside it, or it
+/// holds a raw control character or an escape JSON does not have (serde_json rejects all three).
+/// A `\u` escape is checked for its four hex digits only; surrogate pairs are the decoder's
+/// business, so a string this accepts may still fail to decode.
+#[inline]
+pub fn json_string_end(bytes: &[u8], start: usize) -> Option<JsonStringEnd> {
+    let mut at = start;
+    let mut escaped = false;
+    loop {
+        at = json_string_special(bytes, at);
+        match *bytes.get(at)? {
+            b'"' => return Some(JsonStringEnd { quote: at, escaped }),
+            b'\\' => {
+                escaped = true;
+                at += match *bytes.get(at + 1)? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => 2,
+                    b'u' if bytes
+                        .get(at + 2..at + 6)
+                        .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit)) =>
+                    {
+                        6
+                    }
+                    _ => return None,
+                };
+            }
+            // a control character
+            _ => return None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -132,5 +175,40 @@ mod tests {
         assert!(!json_string_is_plain("line\nbreak"));
         assert!(!json_string_is_plain("0123456789abcdef\t"));
         assert_eq!(json_string_special(b"abc", 10), 3);
+    }
+
+    /// `json_string_end` agrees with serde_json on where a string ends and whether it holds
+    /// escapes, wherever serde_json can read the string.
+    #[test]
+    fn string_ends_agree_with_serde_json() {
+        let cases: &[(&str, Option<(usize, bool)>)] = &[
+            (r#""""#, Some((1, false))),
+            (r#""plain" tail"#, Some((6, false))),
+            (r#""a\"b""#, Some((5, true))),
+            (r#""\\""#, Some((3, true))),
+            (r#""\u00e9 and \/ \b\f\n\r\t""#, Some((25, true))),
+            (r#""\ud800""#, Some((7, true))),
+            (r#""\u00g9""#, None),
+            (r#""\u00""#, None),
+            (r#""\x""#, None),
+            (r#""cut off"#, None),
+            (r#""ends in a backslash\"#, None),
+            ("\"tab\there\"", None),
+            ("\"\u{7f}\u{80}é\"", Some((6, false))),
+        ];
+        for (text, expected) in cases {
+            let found = json_string_end(text.as_bytes(), 1).map(|end| (end.quote, end.escaped));
+            assert_eq!(found, *expected, "{text}");
+            let serde = serde_json::Deserializer::from_str(text)
+                .into_iter::<String>()
+                .next()
+                .and_then(Result::ok);
+            if let Some(decoded) = serde {
+                let end = json_string_end(text.as_bytes(), 1).unwrap();
+                assert_eq!(end.escaped, decoded != text[1..end.quote], "{text}");
+            } else if !text.contains("\\ud800") {
+                assert_eq!(found, None, "{text}");
+            }
+        }
     }
 }

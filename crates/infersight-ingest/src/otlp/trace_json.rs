@@ -12,7 +12,7 @@
 //! String unescaping and number conversion are delegated to serde_json itself, so both paths agree
 //! bit for bit.
 
-use infersight_model::scan::json_string_special;
+use infersight_model::scan::json_string_end;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{
     AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList, any_value,
@@ -194,32 +194,16 @@ impl<'a> Parser<'a> {
 
     /// The extent of the string starting at the current position: (start of its content, end of
     /// its content, whether it has escapes); the closing quote is consumed. Raw control characters
-    /// are declined, as serde_json rejects them.
+    /// and escapes JSON does not have are declined, as serde_json rejects them (it still decodes
+    /// the escapes, and rejects lone surrogates).
     fn string_extent(&mut self) -> Option<(usize, usize, bool)> {
         if self.peek()? != b'"' {
             return None;
         }
-        self.pos += 1;
-        let start = self.pos;
-        let mut escaped = false;
-        loop {
-            self.pos = json_string_special(self.bytes, self.pos);
-            match *self.bytes.get(self.pos)? {
-                b'"' => {
-                    let end = self.pos;
-                    self.pos += 1;
-                    return Some((start, end, escaped));
-                }
-                b'\\' => {
-                    escaped = true;
-                    // the escaped byte is never the closing quote; serde_json validates the rest
-                    self.bytes.get(self.pos + 1)?;
-                    self.pos += 2;
-                }
-                // a control character
-                _ => return None,
-            }
-        }
+        let start = self.pos + 1;
+        let end = json_string_end(self.bytes, start)?;
+        self.pos = end.quote + 1;
+        Some((start, end.quote, end.escaped))
     }
 
     /// A string without escapes, borrowed (keys, ids, numbers in strings).

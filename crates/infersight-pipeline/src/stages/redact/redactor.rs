@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use hmac::{Hmac, Mac};
-use infersight_model::scan::json_string_special;
+use infersight_model::scan::json_string_end;
 use regex::{Regex, RegexSet};
 use sha2::Sha256;
 
@@ -942,35 +942,12 @@ impl<'a> LeafScan<'a> {
 
     /// The string at the cursor (its opening quote), decoded exactly as the walk decodes it.
     fn string(&mut self) -> Result<Cow<'a, str>, ScanStop> {
-        let bytes = self.json.as_bytes();
         let start = self.at;
-        let mut i = start + 1;
-        let mut escaped = false;
-        loop {
-            i = json_string_special(bytes, i);
-            match bytes.get(i) {
-                Some(b'"') => break,
-                Some(b'\\') => {
-                    escaped = true;
-                    match bytes.get(i + 1) {
-                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
-                        Some(b'u')
-                            if bytes
-                                .get(i + 2..i + 6)
-                                .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit)) =>
-                        {
-                            i += 6;
-                        }
-                        _ => return Err(ScanStop::Unread),
-                    }
-                }
-                // a control character or the end of the text
-                _ => return Err(ScanStop::Unread),
-            }
-        }
-        self.at = i + 1;
+        // a control character, an unknown escape or the end of the text stops the scan
+        let end = json_string_end(self.json.as_bytes(), start + 1).ok_or(ScanStop::Unread)?;
+        self.at = end.quote + 1;
         let raw = &self.json[start..self.at];
-        Ok(if escaped {
+        Ok(if end.escaped {
             decode_json_string(raw)
         } else {
             Cow::Borrowed(&raw[1..raw.len() - 1])
@@ -1055,18 +1032,10 @@ impl JsonWalk<'_, '_, '_> {
         i
     }
 
-    /// Index after the string starting at `i` (its opening quote).
+    /// Index after the string starting at `i` (its opening quote). The document is valid JSON
+    /// (checked before the walk), so the string has an end.
     fn string_end(&self, i: usize) -> usize {
-        let bytes = self.json.as_bytes();
-        let mut j = i + 1;
-        loop {
-            j = json_string_special(bytes, j);
-            match bytes[j] {
-                b'"' => return j + 1,
-                b'\\' => j += 2,
-                _ => j += 1,
-            }
-        }
+        json_string_end(self.json.as_bytes(), i + 1).map_or(self.json.len(), |end| end.quote + 1)
     }
 
     /// Index after the value starting at `i`.
