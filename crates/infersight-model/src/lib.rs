@@ -5,6 +5,7 @@
 //! the canonical columns with [`mapping`], the records are packed into Arrow batches with the
 //! builders in [`tables`], and the store persists those batches unchanged.
 
+pub mod attrs;
 pub mod breakdown;
 pub mod error;
 pub mod mapping;
