@@ -9,7 +9,7 @@
 //! over the SLO window. An alert fires when both its long and its short window burn faster than
 //! its factor (the short window makes it resolve quickly once the problem is gone).
 
-use crate::rollup::{LatencySli, Rollup, Sli, merge_range};
+use infersight_rollup::{LatencySli, Rollup, Sli, merge_range};
 
 const MINUTE_NS: i64 = 60_000_000_000;
 const HOUR_NS: i64 = 60 * MINUTE_NS;
@@ -234,9 +234,9 @@ pub fn evaluate(parts: &[&Rollup], slo: &Slo, rules: &[BurnRule], now_ns: i64) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rollup::RollupSpec;
     use infersight_model::RequestRecord;
     use infersight_model::tables::RequestBatchBuilder;
+    use infersight_rollup::RollupSpec;
 
     const T0: i64 = 1_764_374_400_000_000_000;
 

@@ -10,6 +10,7 @@ pub mod breakdown;
 pub mod error;
 pub mod mapping;
 pub mod normalize;
+pub mod rng;
 pub mod scan;
 pub mod tables;
 pub mod time;

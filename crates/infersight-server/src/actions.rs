@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use infersight_analytics::rollup::{CounterSli, Sli};
+use infersight_rollup::{CounterSli, Sli};
 use infersight_model::time::{format_rfc3339, parse_duration_ns};
 use infersight_query::{SliRequest, answer_sli};
 use infersight_store::{StorageBackend, TimeRange};
@@ -1339,7 +1339,7 @@ pub async fn run_action_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use infersight_analytics::rollup::LatencySli;
+    use infersight_rollup::LatencySli;
     use std::io::Write;
     use std::sync::mpsc;
 

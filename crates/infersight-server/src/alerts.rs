@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use infersight_analytics::rollup::Rollup;
+use infersight_rollup::Rollup;
 use infersight_analytics::slo::{BurnRule, Slo, SloStatus, default_rules, evaluate};
 use infersight_model::time::format_rfc3339;
 use infersight_store::{StorageBackend, TimeRange};

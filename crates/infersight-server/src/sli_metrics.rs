@@ -13,7 +13,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use infersight_analytics::rollup::{
+use infersight_rollup::{
     CounterSli, LatencySli, Rollup, Sli, SliQuery, SliSeries, query_rollups,
 };
 use infersight_store::{StorageBackend, StoreError, TimeRange};

@@ -1,5 +1,5 @@
 //! Rollup sidecars: every `requests` segment gets `<id>.rollup` next to its Parquet file, the
-//! per-minute SLI sketches of exactly its rows (see `infersight_analytics::rollup`). They are
+//! per-minute SLI sketches of exactly its rows (see `infersight_rollup`; the format is its `codec`). They are
 //! written with the segment (before the catalog names it), rebuilt when segments are compacted,
 //! removed with them, and cached in memory, so SLI queries never rescan raw rows of flushed data.
 //! Sidecars are zstd-compressed. Rows still in the memtable are rolled up at query time (the memtable is small and bounded).
@@ -9,13 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use infersight_analytics::rollup::{Rollup, RollupSpec};
+use infersight_rollup::{Rollup, RollupSpec};
 
 use crate::types::{SegmentMeta, StoreError};
 
 pub(crate) const ROLLUP_EXTENSION: &str = "rollup";
-/// Sketch bins compress well (small varints); level 3 is cheap at flush time.
-const ZSTD_LEVEL: i32 = 3;
 
 pub(crate) fn sidecar_path(segment_path: &Path) -> PathBuf {
     segment_path.with_extension(ROLLUP_EXTENSION)
@@ -42,8 +40,7 @@ pub(crate) fn build(spec: &RollupSpec, batches: &[RecordBatch]) -> Result<Rollup
 pub(crate) fn write_sidecar(segment: &SegmentMeta, rollup: &Rollup) -> Result<u64, StoreError> {
     let path = sidecar_path(&segment.path);
     let tmp = path.with_extension(format!("{ROLLUP_EXTENSION}.tmp"));
-    let bytes =
-        zstd::bulk::compress(&rollup.encode(), ZSTD_LEVEL).map_err(StoreError::io(&path))?;
+    let bytes = rollup.encode_sidecar().map_err(StoreError::io(&path))?;
     let result = (|| {
         let mut file = std::fs::File::create(&tmp).map_err(StoreError::io(&tmp))?;
         file.write_all(&bytes).map_err(StoreError::io(&tmp))?;
@@ -65,10 +62,7 @@ pub(crate) fn read_sidecar(segment: &SegmentMeta) -> Result<Arc<Rollup>, StoreEr
         path: path.clone(),
         reason,
     };
-    let mut bytes = Vec::new();
-    zstd::stream::copy_decode(compressed.as_slice(), &mut bytes)
-        .map_err(|e| corrupt(format!("zstd: {e}")))?;
-    Rollup::decode(&bytes)
+    Rollup::decode_sidecar(&compressed)
         .map(Arc::new)
         .map_err(|e| corrupt(e.to_string()))
 }

@@ -34,7 +34,7 @@ use crate::types::{
     SegmentMeta, StorageBackend, StoreError, StoreOptions, StoreStats, TableStats, TimeRange,
 };
 use crate::wal::{self, SealedWal, WalWriter};
-use infersight_analytics::rollup::Rollup;
+use infersight_rollup::Rollup;
 
 pub(crate) const WAL_DIR: &str = "wal";
 const LOCK_FILE: &str = "LOCK";

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use infersight_analytics::rollup::{Rollup, RollupSpec};
+use infersight_rollup::{Rollup, RollupSpec};
 use infersight_model::{ErrorKind, Table, TableBatch};
 use serde::{Deserialize, Serialize};
 

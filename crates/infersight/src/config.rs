@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use arrow::datatypes::DataType;
-use infersight_analytics::rollup::RollupSpec;
+use infersight_rollup::RollupSpec;
 use infersight_model::RequestRecord;
 use infersight_model::mapping::RequestColumn;
 use infersight_model::time::parse_duration_ns;

@@ -3,6 +3,5 @@
 mod canary;
 mod detect;
 mod localize;
-mod rollup;
 mod sequence;
 mod support;

@@ -41,7 +41,7 @@ use std::sync::Arc;
 
 use infersight_analytics::detect::{ChangeKind, DetectParams, Direction, detect_change};
 use infersight_analytics::localize::{DerivedMeasure, LeafTable, Params, localize_derived};
-use infersight_analytics::rollup::{Cell, LatencySli, Rollup, combination_totals, merge_range};
+use infersight_rollup::{Cell, LatencySli, Rollup, combination_totals, merge_range};
 use infersight_model::time::format_rfc3339;
 use infersight_store::TimeRange;
 use serde::{Deserialize, Serialize};

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use infersight_analytics::rollup::{Rollup, RollupSpec, Sli, SliQuery, query_rollups};
+use infersight_rollup::{Rollup, RollupSpec, Sli, SliQuery, query_rollups};
 use infersight_store::{StorageBackend, Store, TimeRange};
 
 use crate::common::{H0, HOUR, open, options, requests};

@@ -379,3 +379,44 @@ fn signals_prompt_drift() {
 fn signals_healthy() {
     check_scenario("healthy", &[1, 2], true);
 }
+
+/// Golden: `rca --format json` of the headline scenario (`lora_kv_regression`, seed 1, traces,
+/// metrics and logs) equals `tests/fixtures/rca_lora_kv_regression.json` in every value but the
+/// run's own (`incident_id`, `elapsed_ms`, `timings_ms`). Refactors must leave it unchanged; a
+/// deliberate change of the verdict rewrites the fixture in the same commit (`UPDATE_GOLDEN=1`).
+#[test]
+fn rca_json_of_the_headline_scenario_matches_the_golden_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    crate::support::simulate_and_ingest(
+        dir.path(),
+        &data,
+        ("lora_kv_regression", 1, "30m"),
+        &[],
+        &["traces.jsonl", "metrics.jsonl", "logs.jsonl"],
+    );
+    let out = run(&["rca", "--data", data.to_str().unwrap(), "--format", "json"]);
+    ok(&out, "rca");
+    let mut report: Value = serde_json::from_slice(&out.stdout).expect("rca prints JSON");
+    let object = report.as_object_mut().expect("rca prints an object");
+    for volatile in ["incident_id", "elapsed_ms", "timings_ms"] {
+        assert!(
+            object.remove(volatile).is_some(),
+            "rca JSON lacks {volatile}"
+        );
+    }
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rca_lora_kv_regression.json");
+    let actual = serde_json::to_string_pretty(&report).unwrap() + "\n";
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&fixture, &actual).unwrap();
+    }
+    let expected: Value = serde_json::from_str(&std::fs::read_to_string(&fixture).unwrap())
+        .expect("the golden file is JSON");
+    assert!(
+        report == expected,
+        "rca JSON differs from {}:\n--- expected\n{}\n--- actual\n{actual}",
+        fixture.display(),
+        serde_json::to_string_pretty(&expected).unwrap()
+    );
+}

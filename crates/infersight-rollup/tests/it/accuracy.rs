@@ -1,12 +1,12 @@
 //! Rollup accuracy over a simulated day: p50/p95/p99 per slice and fleet-wide, answered from
 //! per-minute sketches merged across rollup parts, within 1 % of the exact quantile.
 
-use crate::support::Rng;
 use arrow::array::RecordBatch;
-use infersight_analytics::rollup::{Rollup, RollupSpec, Sli, SliQuery, query_rollups};
-use infersight_analytics::sketch::RELATIVE_ACCURACY;
 use infersight_model::RequestRecord;
+use infersight_model::rng::SplitMix64 as Rng;
 use infersight_model::tables::RequestBatchBuilder;
+use infersight_rollup::sketch::RELATIVE_ACCURACY;
+use infersight_rollup::{Rollup, RollupSpec, Sli, SliQuery, query_rollups};
 
 const DAY_START_NS: i64 = 1_764_374_400_000_000_000; // 2025-11-29T00:00:00Z
 const MINUTE_NS: i64 = 60_000_000_000;
@@ -14,7 +14,7 @@ const MINUTE_NS: i64 = 60_000_000_000;
 /// A day of traffic: diurnal rate, 8 workers × 3 model versions, lognormal TTFT whose median
 /// depends on the worker and the hour, with a heavy tail on one version.
 fn simulated_day(seed: u64) -> Vec<RequestRecord> {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut records = Vec::new();
     for minute in 0..1440i64 {
         let hour = minute as f64 / 60.0;

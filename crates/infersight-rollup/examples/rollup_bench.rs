@@ -15,14 +15,14 @@
 use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
-use infersight_analytics::rollup::{Rollup, RollupSpec};
 use infersight_model::RequestRecord;
+use infersight_rollup::{Rollup, RollupSpec};
 
 const START_NS: i64 = 1_764_381_600_000_000_000;
 const HOUR_NS: i64 = 3_600_000_000_000;
 
-/// SplitMix64 (the canary's generator), so every run rolls up the same rows.
-type Rng = infersight_analytics::canary::SplitMix64;
+/// SplitMix64 (`infersight_model::rng`), so every run rolls up the same rows.
+type Rng = infersight_model::rng::SplitMix64;
 
 /// Log-normal with the given median (Box–Muller).
 fn lognormal(rng: &mut Rng, median: f64, sigma: f64) -> f64 {

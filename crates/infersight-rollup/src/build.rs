@@ -1,0 +1,413 @@
+//! Building a rollup from `requests` batches at ingest: each row's dimension values are looked up
+//! (borrowed from the batch) in the combination index, its cell found, and its latencies added to
+//! the cell's sketches a chunk of rows at a time.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash, Hasher};
+
+use arrow::array::{
+    Array, AsArray, Float64Array, Int64Array, RecordBatch, StringArray, TimestampNanosecondArray,
+};
+use arrow::datatypes::{DataType, TimeUnit};
+
+use crate::sli::LatencySli;
+use crate::{Cell, MINUTE_NS, OTHER, Rollup, RollupError};
+
+/// Rows [`Rollup::add_requests`] groups by cell at a time (bounds its scratch memory); tests use
+/// an odd small chunk so batches span several.
+#[cfg(not(test))]
+const ROWS_PER_CHUNK: usize = 1 << 16;
+#[cfg(test)]
+const ROWS_PER_CHUNK: usize = 97;
+/// A row without a cell (its ts is null).
+const NO_SLOT: u32 = u32::MAX;
+
+/// What [`Rollup::add_requests`] did with a batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AddStats {
+    pub rows: u64,
+    pub folded_rows: u64,
+    /// Latency values that were negative or not finite, skipped.
+    pub invalid_values: u64,
+}
+
+pub(crate) enum DimColumn<'a> {
+    Str(&'a StringArray),
+    Int(&'a Int64Array),
+    Missing,
+}
+
+impl DimColumn<'_> {
+    /// Calls `f` with the row's value as text, borrowed from the column (integers are written
+    /// on the stack); a null or missing value is the empty string.
+    #[inline]
+    pub(crate) fn with_text<R>(&self, row: usize, f: impl FnOnce(&str) -> R) -> R {
+        match self {
+            DimColumn::Str(a) if a.is_valid(row) => f(a.value(row)),
+            DimColumn::Int(a) if a.is_valid(row) => f(decimal(a.value(row), &mut [0; 20])),
+            _ => f(""),
+        }
+    }
+}
+
+/// `value` in decimal, as `value.to_string()` writes it, in `buf` (20 bytes fit `i64::MIN`).
+pub(crate) fn decimal(value: i64, buf: &mut [u8; 20]) -> &str {
+    let mut rest = value.unsigned_abs();
+    let mut start = buf.len();
+    loop {
+        start -= 1;
+        buf[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if value < 0 {
+        start -= 1;
+        buf[start] = b'-';
+    }
+    std::str::from_utf8(&buf[start..]).unwrap_or_default()
+}
+
+type ComboHasher = <foldhash::fast::RandomState as BuildHasher>::Hasher;
+
+/// Finds a combination's id by the hash of its values, compared in place: at ingest a row's
+/// values stay borrowed from its columns, so a known combination costs no allocation. Derived
+/// from [`Rollup::combos`] (ids are positions there).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ComboIndex {
+    table: hashbrown::HashTable<u32>,
+    /// The hash of every combination, by id, so growing the table rehashes nothing.
+    hashes: Vec<u64>,
+    state: foldhash::fast::RandomState,
+}
+
+/// Equal whenever the combinations it indexes are (their seeds may differ).
+impl PartialEq for ComboIndex {
+    fn eq(&self, _: &ComboIndex) -> bool {
+        true
+    }
+}
+
+impl ComboIndex {
+    /// The hash of the values `feed` writes, each with `str::hash`.
+    #[inline]
+    pub(crate) fn hash(&self, feed: impl FnOnce(&mut ComboHasher)) -> u64 {
+        let mut hasher = self.state.build_hasher();
+        feed(&mut hasher);
+        hasher.finish()
+    }
+
+    #[inline]
+    pub(crate) fn find(&self, hash: u64, mut matches: impl FnMut(u32) -> bool) -> Option<u32> {
+        self.table.find(hash, |&id| matches(id)).copied()
+    }
+
+    pub(crate) fn insert(&mut self, hash: u64, id: u32) {
+        debug_assert_eq!(id as usize, self.hashes.len(), "ids are dense, in order");
+        self.hashes.push(hash);
+        let hashes = &self.hashes;
+        self.table
+            .insert_unique(hash, id, |&other| hashes[other as usize]);
+    }
+}
+
+pub(crate) fn column<'a>(batch: &'a RecordBatch, name: &str) -> Option<&'a dyn Array> {
+    batch.column_by_name(name).map(|c| c.as_ref())
+}
+
+pub(crate) fn type_error(name: &str, array: &dyn Array, expected: &'static str) -> RollupError {
+    RollupError::ColumnType {
+        column: name.to_string(),
+        found: array.data_type().to_string(),
+        expected,
+    }
+}
+
+/// Column `name` of `batch` viewed as `A` by `view`; absent is `None`, another type an error.
+pub(crate) fn typed_column<'a, A>(
+    batch: &'a RecordBatch,
+    name: &str,
+    expected: &'static str,
+    view: impl FnOnce(&'a dyn Array) -> Option<&'a A>,
+) -> Result<Option<&'a A>, RollupError> {
+    match column(batch, name) {
+        None => Ok(None),
+        Some(a) => view(a)
+            .map(Some)
+            .ok_or_else(|| type_error(name, a, expected)),
+    }
+}
+
+pub(crate) fn f64_column<'a>(
+    batch: &'a RecordBatch,
+    name: &str,
+) -> Result<Option<&'a Float64Array>, RollupError> {
+    typed_column(batch, name, "Float64", |a| a.as_primitive_opt())
+}
+
+pub(crate) fn i64_column<'a>(
+    batch: &'a RecordBatch,
+    name: &str,
+) -> Result<Option<&'a Int64Array>, RollupError> {
+    typed_column(batch, name, "Int64", |a| a.as_primitive_opt())
+}
+
+pub(crate) fn str_column<'a>(
+    batch: &'a RecordBatch,
+    name: &str,
+) -> Result<Option<&'a StringArray>, RollupError> {
+    typed_column(batch, name, "Utf8", |a| a.as_string_opt::<i32>())
+}
+
+pub(crate) fn sum_u64(column: Option<&Int64Array>, row: usize) -> u64 {
+    column
+        .filter(|c| c.is_valid(row))
+        .map_or(0, |c| c.value(row).max(0) as u64)
+}
+
+impl Rollup {
+    /// The id of the combination `values`, added when new; beyond the budget the id of the
+    /// fold-over combination, with `true`.
+    pub(crate) fn combo_id(&mut self, values: &[String]) -> (u32, bool) {
+        let hash = self.combo_index.hash(|h| {
+            for v in values {
+                v.as_str().hash(h);
+            }
+        });
+        self.combo_id_by(hash, |combo| combo == values, || values.into())
+    }
+
+    /// [`Rollup::combo_id`] of the combination whose hash is `hash`, that `matches` and that
+    /// `owned` makes (called only to add it).
+    #[inline]
+    pub(crate) fn combo_id_by(
+        &mut self,
+        hash: u64,
+        mut matches: impl FnMut(&[String]) -> bool,
+        owned: impl FnOnce() -> Box<[String]>,
+    ) -> (u32, bool) {
+        let combos = &self.combos;
+        if let Some(id) = self
+            .combo_index
+            .find(hash, |id| matches(&combos[id as usize]))
+        {
+            return (id, false);
+        }
+        if self.combos.len() < self.max_combinations {
+            return (self.push_combo(hash, owned()), false);
+        }
+        let width = self.dimensions.len();
+        let other_hash = self.combo_index.hash(|h| {
+            for _ in 0..width {
+                OTHER.hash(h);
+            }
+        });
+        let is_other = |id: u32| combos[id as usize].iter().all(|v| v == OTHER);
+        if let Some(id) = self.combo_index.find(other_hash, is_other) {
+            return (id, true);
+        }
+        let other = vec![OTHER.to_string(); width].into_boxed_slice();
+        (self.push_combo(other_hash, other), true)
+    }
+
+    pub(crate) fn push_combo(&mut self, hash: u64, values: Box<[String]>) -> u32 {
+        debug_assert_eq!(values.len(), self.dimensions.len());
+        let id = self.combos.len() as u32;
+        self.combos.push(values);
+        self.combo_index.insert(hash, id);
+        id
+    }
+
+    /// Adds every row of a `requests` batch (columns looked up by name; a dimension the batch
+    /// lacks is the empty string). Rows with a null ts are skipped.
+    pub fn add_requests(&mut self, batch: &RecordBatch) -> Result<AddStats, RollupError> {
+        let ts_array = column(batch, "ts").ok_or(RollupError::MissingTs)?;
+        let ts: &TimestampNanosecondArray = match ts_array.data_type() {
+            DataType::Timestamp(TimeUnit::Nanosecond, _) => ts_array.as_primitive(),
+            _ => return Err(type_error("ts", ts_array, "Timestamp(ns)")),
+        };
+        let mut dims = Vec::with_capacity(self.dimensions.len());
+        for name in &self.dimensions {
+            dims.push(match column(batch, name) {
+                None => DimColumn::Missing,
+                Some(a) if a.data_type() == &DataType::Utf8 => DimColumn::Str(a.as_string()),
+                Some(a) if a.data_type() == &DataType::Int64 => DimColumn::Int(a.as_primitive()),
+                Some(a) => return Err(type_error(name, a, "Utf8 or Int64")),
+            });
+        }
+        let latency: Vec<Option<&Float64Array>> = LatencySli::ALL
+            .iter()
+            .map(|s| f64_column(batch, s.column()))
+            .collect::<Result<_, _>>()?;
+        let status = str_column(batch, "status")?;
+        let finish = str_column(batch, "finish_reason")?;
+        let input = i64_column(batch, "input_tokens")?;
+        let output = i64_column(batch, "output_tokens")?;
+        let cached = i64_column(batch, "cached_tokens")?;
+
+        let mut stats = AddStats::default();
+        // The cells this batch touches are taken out of `cells` on first touch and put back at
+        // the end (one hash lookup per row, not a B-tree descent). Rows are added a chunk at a
+        // time grouped by cell, so a cell's sketches stay in cache while its rows go in; within
+        // a cell, rows keep their order (sketch sums are order-sensitive).
+        let mut staged_slot: HashMap<(i64, u32), u32, foldhash::fast::RandomState> =
+            HashMap::default();
+        let mut staged_keys: Vec<(i64, u32)> = Vec::new();
+        let mut staged: Vec<Cell> = Vec::new();
+        let mut last_slot: Option<((i64, u32), u32)> = None;
+        // the combination of the last row rolled up
+        let mut previous: Option<(u32, bool)> = None;
+        // per staged cell: requests, errors, truncated, input, output and cached tokens (integer
+        // sums, so they are added per row here and into the cells at the end)
+        let mut counters: Vec<[u64; 6]> = Vec::new();
+        let mut slot_of_row: Vec<u32> = Vec::with_capacity(ROWS_PER_CHUNK);
+        let mut position_of_row: Vec<u32> = Vec::with_capacity(ROWS_PER_CHUNK);
+        let mut slot_starts: Vec<u32> = Vec::new();
+        let mut ordered: Vec<Option<f64>> = Vec::with_capacity(ROWS_PER_CHUNK);
+        for chunk_start in (0..batch.num_rows()).step_by(ROWS_PER_CHUNK) {
+            let chunk = chunk_start..batch.num_rows().min(chunk_start + ROWS_PER_CHUNK);
+            slot_of_row.clear();
+            for row in chunk.clone() {
+                if ts.is_null(row) {
+                    slot_of_row.push(NO_SLOT);
+                    continue;
+                }
+                let minute = ts.value(row).div_euclid(MINUTE_NS) * MINUTE_NS;
+                let row_matches = |combo: &[String]| {
+                    dims.iter()
+                        .zip(combo)
+                        .all(|(d, v)| d.with_text(row, |text| text == v))
+                };
+                let (combo, folded) = match previous {
+                    // consecutive rows of one combination (batches that come per resource)
+                    // skip the hash; a folded row's values are not its combination's
+                    Some((id, false)) if row_matches(&self.combos[id as usize]) => (id, false),
+                    _ => {
+                        let hash = self.combo_index.hash(|h| {
+                            for d in &dims {
+                                d.with_text(row, |text| text.hash(h));
+                            }
+                        });
+                        let c = self.combo_id_by(hash, row_matches, || {
+                            dims.iter()
+                                .map(|d| d.with_text(row, str::to_string))
+                                .collect()
+                        });
+                        previous = Some(c);
+                        c
+                    }
+                };
+                if folded {
+                    stats.folded_rows += 1;
+                    self.folded_rows += 1;
+                }
+                let key = (minute, combo);
+                let slot = match last_slot {
+                    Some((last, slot)) if last == key => slot,
+                    _ => {
+                        let slot = *staged_slot.entry(key).or_insert_with(|| {
+                            staged_keys.push(key);
+                            staged.push(self.cells.remove(&key).unwrap_or_default());
+                            counters.push([0; 6]);
+                            (staged.len() - 1) as u32
+                        });
+                        last_slot = Some((key, slot));
+                        slot
+                    }
+                };
+                slot_of_row.push(slot);
+                let error = status.is_some_and(|s| s.is_valid(row) && s.value(row) == "error");
+                let truncated = finish.is_some_and(|s| s.is_valid(row) && s.value(row) == "length");
+                let counts = &mut counters[slot as usize];
+                counts[0] += 1;
+                counts[1] += u64::from(error);
+                counts[2] += u64::from(truncated);
+                counts[3] += sum_u64(input, row);
+                counts[4] += sum_u64(output, row);
+                counts[5] += sum_u64(cached, row);
+                stats.rows += 1;
+            }
+            // stable counting sort of the chunk's rows by cell: each row's position in cell order
+            slot_starts.clear();
+            slot_starts.resize(staged.len() + 1, 0);
+            for &slot in slot_of_row.iter().filter(|&&s| s != NO_SLOT) {
+                slot_starts[slot as usize + 1] += 1;
+            }
+            for i in 1..slot_starts.len() {
+                slot_starts[i] += slot_starts[i - 1];
+            }
+            let placed = slot_starts[staged.len()] as usize;
+            let mut next = slot_starts.clone();
+            position_of_row.clear();
+            position_of_row.extend(slot_of_row.iter().map(|&slot| {
+                if slot == NO_SLOT {
+                    return NO_SLOT;
+                }
+                let position = next[slot as usize];
+                next[slot as usize] += 1;
+                position
+            }));
+            // one latency column at a time: read it in row order into cell order, then add
+            // each cell's run of values to its sketch
+            for (sli, values) in latency.iter().enumerate() {
+                let Some(values) = values else { continue };
+                ordered.clear();
+                ordered.resize(placed, None);
+                for (row, &position) in chunk.clone().zip(&position_of_row) {
+                    if position != NO_SLOT && values.is_valid(row) {
+                        ordered[position as usize] = Some(values.value(row));
+                    }
+                }
+                for (slot, bounds) in slot_starts.windows(2).enumerate() {
+                    if bounds[0] == bounds[1] {
+                        continue;
+                    }
+                    let sketch = &mut staged[slot].sketches[sli];
+                    for value in ordered[bounds[0] as usize..bounds[1] as usize]
+                        .iter()
+                        .flatten()
+                    {
+                        if !sketch.add(*value) {
+                            stats.invalid_values += 1;
+                        }
+                    }
+                }
+            }
+        }
+        for (cell, counts) in staged.iter_mut().zip(&counters) {
+            cell.requests += counts[0];
+            cell.errors += counts[1];
+            cell.truncated += counts[2];
+            cell.input_tokens += counts[3];
+            cell.output_tokens += counts[4];
+            cell.cached_tokens += counts[5];
+        }
+        if self.cells.is_empty() {
+            // a fresh rollup (the store's case): build the tree in one sorted pass
+            // (sorting slots, not the large cells, then moving each cell once)
+            let mut order: Vec<u32> = (0..staged.len() as u32).collect();
+            order.sort_unstable_by_key(|&slot| staged_keys[slot as usize]);
+            self.cells = order
+                .into_iter()
+                .map(|slot| {
+                    let slot = slot as usize;
+                    (staged_keys[slot], std::mem::take(&mut staged[slot]))
+                })
+                .collect();
+        } else {
+            self.cells.extend(staged_keys.into_iter().zip(staged));
+        }
+        self.hours_current = false;
+        Ok(stats)
+    }
+
+    /// Derives the hour cells from the minute cells, so queries over whole hours merge 60×
+    /// fewer cells. Call once a rollup is complete (the store does before caching it);
+    /// unsealed rollups answer the same, from minute cells.
+    pub fn seal(&mut self) {
+        if !self.hours_current {
+            self.rebuild_hour_cells();
+        }
+    }
+}

@@ -1,0 +1,3 @@
+//! Integration tests of infersight-rollup, one binary.
+
+mod accuracy;
