@@ -6,6 +6,42 @@ use chrono::{DateTime, SecondsFormat, Utc};
 pub const NANOS_PER_SECOND: i64 = 1_000_000_000;
 pub const NANOS_PER_HOUR: i64 = 3_600 * NANOS_PER_SECOND;
 
+/// Half-open time range `[since_ns, until_ns)` on the `ts` column; `None` is unbounded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimeRange {
+    pub since_ns: Option<i64>,
+    pub until_ns: Option<i64>,
+}
+
+impl TimeRange {
+    pub const ALL: TimeRange = TimeRange {
+        since_ns: None,
+        until_ns: None,
+    };
+
+    /// Whether a closed interval `[min_ns, max_ns]` of timestamps can hold rows in this range.
+    pub fn overlaps(&self, min_ns: i64, max_ns: i64) -> bool {
+        self.since_ns.is_none_or(|s| max_ns >= s) && self.until_ns.is_none_or(|u| min_ns < u)
+    }
+}
+
+/// The range between `since` and `until` as users type them (see [`parse_time`]; relative times
+/// count back from `now_ns`); a missing end is unbounded, and `since` must come before `until`.
+pub fn parse_range(
+    since: Option<&str>,
+    until: Option<&str>,
+    now_ns: i64,
+) -> Result<TimeRange, String> {
+    let since_ns = since.map(|s| parse_time(s, now_ns)).transpose()?;
+    let until_ns = until.map(|s| parse_time(s, now_ns)).transpose()?;
+    if let (Some(s), Some(u)) = (since_ns, until_ns)
+        && s >= u
+    {
+        return Err("`since` must be before `until`".into());
+    }
+    Ok(TimeRange { since_ns, until_ns })
+}
+
 pub fn now_ns() -> i64 {
     Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX)
 }
@@ -120,6 +156,27 @@ mod tests {
         assert_eq!(duration_text_seconds("3 parsecs"), None);
         assert_eq!(parse_duration_ns("1.5s"), Some(1_500_000_000));
         assert_eq!(parse_duration_ns("7x"), None);
+    }
+
+    #[test]
+    fn ranges_are_ordered_and_may_be_open() {
+        let now = 10 * NANOS_PER_HOUR;
+        assert_eq!(parse_range(None, None, now), Ok(TimeRange::ALL));
+        assert_eq!(
+            parse_range(Some("-1h"), None, now),
+            Ok(TimeRange {
+                since_ns: Some(9 * NANOS_PER_HOUR),
+                until_ns: None,
+            })
+        );
+        assert_eq!(
+            parse_range(Some("now"), Some("-1h"), now),
+            Err("`since` must be before `until`".to_string())
+        );
+        assert!(parse_range(None, Some("soon"), now).is_err());
+        let range = parse_range(Some("100"), Some("200"), now).unwrap();
+        assert!(range.overlaps(150 * NANOS_PER_SECOND, 300 * NANOS_PER_SECOND));
+        assert!(!range.overlaps(200 * NANOS_PER_SECOND, 300 * NANOS_PER_SECOND));
     }
 
     #[test]

@@ -31,5 +31,5 @@ pub use output::{OutputFormat, QueryOutput};
 pub use provider::ScanStats;
 pub use range::time_range_from_filters;
 pub use rca::{RcaReport, RcaRequest};
-pub use sli::{SliAnswer, SliRequest, answer_sli, parse_filter, parse_quantile};
+pub use sli::{SliAnswer, SliRequest, SliRequestText, answer_sli, parse_filter, parse_quantile};
 pub use udf::{JSON_GET, json_get_udf, json_get_value};

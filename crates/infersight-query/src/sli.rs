@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use infersight_rollup::{Rollup, Sli, SliQuery, SliSeries, query_rollups};
-use infersight_model::time::{format_rfc3339, parse_duration_ns};
+use infersight_model::time::{format_rfc3339, parse_duration_ns, parse_range};
 use infersight_store::{StorageBackend, TimeRange};
 use serde_json::{Value, json};
 
@@ -26,6 +26,52 @@ pub struct SliRequest {
     pub range: TimeRange,
     /// `1m`, `5m`, `1h`; `None`: one point for the whole range.
     pub step: Option<String>,
+}
+
+/// An SLI question as strings, as `GET /api/v1/sli` and `infersight sli` take it: the SLI name,
+/// comma-separated quantiles (`0.5,0.99` or `p50,p99`), dimensions and `dimension=value`
+/// filters, the time range and the step.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SliRequestText<'a> {
+    pub sli: &'a str,
+    pub q: Option<&'a str>,
+    pub by: Option<&'a str>,
+    pub filter: Option<&'a str>,
+    pub since: Option<&'a str>,
+    pub until: Option<&'a str>,
+    pub step: Option<&'a str>,
+}
+
+impl SliRequest {
+    /// Parses the strings of a request (relative times count back from `now_ns`); the error
+    /// says which part is wrong.
+    pub fn parse(text: &SliRequestText<'_>, now_ns: i64) -> Result<Self, String> {
+        Ok(SliRequest {
+            sli: text.sli.to_string(),
+            quantiles: comma_list(text.q)
+                .into_iter()
+                .map(parse_quantile)
+                .collect::<Result<_, _>>()?,
+            by: comma_list(text.by).into_iter().map(String::from).collect(),
+            filters: comma_list(text.filter)
+                .into_iter()
+                .map(parse_filter)
+                .collect::<Result<_, _>>()?,
+            range: parse_range(text.since, text.until, now_ns)?,
+            step: text.step.map(String::from),
+        })
+    }
+}
+
+/// The non-empty trimmed items of a comma-separated list.
+fn comma_list(text: Option<&str>) -> Vec<&str> {
+    text.map(|t| {
+        t.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 /// The series that answer an [`SliRequest`].
@@ -255,6 +301,40 @@ mod tests {
         );
         assert!(parse_filter("=x").is_err());
         assert_eq!(quantile_label(0.999), "p99.9");
+    }
+
+    #[test]
+    fn requests_parse_from_their_strings() {
+        let text = SliRequestText {
+            sli: "ttft",
+            q: Some(" p50, ,0.99"),
+            by: Some("model,worker"),
+            filter: Some("tenant=acme"),
+            since: Some("100"),
+            until: Some("200"),
+            step: Some("5m"),
+        };
+        let request = SliRequest::parse(&text, 0).unwrap();
+        assert_eq!(request.quantiles, vec![0.5, 0.99]);
+        assert_eq!(request.by, vec!["model", "worker"]);
+        assert_eq!(request.filters, vec![("tenant".into(), "acme".into())]);
+        assert_eq!(request.range.since_ns, Some(100_000_000_000));
+        assert_eq!(request.step.as_deref(), Some("5m"));
+        let backwards = SliRequestText {
+            since: Some("200"),
+            until: Some("100"),
+            ..text
+        };
+        assert!(SliRequest::parse(&backwards, 0).is_err());
+        let bad_filter = SliRequestText {
+            filter: Some("tenant"),
+            ..text
+        };
+        assert!(
+            SliRequest::parse(&bad_filter, 0)
+                .unwrap_err()
+                .contains("dimension=value")
+        );
     }
 
     #[test]

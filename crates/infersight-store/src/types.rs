@@ -75,24 +75,9 @@ impl StoreOptions {
     }
 }
 
-/// Half-open time range `[since_ns, until_ns)` on the `ts` column; `None` is unbounded.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TimeRange {
-    pub since_ns: Option<i64>,
-    pub until_ns: Option<i64>,
-}
-
-impl TimeRange {
-    pub const ALL: TimeRange = TimeRange {
-        since_ns: None,
-        until_ns: None,
-    };
-
-    /// Whether a closed interval `[min_ns, max_ns]` of timestamps can hold rows in this range.
-    pub fn overlaps(&self, min_ns: i64, max_ns: i64) -> bool {
-        self.since_ns.is_none_or(|s| max_ns >= s) && self.until_ns.is_none_or(|u| min_ns < u)
-    }
-}
+/// Half-open time range on the `ts` column (defined with the timestamp helpers in the model, so
+/// the CLI and the API parse it without the store).
+pub use infersight_model::time::TimeRange;
 
 /// One Parquet segment as recorded in the catalog.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
