@@ -718,6 +718,16 @@ impl Config {
         o
     }
 
+    /// Where mined templates persist: `stages.template.store_dir`, else `<data dir>/templates`
+    /// (shared by `serve`'s template stage and `infersight templates`).
+    pub fn template_store_dir(&self) -> PathBuf {
+        self.stages
+            .template
+            .store_dir
+            .clone()
+            .unwrap_or_else(|| self.store.data_dir.join("templates"))
+    }
+
     pub fn aliases(&self) -> Vec<(String, RequestColumn)> {
         self.normalize
             .aliases

@@ -42,3 +42,8 @@ impl From<crate::config::ConfigErrors> for CliError {
         Self::usage(e.to_string())
     }
 }
+
+/// A report or incident-store error, with its kind's exit code.
+pub fn report_error(error: infersight_report::ReportError) -> CliError {
+    CliError::from_kind(error.kind(), error.to_string())
+}

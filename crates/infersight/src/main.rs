@@ -1,20 +1,14 @@
 //! The `infersight` binary: parses the command line, loads the configuration, wires the crates
 //! together and maps every outcome onto an exit code (0 ok, 1 failed, 2 bad usage or input).
 
-mod actions_cmd;
-mod analyze;
-mod audit_cmd;
+mod args;
 mod benchgen;
-mod canary_cmd;
-mod cli;
 mod commands;
 mod config;
-mod demo;
 mod exit;
-mod incidents_cmd;
-mod report_cmd;
+mod output;
 mod rng;
-mod simulate;
+mod sim_sink;
 mod wiring;
 
 use clap::Parser;
@@ -25,12 +19,8 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    let cli = cli::Cli::parse();
-    // Long-running commands narrate; one-shot commands print only warnings and errors.
-    let default_level = match cli.command {
-        cli::Command::Serve { .. } => "info",
-        _ => "warn",
-    };
+    let cli = commands::Cli::parse();
+    let default_level = cli.command.default_log_level();
     let filter = tracing_subscriber::EnvFilter::try_from_env("INFERSIGHT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     tracing_subscriber::fmt()

@@ -20,7 +20,7 @@ use crate::exit::CliError;
 pub fn build_transform(config: &Config, counters: Arc<Counters>) -> Result<Transform, CliError> {
     let mut stages = config.stages.clone();
     // mined templates persist with the store, so template ids survive restarts
-    stages.template.store_dir = Some(crate::analyze::template_store_dir(config));
+    stages.template.store_dir = Some(config.template_store_dir());
     let mut pipeline = infersight_pipeline::Pipeline::from_config(&stages)
         .map_err(|e| CliError::usage(format!("stages: {e}")))?;
     Ok(Box::new(move |batches: Vec<TableBatch>| {

@@ -2,10 +2,11 @@
 //! incident (with the person's note: what fixed it) is retrieved as a past incident by the next
 //! reports; a rejected one never is.
 
-use infersight_report::ReportError;
 use infersight_report::incidents::{Incident, IncidentStatus, IncidentStore};
 
-use crate::cli::{Common, OutputFormat};
+use crate::args::Common;
+use crate::exit::{CliError, report_error};
+use crate::output::{self, OutputFormat};
 
 /// `writeln!` into the output buffer (writing to a `String` cannot fail).
 macro_rules! outln {
@@ -14,7 +15,6 @@ macro_rules! outln {
         let _ = writeln!($out, $($arg)*);
     }};
 }
-use crate::exit::CliError;
 
 #[derive(Debug, clap::Args)]
 pub struct IncidentsArgs {
@@ -50,7 +50,7 @@ pub enum IncidentsAction {
 }
 
 pub async fn run(args: IncidentsArgs) -> Result<i32, CliError> {
-    let config = crate::commands::resolve(&args.common)?;
+    let config = args.common.resolve()?;
     let store = IncidentStore::open(&config.store.data_dir);
     let format = args.format;
     let mut out = String::new();
@@ -62,24 +62,17 @@ pub async fn run(args: IncidentsArgs) -> Result<i32, CliError> {
                     print_json(&mut out, &incidents.iter().map(summary).collect::<Vec<_>>())?
                 }
                 OutputFormat::Csv => {
-                    outln!(out, "id,created_at,status,symptom,verdict");
-                    for incident in &incidents {
-                        let row = [
+                    let rows = incidents.iter().map(|incident| {
+                        [
                             incident.id.clone(),
                             incident.created_at.clone(),
                             incident.status.to_string(),
                             symptom_of(incident),
                             incident.rca.verdict.clone(),
-                        ];
-                        outln!(
-                            out,
-                            "{}",
-                            row.iter()
-                                .map(|f| csv_field(f))
-                                .collect::<Vec<_>>()
-                                .join(",")
-                        );
-                    }
+                        ]
+                    });
+                    let header = ["id", "created_at", "status", "symptom", "verdict"];
+                    out.push_str(&output::csv(&header, rows)?);
                 }
                 OutputFormat::Table => print_table(&mut out, &incidents),
             }
@@ -129,21 +122,8 @@ pub async fn run(args: IncidentsArgs) -> Result<i32, CliError> {
             }
         }
     }
-    emit(&out);
+    output::emit(&out);
     Ok(0)
-}
-
-/// Writes the command's output to stdout at once; a closed pipe (`| head`) is not an error.
-fn emit(text: &str) {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush());
-}
-
-fn report_error(error: ReportError) -> CliError {
-    CliError::from_kind(error.kind(), error.to_string())
 }
 
 /// The list row: everything but the full RCA.
@@ -163,8 +143,7 @@ fn summary(incident: &Incident) -> serde_json::Value {
 }
 
 fn print_json<T: serde::Serialize>(out: &mut String, value: &T) -> Result<(), CliError> {
-    let text = serde_json::to_string_pretty(value)
-        .map_err(|e| CliError::failed(format!("incidents: {e}")))?;
+    let text = output::json_pretty(value)?;
     out.push_str(&text);
     out.push('\n');
     Ok(())
@@ -199,10 +178,10 @@ fn print_table(out: &mut String, incidents: &[Incident]) {
         eprintln!("no incidents stored (infersight report stores one per new RCA)");
         return;
     }
-    let rows: Vec<[String; 5]> = incidents
+    let rows: Vec<Vec<String>> = incidents
         .iter()
         .map(|i| {
-            [
+            vec![
                 i.id.clone(),
                 i.status.to_string(),
                 i.created_at.chars().take(19).collect(),
@@ -212,26 +191,7 @@ fn print_table(out: &mut String, incidents: &[Incident]) {
         })
         .collect();
     let header = ["ID", "STATUS", "CREATED", "SYMPTOM", "ROOT CAUSE"];
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[String]| {
-        cells
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    outln!(out, "{}", line(&header.map(String::from)));
-    for row in &rows {
-        outln!(out, "{}", line(row));
-    }
+    out.push_str(&output::fit_table(Some(&header), &rows));
 }
 
 fn print_incident(out: &mut String, incident: &Incident) {
@@ -273,13 +233,5 @@ fn print_incident(out: &mut String, incident: &Incident) {
     }
     for suggestion in &rca.suggestions {
         outln!(out, "suggest   {suggestion}");
-    }
-}
-
-fn csv_field(text: &str) -> String {
-    if text.contains([',', '"', '\n']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.to_string()
     }
 }

@@ -11,18 +11,30 @@
 //! Arrivals are Poisson, so the demo needs no data folder.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use infersight_query::QueryEngine;
+use infersight_query::{QueryEngine, QueryOutput};
 use infersight_server::{Counters, ServeSettings};
-use infersight_sim::{ArrivalKind, Scenario, SimConfig, Simulator};
+use infersight_sim::{ArrivalKind, GroundTruth, Scenario, SimConfig, SimSummary, Simulator};
 use infersight_store::StorageBackend;
 
+use crate::args::Common;
 use crate::config::Config;
-use crate::exit::CliError;
-use crate::simulate::{OtlpHttpSink, progress_bar, run_into, sim_error};
+use crate::exit::{CliError, report_error};
+use crate::sim_sink::{OtlpHttpSink, progress_bar, run_into, sim_error};
 use crate::wiring;
+
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Directory for the store and report [default: a new temporary directory].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[arg(long, default_value_t = 7)]
+    pub seed: u64,
+}
 
 const WORKERS: usize = 16;
 const RATE_PER_S: f64 = 30.0;
@@ -42,18 +54,18 @@ fn sim_config(seed: u64) -> SimConfig {
     config
 }
 
-pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<i32, CliError> {
+fn config_end_ns(seed: u64) -> i64 {
+    sim_config(seed).end_ns()
+}
+
+pub async fn run(args: DemoArgs) -> Result<i32, CliError> {
+    let mut config = args.common.resolve()?;
+    let seed = args.seed;
     let started = std::time::Instant::now();
-    let out_dir = out.unwrap_or_else(|| {
+    let out_dir = args.out.unwrap_or_else(|| {
         std::env::temp_dir().join(format!("infersight-demo-{}", std::process::id()))
     });
-    let data = out_dir.join("data");
-    if data.exists() {
-        std::fs::remove_dir_all(&data)
-            .map_err(|e| CliError::failed(format!("{}: {e}", data.display())))?;
-    }
-    std::fs::create_dir_all(&out_dir)
-        .map_err(|e| CliError::failed(format!("{}: {e}", out_dir.display())))?;
+    let data = fresh_data_dir(&out_dir)?;
     config.store.data_dir = data.clone();
     let simulator = Simulator::new(sim_config(seed)).map_err(sim_error)?;
     let truth = simulator.ground_truth();
@@ -63,10 +75,67 @@ pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<
         Scenario::LoraKvRegression.name(),
         truth.incident_window.start
     );
+    let summary = send_through_server(&config, simulator).await?;
 
+    // Reopen the flushed store and ask it questions, as a user would after an incident.
     let store = tokio::task::block_in_place(|| wiring::open_store(&config))?;
+    let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>);
+    let answers = ask(&engine, incident_start, seed).await?;
+    let mut report = String::new();
+    write_sql_sections(&mut report, &summary, &data, &answers);
+    let rca = engine
+        .rca(infersight_query::RcaRequest::default())
+        .await
+        .map_err(|e| CliError::failed(format!("rca: {e}")))?;
+    write_rca_sections(&mut report, &rca, &truth);
+    let _ = writeln!(
+        report,
+        "Requests whose stored attributes still contain an e-mail address (must be 0, redaction): \n\n```\n{}\n```",
+        answers.redacted.render(TABLE).trim_end()
+    );
+    // The incident report: stored verdict, runbooks, fixes, checklist, charts.
+    let incidents = infersight_report::incidents::IncidentStore::open(&data);
+    let incident = incidents.create(&rca).map_err(report_error)?;
+    let full = super::report::build(&engine, &config, &incidents, &incident).await?;
+    write_best_runbook(&mut report, &full);
+    let written = write_incident_files(&out_dir, &full)?;
+    println!("{report}");
+    let report_path = out_dir.join("report.md");
+    std::fs::write(&report_path, &report)
+        .map_err(|e| CliError::failed(format!("{}: {e}", report_path.display())))?;
+    eprintln!(
+        "infersight demo: finished in {:.1} s; demo summary: {}; incident {} report: {}; store: {} (try: infersight query --data {} \"SELECT worker, count(*) FROM requests GROUP BY worker\")",
+        started.elapsed().as_secs_f64(),
+        report_path.display(),
+        incident.id,
+        written.join(", "),
+        data.display(),
+        data.display()
+    );
+    Ok(0)
+}
+
+/// `<out>/data`, emptied if a previous demo left one; `out` is created.
+fn fresh_data_dir(out_dir: &Path) -> Result<PathBuf, CliError> {
+    let data = out_dir.join("data");
+    if data.exists() {
+        std::fs::remove_dir_all(&data)
+            .map_err(|e| CliError::failed(format!("{}: {e}", data.display())))?;
+    }
+    std::fs::create_dir_all(out_dir)
+        .map_err(|e| CliError::failed(format!("{}: {e}", out_dir.display())))?;
+    Ok(data)
+}
+
+/// Starts the server in-process on free ports over a fresh store, sends the simulator's
+/// telemetry to its OTLP/HTTP receiver, and stops it (which flushes the store).
+async fn send_through_server(
+    config: &Config,
+    simulator: Simulator,
+) -> Result<SimSummary, CliError> {
+    let store = tokio::task::block_in_place(|| wiring::open_store(config))?;
     let counters = Arc::new(Counters::new());
-    let transform = wiring::build_transform(&config, counters.clone())?;
+    let transform = wiring::build_transform(config, counters.clone())?;
     let settings = ServeSettings {
         listen: [127, 0, 0, 1].into(),
         otlp_grpc_port: 0,
@@ -83,7 +152,7 @@ pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<
         settings,
         store.clone() as Arc<dyn StorageBackend>,
         transform,
-        wiring::mapper(&config),
+        wiring::mapper(config),
         counters,
         move |addrs| {
             let _ = addr_tx.send(addrs);
@@ -114,10 +183,29 @@ pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<
         .map_err(|e| CliError::failed(e.to_string()))?
         .map_err(|e| CliError::failed(e.to_string()))?;
     drop(store);
+    Ok(summary)
+}
 
-    // Reopen the flushed store and ask it questions, as a user would after an incident.
-    let store = tokio::task::block_in_place(|| wiring::open_store(&config))?;
-    let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>);
+const TABLE: infersight_query::OutputFormat = infersight_query::OutputFormat::Table;
+
+/// The SQL answers of the demo summary.
+struct Answers {
+    breakdown: QueryOutput,
+    threshold_ms: f64,
+    movers: QueryOutput,
+    redacted: QueryOutput,
+}
+
+async fn sql(engine: &QueryEngine, sql: String) -> Result<QueryOutput, CliError> {
+    engine
+        .sql(&sql)
+        .await
+        .map_err(|e| CliError::failed(format!("{e}: {sql}")))
+}
+
+/// The latency breakdown before vs during the incident, the baseline p99, the slices with the
+/// most requests over it (normalized for window length), and e-mail addresses left in `attrs`.
+async fn ask(engine: &QueryEngine, incident_start: i64, seed: u64) -> Result<Answers, CliError> {
     let window = |alias: &str| {
         format!(
             "CASE WHEN ts >= {} THEN '2 incident' ELSE '1 baseline' END AS {alias}",
@@ -136,17 +224,8 @@ pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<
         "SELECT approx_percentile_cont(e2e_ms, 0.99) FROM requests WHERE ts < {}",
         ts_literal(incident_start)
     );
-    let q = |sql: String| {
-        let engine = &engine;
-        async move {
-            engine
-                .sql(&sql)
-                .await
-                .map_err(|e| CliError::failed(format!("{e}: {sql}")))
-        }
-    };
-    let breakdown = q(breakdown_sql).await?;
-    let threshold = q(threshold_sql).await?;
+    let breakdown = sql(engine, breakdown_sql).await?;
+    let threshold = sql(engine, threshold_sql).await?;
     let threshold_ms = threshold
         .to_json_value()
         .map_err(|e| CliError::failed(e.to_string()))?
@@ -171,13 +250,22 @@ pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<
         ratio = (config_end_ns(seed) - incident_start) as f64
             / (incident_start - infersight_sim::config::DEFAULT_START_NS) as f64,
     );
-    let movers = q(movers_sql).await?;
-    let redacted =
-        q("SELECT count(*) AS with_email FROM requests WHERE attrs LIKE '%@example.com%'".into())
-            .await?;
-    let table = infersight_query::OutputFormat::Table;
+    let movers = sql(engine, movers_sql).await?;
+    let redacted = sql(
+        engine,
+        "SELECT count(*) AS with_email FROM requests WHERE attrs LIKE '%@example.com%'".into(),
+    )
+    .await?;
+    Ok(Answers {
+        breakdown,
+        threshold_ms,
+        movers,
+        redacted,
+    })
+}
 
-    let mut report = String::new();
+/// The title, what was ingested, the latency breakdown and the slices that moved.
+fn write_sql_sections(report: &mut String, summary: &SimSummary, data: &Path, answers: &Answers) {
     let _ = writeln!(report, "# infersight demo report\n");
     let _ = writeln!(
         report,
@@ -192,22 +280,23 @@ pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<
     let _ = writeln!(
         report,
         "## Latency breakdown, baseline vs incident\n\n```\n{}\n```\n",
-        breakdown.render(table).trim_end()
+        answers.breakdown.render(TABLE).trim_end()
     );
     let _ = writeln!(
         report,
-        "## Slices with the most requests over the baseline p99 ({threshold_ms:.0} ms), normalized for window length\n\n```\n{}\n```\n",
-        movers.render(table).trim_end()
+        "## Slices with the most requests over the baseline p99 ({:.0} ms), normalized for window length\n\n```\n{}\n```\n",
+        answers.threshold_ms,
+        answers.movers.render(TABLE).trim_end()
     );
-    let rca = engine
-        .rca(infersight_query::RcaRequest::default())
-        .await
-        .map_err(|e| CliError::failed(format!("rca: {e}")))?;
+}
+
+/// The engine's verdict, and whether its top cause is the injected one.
+fn write_rca_sections(report: &mut String, rca: &infersight_query::RcaReport, truth: &GroundTruth) {
     let _ = writeln!(
         report,
         "## Root-cause analysis (`infersight rca`)\n\n**Verdict:** {}\n\n```\n{}```\n",
         rca.verdict,
-        crate::analyze::render_rca(&rca)
+        super::rca::render_rca(rca)
     );
     let _ = writeln!(
         report,
@@ -234,17 +323,9 @@ pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<
             truth.incident_window.start
         );
     }
-    let _ = writeln!(
-        report,
-        "Requests whose stored attributes still contain an e-mail address (must be 0, redaction): \n\n```\n{}\n```",
-        redacted.render(table).trim_end()
-    );
-    // The incident report: stored verdict, runbooks, fixes, checklist, charts.
-    let incidents = infersight_report::incidents::IncidentStore::open(&data);
-    let incident = incidents
-        .create(&rca)
-        .map_err(crate::report_cmd::report_error)?;
-    let full = crate::report_cmd::build(&engine, &config, &incidents, &incident).await?;
+}
+
+fn write_best_runbook(report: &mut String, full: &infersight_report::Report) {
     if let Some(best) = full.knowledge.first() {
         let _ = writeln!(
             report,
@@ -258,6 +339,13 @@ pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<
                 .map_or("-", |a| a.text.as_str())
         );
     }
+}
+
+/// `incident.{json,md,html}` in `out_dir`; their paths.
+fn write_incident_files(
+    out_dir: &Path,
+    full: &infersight_report::Report,
+) -> Result<Vec<String>, CliError> {
     let mut written = Vec::new();
     for format in [
         infersight_report::ReportFormat::Json,
@@ -265,29 +353,10 @@ pub async fn run(mut config: Config, out: Option<PathBuf>, seed: u64) -> Result<
         infersight_report::ReportFormat::Html,
     ] {
         let path = out_dir.join(format!("incident.{}", format.extension()));
-        let text = full
-            .render(format)
-            .map_err(crate::report_cmd::report_error)?;
+        let text = full.render(format).map_err(report_error)?;
         std::fs::write(&path, text)
             .map_err(|e| CliError::failed(format!("{}: {e}", path.display())))?;
         written.push(path.display().to_string());
     }
-    println!("{report}");
-    let report_path = out_dir.join("report.md");
-    std::fs::write(&report_path, &report)
-        .map_err(|e| CliError::failed(format!("{}: {e}", report_path.display())))?;
-    eprintln!(
-        "infersight demo: finished in {:.1} s; demo summary: {}; incident {} report: {}; store: {} (try: infersight query --data {} \"SELECT worker, count(*) FROM requests GROUP BY worker\")",
-        started.elapsed().as_secs_f64(),
-        report_path.display(),
-        incident.id,
-        written.join(", "),
-        data.display(),
-        data.display()
-    );
-    Ok(0)
-}
-
-fn config_end_ns(seed: u64) -> i64 {
-    sim_config(seed).end_ns()
+    Ok(written)
 }

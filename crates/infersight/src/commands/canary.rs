@@ -17,8 +17,9 @@ use infersight_query::canary::{CanarySli, canary_samples};
 use infersight_store::{StorageBackend, TimeRange};
 use serde_json::json;
 
-use crate::cli::Common;
+use crate::args::Common;
 use crate::exit::CliError;
+use crate::output;
 use crate::wiring;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -87,7 +88,7 @@ pub struct CanaryArgs {
 }
 
 pub async fn run(args: CanaryArgs) -> Result<i32, CliError> {
-    let config = crate::commands::resolve(&args.common)?;
+    let config = args.common.resolve()?;
     let sli = CanarySli::parse(&args.sli).map_err(|e| CliError::usage(e.to_string()))?;
     let gate = gate_config(&args, &sli)?;
     let range = time_range(args.since.as_deref(), args.until.as_deref())?;
@@ -119,11 +120,7 @@ pub async fn run(args: CanaryArgs) -> Result<i32, CliError> {
         CanaryFormat::Table => println!("{}", verdict_line(&args, &sli, &result)),
         CanaryFormat::Json => {
             let value = verdict_json(&args, &sli, &result, range, gate_seed(&args));
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&value)
-                    .map_err(|e| CliError::failed(e.to_string()))?
-            );
+            println!("{}", output::json_pretty(&value)?);
         }
     }
     Ok(match result.decision {

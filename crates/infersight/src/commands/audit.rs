@@ -7,13 +7,15 @@ use infersight_model::time::{now_ns, parse_time};
 use infersight_query::audit::{AccessAudit, AccessRecord, read_records};
 use serde_json::json;
 
-use crate::cli::{Common, OutputFormat};
+use crate::args::{Common, FormatArgs};
 use crate::exit::CliError;
+use crate::output::{self, OutputFormat};
 
 /// Rotated files (`access.jsonl.N`) looked at, newest is `.1`.
 const MAX_ROTATED: usize = 9;
 
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("format", |arg| arg.help("Output format")))]
 pub struct AuditArgs {
     #[command(flatten)]
     pub common: Common,
@@ -29,9 +31,8 @@ pub struct AuditArgs {
     /// Show the most recent N matching accesses (0: all).
     #[arg(long, default_value_t = 100)]
     pub limit: usize,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: OutputFormat,
+    #[command(flatten)]
+    pub format: FormatArgs,
 }
 
 const HEADER: [&str; 8] = [
@@ -71,7 +72,7 @@ fn cells(record: &AccessRecord) -> [String; 8] {
 }
 
 pub async fn run(args: AuditArgs) -> Result<i32, CliError> {
-    let config = crate::commands::resolve(&args.common)?;
+    let config = args.common.resolve()?;
     let since_ns = args
         .since
         .as_deref()
@@ -118,60 +119,23 @@ pub async fn run(args: AuditArgs) -> Result<i32, CliError> {
         n => matching.len().saturating_sub(n),
     };
     let shown = &matching[skip..];
-    match args.format {
+    match args.format.format {
         OutputFormat::Json => {
-            let text = serde_json::to_string_pretty(&json!({
+            let text = output::json_pretty(&json!({
                 "accesses": shown,
                 "matching": matching.len(),
-            }))
-            .map_err(|e| CliError::failed(e.to_string()))?;
+            }))?;
             println!("{text}");
         }
-        OutputFormat::Csv => {
-            println!("{}", HEADER.join(","));
-            for record in shown {
-                let row: Vec<String> = cells(record).iter().map(|c| csv_cell(c)).collect();
-                println!("{}", row.join(","));
-            }
-        }
+        OutputFormat::Csv => print!("{}", output::csv(&HEADER, shown.iter().map(|r| cells(r)))?),
         OutputFormat::Table => {
             if shown.is_empty() {
                 println!("no accesses recorded");
             } else {
-                print!("{}", table(shown));
+                let rows: Vec<Vec<String>> = shown.iter().map(|r| cells(r).to_vec()).collect();
+                print!("{}", output::fit_table(Some(&HEADER), &rows));
             }
         }
     }
     Ok(0)
-}
-
-fn csv_cell(text: &str) -> String {
-    if text.contains([',', '"', '\n']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.to_string()
-    }
-}
-
-fn table(records: &[&AccessRecord]) -> String {
-    let rows: Vec<[String; 8]> = records.iter().map(|r| cells(r)).collect();
-    let mut widths = HEADER.map(str::len);
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[String]| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        format!("{}\n", padded.join("  ").trim_end())
-    };
-    let mut out = line(&HEADER.map(str::to_string));
-    for row in &rows {
-        out.push_str(&line(row));
-    }
-    out
 }

@@ -14,9 +14,9 @@ use infersight_report::incidents::{Incident, IncidentStore};
 use infersight_report::{Report, ReportFormat};
 use infersight_store::StorageBackend;
 
-use crate::cli::Common;
+use crate::args::Common;
 use crate::config::Config;
-use crate::exit::CliError;
+use crate::exit::{CliError, report_error};
 use crate::wiring;
 
 #[derive(Debug, clap::Args)]
@@ -47,7 +47,7 @@ pub struct ReportArgs {
 }
 
 pub async fn run(args: ReportArgs) -> Result<i32, CliError> {
-    let mut config = crate::commands::resolve(&args.common)?;
+    let mut config = args.common.resolve()?;
     let format = ReportFormat::parse(&args.format).map_err(|e| CliError::usage(e.to_string()))?;
     if args.no_llm {
         config.report.llm.endpoint.clear();
@@ -61,7 +61,7 @@ pub async fn run(args: ReportArgs) -> Result<i32, CliError> {
             "--incident reports a stored RCA; windows apply only to a new one",
         ));
     }
-    let request = crate::commands::rca_request(
+    let request = super::rca::rca_request(
         args.since,
         args.until,
         args.baseline_since,
@@ -156,7 +156,7 @@ async fn audit_report(
     let status = engine
         .record_access(&context, &accessed, tracked.rows, outcome, None)
         .await;
-    crate::commands::warn_unaudited(&status);
+    super::query::warn_unaudited(&status);
 }
 
 /// The report of `incident`: the knowledge base holds the runbooks and every confirmed past
@@ -170,10 +170,6 @@ pub async fn build(
     infersight_report::report::build_for_incident(engine, incidents, incident, &config.report)
         .await
         .map_err(report_error)
-}
-
-pub fn report_error(error: infersight_report::ReportError) -> CliError {
-    CliError::from_kind(error.kind(), error.to_string())
 }
 
 fn write_file(path: &Path, text: &str) -> Result<(), CliError> {

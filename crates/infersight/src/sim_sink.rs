@@ -1,17 +1,12 @@
-//! `infersight simulate` and `infersight scenarios`: run the fleet simulator (crate
-//! `infersight-sim`) and deliver its telemetry — to files (OTLP JSON Lines + raw engine logs +
-//! `ground_truth.json`) or to a running server's OTLP/HTTP receiver (protobuf, honouring 429/503
-//! `Retry-After`). The OTLP/HTTP sink is also what `demo` uses to feed its in-process server.
+//! Delivery of the fleet simulator's telemetry (crate `infersight-sim`): a progress bar over
+//! simulated time, and the OTLP/HTTP sink that posts to a running server's receiver (protobuf,
+//! honouring 429/503 `Retry-After`). `simulate --otlp` and `demo` (which feeds its in-process
+//! server) send through it.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use infersight_sim::{
-    ArrivalKind, DimensionNames, FileSink, Scenario, SimConfig, SimError, SimErrorKind, SimSummary,
-    Simulator, TelemetrySink,
-};
+use infersight_sim::{SimError, SimErrorKind, SimSummary, Simulator, TelemetrySink};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -20,9 +15,7 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message;
-use serde_json::json;
 
-use crate::cli::OutputFormat;
 use crate::exit::CliError;
 
 pub fn sim_error(e: SimError) -> CliError {
@@ -30,117 +23,6 @@ pub fn sim_error(e: SimError) -> CliError {
         SimErrorKind::BadInput => CliError::usage(e.to_string()),
         SimErrorKind::Failed => CliError::failed(e.to_string()),
     }
-}
-
-/// `infersight scenarios`: name and description of every scenario.
-pub fn scenarios(format: OutputFormat) -> Result<i32, CliError> {
-    use std::io::Write as _;
-    let mut text = String::new();
-    match format {
-        OutputFormat::Json => {
-            let list: Vec<_> = Scenario::ALL
-                .iter()
-                .map(|s| json!({"name": s.name(), "description": s.description()}))
-                .collect();
-            text = serde_json::Value::Array(list).to_string() + "\n";
-        }
-        OutputFormat::Csv => {
-            text.push_str("name,description\n");
-            for s in Scenario::ALL {
-                text.push_str(&format!(
-                    "{},\"{}\"\n",
-                    s.name(),
-                    s.description().replace('"', "\"\"")
-                ));
-            }
-        }
-        OutputFormat::Table => {
-            let width = Scenario::ALL
-                .iter()
-                .map(|s| s.name().len())
-                .max()
-                .unwrap_or(0);
-            for s in Scenario::ALL {
-                text.push_str(&format!("{:width$}  {}\n", s.name(), s.description()));
-            }
-        }
-    }
-    // A closed pipe (`| head`) is not an error worth a panic.
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
-    Ok(0)
-}
-
-/// Everything `infersight simulate` was asked for.
-#[derive(Debug, Clone)]
-pub struct SimulateArgs {
-    pub scenario: String,
-    pub seed: u64,
-    pub duration: String,
-    pub start: Option<String>,
-    pub workers: usize,
-    pub rate: f64,
-    pub arrivals: String,
-    pub dimensions: Vec<String>,
-    pub out: Option<PathBuf>,
-    pub otlp: Option<String>,
-    pub ground_truth: Option<PathBuf>,
-    /// Fraction of requests with per-token span events (0 = none).
-    pub token_events: f64,
-    /// SGLang workers trace their phases as child spans instead of latency attributes.
-    pub phase_spans: bool,
-    pub format: OutputFormat,
-    pub quiet: bool,
-}
-
-/// Resolves the arrival source: `auto` replays Mooncake when the data folder has it, else Poisson.
-fn arrival_kind(text: &str, data_dir: &std::path::Path) -> Result<ArrivalKind, CliError> {
-    if text == "auto" {
-        let kind = ArrivalKind::Mooncake;
-        let present =
-            infersight_sim::arrivals::trace_path(kind, data_dir).is_some_and(|p| p.is_file());
-        if present {
-            return Ok(kind);
-        }
-        eprintln!(
-            "infersight simulate: no trace data at {} (INFERSIGHT_DATA_DIR); using Poisson arrivals",
-            data_dir.display()
-        );
-        return Ok(ArrivalKind::Poisson);
-    }
-    text.parse().map_err(sim_error)
-}
-
-pub fn build_config(args: &SimulateArgs) -> Result<SimConfig, CliError> {
-    let scenario: Scenario = args.scenario.parse().map_err(sim_error)?;
-    let mut config = SimConfig::new(scenario);
-    config.seed = args.seed;
-    let duration_ns =
-        infersight_model::time::parse_duration_ns(&args.duration).ok_or_else(|| {
-            CliError::usage(format!(
-                "--duration `{}`: expected e.g. 90s, 30m, 1h, 2d",
-                args.duration
-            ))
-        })?;
-    config.duration_s = duration_ns as f64 / 1e9;
-    if let Some(start) = &args.start {
-        config.start_ns =
-            infersight_model::time::parse_time(start, infersight_model::time::now_ns())
-                .map_err(|e| CliError::usage(format!("--start: {e}")))?;
-    }
-    config.workers = args.workers;
-    config.rate_per_s = args.rate;
-    config.token_events = args.token_events;
-    config.phase_spans = args.phase_spans;
-    let data_dir = infersight_sim::default_data_dir();
-    config.arrivals = arrival_kind(&args.arrivals, &data_dir)?;
-    config.data_dir = Some(data_dir);
-    let mut names = DimensionNames::default();
-    for spec in &args.dimensions {
-        names = names.with_override(spec).map_err(sim_error)?;
-    }
-    config.dimension_names = names;
-    config.validate().map_err(sim_error)?;
-    Ok(config)
 }
 
 /// Wraps a sink with a progress bar over simulated time.
@@ -196,84 +78,6 @@ pub fn run_into(
 ) -> Result<SimSummary, CliError> {
     let mut progress = Progress { inner: sink, bar };
     sim.run(&mut progress).map_err(sim_error)
-}
-
-/// `infersight simulate` (blocking: run it on a blocking thread).
-pub fn simulate(args: SimulateArgs) -> Result<i32, CliError> {
-    let config = build_config(&args)?;
-    let started = std::time::Instant::now();
-    let sim = Simulator::new(config.clone()).map_err(sim_error)?;
-    let truth = sim.ground_truth();
-    let show = !args.quiet && std::io::stderr().is_terminal();
-    let (summary, destination) = match (&args.out, &args.otlp) {
-        (Some(dir), None) => {
-            let mut sink = FileSink::create(dir).map_err(sim_error)?;
-            let summary = run_into(sim, &mut sink, progress_bar("simulating", show))?;
-            (summary, dir.display().to_string())
-        }
-        (None, Some(url)) => {
-            let mut sink = OtlpHttpSink::new(url);
-            let summary = run_into(sim, &mut sink, progress_bar("sending over OTLP/HTTP", show))?;
-            (summary, sink.base_url.clone())
-        }
-        _ => {
-            return Err(CliError::usage(
-                "give exactly one of --out DIR and --otlp URL",
-            ));
-        }
-    };
-    let truth_path = match (&args.ground_truth, &args.out) {
-        (Some(path), _) => {
-            let text = serde_json::to_string_pretty(&truth)
-                .map_err(|e| CliError::failed(e.to_string()))?;
-            std::fs::write(path, text + "\n")
-                .map_err(|e| CliError::failed(format!("{}: {e}", path.display())))?;
-            Some(path.clone())
-        }
-        (None, Some(dir)) => {
-            Some(infersight_sim::write_ground_truth(dir, &truth).map_err(sim_error)?)
-        }
-        (None, None) => None,
-    };
-    let seconds = started.elapsed().as_secs_f64();
-    match args.format {
-        OutputFormat::Json => println!(
-            "{}",
-            json!({
-                "scenario": config.scenario.name(),
-                "destination": destination,
-                "ground_truth_file": truth_path.as_ref().map(|p| p.display().to_string()),
-                "seconds": (seconds * 1000.0).round() / 1000.0,
-                "summary": summary,
-                "ground_truth": truth,
-            })
-        ),
-        OutputFormat::Table | OutputFormat::Csv => {
-            println!(
-                "{}: {} requests ({} spans, {} token events, {} log records, {} raw log lines, {} metric points; {} timeouts, {} errors, {} preemptions) in {seconds:.1} s → {destination}",
-                config.scenario.name(),
-                summary.requests,
-                summary.spans,
-                summary.token_events,
-                summary.log_records,
-                summary.raw_lines,
-                summary.metric_points,
-                summary.timeouts,
-                summary.errors,
-                summary.preemptions
-            );
-            println!(
-                "arrivals: {}; incident {} .. {}",
-                config.arrivals.name(),
-                truth.incident_window.start,
-                truth.incident_window.end
-            );
-            if let Some(path) = &truth_path {
-                println!("ground truth: {}", path.display());
-            }
-        }
-    }
-    Ok(0)
 }
 
 /// Posts telemetry to an OTLP/HTTP receiver as protobuf; raw engine lines become OTLP log records

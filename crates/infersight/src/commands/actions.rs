@@ -6,31 +6,32 @@
 use infersight_server::actions::{AuditEntry, audit_path, read_audit};
 use serde_json::json;
 
-use crate::cli::{Common, OutputFormat};
+use crate::args::{Common, FormatArgs};
 use crate::exit::CliError;
+use crate::output::{self, OutputFormat};
 
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("format", |arg| arg.help("Output format")))]
 pub struct ActionsArgs {
     #[command(flatten)]
     pub common: Common,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: OutputFormat,
+    #[command(flatten)]
+    pub format: FormatArgs,
     /// Show the most recent N decisions (0: all).
     #[arg(long, default_value_t = 100)]
     pub limit: usize,
 }
 
 pub async fn run(args: ActionsArgs) -> Result<i32, CliError> {
-    let config = crate::commands::resolve(&args.common)?;
+    let config = args.common.resolve()?;
     let path = audit_path(&config.store.data_dir);
     let read = read_audit(&path)
         .map_err(|e| CliError::failed(format!("reading {}: {e}", path.display())))?;
     let Some(read) = read else {
         eprintln!("infersight: no actions recorded (no {})", path.display());
-        match args.format {
-            OutputFormat::Json => println!("{}", json!({ "entries": [] })),
-            OutputFormat::Csv => println!("{}", HEADER.join(",")),
+        match args.format.format {
+            OutputFormat::Json => println!("{}", output::json_line(&json!({ "entries": [] }))?),
+            OutputFormat::Csv => print!("{}", output::csv(&HEADER, Vec::<Vec<String>>::new())?),
             OutputFormat::Table => println!("no actions recorded"),
         }
         return Ok(0);
@@ -47,27 +48,21 @@ pub async fn run(args: ActionsArgs) -> Result<i32, CliError> {
         read.entries.len().saturating_sub(args.limit)
     };
     let entries = &read.entries[skip..];
-    match args.format {
+    match args.format.format {
         OutputFormat::Json => {
-            let text = serde_json::to_string_pretty(&json!({
+            let text = output::json_pretty(&json!({
                 "entries": entries,
                 "corrupt_lines": read.corrupt.len(),
-            }))
-            .map_err(|e| CliError::failed(e.to_string()))?;
+            }))?;
             println!("{text}");
         }
-        OutputFormat::Csv => {
-            println!("{}", HEADER.join(","));
-            for entry in entries {
-                let row: Vec<String> = cells(entry).iter().map(|c| csv_cell(c)).collect();
-                println!("{}", row.join(","));
-            }
-        }
+        OutputFormat::Csv => print!("{}", output::csv(&HEADER, entries.iter().map(cells))?),
         OutputFormat::Table => {
             if entries.is_empty() {
                 println!("no actions recorded");
             } else {
-                print!("{}", table(entries));
+                let rows: Vec<Vec<String>> = entries.iter().map(cells).collect();
+                print!("{}", output::fit_table(Some(&HEADER), &rows));
             }
         }
     }
@@ -132,40 +127,4 @@ fn cells(entry: &AuditEntry) -> Vec<String> {
 fn trim_float(v: f64) -> String {
     let text = format!("{v:.3}");
     text.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
-fn csv_cell(cell: &str) -> String {
-    if cell.contains([',', '"', '\n']) {
-        format!("\"{}\"", cell.replace('"', "\"\""))
-    } else {
-        cell.to_string()
-    }
-}
-
-fn table(entries: &[AuditEntry]) -> String {
-    let rows: Vec<Vec<String>> = entries.iter().map(cells).collect();
-    let mut widths: Vec<usize> = HEADER.iter().map(|h| h.len()).collect();
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[String]| {
-        cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    let header: Vec<String> = HEADER.iter().map(|h| h.to_string()).collect();
-    let mut out = line(&header);
-    out.push('\n');
-    for row in &rows {
-        out.push_str(&line(row));
-        out.push('\n');
-    }
-    out
 }

@@ -1,0 +1,296 @@
+//! `infersight ingest FILE…`: a bulk load of OTLP JSON Lines, plain JSON lines or raw text logs
+//! (gzip too). This thread reads, decodes and converts (`infersight_ingest::read_file`); a
+//! writer thread runs the pipeline stages and appends to the store, so the two halves overlap.
+//! Prints one summary row per file; rejected records make it exit 2.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::SyncSender;
+use std::thread::JoinHandle;
+
+use infersight_ingest::{FileFormat, FileOptions, FileSummary};
+use infersight_model::TableBatch;
+use infersight_model::mapping::AttributeMapper;
+use infersight_server::{Counters, Transform};
+use infersight_store::{StorageBackend, Store};
+use serde_json::json;
+
+use crate::args::{Common, FormatArgs};
+use crate::config::Config;
+use crate::exit::CliError;
+use crate::output::{self, Column, OutputFormat};
+use crate::wiring;
+
+#[derive(Debug, clap::Args)]
+#[command(mut_arg("format", |arg| arg.help("Summary format")))]
+pub struct IngestArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Files to read.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Input format [default: detected per file].
+    #[arg(long, value_enum, default_value = "auto")]
+    pub input_format: InputFormat,
+    /// Service name for raw text logs.
+    #[arg(long)]
+    pub service: Option<String>,
+    /// Worker label for raw text logs.
+    #[arg(long)]
+    pub worker: Option<String>,
+    #[command(flatten)]
+    pub format: FormatArgs,
+    /// Hide the progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Log every batch in the write-ahead log before storing it, so rows read before a
+    /// crash are recovered at the next start. By default a file's rows go straight to the
+    /// memtable and are durable once flushed (at the memtable limits and at the end): the
+    /// file itself is the log, and nothing is reported stored before the end.
+    #[arg(long)]
+    pub wal: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InputFormat {
+    Auto,
+    OtlpJsonl,
+    Jsonl,
+    Raw,
+}
+
+pub async fn run(args: IngestArgs) -> Result<i32, CliError> {
+    let config = args.common.resolve()?;
+    tokio::task::spawn_blocking(move || ingest(config, args))
+        .await
+        .map_err(|e| CliError::failed(format!("ingest task: {e}")))?
+}
+
+/// What the reading thread hands the writer, and how the writer ends.
+type WriterHandle = (SyncSender<Vec<TableBatch>>, JoinHandle<Result<(), String>>);
+
+fn ingest(config: Config, args: IngestArgs) -> Result<i32, CliError> {
+    for path in &args.paths {
+        if !path.is_file() {
+            return Err(CliError::usage(format!(
+                "{}: not a readable file",
+                path.display()
+            )));
+        }
+    }
+    let store = wiring::open_store(&config)?;
+    let transform = wiring::build_transform(&config, Arc::new(Counters::new()))?;
+    let mapper = wiring::mapper(&config);
+    let options = file_options(&args);
+    let bar = progress_bar(&args);
+    let (to_writer, writer) = spawn_writer(store.clone(), transform, args.wal)?;
+    let (summaries, read_error) = read_files(&args.paths, &options, &mapper, to_writer, &bar);
+    let written = writer
+        .join()
+        .unwrap_or_else(|_| Err("the store writer panicked".to_string()));
+    let format = args.format.format;
+    let failure = match (written, read_error) {
+        (Err(e), _) => Some(CliError::failed(format!("storing: {e}"))),
+        (Ok(()), read_error) => read_error,
+    };
+    if let Some(error) = failure {
+        return Err(fail_midway(&store, &bar, &summaries, format, error));
+    }
+    bar.finish_and_clear();
+    store
+        .close()
+        .map_err(|e| CliError::failed(format!("closing the store: {e}")))?;
+    print_summary(&summaries, format)?;
+    let rejected: u64 = summaries.iter().map(|(_, s)| s.rejected).sum();
+    if rejected > 0 {
+        let first = summaries
+            .iter()
+            .flat_map(|(_, s)| s.first_errors.iter())
+            .next()
+            .cloned()
+            .unwrap_or_default();
+        return Err(CliError::usage(format!(
+            "{rejected} record(s) rejected; first: {first}"
+        )));
+    }
+    Ok(0)
+}
+
+fn file_options(args: &IngestArgs) -> FileOptions {
+    FileOptions {
+        format: match args.input_format {
+            InputFormat::Auto => FileFormat::Auto,
+            InputFormat::OtlpJsonl => FileFormat::OtlpJsonl,
+            InputFormat::Jsonl => FileFormat::JsonLines,
+            InputFormat::Raw => FileFormat::Raw,
+        },
+        service: args.service.clone(),
+        worker: args.worker.clone(),
+        ..FileOptions::default()
+    }
+}
+
+/// Bytes read of all files, on a terminal unless `--quiet`.
+fn progress_bar(args: &IngestArgs) -> indicatif::ProgressBar {
+    if args.quiet || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let total_bytes: u64 = args
+        .paths
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    let bar = indicatif::ProgressBar::new(total_bytes);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} {bytes}/{total_bytes} {wide_bar} {bytes_per_sec} eta {eta}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// The writer thread: pipeline stages, then the store (through the WAL with `--wal`). The
+/// bounded channel keeps memory flat.
+fn spawn_writer(
+    store: Arc<Store>,
+    mut transform: Transform,
+    wal: bool,
+) -> Result<WriterHandle, CliError> {
+    let (to_writer, from_reader) = std::sync::mpsc::sync_channel::<Vec<TableBatch>>(2);
+    let writer = std::thread::Builder::new()
+        .name("infersight-ingest-writer".into())
+        .spawn(move || -> Result<(), String> {
+            for batches in from_reader {
+                let out = transform(batches).map_err(|e| e.message)?;
+                let appended = if wal {
+                    store.append(&out)
+                } else {
+                    store.append_unlogged(&out)
+                };
+                // Flush when the memtable is over its limits, so memory stays bounded on big inputs.
+                appended
+                    .and_then(|_| store.maybe_flush())
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })
+        .map_err(|e| CliError::failed(format!("starting the writer thread: {e}")))?;
+    Ok((to_writer, writer))
+}
+
+/// Reads the files in order into the writer until one fails; the channel closes on return.
+fn read_files(
+    paths: &[PathBuf],
+    options: &FileOptions,
+    mapper: &AttributeMapper,
+    to_writer: SyncSender<Vec<TableBatch>>,
+    bar: &indicatif::ProgressBar,
+) -> (Vec<(PathBuf, FileSummary)>, Option<CliError>) {
+    let mut summaries = Vec::new();
+    let mut done_bytes = 0u64;
+    for path in paths {
+        let base = done_bytes;
+        let result = infersight_ingest::read_file(
+            path,
+            options,
+            mapper,
+            &mut |batches| {
+                to_writer
+                    .send(batches)
+                    .map_err(|_| "the store writer stopped".to_string())
+            },
+            &mut |read| bar.set_position(base + read),
+        );
+        match result {
+            Ok(summary) => summaries.push((path.clone(), summary)),
+            Err(e) => {
+                let error = CliError::from_kind(e.kind(), format!("{}: {e}", path.display()));
+                return (summaries, Some(error));
+            }
+        }
+        done_bytes += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    }
+    (summaries, None)
+}
+
+/// What reached the store before the failure is kept: bulk loads skip the WAL, so it is
+/// flushed now. Then say what got in, so a rerun can be planned (completed files are stored).
+fn fail_midway(
+    store: &Store,
+    bar: &indicatif::ProgressBar,
+    summaries: &[(PathBuf, FileSummary)],
+    format: OutputFormat,
+    mut error: CliError,
+) -> CliError {
+    let closed = store.close();
+    bar.finish_and_clear();
+    if let Err(e) = print_summary(summaries, format) {
+        return e;
+    }
+    if let Err(e) = closed {
+        error.message.push_str(&format!("; closing the store: {e}"));
+    }
+    error
+}
+
+const SUMMARY_COLUMNS: [Column; 5] = [
+    Column::left(50),
+    Column::right(10),
+    Column::right(12),
+    Column::right(14),
+    Column::right(9),
+];
+
+fn print_summary(
+    summaries: &[(PathBuf, FileSummary)],
+    format: OutputFormat,
+) -> Result<(), CliError> {
+    match format {
+        OutputFormat::Json => {
+            let files: Vec<_> = summaries
+                .iter()
+                .map(|(p, s)| {
+                    json!({"path": p.display().to_string(), "lines": s.lines, "records_read": s.records_read,
+                           "records_stored": s.records_stored, "rejected": s.rejected, "errors": s.first_errors})
+                })
+                .collect();
+            println!("{}", output::json_line(&json!({ "files": files }))?);
+        }
+        OutputFormat::Csv => {
+            let header = [
+                "path",
+                "lines",
+                "records_read",
+                "records_stored",
+                "rejected",
+            ];
+            let rows = summaries.iter().map(|(path, s)| summary_cells(path, s));
+            print!("{}", output::csv(&header, rows)?);
+        }
+        OutputFormat::Table => {
+            let header = ["path", "lines", "read", "stored", "rejected"];
+            println!("{}", output::fixed_line(&SUMMARY_COLUMNS, &header));
+            for (path, summary) in summaries {
+                let cells = summary_cells(path, summary);
+                println!("{}", output::fixed_line(&SUMMARY_COLUMNS, &cells));
+                for e in &summary.first_errors {
+                    eprintln!("  {e}");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn summary_cells(path: &Path, summary: &FileSummary) -> Vec<String> {
+    vec![
+        path.display().to_string(),
+        summary.lines.to_string(),
+        summary.records_read.to_string(),
+        summary.records_stored.to_string(),
+        summary.rejected.to_string(),
+    ]
+}

@@ -1,0 +1,115 @@
+//! `infersight query SQL`: runs one statement over the store through the query engine (an entry
+//! of the access audit, `surface: cli_query`), or asks a running server's `/api/v1/query` with
+//! `--server`. The engine renders the result as a table, CSV or JSON.
+
+use std::sync::Arc;
+
+use infersight_query::QueryEngine;
+use infersight_store::StorageBackend;
+use serde_json::json;
+
+use crate::args::{Common, FormatArgs};
+use crate::exit::CliError;
+use crate::output::OutputFormat;
+use crate::wiring;
+
+#[derive(Debug, clap::Args)]
+pub struct QueryArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// The SQL statement (SELECT, EXPLAIN, SHOW, DESCRIBE).
+    pub sql: String,
+    #[command(flatten)]
+    pub format: FormatArgs,
+    /// Ask a running server instead of opening the store (e.g. http://127.0.0.1:7070).
+    #[arg(long)]
+    pub server: Option<String>,
+}
+
+pub async fn run(args: QueryArgs) -> Result<i32, CliError> {
+    let format = args.format.format;
+    if let Some(server) = &args.server {
+        return ask_server(server, &args.sql, format).await;
+    }
+    let config = args.common.resolve()?;
+    let store = tokio::task::block_in_place(|| wiring::open_existing_store(&config))?;
+    let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>)
+        .with_access_audit(wiring::access_audit(&config));
+    let context = infersight_query::AccessContext::cli(infersight_query::Surface::CliQuery);
+    let audited = engine.sql_audited(&args.sql, None, &context).await;
+    warn_unaudited(&audited.audit);
+    let output = audited
+        .result
+        .map_err(|e| CliError::from_kind(e.kind(), e.to_string()))?;
+    let text = output
+        .try_render(query_format(format))
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    println!("{}", text.trim_end());
+    Ok(0)
+}
+
+fn query_format(format: OutputFormat) -> infersight_query::OutputFormat {
+    match format {
+        OutputFormat::Table => infersight_query::OutputFormat::Table,
+        OutputFormat::Csv => infersight_query::OutputFormat::Csv,
+        OutputFormat::Json => infersight_query::OutputFormat::Json,
+    }
+}
+
+/// `POST {server}/api/v1/query`; the server renders, and its error keeps its exit code.
+async fn ask_server(server: &str, sql: &str, format: OutputFormat) -> Result<i32, CliError> {
+    let format_name = match format {
+        OutputFormat::Table => "table",
+        OutputFormat::Csv => "csv",
+        OutputFormat::Json => "json",
+    };
+    let url = format!("{}/api/v1/query", server.trim_end_matches('/'));
+    let body = json!({ "sql": sql, "format": format_name }).to_string();
+    let response = tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        agent
+            .post(&url)
+            .header("content-type", "application/json")
+            // who asks, for the server's access audit (a proxy's own header wins there)
+            .header("x-infersight-user", infersight_query::audit::cli_actor())
+            .send(body.as_str())
+            .map_err(|e| CliError::failed(format!("{url}: {e}")))
+            .and_then(|mut r| {
+                let status = r.status().as_u16();
+                let text = r
+                    .body_mut()
+                    .read_to_string()
+                    .map_err(|e| CliError::failed(format!("{url}: {e}")))?;
+                Ok((status, text))
+            })
+    })
+    .await
+    .map_err(|e| CliError::failed(e.to_string()))??;
+    match response {
+        (200, text) => {
+            println!("{}", text.trim_end());
+            Ok(0)
+        }
+        (status, text) => {
+            let message = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+                .unwrap_or(text);
+            Err(if status < 500 {
+                CliError::usage(message)
+            } else {
+                CliError::failed(message)
+            })
+        }
+    }
+}
+
+/// A command's access that could not be audited is a warning, never a lost answer.
+pub fn warn_unaudited(status: &infersight_query::AuditStatus) {
+    if let infersight_query::AuditStatus::Failed(error) = status {
+        tracing::warn!(%error, "access audit not written; the answer is printed anyway");
+    }
+}
