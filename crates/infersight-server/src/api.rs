@@ -13,11 +13,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use infersight_model::ErrorKind;
-use infersight_model::time::{now_ns, parse_time};
+use infersight_model::time::now_ns;
 use infersight_query::audit::actor_from_headers;
 use infersight_query::{
-    AccessContext, AuditStatus, OutputFormat, QueryEngine, SliRequest, Surface, parse_filter,
-    parse_quantile,
+    AccessContext, AuditStatus, OutputFormat, QueryEngine, SliRequest, SliRequestText, Surface,
 };
 use infersight_store::{StorageBackend, TimeRange};
 use serde::Deserialize;
@@ -397,72 +396,28 @@ struct SliParams {
     step: Option<String>,
 }
 
-fn comma_list(text: Option<&str>) -> Vec<&str> {
-    text.map(|t| {
-        t.split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect()
-    })
-    .unwrap_or_default()
-}
-
-/// Builds an [`SliRequest`] from the API's (and CLI's) string parameters.
-#[allow(clippy::too_many_arguments)]
-pub fn sli_request(
-    sli: &str,
-    q: Option<&str>,
-    by: Option<&str>,
-    filter: Option<&str>,
-    since: Option<&str>,
-    until: Option<&str>,
-    step: Option<&str>,
-) -> Result<SliRequest, String> {
-    Ok(SliRequest {
-        sli: sli.to_string(),
-        quantiles: comma_list(q)
-            .into_iter()
-            .map(parse_quantile)
-            .collect::<Result<_, _>>()?,
-        by: comma_list(by).into_iter().map(String::from).collect(),
-        filters: comma_list(filter)
-            .into_iter()
-            .map(parse_filter)
-            .collect::<Result<_, _>>()?,
-        range: parse_range(since, until)?,
-        step: step.map(String::from),
-    })
-}
-
 async fn sli(
     State(state): State<ApiState>,
     params: Result<Query<SliParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let request = sli_request(
-        &p.sli,
-        p.q.as_deref(),
-        p.by.as_deref(),
-        p.filter.as_deref(),
-        p.since.as_deref(),
-        p.until.as_deref(),
-        p.step.as_deref(),
-    )
-    .map_err(ApiError::bad_request)?;
+    let text = SliRequestText {
+        sli: &p.sli,
+        q: p.q.as_deref(),
+        by: p.by.as_deref(),
+        filter: p.filter.as_deref(),
+        since: p.since.as_deref(),
+        until: p.until.as_deref(),
+        step: p.step.as_deref(),
+    };
+    let request = SliRequest::parse(&text, now_ns()).map_err(ApiError::bad_request)?;
     let answer = state.engine.sli(request).await?;
     Ok(Json(answer.to_json()))
 }
 
-pub fn parse_range(since: Option<&str>, until: Option<&str>) -> Result<TimeRange, String> {
-    let now = now_ns();
-    let since_ns = since.map(|s| parse_time(s, now)).transpose()?;
-    let until_ns = until.map(|s| parse_time(s, now)).transpose()?;
-    if let (Some(s), Some(u)) = (since_ns, until_ns)
-        && s >= u
-    {
-        return Err("`since` must be before `until`".into());
-    }
-    Ok(TimeRange { since_ns, until_ns })
+/// A query's `since`/`until`, relative times counting back from now.
+fn parse_range(since: Option<&str>, until: Option<&str>) -> Result<TimeRange, String> {
+    infersight_model::time::parse_range(since, until, now_ns())
 }
 
 async fn dimensions(
