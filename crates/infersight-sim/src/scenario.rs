@@ -336,14 +336,14 @@ impl Plan {
         e
     }
 
-    /// Extra traffic the scenario adds during the incident: (tenant, rate as a fraction of the
-    /// base rate).
     /// Whether a request of `tenant` arriving at `t_ns` is drifted traffic (`prompt_drift`):
     /// long-form generation prompts with long outputs.
     pub fn prompt_drift(&self, tenant: &str, t_ns: i64) -> bool {
         self.scenario == Scenario::PromptDrift && tenant == DRIFT_TENANT && self.in_incident(t_ns)
     }
 
+    /// Extra traffic the scenario adds during the incident: (tenant, rate as a fraction of the
+    /// base rate).
     pub fn extra_traffic(&self) -> Option<(&'static str, f64)> {
         match self.scenario {
             Scenario::CachePollution => Some((CACHE_SCANNER, 0.08)),
@@ -353,198 +353,6 @@ impl Plan {
     }
 
     pub fn ground_truth(&self, config: &SimConfig, fleet: &Fleet) -> GroundTruth {
-        let worker_name = |i: usize| fleet.workers[self.worker_of(i)].name.clone();
-        let dims = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        };
-        let cause = |dimensions, sli: &str, effect: &str| RootCauseTruth {
-            dimensions,
-            sli: sli.to_string(),
-            effect: effect.to_string(),
-        };
-        let signal = |kind: &str, subject| ExpectedSignal {
-            kind: kind.to_string(),
-            subject,
-        };
-        let lora_dims = || {
-            dims(&[
-                ("model_version", INCIDENT_VERSION),
-                ("kv_cache_policy", "paged"),
-                ("lora_adapters", INCIDENT_LORA),
-            ])
-        };
-        let lora_cause = || {
-            cause(
-                lora_dims(),
-                "ttft_ms and e2e_ms p99",
-                "+900 ms (prefill: LoRA pair reload) on every request of the slice; other slices unchanged",
-            )
-        };
-        let slow_worker = worker_name(SLOW_WORKER);
-        let slow_cause = || {
-            cause(
-                dims(&[("worker", &slow_worker)]),
-                "e2e_ms p50",
-                "×2.2 (prefill and decode) on that worker; GPU temperature 92 °C, SM clock −45 %",
-            )
-        };
-        let (root_causes, expected_signals) = match self.scenario {
-            Scenario::LoraKvRegression => (
-                vec![lora_cause()],
-                vec![
-                    signal("latency_spike", BTreeMap::new()),
-                    signal("version_regression", lora_dims()),
-                ],
-            ),
-            Scenario::GpuMemoryLeak => {
-                let w = dims(&[("worker", &worker_name(LEAK_WORKER))]);
-                (
-                    vec![cause(
-                        w.clone(),
-                        "e2e_ms p50",
-                        "×1 → ×10 over the incident; gpu_memory_used 12 → 23 GB with utilization < 5 %",
-                    )],
-                    vec![
-                        signal("gpu_memory_leak", w.clone()),
-                        signal("latency_spike", w.clone()),
-                        signal("error_burst", w),
-                    ],
-                )
-            }
-            Scenario::BatchingMisconfig => {
-                let d = dims(&[("model", MODELS[1]), ("model_version", "r1")]);
-                (
-                    vec![cause(
-                        d.clone(),
-                        "queue_ms p50",
-                        "grows to the 60 s gateway timeout; requests time out (error.type=timeout)",
-                    )],
-                    vec![
-                        signal("queue_buildup", d.clone()),
-                        signal("latency_spike", d.clone()),
-                        signal("error_burst", d),
-                    ],
-                )
-            }
-            Scenario::CachePollution => {
-                let d = dims(&[
-                    ("tenant", CACHE_VICTIM),
-                    ("kv_cache_policy", "prefix_cache"),
-                ]);
-                (
-                    vec![cause(
-                        d.clone(),
-                        "ttft_ms p50",
-                        "+≈130 ms (12k-token system prompt no longer cached); caused by tenant hooli's scans",
-                    )],
-                    vec![
-                        signal("cache_pollution", dims(&[("tenant", CACHE_SCANNER)])),
-                        signal("latency_spike", d),
-                    ],
-                )
-            }
-            Scenario::InjectionResonance => {
-                let d = dims(&[("tenant", INJECTION_TENANT)]);
-                (
-                    vec![cause(
-                        d.clone(),
-                        "spec_accepted_tokens / spec_draft_tokens",
-                        "draft acceptance rate (accepted / drafted) ≈ 0.45 → ≈ 0.05 for injected prompts on speculative workers; guardrail injection scores > 0.85; rejection-sampling failures and rollbacks logged",
-                    )],
-                    vec![signal("resonance", d)],
-                )
-            }
-            Scenario::TruncationSurge => {
-                let d = dims(&[("model", MODELS[1])]);
-                (
-                    vec![cause(
-                        d.clone(),
-                        "share of finish_reason=length",
-                        "≈2 % → > 25 %",
-                    )],
-                    vec![signal("truncation_surge", d)],
-                )
-            }
-            Scenario::TraceContextLoss => {
-                let d = dims(&[
-                    ("service", "gateway"),
-                    ("service.version", GATEWAY_NEW_VERSION),
-                ]);
-                (
-                    vec![cause(
-                        d.clone(),
-                        "share of gateway spans without children",
-                        "0 → 1 for gateway 2.4.0; engine-side spans start new (orphan) traces",
-                    )],
-                    vec![signal("trace_context_loss", d)],
-                )
-            }
-            Scenario::FlowControlStall => {
-                let d = dims(&[
-                    ("service", "gateway"),
-                    ("service.version", GATEWAY_NEW_VERSION),
-                ]);
-                (
-                    vec![cause(
-                        d.clone(),
-                        "gateway span duration for outputs > 256 tokens",
-                        "+250 ms per 16 KiB window beyond the first; engine e2e unchanged",
-                    )],
-                    vec![
-                        signal("flow_control_stall", d.clone()),
-                        signal("latency_spike", d),
-                    ],
-                )
-            }
-            Scenario::PreemptionStorm => {
-                let w = dims(&[("worker", &worker_name(PREEMPTION_WORKER))]);
-                (
-                    vec![cause(
-                        w.clone(),
-                        "preemptions and e2e_ms p50",
-                        "preemptions from ≈0 to most requests; e2e up on that worker",
-                    )],
-                    vec![
-                        signal("preemption_storm", w.clone()),
-                        signal("kv_cache_pressure", w.clone()),
-                        signal("latency_spike", w),
-                    ],
-                )
-            }
-            Scenario::SlowWorker => {
-                let w = dims(&[("worker", &slow_worker)]);
-                (
-                    vec![slow_cause()],
-                    vec![signal("slow_worker", w.clone()), signal("latency_spike", w)],
-                )
-            }
-            Scenario::TwoCauses => (
-                vec![lora_cause(), slow_cause()],
-                vec![
-                    signal("latency_spike", BTreeMap::new()),
-                    signal("version_regression", lora_dims()),
-                    signal("slow_worker", dims(&[("worker", &slow_worker)])),
-                ],
-            ),
-            Scenario::PromptDrift => {
-                let d = dims(&[("tenant", DRIFT_TENANT)]);
-                (
-                    vec![cause(
-                        d.clone(),
-                        "e2e_ms p50",
-                        "≈ ×4 (outputs ≈ 180 → ≈ 1100 tokens, ≥ 3σ of the tenant's baseline; prompts switch from chat to long-form legal and code generation); other tenants unchanged",
-                    )],
-                    vec![
-                        signal("prompt_drift", d.clone()),
-                        signal("latency_spike", d),
-                    ],
-                )
-            }
-            Scenario::Healthy => (Vec::new(), Vec::new()),
-        };
         GroundTruth {
             scenario: self.scenario.name().to_string(),
             description: self.scenario.description().to_string(),
@@ -563,8 +371,8 @@ impl Plan {
                 start: timefmt::rfc3339_millis(self.incident_start_ns),
                 end: timefmt::rfc3339_millis(self.end_ns),
             },
-            root_causes,
-            expected_signals,
+            root_causes: self.root_causes(fleet),
+            expected_signals: self.expected_signals(fleet),
             expected_runbooks: self
                 .scenario
                 .expected_runbooks()
@@ -574,6 +382,200 @@ impl Plan {
             dimension_attributes: config.dimension_names.clone(),
         }
     }
+
+    /// The injected causes: where each fault acts, the SLI that moves and by how much.
+    fn root_causes(&self, fleet: &Fleet) -> Vec<RootCauseTruth> {
+        match self.scenario {
+            Scenario::LoraKvRegression => vec![lora_cause()],
+            Scenario::GpuMemoryLeak => vec![cause(
+                self.worker_dims(fleet, LEAK_WORKER),
+                "e2e_ms p50",
+                "×1 → ×10 over the incident; gpu_memory_used 12 → 23 GB with utilization < 5 %",
+            )],
+            Scenario::BatchingMisconfig => vec![cause(
+                misconfig_dims(),
+                "queue_ms p50",
+                "grows to the 60 s gateway timeout; requests time out (error.type=timeout)",
+            )],
+            Scenario::CachePollution => vec![cause(
+                cache_victim_dims(),
+                "ttft_ms p50",
+                "+≈130 ms (12k-token system prompt no longer cached); caused by tenant hooli's scans",
+            )],
+            Scenario::InjectionResonance => vec![cause(
+                dims(&[("tenant", INJECTION_TENANT)]),
+                "spec_accepted_tokens / spec_draft_tokens",
+                "draft acceptance rate (accepted / drafted) ≈ 0.45 → ≈ 0.05 for injected prompts on speculative workers; guardrail injection scores > 0.85; rejection-sampling failures and rollbacks logged",
+            )],
+            Scenario::TruncationSurge => vec![cause(
+                dims(&[("model", MODELS[1])]),
+                "share of finish_reason=length",
+                "≈2 % → > 25 %",
+            )],
+            Scenario::TraceContextLoss => vec![cause(
+                new_gateway_dims(),
+                "share of gateway spans without children",
+                "0 → 1 for gateway 2.4.0; engine-side spans start new (orphan) traces",
+            )],
+            Scenario::FlowControlStall => vec![cause(
+                new_gateway_dims(),
+                "gateway span duration for outputs > 256 tokens",
+                "+250 ms per 16 KiB window beyond the first; engine e2e unchanged",
+            )],
+            Scenario::PreemptionStorm => vec![cause(
+                self.worker_dims(fleet, PREEMPTION_WORKER),
+                "preemptions and e2e_ms p50",
+                "preemptions from ≈0 to most requests; e2e up on that worker",
+            )],
+            Scenario::SlowWorker => vec![self.slow_cause(fleet)],
+            Scenario::TwoCauses => vec![lora_cause(), self.slow_cause(fleet)],
+            Scenario::PromptDrift => vec![cause(
+                dims(&[("tenant", DRIFT_TENANT)]),
+                "e2e_ms p50",
+                "≈ ×4 (outputs ≈ 180 → ≈ 1100 tokens, ≥ 3σ of the tenant's baseline; prompts switch from chat to long-form legal and code generation); other tenants unchanged",
+            )],
+            Scenario::Healthy => Vec::new(),
+        }
+    }
+
+    /// The signal kinds (DESIGN.md) an analysis should raise, each with its subject.
+    fn expected_signals(&self, fleet: &Fleet) -> Vec<ExpectedSignal> {
+        match self.scenario {
+            Scenario::LoraKvRegression => vec![
+                signal("latency_spike", BTreeMap::new()),
+                signal("version_regression", lora_dims()),
+            ],
+            Scenario::GpuMemoryLeak => {
+                let w = self.worker_dims(fleet, LEAK_WORKER);
+                vec![
+                    signal("gpu_memory_leak", w.clone()),
+                    signal("latency_spike", w.clone()),
+                    signal("error_burst", w),
+                ]
+            }
+            Scenario::BatchingMisconfig => {
+                let d = misconfig_dims();
+                vec![
+                    signal("queue_buildup", d.clone()),
+                    signal("latency_spike", d.clone()),
+                    signal("error_burst", d),
+                ]
+            }
+            Scenario::CachePollution => vec![
+                signal("cache_pollution", dims(&[("tenant", CACHE_SCANNER)])),
+                signal("latency_spike", cache_victim_dims()),
+            ],
+            Scenario::InjectionResonance => {
+                vec![signal("resonance", dims(&[("tenant", INJECTION_TENANT)]))]
+            }
+            Scenario::TruncationSurge => {
+                vec![signal("truncation_surge", dims(&[("model", MODELS[1])]))]
+            }
+            Scenario::TraceContextLoss => vec![signal("trace_context_loss", new_gateway_dims())],
+            Scenario::FlowControlStall => vec![
+                signal("flow_control_stall", new_gateway_dims()),
+                signal("latency_spike", new_gateway_dims()),
+            ],
+            Scenario::PreemptionStorm => {
+                let w = self.worker_dims(fleet, PREEMPTION_WORKER);
+                vec![
+                    signal("preemption_storm", w.clone()),
+                    signal("kv_cache_pressure", w.clone()),
+                    signal("latency_spike", w),
+                ]
+            }
+            Scenario::SlowWorker => {
+                let w = self.worker_dims(fleet, SLOW_WORKER);
+                vec![signal("slow_worker", w.clone()), signal("latency_spike", w)]
+            }
+            Scenario::TwoCauses => vec![
+                signal("latency_spike", BTreeMap::new()),
+                signal("version_regression", lora_dims()),
+                signal("slow_worker", self.worker_dims(fleet, SLOW_WORKER)),
+            ],
+            Scenario::PromptDrift => {
+                let d = dims(&[("tenant", DRIFT_TENANT)]);
+                vec![
+                    signal("prompt_drift", d.clone()),
+                    signal("latency_spike", d),
+                ]
+            }
+            Scenario::Healthy => Vec::new(),
+        }
+    }
+
+    /// `worker=<name>` of the scenario's worker `index` (wrapped into the fleet).
+    fn worker_dims(&self, fleet: &Fleet, index: usize) -> BTreeMap<String, String> {
+        dims(&[("worker", &fleet.workers[self.worker_of(index)].name)])
+    }
+
+    fn slow_cause(&self, fleet: &Fleet) -> RootCauseTruth {
+        cause(
+            self.worker_dims(fleet, SLOW_WORKER),
+            "e2e_ms p50",
+            "×2.2 (prefill and decode) on that worker; GPU temperature 92 °C, SM clock −45 %",
+        )
+    }
+}
+
+fn dims(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn cause(dimensions: BTreeMap<String, String>, sli: &str, effect: &str) -> RootCauseTruth {
+    RootCauseTruth {
+        dimensions,
+        sli: sli.to_string(),
+        effect: effect.to_string(),
+    }
+}
+
+fn signal(kind: &str, subject: BTreeMap<String, String>) -> ExpectedSignal {
+    ExpectedSignal {
+        kind: kind.to_string(),
+        subject,
+    }
+}
+
+/// The regressed slice of `lora_kv_regression`.
+fn lora_dims() -> BTreeMap<String, String> {
+    dims(&[
+        ("model_version", INCIDENT_VERSION),
+        ("kv_cache_policy", "paged"),
+        ("lora_adapters", INCIDENT_LORA),
+    ])
+}
+
+fn lora_cause() -> RootCauseTruth {
+    cause(
+        lora_dims(),
+        "ttft_ms and e2e_ms p99",
+        "+900 ms (prefill: LoRA pair reload) on every request of the slice; other slices unchanged",
+    )
+}
+
+/// The deployment whose batching wait is misconfigured (`batching_misconfig`).
+fn misconfig_dims() -> BTreeMap<String, String> {
+    dims(&[("model", MODELS[1]), ("model_version", "r1")])
+}
+
+/// The tenant whose cached system prompt is evicted (`cache_pollution`).
+fn cache_victim_dims() -> BTreeMap<String, String> {
+    dims(&[
+        ("tenant", CACHE_VICTIM),
+        ("kv_cache_policy", "prefix_cache"),
+    ])
+}
+
+/// The upgraded gateway (`trace_context_loss`, `flow_control_stall`).
+fn new_gateway_dims() -> BTreeMap<String, String> {
+    dims(&[
+        ("service", "gateway"),
+        ("service.version", GATEWAY_NEW_VERSION),
+    ])
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
