@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use arrow::datatypes::DataType;
-use infersight_rollup::RollupSpec;
 use infersight_model::RequestRecord;
 use infersight_model::mapping::RequestColumn;
 use infersight_model::time::parse_duration_ns;
+use infersight_rollup::RollupSpec;
 use infersight_store::{FsyncPolicy, StoreOptions};
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +37,9 @@ pub struct Config {
     pub report: infersight_report::ReportConfig,
     /// Automatic actions on sustained SLI breaches (dry-run by default).
     pub actions: infersight_server::actions::ActionsConfig,
+    /// The duration settings above, parsed by `validate` when the configuration is loaded.
+    #[serde(skip)]
+    durations: Durations,
 }
 
 impl Default for Config {
@@ -52,6 +55,51 @@ impl Default for Config {
             alerts: AlertsConfig::default(),
             report: infersight_report::ReportConfig::default(),
             actions: infersight_server::actions::ActionsConfig::default(),
+            durations: Durations::default(),
+        }
+    }
+}
+
+/// The configuration's durations, written as text in TOML (`500ms`, `30s`, `15m`, `2h`, `7d`)
+/// and parsed once, by [`Config::validate`]; commands read them here, never the text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Durations {
+    /// `server.maintenance_interval`.
+    pub maintenance_interval: Duration,
+    /// `store.flush_interval`.
+    pub flush_interval: Duration,
+    /// `store.retention`; `None` (empty text) keeps everything.
+    pub retention: Option<Duration>,
+    /// `store.retired_grace`; zero (empty text) deletes retired files at once.
+    pub retired_grace: Duration,
+    /// `scrape.interval` and `scrape.timeout`.
+    pub scrape_interval: Duration,
+    pub scrape_timeout: Duration,
+    /// Interval and timeout of each of `scrape.targets`, the section's where it sets none.
+    pub scrape_targets: Vec<(Duration, Duration)>,
+    /// `alerts.eval_interval`.
+    pub alerts_eval_interval: Duration,
+}
+
+/// `[scrape]`'s parsed durations, on their way into [`Durations`].
+struct ScrapeDurations {
+    interval: Duration,
+    timeout: Duration,
+    targets: Vec<(Duration, Duration)>,
+}
+
+/// The durations of the default configuration (a test holds them to the default texts).
+impl Default for Durations {
+    fn default() -> Self {
+        Self {
+            maintenance_interval: Duration::from_secs(5),
+            flush_interval: Duration::from_secs(60),
+            retention: None,
+            retired_grace: Duration::from_secs(300),
+            scrape_interval: Duration::from_secs(15),
+            scrape_timeout: Duration::from_secs(5),
+            scrape_targets: Vec::new(),
+            alerts_eval_interval: Duration::from_secs(30),
         }
     }
 }
@@ -391,11 +439,16 @@ pub fn load(file: Option<&Path>, env: &[(String, String)]) -> Result<Config, Con
         )),
         None => {}
     }
-    errors.extend(config.validate());
-    if errors.is_empty() {
-        Ok(config)
-    } else {
-        Err(ConfigErrors(errors))
+    match config.validate() {
+        Ok(durations) if errors.is_empty() => {
+            config.durations = durations;
+            Ok(config)
+        }
+        Ok(_) => Err(ConfigErrors(errors)),
+        Err(problems) => {
+            errors.extend(problems);
+            Err(ConfigErrors(errors))
+        }
     }
 }
 
@@ -438,21 +491,41 @@ fn load_section<T: Serialize + serde::de::DeserializeOwned>(
     }
 }
 
-fn check_duration(errors: &mut Vec<String>, key: &str, text: &str, allow_empty: bool) {
-    if text.is_empty() && allow_empty {
-        return;
-    }
-    match parse_duration_ns(text) {
-        Some(ns) if ns > 0 => {}
-        _ => errors.push(format!(
+/// `text` as a positive duration, or an error naming `key` (and `None`).
+fn parse_duration(errors: &mut Vec<String>, key: &str, text: &str) -> Option<Duration> {
+    let parsed = duration(text);
+    if parsed.is_none() {
+        errors.push(format!(
             "{key}: `{text}` is not a positive duration like 500ms, 30s, 15m, 2h, 7d"
-        )),
+        ));
+    }
+    parsed
+}
+
+/// Like [`parse_duration`], where empty text means no duration (`Some(None)`).
+fn parse_optional_duration(
+    errors: &mut Vec<String>,
+    key: &str,
+    text: &str,
+) -> Option<Option<Duration>> {
+    if text.is_empty() {
+        return Some(None);
+    }
+    parse_duration(errors, key, text).map(Some)
+}
+
+fn check_duration(errors: &mut Vec<String>, key: &str, text: &str, allow_empty: bool) {
+    if allow_empty {
+        parse_optional_duration(errors, key, text);
+    } else {
+        parse_duration(errors, key, text);
     }
 }
 
 impl Config {
-    /// Every semantic problem at once (types were checked while loading).
-    pub fn validate(&self) -> Vec<String> {
+    /// Every semantic problem at once (types were checked while loading); without any, the
+    /// parsed durations.
+    pub fn validate(&self) -> Result<Durations, Vec<String>> {
         let mut errors = Vec::new();
         if self.version != 1 {
             errors.push(format!(
@@ -484,11 +557,10 @@ impl Config {
         if self.server.queue_capacity == 0 {
             errors.push("server.queue_capacity: must be at least 1".into());
         }
-        check_duration(
+        let maintenance_interval = parse_duration(
             &mut errors,
             "server.maintenance_interval",
             &self.server.maintenance_interval,
-            false,
         );
         if self.store.data_dir.as_os_str().is_empty() {
             errors.push("store.data_dir: must not be empty".into());
@@ -506,18 +578,17 @@ impl Config {
         if self.store.memtable_max_rows == 0 {
             errors.push("store.memtable_max_rows: must be at least 1".into());
         }
-        check_duration(
+        let flush_interval = parse_duration(
             &mut errors,
             "store.flush_interval",
             &self.store.flush_interval,
-            false,
         );
-        check_duration(&mut errors, "store.retention", &self.store.retention, true);
-        check_duration(
+        let retention =
+            parse_optional_duration(&mut errors, "store.retention", &self.store.retention);
+        let retired_grace = parse_optional_duration(
             &mut errors,
             "store.retired_grace",
             &self.store.retired_grace,
-            true,
         );
         if !(1..=22).contains(&self.store.zstd_level) {
             errors.push(format!(
@@ -552,8 +623,8 @@ impl Config {
             errors.push("query.max_rows: must be at least 1".into());
         }
         errors.extend(self.stages.validate());
-        self.validate_scrape(&mut errors);
-        self.validate_alerts(&mut errors);
+        let scrape = self.validate_scrape(&mut errors);
+        let alerts_eval_interval = self.validate_alerts(&mut errors);
         errors.extend(
             self.actions
                 .validate(&self.store.rollup_dimensions, self.store.rollups),
@@ -562,7 +633,33 @@ impl Config {
         if self.report.retrieval_limit == 0 {
             errors.push("report.retrieval_limit: must be at least 1".to_string());
         }
-        errors
+        match (
+            maintenance_interval,
+            flush_interval,
+            retention,
+            retired_grace,
+            scrape,
+            alerts_eval_interval,
+        ) {
+            (Some(m), Some(f), Some(r), Some(g), Some(s), Some(a)) if errors.is_empty() => {
+                Ok(Durations {
+                    maintenance_interval: m,
+                    flush_interval: f,
+                    retention: r,
+                    retired_grace: g.unwrap_or_default(),
+                    scrape_interval: s.interval,
+                    scrape_timeout: s.timeout,
+                    scrape_targets: s.targets,
+                    alerts_eval_interval: a,
+                })
+            }
+            _ => Err(errors),
+        }
+    }
+
+    /// The parsed durations (see [`Durations`]).
+    pub fn durations(&self) -> &Durations {
+        &self.durations
     }
 
     /// The configured SLOs, each checked; errors name `alerts.slos[i]`.
@@ -613,9 +710,10 @@ impl Config {
         }
     }
 
-    fn validate_alerts(&self, errors: &mut Vec<String>) {
+    /// Checks `[alerts]`; its parsed `eval_interval`.
+    fn validate_alerts(&self, errors: &mut Vec<String>) -> Option<Duration> {
         let alerts = &self.alerts;
-        check_duration(errors, "alerts.eval_interval", &alerts.eval_interval, false);
+        let eval_interval = parse_duration(errors, "alerts.eval_interval", &alerts.eval_interval);
         check_duration(
             errors,
             "alerts.webhook_timeout",
@@ -639,14 +737,15 @@ impl Config {
         if let Err(problems) = self.slos() {
             errors.extend(problems);
         }
+        eval_interval
     }
 
-    fn validate_scrape(&self, errors: &mut Vec<String>) {
+    /// Checks `[scrape]`; its parsed durations when they all parse.
+    fn validate_scrape(&self, errors: &mut Vec<String>) -> Option<ScrapeDurations> {
         let scrape = &self.scrape;
-        check_duration(errors, "scrape.interval", &scrape.interval, false);
-        check_duration(errors, "scrape.timeout", &scrape.timeout, false);
-        if let (Some(interval), Some(timeout)) =
-            (duration(&scrape.interval), duration(&scrape.timeout))
+        let interval = parse_duration(errors, "scrape.interval", &scrape.interval);
+        let timeout = parse_duration(errors, "scrape.timeout", &scrape.timeout);
+        if let (Some(interval), Some(timeout)) = (interval, timeout)
             && timeout >= interval
         {
             errors.push(format!(
@@ -655,6 +754,7 @@ impl Config {
             ));
         }
         let mut seen = std::collections::HashSet::new();
+        let mut targets = Vec::new();
         for (i, target) in scrape.targets.iter().enumerate() {
             let at = format!("scrape.targets[{i}]");
             if let Err(e) = infersight_ingest::receivers::prom_scrape::check_url(&target.url) {
@@ -668,20 +768,22 @@ impl Config {
                     "{at}.worker: must not be empty (leave it out to use the target's host:port)"
                 ));
             }
-            if let Some(interval) = &target.interval {
-                check_duration(errors, &format!("{at}.interval"), interval, false);
-            }
-            if let Some(timeout) = &target.timeout {
-                check_duration(errors, &format!("{at}.timeout"), timeout, false);
-            }
+            let target_interval = match &target.interval {
+                Some(text) => parse_duration(errors, &format!("{at}.interval"), text),
+                None => interval,
+            };
+            let target_timeout = match &target.timeout {
+                Some(text) => parse_duration(errors, &format!("{at}.timeout"), text),
+                None => timeout,
+            };
             if target.interval.is_some() || target.timeout.is_some() {
-                let interval = target.interval.as_deref().unwrap_or(&scrape.interval);
-                let timeout = target.timeout.as_deref().unwrap_or(&scrape.timeout);
-                if let (Some(i), Some(t)) = (duration(interval), duration(timeout))
+                let interval_text = target.interval.as_deref().unwrap_or(&scrape.interval);
+                let timeout_text = target.timeout.as_deref().unwrap_or(&scrape.timeout);
+                if let (Some(i), Some(t)) = (target_interval, target_timeout)
                     && t >= i
                 {
                     errors.push(format!(
-                        "{at}: timeout `{timeout}` must be shorter than interval `{interval}`"
+                        "{at}: timeout `{timeout_text}` must be shorter than interval `{interval_text}`"
                     ));
                 }
             }
@@ -691,7 +793,13 @@ impl Config {
                     target.url, target.job
                 ));
             }
+            targets.push(target_interval.zip(target_timeout));
         }
+        Some(ScrapeDurations {
+            interval: interval?,
+            timeout: timeout?,
+            targets: targets.into_iter().collect::<Option<_>>()?,
+        })
     }
 
     pub fn store_options(&self) -> StoreOptions {
@@ -705,11 +813,11 @@ impl Config {
         };
         o.memtable_max_rows = self.store.memtable_max_rows;
         o.memtable_max_bytes = self.store.memtable_max_bytes;
-        o.flush_interval = duration(&self.store.flush_interval).unwrap_or(o.flush_interval);
+        o.flush_interval = self.durations.flush_interval;
         o.compaction_min_segments = self.store.compaction_min_segments;
         o.compaction_small_bytes = self.store.compaction_small_bytes;
-        o.retention = duration(&self.store.retention);
-        o.retired_grace = duration(&self.store.retired_grace).unwrap_or_default();
+        o.retention = self.durations.retention;
+        o.retired_grace = self.durations.retired_grace;
         o.zstd_level = self.store.zstd_level;
         o.rollup = self.store.rollups.then(|| RollupSpec {
             dimensions: self.store.rollup_dimensions.clone(),
@@ -737,6 +845,7 @@ impl Config {
     }
 }
 
+/// `text` as a positive duration (`500ms`, `30s`, `15m`, `2h`, `7d`); `None` when it is not one.
 pub fn duration(text: &str) -> Option<Duration> {
     parse_duration_ns(text)
         .filter(|ns| *ns > 0)
@@ -758,6 +867,24 @@ mod tests {
         let config = load(None, &[]).unwrap();
         assert_eq!(config.server.api_port, 7070);
         assert_eq!(config.store.data_dir, PathBuf::from("./infersight-data"));
+    }
+
+    #[test]
+    fn default_durations_are_the_default_texts_parsed() {
+        let config = Config::default();
+        assert_eq!(config.validate().as_ref(), Ok(config.durations()));
+        let file = write(concat!(
+            "[store]\nretention = \"7d\"\nretired_grace = \"\"\n",
+            "[scrape]\ninterval = \"2s\"\ntimeout = \"1s\"\n",
+            "targets = [{ url = \"http://h/metrics\", job = \"vllm\", timeout = \"500ms\" }]\n",
+        ));
+        let durations = load(Some(file.path()), &[]).unwrap().durations().clone();
+        assert_eq!(durations.retention, Some(Duration::from_secs(7 * 86_400)));
+        assert_eq!(durations.retired_grace, Duration::ZERO);
+        assert_eq!(
+            durations.scrape_targets,
+            vec![(Duration::from_secs(2), Duration::from_millis(500))]
+        );
     }
 
     #[test]

@@ -2,7 +2,6 @@
 //! attribute mapper, scrape targets) so every command builds them the same way.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use infersight_ingest::receivers::prom_scrape::ScrapeTarget;
 use infersight_model::TableBatch;
@@ -73,29 +72,20 @@ pub fn mapper(config: &Config) -> Arc<AttributeMapper> {
     Arc::new(AttributeMapper::new(&config.aliases()))
 }
 
-/// The `[scrape]` targets `serve` pulls, with the section's interval and timeout filled in.
-/// The configuration is validated before this runs, so every duration parses.
+/// The `[scrape]` targets `serve` pulls, with their intervals and timeouts (parsed when the
+/// configuration was validated; the section's where a target sets none).
 pub fn scrape_targets(config: &Config) -> Vec<ScrapeTarget> {
-    let scrape = &config.scrape;
-    let interval = crate::config::duration(&scrape.interval).unwrap_or(Duration::from_secs(15));
-    let timeout = crate::config::duration(&scrape.timeout).unwrap_or(Duration::from_secs(5));
-    scrape
+    config
+        .scrape
         .targets
         .iter()
-        .map(|target| ScrapeTarget {
+        .zip(&config.durations().scrape_targets)
+        .map(|(target, &(interval, timeout))| ScrapeTarget {
             url: target.url.clone(),
             job: target.job.clone(),
             worker: target.worker.clone(),
-            interval: target
-                .interval
-                .as_deref()
-                .and_then(crate::config::duration)
-                .unwrap_or(interval),
-            timeout: target
-                .timeout
-                .as_deref()
-                .and_then(crate::config::duration)
-                .unwrap_or(timeout),
+            interval,
+            timeout,
         })
         .collect()
 }
@@ -145,7 +135,7 @@ pub fn serve_extras(config: &Config) -> Result<infersight_server::serve::ServeEx
     Ok(infersight_server::serve::ServeExtras {
         scrape_targets: scrape_targets(config),
         alerts,
-        slo_eval_interval: crate::config::duration(&config.alerts.eval_interval),
+        slo_eval_interval: Some(config.durations().alerts_eval_interval),
         actions: action_runner(config)?,
         reports: Some(Arc::new(infersight_server::incidents::ReportService::new(
             &config.store.data_dir,

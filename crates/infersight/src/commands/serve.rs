@@ -36,9 +36,7 @@ pub async fn run(args: ServeArgs) -> Result<i32, CliError> {
     let config = args.common.resolve()?;
     let settings = settings(&args, &config);
     let store = tokio::task::block_in_place(|| wiring::open_store(&config))?;
-    let tick = crate::config::duration(&config.server.maintenance_interval)
-        .unwrap_or(std::time::Duration::from_secs(5));
-    let maintenance = store.spawn_maintenance(tick);
+    let maintenance = store.spawn_maintenance(config.durations().maintenance_interval);
     let counters = Arc::new(Counters::new());
     let transform = wiring::build_transform(&config, counters.clone())?;
     let data_dir = config.store.data_dir.display().to_string();
