@@ -8,6 +8,7 @@
 pub mod attrs;
 pub mod breakdown;
 pub mod error;
+pub mod log_prefix;
 pub mod mapping;
 pub mod normalize;
 pub mod rng;

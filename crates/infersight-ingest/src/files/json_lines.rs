@@ -3,6 +3,7 @@
 //! otherwise (body, time, level, service, worker and request id taken from their usual keys, every
 //! other key kept in `attrs`).
 
+use infersight_model::log_prefix::{normalize_severity, parse_iso_timestamp};
 use infersight_model::mapping::RequestColumn;
 use infersight_model::normalize::{SpanFacts, attrs_json};
 use infersight_model::{AttrValue, LogRecord};
@@ -10,7 +11,6 @@ use serde_json::{Map, Value as Json};
 
 use super::FILE_PATH_ATTR;
 use super::json_request::{JsonRequest, json_request, looks_like_request};
-use super::raw::{normalize_severity, parse_iso_timestamp};
 use super::reader::FileReader;
 
 impl FileReader<'_> {

@@ -36,7 +36,6 @@ use reader::FileReader;
 use workers::{InOrder, TraceDone, TraceJob, conversion_workers, convert_traces_worker};
 
 pub use json_lines::json_time_ns;
-pub use raw::{LinePrefix, normalize_severity, parse_iso_timestamp, parse_log_prefix};
 
 /// How the lines of a file are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,75 +1,12 @@
-//! Unit tests of the file receiver's pure parts: raw-line prefixes, JSON times, bounded line
-//! reading and the merging of batches before the hand-over.
+//! Unit tests of the file receiver's pure parts: JSON times, bounded line reading and the merging
+//! of batches before the hand-over (raw-line prefixes are tested in `infersight_model::log_prefix`).
 
-use chrono::{DateTime, TimeZone, Utc};
 use infersight_model::{LogRecord, RequestRecord, Table, TableBatch};
 use serde_json::Value as Json;
 
 use super::input::{LineRead, read_line_bounded};
 use super::reader::merge_by_table;
 use super::*;
-
-fn now() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2025, 3, 1, 0, 0, 0).unwrap()
-}
-
-fn ns(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> i64 {
-    Utc.with_ymd_and_hms(y, mo, d, h, mi, s)
-        .unwrap()
-        .timestamp_nanos_opt()
-        .unwrap()
-}
-
-#[test]
-fn vllm_lines_get_time_and_level() {
-    let p = parse_log_prefix(
-        "INFO 02-21 20:06:29 api_server.py:528] vLLM API server",
-        now(),
-    );
-    assert_eq!(p.ts_ns, Some(ns(2025, 2, 21, 20, 6, 29)));
-    assert_eq!(p.severity, Some("INFO"));
-    let p = parse_log_prefix("WARNING 12-31 23:59:59 scheduler.py:1483] x", now());
-    assert_eq!(p.ts_ns, Some(ns(2024, 12, 31, 23, 59, 59)), "previous year");
-    assert_eq!(p.severity, Some("WARN"));
-    let p = parse_log_prefix(
-        "(APIServer pid=42) ERROR 02-28 10:00:00 [core.py:1] boom",
-        now(),
-    );
-    assert_eq!(
-        (p.ts_ns, p.severity),
-        (Some(ns(2025, 2, 28, 10, 0, 0)), Some("ERROR"))
-    );
-}
-
-#[test]
-fn iso_python_glog_and_uvicorn_lines() {
-    let p = parse_log_prefix("2024-11-29 02:17:03,250 - vllm - INFO - ready", now());
-    assert_eq!(p.ts_ns, Some(ns(2024, 11, 29, 2, 17, 3) + 250_000_000));
-    assert_eq!(p.severity, Some("INFO"));
-    let p = parse_log_prefix("2024-11-29T02:17:03.5+01:00  WARN router: slow", now());
-    assert_eq!(p.ts_ns, Some(ns(2024, 11, 29, 1, 17, 3) + 500_000_000));
-    assert_eq!(p.severity, Some("WARN"));
-    let p = parse_log_prefix("[2024-11-29 02:17:03] Prefill batch", now());
-    assert_eq!(
-        (p.ts_ns, p.severity),
-        (Some(ns(2024, 11, 29, 2, 17, 3)), None)
-    );
-    let p = parse_log_prefix("E0228 10:00:00.000001 1 grpc.cc:1] failed", now());
-    assert_eq!(
-        (p.ts_ns, p.severity),
-        (Some(ns(2025, 2, 28, 10, 0, 0) + 1_000), Some("ERROR"))
-    );
-    let p = parse_log_prefix(
-        "INFO:     127.0.0.1:1 - \"POST /v1/completions HTTP/1.1\" 200 OK",
-        now(),
-    );
-    assert_eq!((p.ts_ns, p.severity), (None, Some("INFO")));
-    let p = parse_log_prefix("[INFO] 2024-11-29 02:17:03.5 started", now());
-    assert_eq!(p.ts_ns, Some(ns(2024, 11, 29, 2, 17, 3) + 500_000_000));
-    assert_eq!(p.severity, Some("INFO"));
-    let p = parse_log_prefix("an error happened in info", now());
-    assert_eq!(p, LinePrefix::default());
-}
 
 #[test]
 fn epoch_units_by_magnitude() {
