@@ -2,8 +2,9 @@
 # Proves that two builds of `infersight ingest` store the same thing: every table's rows (as
 # `infersight query --format json` returns them, one sorted line per row), the ingest summary, and the bytes of every Parquet
 # segment and rollup sidecar. Inputs: a bench-gen sample, a simulator run with phase spans and
-# token events (the span-tree memory across lines, logs, metrics), and hand-written edge cases
-# (enum names, escapes, every AnyValue kind, a malformed line, CRLF, a blank line).
+# token events (the span-tree memory across lines, logs, metrics) and its raw engine logs (one
+# `--input-format raw --worker NAME` ingest per worker, as the README shows), and hand-written
+# edge cases (enum names, escapes, every AnyValue kind, a malformed line, CRLF, a blank line).
 # Usage: OLD=/tmp/infersight-before NEW=target/release/infersight bench/ingest_same.sh
 #   ROWS_ONLY=1 compares rows and summaries only (for builds whose Parquet encoding differs,
 #   e.g. another zstd level or row-group cut, while the data must not)
@@ -36,6 +37,10 @@ for which in old new; do
   # rejected records make the exit status 2; the summary says which
   "$bin" ingest --quiet --data "$WORK/$which/data" --format json "${inputs[@]}" \
     > "$WORK/$which/summary.json" || true
+  for raw in "$WORK/in"/sim/raw/*.log; do
+    "$bin" ingest --quiet --data "$WORK/$which/data" --format json --input-format raw \
+      --worker "$(basename "$raw" .log)" "$raw" >> "$WORK/$which/summary.json" || true
+  done
   for table in requests spans tokens logs metrics; do
     "$bin" query --data "$WORK/$which/data" --format json "SELECT * FROM $table" \
       | python3 -c 'import json,sys; [print(json.dumps(r, sort_keys=True)) for r in json.load(sys.stdin)]' \
