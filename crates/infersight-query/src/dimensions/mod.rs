@@ -1,0 +1,167 @@
+//! Dimension discovery: which attributes of `requests` are low-cardinality enough to slice
+//! latency by. Root-cause localization searches combinations of these, so the set is discovered
+//! from the data (named columns and every scalar key of `attrs`), not hard-coded.
+//!
+//! This module runs the scan: one streaming scan of the range, each partition of it on its own
+//! worker: a task decodes the partition's batches and counts each on a blocking thread while it
+//! decodes the next; the workers' counters are merged at the end, with the same result as one
+//! pass over all rows. How a batch is counted, and the bound on what counting holds, is
+//! [`count`]'s.
+
+use std::sync::Arc;
+
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::prelude::{SessionContext, col, lit};
+use datafusion::scalar::ScalarValue;
+use futures::StreamExt;
+use infersight_model::Table;
+use infersight_store::TimeRange;
+use serde::Serialize;
+
+use crate::error::QueryError;
+use crate::range::TS_COLUMN;
+
+use count::{AttrKeyAdmission, Discovery};
+
+mod count;
+#[cfg(test)]
+mod reference;
+#[cfg(test)]
+mod tests;
+
+/// Named string columns of `requests` that can be dimensions.
+pub const STRING_COLUMNS: &[&str] = &[
+    "tenant",
+    "session_id",
+    "service",
+    "runtime",
+    "worker",
+    "device",
+    "model",
+    "model_version",
+    "lora_adapters",
+    "kv_cache_policy",
+    "finish_reason",
+    "status",
+    "error_type",
+];
+
+/// Numeric columns of `requests` that behave like settings; their values are reported as text.
+pub const SETTING_COLUMNS: &[&str] = &["batch_size", "max_tokens"];
+
+const ATTRS_COLUMN: &str = "attrs";
+
+/// At most this many distinct `attrs` keys are tracked per discovery; later new keys are ignored.
+pub const MAX_ATTR_KEYS: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DimensionSource {
+    /// A named column of `requests`.
+    Column,
+    /// A top-level key of the `attrs` JSON column.
+    Attrs,
+}
+
+impl DimensionSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DimensionSource::Column => "column",
+            DimensionSource::Attrs => "attrs",
+        }
+    }
+}
+
+impl std::fmt::Display for DimensionSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A candidate dimension and its value distribution in the requested range.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Dimension {
+    /// Column name, or the `attrs` key (e.g. `llm.lora.adapters`).
+    pub name: String,
+    pub source: DimensionSource,
+    /// Distinct non-null values.
+    pub distinct_values: u64,
+    /// Rows carrying a non-null value of the attribute.
+    pub total_rows: u64,
+    /// The most frequent values with their row counts, by count descending then value ascending.
+    pub values: Vec<(String, u64)>,
+}
+
+fn ts_literal(ns: i64) -> datafusion::prelude::Expr {
+    lit(ScalarValue::TimestampNanosecond(
+        Some(ns),
+        Some("UTC".into()),
+    ))
+}
+
+pub(crate) async fn discover_dimensions(
+    context: &SessionContext,
+    range: TimeRange,
+    max_cardinality: usize,
+    max_values: usize,
+) -> Result<Vec<Dimension>, QueryError> {
+    let mut frame = context.table(Table::Requests.name()).await?;
+    if let Some(since) = range.since_ns {
+        frame = frame.filter(col(TS_COLUMN).gt_eq(ts_literal(since)))?;
+    }
+    if let Some(until) = range.until_ns {
+        frame = frame.filter(col(TS_COLUMN).lt(ts_literal(until)))?;
+    }
+    let columns: Vec<&str> = STRING_COLUMNS
+        .iter()
+        .chain(SETTING_COLUMNS)
+        .copied()
+        .chain([ATTRS_COLUMN])
+        .collect();
+    let streams = frame
+        .select_columns(&columns)?
+        .execute_stream_partitioned()
+        .await?;
+    let discovery = discover_partitions(streams, max_cardinality).await?;
+    Ok(discovery.finish(max_values))
+}
+
+/// Counts every partition's stream on its own worker and merges the workers' counters.
+async fn discover_partitions(
+    streams: Vec<SendableRecordBatchStream>,
+    max_cardinality: usize,
+) -> Result<Discovery, QueryError> {
+    let admission = Arc::new(AttrKeyAdmission::default());
+    let mut workers = tokio::task::JoinSet::new();
+    for stream in streams {
+        let discovery = Discovery::new(max_cardinality, Arc::clone(&admission));
+        workers.spawn(discover_partition(stream, discovery));
+    }
+    let mut merged = Discovery::new(max_cardinality, admission);
+    while let Some(worker) = workers.join_next().await {
+        merged.merge(worker.map_err(worker_failed)??);
+    }
+    Ok(merged)
+}
+
+async fn discover_partition(
+    mut stream: SendableRecordBatchStream,
+    discovery: Discovery,
+) -> Result<Discovery, QueryError> {
+    // Counting a batch takes milliseconds of CPU, so it runs on a blocking thread, while this
+    // task decodes the partition's next batch.
+    let mut counting = tokio::task::spawn_blocking(move || Ok(discovery));
+    while let Some(batch) = stream.next().await {
+        let batch = batch?;
+        let mut discovery = counting.await.map_err(worker_failed)??;
+        counting = tokio::task::spawn_blocking(move || {
+            discovery.observe(&batch)?;
+            Ok::<_, QueryError>(discovery)
+        });
+    }
+    counting.await.map_err(worker_failed)?
+}
+
+fn worker_failed(error: tokio::task::JoinError) -> QueryError {
+    QueryError::Internal(format!("dimension discovery worker failed: {error}"))
+}
