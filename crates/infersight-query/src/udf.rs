@@ -4,6 +4,9 @@
 //!
 //! Strings come back unquoted, numbers and booleans as their JSON text, arrays and objects as
 //! compact JSON. NULL when the input is NULL or not a JSON object, or the key is absent or null.
+//! That is `serde_json::from_str::<Map<String, Value>>` and the key's (last) value; rows are read
+//! with [`infersight_model::attrs`], which gives the same answer without building the map (the
+//! map is built only when the value asked for is an array or object).
 
 use std::sync::Arc;
 
@@ -14,6 +17,7 @@ use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
+use infersight_model::attrs::{AttrsEntry, AttrsValue, ValueTexts, read_attrs};
 
 pub const JSON_GET: &str = "json_get";
 
@@ -24,8 +28,38 @@ pub fn json_get_udf() -> ScalarUDF {
 
 /// The value of `key` in the JSON object `json`, rendered as text (see the module docs).
 pub fn json_get_value(json: &str, key: &str) -> Option<String> {
+    JsonGetter::default().get(json, key).map(str::to_owned)
+}
+
+/// The value of `key` in the JSON object `json` through a `serde_json::Map`: the definition of
+/// `json_get`, used for arrays and objects, whose text the `attrs` reader does not keep.
+fn json_get_from_map(json: &str, key: &str) -> Option<String> {
     let object: serde_json::Map<String, serde_json::Value> = serde_json::from_str(json).ok()?;
     value_text(object.get(key)?)
+}
+
+/// Reads `json_get` values row after row, reusing its buffers across the rows of one array.
+#[derive(Default)]
+struct JsonGetter<'a> {
+    entries: Vec<AttrsEntry<'a>>,
+    texts: ValueTexts,
+    /// The text of the last array or object asked for.
+    nested: String,
+}
+
+impl<'a> JsonGetter<'a> {
+    fn get(&mut self, json: &'a str, key: &str) -> Option<&str> {
+        if !read_attrs(json, &mut self.entries) {
+            return None;
+        }
+        // of a repeated key the map keeps the last value
+        let (_, value) = self.entries.iter().rev().find(|(name, _)| name == key)?;
+        if let AttrsValue::NotScalar = value {
+            self.nested = json_get_from_map(json, key)?;
+            return Some(&self.nested);
+        }
+        self.texts.text(value)
+    }
 }
 
 /// Text of a JSON value as `json_get` returns it; `None` for JSON null.
@@ -103,8 +137,9 @@ impl ScalarUDFImpl for JsonGet {
                 let mut out = StringBuilder::with_capacity(json.len(), json.len() * 8);
                 match scalar_text(key) {
                     Some(key) => {
+                        let mut getter = JsonGetter::default();
                         for text in json.iter() {
-                            out.append_option(text.and_then(|text| json_get_value(text, key)));
+                            out.append_option(text.and_then(|text| getter.get(text, key)));
                         }
                     }
                     None => (0..json.len()).for_each(|_| out.append_null()),
@@ -124,8 +159,9 @@ impl ScalarUDFImpl for JsonGet {
                     .downcast_ref::<StringArray>()
                     .expect("cast to utf8");
                 let mut out = StringBuilder::with_capacity(json.len(), json.len() * 8);
+                let mut getter = JsonGetter::default();
                 for (text, key) in json.iter().zip(key.iter()) {
-                    out.append_option(text.zip(key).and_then(|(t, k)| json_get_value(t, k)));
+                    out.append_option(text.zip(key).and_then(|(t, k)| getter.get(t, k)));
                 }
                 Ok(ColumnarValue::Array(Arc::new(out.finish())))
             }
@@ -150,5 +186,38 @@ mod tests {
         assert_eq!(json_get_value(json, "missing"), None);
         assert_eq!(json_get_value("not json", "s"), None);
         assert_eq!(json_get_value("[1]", "s"), None);
+    }
+
+    /// `json_get` through the `attrs` reader equals its definition through a `serde_json::Map`,
+    /// on flat, escaped, repeated, nested and invalid objects, for every key and a missing one.
+    #[test]
+    fn values_equal_the_map_definition() {
+        let texts = [
+            r#"{"s":"a","n":3,"f":1.5,"b":true,"z":null,"o":{"k":1},"a":[1,2]}"#,
+            r#"{"dup":1,"dup":"two","o":{"b":1,"a":[2.50,-0]},"dup":{"x":null}}"#,
+            r#"{"e":"x\ny\u00e9","k\"q":1e3,"big":12345678901234567890,"neg":-0}"#,
+            r#"{"raw":{"$serde_json::private::RawValue":"5"},"v":"w"}"#,
+            r#" { "ws" : [ 1 , { "a" : { } } ] , "t" : false } "#,
+            r#"{"a":1,}"#,
+            r#"{"a":"\ud800"}"#,
+            "[1]",
+            "",
+        ];
+        let keys = [
+            "s", "n", "f", "b", "z", "o", "a", "dup", "e", "k\"q", "big", "neg",
+        ];
+        let keys = keys.into_iter().chain(["raw", "v", "ws", "t", "missing"]);
+        for key in keys {
+            let mut getter = JsonGetter::default();
+            for text in texts {
+                let expected = json_get_from_map(text, key);
+                assert_eq!(
+                    getter.get(text, key),
+                    expected.as_deref(),
+                    "{key} in {text}"
+                );
+                assert_eq!(json_get_value(text, key), expected, "{key} in {text}");
+            }
+        }
     }
 }
