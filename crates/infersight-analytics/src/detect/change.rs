@@ -371,6 +371,10 @@ fn tail_threshold(
 /// Detects the first spike or level shift after the baseline of `series` (timestamps in ns,
 /// non-decreasing; NaN/∞ values and missing steps are gaps). `Ok(None)`: nothing beyond the
 /// thresholds, or no points after the baseline.
+///
+/// Steps: grid the series → fit the baseline (expected values, robust scale, tail thresholds)
+/// → scan for the first alarm → walk back to its onset → judge spike or level shift from the
+/// confirmation window → measure the peak and the shift.
 pub fn detect_change(
     series: &[(i64, f64)],
     params: &DetectParams,
@@ -378,14 +382,7 @@ pub fn detect_change(
     params.validate()?;
     let grid = to_grid(series, params)?;
     let n = grid.values.len();
-    let baseline_end = match params.baseline_end_ns {
-        Some(end) => {
-            let offset = i128::from(end) - i128::from(grid.start_ns);
-            let step = i128::from(params.step_ns);
-            usize::try_from(((offset + step - 1).max(0) / step).min(n as i128)).unwrap_or(n)
-        }
-        None => n / 2,
-    };
+    let baseline_end = baseline_end_index(&grid, params);
     let baseline_values: Vec<f64> = grid.values[..baseline_end]
         .iter()
         .flatten()
@@ -401,46 +398,191 @@ pub fn detect_change(
     if baseline_end == n {
         return Ok(None);
     }
-    let baseline_median = median(&baseline_values).unwrap_or(0.0);
-    let (expected, baseline_residuals, seasonal) =
-        expected_values(&grid.values, baseline_end, baseline_median, params);
-    let residuals: Vec<f64> = baseline_residuals.iter().flatten().copied().collect();
-    let center = median(&residuals).unwrap_or(0.0);
-    let deviations: Vec<f64> = residuals.iter().map(|r| (r - center).abs()).collect();
-    let mut scale = MAD_TO_SIGMA * median(&deviations).unwrap_or(0.0);
-    if scale <= 0.0 {
-        // Mostly-constant data (e.g. small counts): mean absolute deviation, σ-consistent.
-        scale = 1.2533 * deviations.iter().sum::<f64>() / deviations.len().max(1) as f64;
+    let baseline = Baseline::fit(&grid, baseline_end, &baseline_values, params)?;
+    let z = baseline.standardize(&grid.values);
+    let Some(alarm) = first_alarm(&z, baseline_end, &baseline, params) else {
+        return Ok(None);
+    };
+    let sign = alarm.sign();
+    let (threshold_z, threshold_method) = match alarm.direction {
+        Direction::Up => baseline.threshold_up,
+        _ => baseline.threshold_down,
+    };
+    let onset_index = if alarm.by_cusum {
+        alarm.cusum_run_start
+    } else {
+        excursion_edge(&z, alarm.index, (0..alarm.index).rev(), sign, params)
+    };
+    let shape = Shape::judge(&z, &alarm, params);
+    // Spike end: last point beyond the onset band going forward.
+    let end_index = (shape.kind == ChangeKind::Spike)
+        .then(|| excursion_edge(&z, alarm.index, alarm.index + 1..n, sign, params));
+    let peak_range = match end_index {
+        Some(end) => onset_index..end + 1,
+        None => alarm.index..shape.window_end,
+    };
+    let (peak_index, peak_signed) = peak_range
+        .filter_map(|i| z[i].map(|zi| (i, sign * zi)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap_or((alarm.index, 0.0));
+    let residual = |i: usize| grid.values[i].map(|x| x - baseline.expected[i]);
+    let shift = match shape.kind {
+        ChangeKind::LevelShift => {
+            let window_residuals: Vec<f64> =
+                shape.window.iter().filter_map(|w| residual(w.0)).collect();
+            median(&window_residuals).unwrap_or(0.0)
+        }
+        ChangeKind::Spike => residual(peak_index).unwrap_or(0.0),
+    };
+    let time_of = |index: usize| grid.start_ns + index as i64 * params.step_ns;
+    Ok(Some(ChangePoint {
+        kind: shape.kind,
+        direction: alarm.direction,
+        onset_ns: time_of(onset_index),
+        alarm_ns: time_of(alarm.index),
+        end_ns: end_index.map(time_of),
+        alarm_by_cusum: alarm.by_cusum,
+        confirmed: shape.confirmed,
+        baseline_median: baseline.median,
+        baseline_scale: baseline.scale,
+        expected_at_onset: baseline.expected[onset_index],
+        threshold_z,
+        threshold_method,
+        peak_ns: time_of(peak_index),
+        peak_value: grid.values[peak_index].unwrap_or(f64::NAN),
+        peak_z: sign * peak_signed,
+        shift,
+        sustained_fraction: shape.sustained_fraction,
+        seasonal: baseline.seasonal,
+        baseline_points: baseline_values.len(),
+        series_end_ns: time_of(n - 1),
+    }))
+}
+
+/// First grid index after the baseline: `baseline_end_ns` rounded up to the grid, or half the
+/// grid.
+fn baseline_end_index(grid: &Grid, params: &DetectParams) -> usize {
+    let n = grid.values.len();
+    match params.baseline_end_ns {
+        Some(end) => {
+            let offset = i128::from(end) - i128::from(grid.start_ns);
+            let step = i128::from(params.step_ns);
+            usize::try_from(((offset + step - 1).max(0) / step).min(n as i128)).unwrap_or(n)
+        }
+        None => n / 2,
     }
-    let scale = scale
-        .max(params.min_scale_abs)
-        .max(params.min_scale_rel * baseline_median.abs())
-        .max(f64::MIN_POSITIVE);
-    let z_baseline: Vec<f64> = residuals.iter().map(|r| (r - center) / scale).collect();
-    let negated: Vec<f64> = z_baseline.iter().map(|z| -z).collect();
-    let (threshold_up, method_up) = tail_threshold(&z_baseline, params)?;
-    let (threshold_down, method_down) = tail_threshold(&negated, params)?;
+}
 
-    let z: Vec<Option<f64>> = grid
-        .values
-        .iter()
-        .zip(&expected)
-        .map(|(value, e)| value.map(|x| (x - e - center) / scale))
-        .collect();
+/// What the baseline says to expect: the value at each grid index, the residuals' center and
+/// robust scale, and the tail thresholds (in units of the scale) each way.
+struct Baseline {
+    median: f64,
+    expected: Vec<f64>,
+    seasonal: bool,
+    center: f64,
+    scale: f64,
+    threshold_up: (f64, ThresholdMethod),
+    threshold_down: (f64, ThresholdMethod),
+}
 
-    // Scan for the first alarm.
+impl Baseline {
+    fn fit(
+        grid: &Grid,
+        baseline_end: usize,
+        baseline_values: &[f64],
+        params: &DetectParams,
+    ) -> Result<Self, DetectError> {
+        let baseline_median = median(baseline_values).unwrap_or(0.0);
+        let (expected, baseline_residuals, seasonal) =
+            expected_values(&grid.values, baseline_end, baseline_median, params);
+        let residuals: Vec<f64> = baseline_residuals.iter().flatten().copied().collect();
+        let center = median(&residuals).unwrap_or(0.0);
+        let deviations: Vec<f64> = residuals.iter().map(|r| (r - center).abs()).collect();
+        let mut scale = MAD_TO_SIGMA * median(&deviations).unwrap_or(0.0);
+        if scale <= 0.0 {
+            // Mostly-constant data (e.g. small counts): mean absolute deviation, σ-consistent.
+            scale = 1.2533 * deviations.iter().sum::<f64>() / deviations.len().max(1) as f64;
+        }
+        let scale = scale
+            .max(params.min_scale_abs)
+            .max(params.min_scale_rel * baseline_median.abs())
+            .max(f64::MIN_POSITIVE);
+        let z_baseline: Vec<f64> = residuals.iter().map(|r| (r - center) / scale).collect();
+        let negated: Vec<f64> = z_baseline.iter().map(|z| -z).collect();
+        let threshold_up = tail_threshold(&z_baseline, params)?;
+        let threshold_down = tail_threshold(&negated, params)?;
+        Ok(Baseline {
+            median: baseline_median,
+            expected,
+            seasonal,
+            center,
+            scale,
+            threshold_up,
+            threshold_down,
+        })
+    }
+
+    /// Standardized residual of every grid point (`None` for gaps).
+    fn standardize(&self, values: &[Option<f64>]) -> Vec<Option<f64>> {
+        values
+            .iter()
+            .zip(&self.expected)
+            .map(|(value, e)| value.map(|x| (x - e - self.center) / self.scale))
+            .collect()
+    }
+}
+
+/// The point that raised the first alarm.
+struct Alarm {
+    index: usize,
+    /// `Up` or `Down`.
+    direction: Direction,
+    by_cusum: bool,
+    /// Where the CUSUM run in the alarm's direction started (the onset of a CUSUM alarm).
+    cusum_run_start: usize,
+}
+
+impl Alarm {
+    /// +1 up, −1 down: multiplies a standardized residual so that the alarm's way is positive.
+    fn sign(&self) -> f64 {
+        if self.direction == Direction::Up {
+            1.0
+        } else {
+            -1.0
+        }
+    }
+}
+
+/// Scans the points after the baseline for the first one beyond a tail threshold, or the first
+/// where a CUSUM exceeds `cusum_h`.
+fn first_alarm(
+    z: &[Option<f64>],
+    baseline_end: usize,
+    baseline: &Baseline,
+    params: &DetectParams,
+) -> Option<Alarm> {
+    let (threshold_up, threshold_down) = (baseline.threshold_up.0, baseline.threshold_down.0);
     let (mut cusum_up, mut cusum_down) = (0.0_f64, 0.0_f64);
     let (mut run_start_up, mut run_start_down) = (baseline_end, baseline_end);
-    let mut alarm: Option<(usize, Direction, bool)> = None;
+    let alarm = |index, direction, by_cusum, run_start_up, run_start_down| {
+        Some(Alarm {
+            index,
+            direction,
+            by_cusum,
+            cusum_run_start: if direction == Direction::Up {
+                run_start_up
+            } else {
+                run_start_down
+            },
+        })
+    };
     for (index, value) in z.iter().enumerate().skip(baseline_end) {
         let Some(zi) = *value else { continue };
         if params.direction.allows_up() && zi > threshold_up {
-            alarm = Some((index, Direction::Up, false));
-            break;
+            return alarm(index, Direction::Up, false, run_start_up, run_start_down);
         }
         if params.direction.allows_down() && -zi > threshold_down {
-            alarm = Some((index, Direction::Down, false));
-            break;
+            return alarm(index, Direction::Down, false, run_start_up, run_start_down);
         }
         if cusum_up == 0.0 {
             run_start_up = index;
@@ -451,143 +593,87 @@ pub fn detect_change(
         cusum_up = (cusum_up + zi - params.cusum_k).max(0.0);
         cusum_down = (cusum_down - zi - params.cusum_k).max(0.0);
         if params.direction.allows_up() && cusum_up > params.cusum_h {
-            alarm = Some((index, Direction::Up, true));
-            break;
+            return alarm(index, Direction::Up, true, run_start_up, run_start_down);
         }
         if params.direction.allows_down() && cusum_down > params.cusum_h {
-            alarm = Some((index, Direction::Down, true));
-            break;
+            return alarm(index, Direction::Down, true, run_start_up, run_start_down);
         }
     }
-    let Some((alarm_index, direction, by_cusum)) = alarm else {
-        return Ok(None);
-    };
-    let sign = if direction == Direction::Up {
-        1.0
-    } else {
-        -1.0
-    };
-    let (threshold_z, threshold_method) = if direction == Direction::Up {
-        (threshold_up, method_up)
-    } else {
-        (threshold_down, method_down)
-    };
-    let beyond = |index: usize, band: f64| z[index].map(|zi| sign * zi > band);
+    None
+}
 
-    // Onset.
-    let onset_index = if by_cusum {
-        if direction == Direction::Up {
-            run_start_up
+/// Walks `indices` away from the alarm while the points stay beyond the onset band (in the
+/// alarm's way, `sign`), stepping over at most `max_gap_points` missing points in a row; returns
+/// the last index beyond the band (the alarm's own when none is).
+fn excursion_edge(
+    z: &[Option<f64>],
+    alarm_index: usize,
+    indices: impl Iterator<Item = usize>,
+    sign: f64,
+    params: &DetectParams,
+) -> usize {
+    let mut edge = alarm_index;
+    let mut gap = 0;
+    for index in indices {
+        match z[index].map(|zi| sign * zi > params.onset_band_z) {
+            None => {
+                gap += 1;
+                if gap > params.max_gap_points {
+                    break;
+                }
+            }
+            Some(true) => {
+                edge = index;
+                gap = 0;
+            }
+            Some(false) => break,
+        }
+    }
+    edge
+}
+
+/// Spike or level shift, judged on the confirmation window (`confirm_points` from the alarm).
+struct Shape {
+    kind: ChangeKind,
+    /// (index, signed standardized residual) of the window's points.
+    window: Vec<(usize, f64)>,
+    /// One past the window's last index.
+    window_end: usize,
+    /// The series held a whole window.
+    confirmed: bool,
+    sustained_fraction: f64,
+}
+
+impl Shape {
+    fn judge(z: &[Option<f64>], alarm: &Alarm, params: &DetectParams) -> Self {
+        let n = z.len();
+        let sign = alarm.sign();
+        let window_end = (alarm.index + params.confirm_points).min(n);
+        let window: Vec<(usize, f64)> = (alarm.index..window_end)
+            .filter_map(|i| z[i].map(|zi| (i, sign * zi)))
+            .collect();
+        let confirmed = alarm.index + params.confirm_points <= n;
+        let signed: Vec<f64> = window.iter().map(|w| w.1).collect();
+        // A CUSUM alarm is tuned for shifts of at least 2k, so its level is k.
+        let band = if alarm.by_cusum {
+            params.cusum_k.max(f64::EPSILON)
         } else {
-            run_start_down
+            params.shift_band_z
+        };
+        let sustained = signed.iter().filter(|v| **v > band).count();
+        let sustained_fraction = sustained as f64 / signed.len().max(1) as f64;
+        let level_shift = signed.len() >= 3.min(params.confirm_points)
+            && median(&signed).is_some_and(|m| m > band);
+        Shape {
+            kind: if level_shift {
+                ChangeKind::LevelShift
+            } else {
+                ChangeKind::Spike
+            },
+            window,
+            window_end,
+            confirmed,
+            sustained_fraction,
         }
-    } else {
-        let mut onset = alarm_index;
-        let mut gap = 0;
-        let mut index = alarm_index;
-        while index > 0 {
-            index -= 1;
-            match beyond(index, params.onset_band_z) {
-                None => {
-                    gap += 1;
-                    if gap > params.max_gap_points {
-                        break;
-                    }
-                }
-                Some(true) => {
-                    onset = index;
-                    gap = 0;
-                }
-                Some(false) => break,
-            }
-        }
-        onset
-    };
-
-    // Spike or level shift, from the confirmation window.
-    let window_end = (alarm_index + params.confirm_points).min(n);
-    let window: Vec<(usize, f64)> = (alarm_index..window_end)
-        .filter_map(|i| z[i].map(|zi| (i, sign * zi)))
-        .collect();
-    let confirmed = alarm_index + params.confirm_points <= n;
-    let signed: Vec<f64> = window.iter().map(|w| w.1).collect();
-    // A CUSUM alarm is tuned for shifts of at least 2k, so its level is k.
-    let band = if by_cusum {
-        params.cusum_k.max(f64::EPSILON)
-    } else {
-        params.shift_band_z
-    };
-    let sustained = signed.iter().filter(|v| **v > band).count();
-    let sustained_fraction = sustained as f64 / signed.len().max(1) as f64;
-    let level_shift =
-        signed.len() >= 3.min(params.confirm_points) && median(&signed).is_some_and(|m| m > band);
-    let kind = if level_shift {
-        ChangeKind::LevelShift
-    } else {
-        ChangeKind::Spike
-    };
-
-    // Spike end: last point beyond the onset band going forward.
-    let end_index = if kind == ChangeKind::Spike {
-        let mut end = alarm_index;
-        let mut gap = 0;
-        for index in alarm_index + 1..n {
-            match beyond(index, params.onset_band_z) {
-                None => {
-                    gap += 1;
-                    if gap > params.max_gap_points {
-                        break;
-                    }
-                }
-                Some(true) => {
-                    end = index;
-                    gap = 0;
-                }
-                Some(false) => break,
-            }
-        }
-        Some(end)
-    } else {
-        None
-    };
-
-    let peak_range = match end_index {
-        Some(end) => onset_index..end + 1,
-        None => alarm_index..window_end,
-    };
-    let (peak_index, peak_signed) = peak_range
-        .filter_map(|i| z[i].map(|zi| (i, sign * zi)))
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .unwrap_or((alarm_index, 0.0));
-    let residual = |i: usize| grid.values[i].map(|x| x - expected[i]);
-    let shift = match kind {
-        ChangeKind::LevelShift => {
-            let window_residuals: Vec<f64> = window.iter().filter_map(|w| residual(w.0)).collect();
-            median(&window_residuals).unwrap_or(0.0)
-        }
-        ChangeKind::Spike => residual(peak_index).unwrap_or(0.0),
-    };
-    let time_of = |index: usize| grid.start_ns + index as i64 * params.step_ns;
-    Ok(Some(ChangePoint {
-        kind,
-        direction,
-        onset_ns: time_of(onset_index),
-        alarm_ns: time_of(alarm_index),
-        end_ns: end_index.map(time_of),
-        alarm_by_cusum: by_cusum,
-        confirmed,
-        baseline_median,
-        baseline_scale: scale,
-        expected_at_onset: expected[onset_index],
-        threshold_z,
-        threshold_method,
-        peak_ns: time_of(peak_index),
-        peak_value: grid.values[peak_index].unwrap_or(f64::NAN),
-        peak_z: sign * peak_signed,
-        shift,
-        sustained_fraction,
-        seasonal,
-        baseline_points: baseline_values.len(),
-        series_end_ns: time_of(n - 1),
-    }))
+    }
 }
