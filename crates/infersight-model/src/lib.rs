@@ -13,6 +13,7 @@ pub mod mapping;
 pub mod normalize;
 pub mod rng;
 pub mod scan;
+pub mod signal;
 pub mod tables;
 pub mod time;
 pub mod value;

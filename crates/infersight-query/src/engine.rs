@@ -73,6 +73,11 @@ impl QueryEngine {
     }
 
     /// Records audited accesses to `audit` ([`QueryEngine::sql_audited`]).
+    /// The storage backend the engine reads (the rollups behind SLIs and root-cause analysis).
+    pub fn store(&self) -> &Arc<dyn StorageBackend> {
+        &self.store
+    }
+
     pub fn with_access_audit(mut self, audit: Arc<AccessAudit>) -> QueryEngine {
         self.access_audit = Some(audit);
         self

@@ -19,7 +19,6 @@ mod error;
 mod output;
 mod provider;
 mod range;
-pub mod rca;
 mod sli;
 mod udf;
 
@@ -30,6 +29,5 @@ pub use error::QueryError;
 pub use output::{OutputFormat, QueryOutput};
 pub use provider::ScanStats;
 pub use range::time_range_from_filters;
-pub use rca::{RcaReport, RcaRequest};
 pub use sli::{SliAnswer, SliRequest, SliRequestText, answer_sli, parse_filter, parse_quantile};
-pub use udf::{JSON_GET, json_get_udf, json_get_value};
+pub use udf::{JSON_GET, json_get_udf, json_get_value, value_text};

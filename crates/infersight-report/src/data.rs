@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use infersight_model::RequestRecord;
 use infersight_query::QueryEngine;
 use infersight_query::QueryError;
-use infersight_query::rca::RcaReport;
+use infersight_rca::RcaReport;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -189,12 +189,12 @@ pub struct ChartData {
 }
 
 /// `key=value & key=value`, the way the report names a slice.
+/// Empty for no slice (charts test for it), the written subject otherwise.
 pub fn describe_slice(slice: &BTreeMap<String, String>) -> String {
-    slice
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(" & ")
+    if slice.is_empty() {
+        return String::new();
+    }
+    infersight_model::signal::Subject::describe(slice)
 }
 
 /// Reads the chart series for `rca`'s windows from the store behind `engine`.
@@ -203,7 +203,7 @@ pub async fn collect(engine: &QueryEngine, rca: &RcaReport) -> Result<ChartData,
         step_ms: MINUTE_MS,
         ..ChartData::default()
     };
-    let to_ms = |w: &infersight_query::rca::Window| WindowMs {
+    let to_ms = |w: &infersight_rca::Window| WindowMs {
         since_ms: w.since.div_euclid(NS_PER_MS),
         until_ms: w.until.div_euclid(NS_PER_MS),
     };
@@ -248,7 +248,7 @@ pub async fn collect(engine: &QueryEngine, rca: &RcaReport) -> Result<ChartData,
     data.slice = rca
         .root_causes
         .first()
-        .map(|c| c.dimensions.clone())
+        .map(|c| c.dimensions.clone().into_inner())
         .unwrap_or_default();
     let sli = sli_column(rca);
     let ctx = Ctx {

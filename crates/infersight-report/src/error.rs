@@ -16,6 +16,9 @@ pub enum ReportError {
     Io(String),
     #[error(transparent)]
     Query(#[from] infersight_query::QueryError),
+    /// The incident store or the root-cause analysis failed.
+    #[error(transparent)]
+    Rca(#[from] infersight_rca::RcaError),
 }
 
 impl ReportError {
@@ -25,6 +28,7 @@ impl ReportError {
             ReportError::NotFound(_) => ErrorKind::NotFound,
             ReportError::Io(_) => ErrorKind::Internal,
             ReportError::Query(e) => e.kind(),
+            ReportError::Rca(e) => e.kind(),
         }
     }
 

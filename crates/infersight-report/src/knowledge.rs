@@ -39,7 +39,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use infersight_query::rca::RcaReport;
+use infersight_rca::RcaReport;
 use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, TermQuery};
@@ -53,7 +53,8 @@ use tantivy::tokenizer::{
 use tantivy::{Index, IndexReader, TantivyDocument, Term};
 
 use crate::ReportError;
-use crate::incidents::{Incident, IncidentStatus};
+use infersight_model::signal::SignalKind;
+use infersight_rca::{Incident, IncidentStatus};
 
 /// One retrieved runbook or past incident.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -78,22 +79,15 @@ pub enum HitKind {
 }
 
 /// The signal kinds of DESIGN.md's `rca` contract; every one is covered by a built-in runbook.
-pub const SIGNAL_KINDS: [&str; 14] = [
-    "latency_spike",
-    "gpu_memory_leak",
-    "queue_buildup",
-    "kv_cache_pressure",
-    "preemption_storm",
-    "cache_pollution",
-    "resonance",
-    "truncation_surge",
-    "trace_context_loss",
-    "flow_control_stall",
-    "slow_worker",
-    "version_regression",
-    "prompt_drift",
-    "error_burst",
-];
+pub const SIGNAL_KINDS: [&str; 14] = {
+    let mut names = [""; 14];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = SignalKind::CONTRACT[i].name();
+        i += 1;
+    }
+    names
+};
 
 /// The runbooks shipped in the binary: (id, Markdown). Every `knowledge/*.md` file must be here
 /// (a test checks it).
@@ -566,8 +560,8 @@ impl KnowledgeBase {
             doc.add_u64(fields.ord, entries.len() as u64);
             let mut keywords = Vec::new();
             for signal in &rca.signals {
-                doc.add_text(fields.signals, &signal.kind);
-                keywords.push(signal.kind.replace('_', " "));
+                doc.add_text(fields.signals, signal.kind.name());
+                keywords.push(signal.kind.name().replace('_', " "));
                 for (key, value) in &signal.subject {
                     keywords.push(words_of(&format!("{key} {value}")));
                 }
@@ -638,14 +632,14 @@ impl KnowledgeBase {
         // Signal kinds by tier (mechanism, place, symptom), then strength; each kind once.
         let mut signals: Vec<_> = rca.signals.iter().collect();
         signals.sort_by(|a, b| {
-            signal_tier(&a.kind)
-                .cmp(&signal_tier(&b.kind))
+            signal_tier(a.kind.name())
+                .cmp(&signal_tier(b.kind.name()))
                 .then(b.strength.total_cmp(&a.strength))
         });
         let mut kinds: Vec<&str> = Vec::new();
         for signal in &signals {
-            if !kinds.contains(&signal.kind.as_str()) && kinds.len() < MAX_SIGNAL_KINDS {
-                kinds.push(&signal.kind);
+            if !kinds.contains(&signal.kind.name()) && kinds.len() < MAX_SIGNAL_KINDS {
+                kinds.push(signal.kind.name());
             }
         }
         let mut boost = SIGNAL_BOOST;

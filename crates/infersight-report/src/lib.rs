@@ -1,11 +1,10 @@
-//! The last step of the data flow: an RCA verdict (from `infersight-query`) becomes a report a
+//! The last step of the data flow: an RCA verdict (from `infersight-rca`) becomes a report a
 //! person acts on — knowledge-base retrieval over `knowledge/` runbooks and past incidents, charts
 //! drawn from the store, an optional LLM narrative — rendered as JSON, Markdown or one HTML file.
 
 pub mod charts;
 pub mod data;
 pub mod error;
-pub mod incidents;
 pub mod knowledge;
 pub mod narrative;
 pub mod render;

@@ -227,7 +227,7 @@ pub fn evidence_prompt(report: &Report) -> Vec<ChatMessage> {
 pub fn evidence_json(report: &Report) -> Value {
     let rca = &report.rca;
     let time = |ns: i64| infersight_model::time::format_rfc3339(ns);
-    let window = |w: &Option<infersight_query::rca::Window>| {
+    let window = |w: &Option<infersight_rca::Window>| {
         w.as_ref()
             .map(|w| json!({"since": time(w.since), "until": time(w.until)}))
     };
@@ -260,7 +260,7 @@ pub fn evidence_json(report: &Report) -> Value {
         .take(MAX_SIGNALS)
         .map(|signal| {
             json!({
-                "kind": scrub(&signal.kind),
+                "kind": scrub(signal.kind.name()),
                 "subject": slice(&signal.subject),
                 "onset": time(signal.onset),
                 "strength": round(signal.strength),

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use infersight_model::time::format_rfc3339;
-use infersight_query::rca::{LineageSummary, RcaReport, Window};
+use infersight_rca::{LineageSummary, RcaReport, Window};
 
 use crate::charts::{self, escape};
 use crate::knowledge::HitKind;
@@ -19,15 +19,7 @@ use crate::report::{Advice, Report};
 // ---------------------------------------------------------------------------------- shared
 
 fn dimensions_text(dimensions: &BTreeMap<String, String>) -> String {
-    if dimensions.is_empty() {
-        "fleet".into()
-    } else {
-        dimensions
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" & ")
-    }
+    infersight_model::signal::Subject::describe(dimensions)
 }
 
 fn window_text(window: &Option<Window>) -> String {
@@ -250,7 +242,7 @@ pub fn markdown(report: &Report) -> String {
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | {} | {} |",
-                md(&s.kind),
+                md(s.kind.name()),
                 md(&dimensions_text(&s.subject)),
                 md(&format_rfc3339(s.onset)),
                 number(s.strength),
@@ -611,7 +603,7 @@ pub fn html(report: &Report) -> String {
             let _ = writeln!(
                 out,
                 "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
-                h(&s.kind),
+                h(s.kind.name()),
                 h(&dimensions_text(&s.subject)),
                 h(&format_rfc3339(s.onset)),
                 h(&number(s.strength)),

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use infersight_query::rca::RcaReport;
+use infersight_rca::RcaReport;
 use serde::{Deserialize, Serialize};
 
 use crate::data::ChartData;
@@ -45,9 +45,9 @@ impl ReportConfig {
 /// `incident` itself (a confirmed verdict must not cite itself as its own precedent). Reads
 /// the incident files: blocking.
 pub fn past_incidents(
-    incidents: &crate::incidents::IncidentStore,
-    incident: &crate::incidents::Incident,
-) -> Result<Vec<crate::incidents::Incident>, crate::ReportError> {
+    incidents: &infersight_rca::IncidentStore,
+    incident: &infersight_rca::Incident,
+) -> Result<Vec<infersight_rca::Incident>, crate::ReportError> {
     Ok(incidents
         .confirmed()?
         .into_iter()
@@ -60,8 +60,8 @@ pub fn past_incidents(
 /// incidents and indexing the knowledge base run on a blocking thread.
 pub async fn build_for_incident(
     engine: &infersight_query::QueryEngine,
-    incidents: &crate::incidents::IncidentStore,
-    incident: &crate::incidents::Incident,
+    incidents: &infersight_rca::IncidentStore,
+    incident: &infersight_rca::Incident,
     config: &ReportConfig,
 ) -> Result<Report, crate::ReportError> {
     let (incidents_for_load, incident_for_load) = (incidents.clone(), incident.clone());
@@ -115,7 +115,7 @@ impl Report {
     /// when an LLM endpoint is configured (the report is complete without it).
     pub async fn build(
         engine: &infersight_query::QueryEngine,
-        incident: &crate::incidents::Incident,
+        incident: &infersight_rca::Incident,
         knowledge_base: &crate::knowledge::KnowledgeBase,
         config: &ReportConfig,
     ) -> Result<Report, crate::ReportError> {

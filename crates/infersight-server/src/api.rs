@@ -234,31 +234,29 @@ async fn rca(
     body: Result<Json<RcaBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Json(body) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let window = |a: Option<String>, b: Option<String>, what: &str| match (a, b) {
-        (None, None) => Ok(None),
-        (Some(a), Some(b)) => parse_range(Some(&a), Some(&b))
-            .map(Some)
-            .map_err(ApiError::bad_request),
-        _ => Err(ApiError::bad_request(format!(
-            "give both ends of the {what} window or neither"
-        ))),
+    let request = infersight_rca::RcaRequest::from_bounds(
+        (body.since.as_deref(), body.until.as_deref()),
+        (
+            body.baseline_since.as_deref(),
+            body.baseline_until.as_deref(),
+        ),
+        now_ns(),
+    )
+    .map_err(ApiError::bad_request)?;
+    // Every verdict is stored, so it can be reported on, confirmed or rejected later.
+    let report = match &state.reports {
+        Some(reports) => {
+            reports
+                .analyse_and_record(&state.engine, request)
+                .await?
+                .report
+        }
+        None => infersight_rca::analyse(&state.engine, request).await?,
     };
-    let request = infersight_query::RcaRequest {
-        incident: window(body.since, body.until, "incident")?,
-        baseline: window(body.baseline_since, body.baseline_until, "baseline")?,
-    };
-    let report = state.engine.rca(request).await?;
-    let mut value = serde_json::to_value(&report).map_err(|e| ApiError {
+    let value = serde_json::to_value(&report).map_err(|e| ApiError {
         kind: ErrorKind::Internal,
         message: e.to_string(),
     })?;
-    // Every verdict is stored, so it can be reported on, confirmed or rejected later.
-    if let Some(reports) = &state.reports {
-        let incident = reports.create(report).await?;
-        if let Some(object) = value.as_object_mut() {
-            object.insert("incident_id".into(), json!(incident.id));
-        }
-    }
     Ok(Json(value))
 }
 

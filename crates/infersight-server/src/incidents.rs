@@ -32,8 +32,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use infersight_model::ErrorKind;
 use infersight_query::QueryEngine;
-use infersight_query::rca::RcaReport;
-use infersight_report::incidents::{Incident, IncidentStatus, IncidentStore};
+use infersight_rca::RcaReport;
+use infersight_rca::incidents::{Incident, IncidentStatus, IncidentStore};
 use infersight_report::knowledge::KnowledgeBase;
 use infersight_report::report::past_incidents;
 use infersight_report::{Report, ReportConfig, ReportError, ReportFormat};
@@ -101,21 +101,31 @@ impl ReportService {
         &self.config
     }
 
+    /// Runs the root-cause analysis and stores its verdict as a new, open incident (the report
+    /// carries the incident's id).
+    pub async fn analyse_and_record(
+        &self,
+        engine: &infersight_query::QueryEngine,
+        request: infersight_rca::RcaRequest,
+    ) -> Result<infersight_rca::RecordedRca, ReportError> {
+        Ok(infersight_rca::analyse_and_record(engine, &self.incidents, request).await?)
+    }
+
     /// Stores `rca` as a new, open incident.
     pub async fn create(&self, rca: RcaReport) -> Result<Incident, ReportError> {
         let incidents = self.incidents.clone();
-        blocking(move || incidents.create(&rca)).await
+        blocking(move || Ok(incidents.create(&rca)?)).await
     }
 
     pub async fn get(&self, id: String) -> Result<Incident, ReportError> {
         let incidents = self.incidents.clone();
-        blocking(move || incidents.get(&id)).await
+        blocking(move || Ok(incidents.get(&id)?)).await
     }
 
     /// Every incident, newest first.
     pub async fn list(&self) -> Result<Vec<Incident>, ReportError> {
         let incidents = self.incidents.clone();
-        blocking(move || incidents.list()).await
+        blocking(move || Ok(incidents.list()?)).await
     }
 
     pub async fn set_status(
@@ -125,7 +135,7 @@ impl ReportService {
         note: Option<String>,
     ) -> Result<Incident, ReportError> {
         let incidents = self.incidents.clone();
-        blocking(move || incidents.set_status(&id, status, note)).await
+        blocking(move || Ok(incidents.set_status(&id, status, note)?)).await
     }
 
     /// The report of incident `id`; `with_llm: false` skips the narrative even when an
@@ -637,7 +647,9 @@ mod tests {
     async fn the_knowledge_base_is_reused_until_the_confirmed_incidents_change() {
         let f = fixture(true);
         let service = f.state.reports.clone().unwrap();
-        let rca = f.state.engine.rca(Default::default()).await.unwrap();
+        let rca = infersight_rca::analyse(&f.state.engine, Default::default())
+            .await
+            .unwrap();
         let first = service.create(rca.clone()).await.unwrap();
         let second = service.create(rca).await.unwrap();
         let a = service.knowledge_for(&first).unwrap();

@@ -1,7 +1,9 @@
 //! Test-only helpers shared by the workspace's integration tests (never a dependency of a
 //! shipped crate): [`chromium`], a small WebDriver client that drives headless Chromium
 //! through chromedriver, used by the HTML report test (`infersight-report`) and the web UI's
-//! end-to-end test (`infersight`); [`webhook`], a receiver for what `serve` POSTs out.
+//! end-to-end test (`infersight`); [`webhook`], a receiver for what `serve` POSTs out;
+//! [`store`], an in-memory storage backend for the query and root-cause tests.
 
 pub mod chromium;
+pub mod store;
 pub mod webhook;

@@ -43,7 +43,12 @@ impl From<crate::config::ConfigErrors> for CliError {
     }
 }
 
-/// A report or incident-store error, with its kind's exit code.
+/// A report error, with its kind's exit code.
 pub fn report_error(error: infersight_report::ReportError) -> CliError {
+    CliError::from_kind(error.kind(), error.to_string())
+}
+
+/// A root-cause or incident-store error, with its kind's exit code.
+pub fn rca_error(error: infersight_rca::RcaError) -> CliError {
     CliError::from_kind(error.kind(), error.to_string())
 }

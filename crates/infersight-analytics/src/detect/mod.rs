@@ -77,40 +77,8 @@ pub use spot::{GpdFit, SpotThreshold, fit_gpd, spot_threshold};
 /// One minute in nanoseconds, the default grid step.
 pub const MINUTE_NS: i64 = 60_000_000_000;
 
-/// Signal kinds of the `rca` JSON contract (DESIGN.md); [`SignalKind::name`] is the wire name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum SignalKind {
-    LatencySpike,
-    GpuMemoryLeak,
-    QueueBuildup,
-    KvCachePressure,
-    PreemptionStorm,
-    CachePollution,
-    Resonance,
-    TruncationSurge,
-    TraceContextLoss,
-    PromptDrift,
-    ErrorBurst,
-}
-
-impl SignalKind {
-    /// The name used in the `rca` JSON `signals[].kind`.
-    pub fn name(self) -> &'static str {
-        match self {
-            SignalKind::LatencySpike => "latency_spike",
-            SignalKind::GpuMemoryLeak => "gpu_memory_leak",
-            SignalKind::QueueBuildup => "queue_buildup",
-            SignalKind::KvCachePressure => "kv_cache_pressure",
-            SignalKind::PreemptionStorm => "preemption_storm",
-            SignalKind::CachePollution => "cache_pollution",
-            SignalKind::Resonance => "resonance",
-            SignalKind::TruncationSurge => "truncation_surge",
-            SignalKind::TraceContextLoss => "trace_context_loss",
-            SignalKind::PromptDrift => "prompt_drift",
-            SignalKind::ErrorBurst => "error_burst",
-        }
-    }
-}
+/// Signal kinds of the `rca` JSON contract, defined with the verdict's vocabulary in the model.
+pub use infersight_model::signal::SignalKind;
 
 /// One named number that justifies a finding (e.g. `baseline_rate`, `p_value`), for the report.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -3,7 +3,7 @@
 use infersight_model::RequestRecord;
 use infersight_store::TimeRange;
 
-use crate::support::{MINUTE_NS, TestStore, base_ns};
+use crate::support::{EngineOf, MINUTE_NS, TestStore, base_ns};
 
 fn record(minute: i64, i: i64) -> RequestRecord {
     RequestRecord {

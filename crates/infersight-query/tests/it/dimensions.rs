@@ -5,7 +5,7 @@ use infersight_model::RequestRecord;
 use infersight_query::{Dimension, DimensionSource};
 use infersight_store::{StorageBackend, TimeRange};
 
-use crate::support::{HOUR_NS, TestStore, base_ns};
+use crate::support::{EngineOf, HOUR_NS, TestStore, base_ns};
 
 /// 3000 requests over two hours: adapters a (1/3) and b (2/3), a uuid per request, a batch size
 /// in {8, 16}, two workers, and a `flags` array that is not a scalar.

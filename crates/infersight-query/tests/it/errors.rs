@@ -3,7 +3,7 @@
 use infersight_model::ErrorKind;
 use infersight_query::QueryError;
 
-use crate::support::{TestStore, base_ns, requests, scalar};
+use crate::support::{EngineOf, TestStore, base_ns, requests, scalar};
 
 const READ_ONLY: &str = "only SELECT/EXPLAIN/SHOW/DESCRIBE queries are allowed";
 

@@ -5,8 +5,6 @@ mod dimensions;
 mod errors;
 mod percentiles;
 mod pruning;
-mod rca_logs;
-mod rca_prompts;
 mod render;
 mod sql;
 mod support;

@@ -3,7 +3,7 @@
 use infersight_model::RequestRecord;
 use infersight_store::StorageBackend;
 
-use crate::support::{TestStore, base_ns, request};
+use crate::support::{EngineOf, TestStore, base_ns, request};
 
 /// Model `a`: e2e 1..=100 ms; model `b`: e2e 1001..=1200 ms. Half flushed, half in memory.
 fn latency_store() -> std::sync::Arc<TestStore> {

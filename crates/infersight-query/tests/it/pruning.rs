@@ -3,7 +3,9 @@
 use infersight_model::Table;
 use infersight_store::StorageBackend;
 
-use crate::support::{HOUR_NS, MINUTE_NS, TestStore, base_ns, request, requests, rfc3339, scalar};
+use crate::support::{
+    EngineOf, HOUR_NS, MINUTE_NS, TestStore, base_ns, request, requests, rfc3339, scalar,
+};
 
 /// Three hourly segments holding 5, 6 and 7 rows, starting at 10:00, 11:00 and 12:00 UTC.
 fn three_hours() -> std::sync::Arc<TestStore> {

@@ -8,7 +8,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use infersight_query::{OutputFormat, QueryOutput};
 
-use crate::support::{TestStore, base_ns, request};
+use crate::support::{EngineOf, TestStore, base_ns, request};
 
 fn tiny() -> QueryOutput {
     let schema = Arc::new(Schema::new(vec![

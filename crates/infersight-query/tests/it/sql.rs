@@ -4,7 +4,7 @@ use infersight_model::Table;
 use infersight_query::ScanStats;
 use infersight_store::StorageBackend;
 
-use crate::support::{HOUR_NS, TestStore, base_ns, request, requests, scalar};
+use crate::support::{EngineOf, HOUR_NS, TestStore, base_ns, request, requests, scalar};
 
 #[tokio::test]
 async fn memtable_only() {

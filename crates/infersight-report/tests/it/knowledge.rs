@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use infersight_model::ErrorKind;
-use infersight_query::rca::RcaReport;
+use infersight_rca::RcaReport;
+use infersight_rca::incidents::{IncidentStatus, IncidentStore};
 use infersight_report::ReportError;
-use infersight_report::incidents::{IncidentStatus, IncidentStore};
 use infersight_report::knowledge::{
     HitKind, KnowledgeBase, Runbook, SIGNAL_KINDS, builtin_runbooks,
 };

@@ -9,7 +9,7 @@ use std::net::TcpListener;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use infersight_query::rca::{LogEvidence, RcaReport, RootCause, Signal, Symptom, Window};
+use infersight_rca::{LogEvidence, RcaReport, RootCause, Signal, Symptom, Window};
 use infersight_report::Report;
 use infersight_report::data::ChartData;
 use infersight_report::knowledge::{HitKind, KnowledgeHit};
@@ -47,14 +47,15 @@ fn report() -> Report {
                 ("lora_adapters", "chat-lora,sql-lora"),
                 // an identifying attribute: dropped from the prompt
                 ("session_id", "sess-00ab12cd"),
-            ]),
+            ])
+            .into(),
             explained_fraction: 0.93,
             score: 120.4,
             evidence: vec!["ttft_ms over 812 ms (baseline p95): 412 of 440 requests".into()],
         }],
         signals: vec![Signal {
-            kind: "version_regression".into(),
-            subject: slice(&[("model_version", "r2")]),
+            kind: infersight_rca::SignalKind::VersionRegression,
+            subject: slice(&[("model_version", "r2")]).into(),
             onset: ONSET_NS,
             strength: 3.4,
             // personal data that slipped into a detail is masked
@@ -68,7 +69,7 @@ fn report() -> Report {
                 lead_seconds: 45.0,
                 baseline_count: 0,
                 incident_count: 412,
-                subject: BTreeMap::new(),
+                subject: Default::default(),
                 lineage: None,
             },
             LogEvidence {
@@ -79,7 +80,7 @@ fn report() -> Report {
                 lead_seconds: 0.0,
                 baseline_count: 5,
                 incident_count: 6,
-                subject: BTreeMap::new(),
+                subject: Default::default(),
                 lineage: None,
             },
         ],
@@ -99,6 +100,7 @@ fn report() -> Report {
         verdict: "TTFT p99 rose from 812 ms to 1713 ms on model_version=r2".into(),
         elapsed_ms: 12.0,
         timings_ms: BTreeMap::new(),
+        incident_id: None,
     };
     Report {
         incident_id: "inc-test-1".into(),

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read as _;
 
-use infersight_query::rca::{
+use infersight_rca::{
     LineageSummary, LogEvidence, RcaReport, RootCause, SequenceAnomaly, Signal, Symptom, Window,
 };
 use infersight_report::Report;
@@ -185,14 +185,14 @@ fn synthetic_rca() -> RcaReport {
         }),
         root_causes: vec![RootCause {
             rank: 1,
-            dimensions: slice(),
+            dimensions: slice().into(),
             explained_fraction: 0.82,
             score: 41.5,
             evidence: vec![format!("ttft over 350 ms; log: {EVIL}")],
         }],
         signals: vec![Signal {
-            kind: "gpu_memory_leak".into(),
-            subject: slice(),
+            kind: infersight_rca::SignalKind::GpuMemoryLeak,
+            subject: slice().into(),
             onset,
             strength: 3.2,
             detail: "GPU memory +18 GiB over 40 min | slope 0.45 GiB/min".into(),
@@ -204,7 +204,7 @@ fn synthetic_rca() -> RcaReport {
             lead_seconds: 120.0,
             baseline_count: 3,
             incident_count: 420,
-            subject: slice(),
+            subject: slice().into(),
             lineage: Some(LineageSummary {
                 records: 20,
                 workers: BTreeMap::from([("worker-3".into(), 18), ("worker-5".into(), 2)]),
@@ -243,6 +243,7 @@ fn synthetic_rca() -> RcaReport {
         verdict: "p99 ttft 820 ms → 1.7 s since 10:40, explained by worker=worker-3 (82 %)".into(),
         elapsed_ms: 12.0,
         timings_ms: BTreeMap::new(),
+        incident_id: None,
     }
 }
 
@@ -682,7 +683,7 @@ fn log_text_is_escaped_everywhere() {
     report.suggestions[0].text = EVIL.into();
     report.charts.slice = BTreeMap::from([("tenant".to_string(), EVIL.to_string())]);
     report.charts.contribution.slice = format!("tenant={EVIL}");
-    report.rca.root_causes[0].dimensions = report.charts.slice.clone();
+    report.rca.root_causes[0].dimensions = report.charts.slice.clone().into();
 
     let html = render::html(&report);
     check_markup(&html, true).unwrap_or_else(|e| panic!("HTML not well-formed: {e}"));
@@ -845,7 +846,7 @@ fn collect_reads_the_simulated_incident() {
         "the RCA found the leaking worker: {}",
         rca.verdict
     );
-    assert_eq!(data.slice, top.dimensions);
+    assert_eq!(top.dimensions, data.slice);
     let phase = |scope: &str, window: &str| {
         data.phases
             .iter()

@@ -16,7 +16,7 @@ use infersight_model::normalize::{SpanFacts, normalize_request};
 use infersight_model::value::AttrValue;
 use infersight_model::{LogRecord, MetricRecord, RequestRecord, Table, TableBatch, TemplateRecord};
 use infersight_query::QueryEngine;
-use infersight_query::rca::RcaReport;
+use infersight_rca::RcaReport;
 use infersight_report::Report;
 use infersight_report::data::ChartData;
 use infersight_sim::{ArrivalKind, MemorySink, Scenario, SimConfig, Simulator};
@@ -43,7 +43,8 @@ pub fn degraded_rca(rca: &RcaReport) -> RcaReport {
     rca.log_evidence.clear();
     rca.signals.clear();
     if let Some(top) = rca.root_causes.first_mut() {
-        top.dimensions = BTreeMap::from([("serving.no_such_key".to_string(), "x".to_string())]);
+        top.dimensions =
+            BTreeMap::from([("serving.no_such_key".to_string(), "x".to_string())]).into();
     }
     rca
 }
@@ -88,7 +89,9 @@ fn build_simulated() -> Simulated {
         .build()
         .expect("runtime");
     let (rca, charts, degraded) = runtime.block_on(async {
-        let rca = engine.rca(Default::default()).await.expect("rca runs");
+        let rca = infersight_rca::analyse(&engine, Default::default())
+            .await
+            .expect("rca runs");
         let charts = infersight_report::data::collect(&engine, &rca)
             .await
             .expect("chart data");

@@ -83,10 +83,11 @@ pub async fn run(args: DemoArgs) -> Result<i32, CliError> {
     let answers = ask(&engine, incident_start, seed).await?;
     let mut report = String::new();
     write_sql_sections(&mut report, &summary, &data, &answers);
-    let rca = engine
-        .rca(infersight_query::RcaRequest::default())
+    let incidents = infersight_rca::IncidentStore::open(&data);
+    let recorded = infersight_rca::analyse_and_record(&engine, &incidents, Default::default())
         .await
         .map_err(|e| CliError::failed(format!("rca: {e}")))?;
+    let (rca, incident) = (recorded.report, recorded.incident);
     write_rca_sections(&mut report, &rca, &truth);
     let _ = writeln!(
         report,
@@ -94,8 +95,6 @@ pub async fn run(args: DemoArgs) -> Result<i32, CliError> {
         answers.redacted.render(TABLE).trim_end()
     );
     // The incident report: stored verdict, runbooks, fixes, checklist, charts.
-    let incidents = infersight_report::incidents::IncidentStore::open(&data);
-    let incident = incidents.create(&rca).map_err(report_error)?;
     let full = super::report::build(&engine, &config, &incidents, &incident).await?;
     write_best_runbook(&mut report, &full);
     let written = write_incident_files(&out_dir, &full)?;
@@ -291,7 +290,7 @@ fn write_sql_sections(report: &mut String, summary: &SimSummary, data: &Path, an
 }
 
 /// The engine's verdict, and whether its top cause is the injected one.
-fn write_rca_sections(report: &mut String, rca: &infersight_query::RcaReport, truth: &GroundTruth) {
+fn write_rca_sections(report: &mut String, rca: &infersight_rca::RcaReport, truth: &GroundTruth) {
     let _ = writeln!(
         report,
         "## Root-cause analysis (`infersight rca`)\n\n**Verdict:** {}\n\n```\n{}```\n",
@@ -309,15 +308,10 @@ fn write_rca_sections(report: &mut String, rca: &infersight_query::RcaReport, tr
         }
     );
     for cause in &truth.root_causes {
-        let dims: Vec<String> = cause
-            .dimensions
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
         let _ = writeln!(
             report,
             "Injected (ground truth): {} — {}: {}, from {}.\n",
-            dims.join(" × "),
+            infersight_model::signal::Subject::describe(&cause.dimensions),
             cause.sli,
             cause.effect,
             truth.incident_window.start

@@ -2,10 +2,10 @@
 //! incident (with the person's note: what fixed it) is retrieved as a past incident by the next
 //! reports; a rejected one never is.
 
-use infersight_report::incidents::{Incident, IncidentStatus, IncidentStore};
+use infersight_rca::incidents::{Incident, IncidentStatus, IncidentStore};
 
 use crate::args::Common;
-use crate::exit::{CliError, report_error};
+use crate::exit::{CliError, rca_error};
 use crate::output::{self, OutputFormat};
 
 /// `writeln!` into the output buffer (writing to a `String` cannot fail).
@@ -56,7 +56,7 @@ pub async fn run(args: IncidentsArgs) -> Result<i32, CliError> {
     let mut out = String::new();
     match args.action {
         IncidentsAction::List => {
-            let incidents = store.list().map_err(report_error)?;
+            let incidents = store.list().map_err(rca_error)?;
             match format {
                 OutputFormat::Json => {
                     print_json(&mut out, &incidents.iter().map(summary).collect::<Vec<_>>())?
@@ -78,7 +78,7 @@ pub async fn run(args: IncidentsArgs) -> Result<i32, CliError> {
             }
         }
         IncidentsAction::Show { id } => {
-            let incident = store.get(&id).map_err(report_error)?;
+            let incident = store.get(&id).map_err(rca_error)?;
             match format {
                 OutputFormat::Json => print_json(&mut out, &incident)?,
                 OutputFormat::Csv => {
@@ -97,7 +97,7 @@ pub async fn run(args: IncidentsArgs) -> Result<i32, CliError> {
             }
             let incident = store
                 .set_status(&id, IncidentStatus::Confirmed, Some(note))
-                .map_err(report_error)?;
+                .map_err(rca_error)?;
             match format {
                 OutputFormat::Json => print_json(&mut out, &summary(&incident))?,
                 _ => outln!(
@@ -111,7 +111,7 @@ pub async fn run(args: IncidentsArgs) -> Result<i32, CliError> {
         IncidentsAction::Reject { id, note } => {
             let incident = store
                 .set_status(&id, IncidentStatus::Rejected, note)
-                .map_err(report_error)?;
+                .map_err(rca_error)?;
             match format {
                 OutputFormat::Json => print_json(&mut out, &summary(&incident))?,
                 _ => outln!(
@@ -163,13 +163,7 @@ fn cause_of(incident: &Incident) -> String {
         .rca
         .root_causes
         .first()
-        .map(|c| {
-            c.dimensions
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(" & ")
-        })
+        .map(|c| c.dimensions.to_string())
         .unwrap_or_else(|| "-".into())
 }
 
@@ -215,16 +209,11 @@ fn print_incident(out: &mut String, incident: &Incident) {
         );
     }
     for cause in &rca.root_causes {
-        let dims: Vec<String> = cause
-            .dimensions
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
         outln!(
             out,
             "cause #{}  {} (explains {:.0} %)",
             cause.rank,
-            dims.join(" & "),
+            cause.dimensions,
             cause.explained_fraction * 100.0
         );
     }

@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use infersight_model::time::{now_ns, parse_range};
+use infersight_model::time::now_ns;
 use infersight_query::QueryEngine;
+use infersight_rca::{IncidentStore, RcaRequest, RecordedRca, analyse_and_record};
 use infersight_store::StorageBackend;
-use serde_json::json;
 
 use crate::args::{Common, FormatArgs};
-use crate::exit::{CliError, report_error};
+use crate::exit::{CliError, rca_error};
 use crate::output::OutputFormat;
 use crate::wiring;
 
@@ -41,22 +41,17 @@ pub async fn run(args: RcaArgs) -> Result<i32, CliError> {
     let config = args.common.resolve()?;
     let store = tokio::task::block_in_place(|| wiring::open_existing_store(&config))?;
     let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>);
-    let report = engine
-        .rca(request)
-        .await
-        .map_err(|e| CliError::from_kind(e.kind(), e.to_string()))?;
     // Every verdict is stored, so it can be confirmed (becoming a retrievable past
     // incident) and reported on later.
-    let incident = infersight_report::incidents::IncidentStore::open(&config.store.data_dir)
-        .create(&report)
-        .map_err(report_error)?;
+    let incidents = IncidentStore::open(&config.store.data_dir);
+    let RecordedRca { report, incident } = analyse_and_record(&engine, &incidents, request)
+        .await
+        .map_err(rca_error)?;
     match args.format.format {
         OutputFormat::Json => {
-            let mut value =
+            // through a `Value`, so the keys print sorted
+            let value =
                 serde_json::to_value(&report).map_err(|e| CliError::failed(e.to_string()))?;
-            if let Some(object) = value.as_object_mut() {
-                object.insert("incident_id".into(), json!(incident.id));
-            }
             println!(
                 "{}",
                 serde_json::to_string_pretty(&value)
@@ -80,24 +75,17 @@ pub fn rca_request(
     until: Option<String>,
     baseline_since: Option<String>,
     baseline_until: Option<String>,
-) -> Result<infersight_query::RcaRequest, CliError> {
-    let range = |a: Option<String>, b: Option<String>, what: &str| match (a, b) {
-        (None, None) => Ok(None),
-        (Some(a), Some(b)) => parse_range(Some(&a), Some(&b), now_ns())
-            .map(Some)
-            .map_err(CliError::usage),
-        _ => Err(CliError::usage(format!(
-            "give both ends of the {what} window or neither"
-        ))),
-    };
-    Ok(infersight_query::RcaRequest {
-        incident: range(since, until, "incident")?,
-        baseline: range(baseline_since, baseline_until, "baseline")?,
-    })
+) -> Result<RcaRequest, CliError> {
+    RcaRequest::from_bounds(
+        (since.as_deref(), until.as_deref()),
+        (baseline_since.as_deref(), baseline_until.as_deref()),
+        now_ns(),
+    )
+    .map_err(CliError::usage)
 }
 
 /// The RCA report as text for a terminal: verdict, causes, signals, log evidence, advice.
-pub fn render_rca(report: &infersight_query::RcaReport) -> String {
+pub fn render_rca(report: &infersight_rca::RcaReport) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let _ = writeln!(out, "verdict: {}", report.verdict);
@@ -115,16 +103,11 @@ pub fn render_rca(report: &infersight_query::RcaReport) -> String {
         let _ = writeln!(out, "\nroot causes:");
     }
     for cause in &report.root_causes {
-        let dims: Vec<String> = cause
-            .dimensions
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
         let _ = writeln!(
             out,
             "  {}. {}  (score {:.0}, explains {:.0} %)",
             cause.rank,
-            dims.join(" & "),
+            cause.dimensions,
             cause.score,
             cause.explained_fraction * 100.0
         );
@@ -136,12 +119,11 @@ pub fn render_rca(report: &infersight_query::RcaReport) -> String {
         let _ = writeln!(out, "\nsignals:");
     }
     for s in &report.signals {
-        let subject: Vec<String> = s.subject.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = writeln!(
             out,
             "  {:<20} {:<40} {}",
-            s.kind,
-            subject.join(" & "),
+            s.kind.name(),
+            s.subject.to_string(),
             s.detail
         );
     }

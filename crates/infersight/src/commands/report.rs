@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use infersight_model::ErrorKind;
 use infersight_query::{AccessContext, QueryEngine, Surface};
-use infersight_report::incidents::{Incident, IncidentStore};
+use infersight_rca::incidents::{Incident, IncidentStore};
 use infersight_report::{Report, ReportFormat};
 use infersight_store::StorageBackend;
 
@@ -105,24 +105,25 @@ async fn build_audited_parts(
     config: &Config,
     incidents: &IncidentStore,
     incident_id: Option<&str>,
-    request: infersight_query::RcaRequest,
+    request: infersight_rca::RcaRequest,
 ) -> Result<Report, (ErrorKind, String)> {
-    let failed = |error: infersight_report::ReportError| (error.kind(), error.to_string());
+    let rca_failed = |error: infersight_rca::RcaError| (error.kind(), error.to_string());
     let incident = match incident_id {
-        Some(id) => incidents.get(id).map_err(failed)?,
+        Some(id) => incidents.get(id).map_err(rca_failed)?,
         None => {
-            let rca = engine
-                .rca(request)
+            let recorded = infersight_rca::analyse_and_record(engine, incidents, request)
                 .await
-                .map_err(|e| (e.kind(), e.to_string()))?;
-            let incident = incidents.create(&rca).map_err(failed)?;
-            eprintln!("infersight report: stored as incident {}", incident.id);
-            incident
+                .map_err(rca_failed)?;
+            eprintln!(
+                "infersight report: stored as incident {}",
+                recorded.incident.id
+            );
+            recorded.incident
         }
     };
     infersight_report::report::build_for_incident(engine, incidents, &incident, &config.report)
         .await
-        .map_err(failed)
+        .map_err(|error| (error.kind(), error.to_string()))
 }
 
 /// One access-audit line for the whole report (it runs many statements): what they read, the

@@ -6,15 +6,15 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use datafusion::arrow::array::Array;
+use arrow::array::Array;
 use serde::{Deserialize, Serialize};
 
 use super::{
     RcaContext, Windows, i64_column, optional, sql_string, string_column, template_texts,
     ts_between,
 };
-use crate::engine::QueryEngine;
-use crate::error::QueryError;
+use infersight_query::QueryEngine;
+use infersight_query::QueryError;
 
 /// Records sampled per seed template (those nearest the onset).
 pub const MAX_LOGS_PER_TEMPLATE: usize = 20;
@@ -316,7 +316,7 @@ pub async fn lineage(
             let attr_text = |key: &str| {
                 attrs
                     .get(key)
-                    .and_then(crate::udf::value_text)
+                    .and_then(infersight_query::value_text)
                     .filter(|v| !v.is_empty())
             };
             logs.push(SampledLog {

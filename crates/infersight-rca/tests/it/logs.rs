@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 
 use infersight_model::{LogRecord, RequestRecord, Table, TableBatch, TemplateRecord};
-use infersight_query::rca::{LogEvidence, RcaContext, log_evidence, sequence_evidence};
+use infersight_rca::{LogEvidence, RcaContext, log_evidence, sequence_evidence};
 use infersight_store::StorageBackend;
 
-use crate::support::{MINUTE_NS, TestStore, base_ns, rca_context};
+use crate::support::{EngineOf, MINUTE_NS, TestStore, base_ns, rca_context};
 
 /// Baseline = the first hour, incident = the next 30 minutes, onset between them.
 fn context(root_causes: Vec<BTreeMap<String, String>>) -> RcaContext {

@@ -31,7 +31,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use datafusion::arrow::array::Array;
+use arrow::array::Array;
 use infersight_analytics::sequence::{
     EventId, EventInterner, NextEvent, NextEventModel, SequenceParams, UnexpectedReason,
 };
@@ -39,9 +39,9 @@ use serde::{Deserialize, Serialize};
 
 use super::stats::ln_poisson_upper_tail;
 use super::{FAMILY_ALPHA, MIN_SUPPORT, i64_column, optional, string_column, ts_between};
-use crate::engine::QueryEngine;
-use crate::error::QueryError;
-use crate::rca::RcaContext;
+use crate::RcaContext;
+use infersight_query::QueryEngine;
+use infersight_query::QueryError;
 
 /// Baseline sessions needed before the model is trusted.
 pub const MIN_BASELINE_SESSIONS: usize = 100;

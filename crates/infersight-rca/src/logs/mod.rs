@@ -33,14 +33,14 @@ mod stats;
 
 use std::collections::{BTreeMap, HashMap};
 
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Int64Type};
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Int64Type};
 use infersight_model::RequestRecord;
 
-use super::{LogEvidence, RcaContext};
-use crate::engine::QueryEngine;
-use crate::error::QueryError;
+use crate::{LogEvidence, RcaContext};
+use infersight_query::QueryEngine;
+use infersight_query::QueryError;
 
 pub use lineage::{LineageSummary, lineage};
 pub use sequences::SequenceAnomaly;
@@ -114,7 +114,7 @@ pub async fn log_evidence(
         }
         let counts = collect_counts(engine, &windows, &SliceFilter::new(slice, &windows)).await?;
         if counts.values().any(|c| c.baseline + c.incident > 0) {
-            chosen = Some((slice.clone(), counts));
+            chosen = Some((slice.clone().into(), counts));
             break;
         }
     }
@@ -145,7 +145,7 @@ pub async fn log_evidence(
                 lead_seconds: scored.lead_seconds,
                 baseline_count: counts.baseline,
                 incident_count: counts.incident,
-                subject: subject.clone(),
+                subject: subject.clone().into(),
                 lineage: None,
             }
         })
@@ -270,7 +270,7 @@ pub(super) fn ts_between(column: &str, range: (i64, i64)) -> String {
 pub(super) fn string_column(
     batch: &RecordBatch,
     index: usize,
-) -> Result<datafusion::arrow::array::StringArray, QueryError> {
+) -> Result<arrow::array::StringArray, QueryError> {
     let array = cast(batch.column(index), &DataType::Utf8)
         .map_err(|e| QueryError::Internal(format!("log evidence: column {index}: {e}")))?;
     Ok(array.as_string::<i32>().clone())
@@ -279,13 +279,13 @@ pub(super) fn string_column(
 pub(super) fn i64_column(
     batch: &RecordBatch,
     index: usize,
-) -> Result<datafusion::arrow::array::Int64Array, QueryError> {
+) -> Result<arrow::array::Int64Array, QueryError> {
     let array = cast(batch.column(index), &DataType::Int64)
         .map_err(|e| QueryError::Internal(format!("log evidence: column {index}: {e}")))?;
     Ok(array.as_primitive::<Int64Type>().clone())
 }
 
-pub(super) fn optional(array: &datafusion::arrow::array::StringArray, row: usize) -> Option<&str> {
+pub(super) fn optional(array: &arrow::array::StringArray, row: usize) -> Option<&str> {
     array.is_valid(row).then(|| array.value(row))
 }
 
@@ -425,7 +425,7 @@ async fn collect_counts(
                     per_minute: vec![0; series_len],
                     ..TemplateCounts::default()
                 });
-                let count = |a: &datafusion::arrow::array::Int64Array| {
+                let count = |a: &arrow::array::Int64Array| {
                     if a.is_valid(row) {
                         a.value(row).max(0) as u64
                     } else {

@@ -43,11 +43,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use datafusion::arrow::array::{
-    Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray,
-};
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::DataType;
+use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::compute::cast;
+use arrow::datatypes::DataType;
 use infersight_analytics::detect::stats::{mad, median};
 use infersight_analytics::detect::{
     CachePollutionParams, CountSample, DetectParams, ErrorBurstParams, Finding, KvCacheInput,
@@ -57,9 +55,9 @@ use infersight_analytics::detect::{
     queue_buildup, resonance, truncation_surge,
 };
 
-use super::{RcaContext, Signal};
-use crate::engine::QueryEngine;
-use crate::error::QueryError;
+use crate::{RcaContext, Signal};
+use infersight_query::QueryEngine;
+use infersight_query::QueryError;
 
 const MINUTE_NS: i64 = 60_000_000_000;
 /// At most this many subjects of one kind are judged (the busiest).
@@ -89,7 +87,7 @@ const PROMPT_HASHES: usize = 64;
 const PROMPT_JOIN_MARGIN_NS: i64 = 5 * MINUTE_NS;
 
 type Series = Vec<(i64, f64)>;
-type Subject = BTreeMap<String, String>;
+use infersight_model::signal::{SignalKind, Subject};
 type StallPoint = (i64, f64, f64);
 
 /// Every signal the telemetry of `ctx`'s windows shows, strongest first.
@@ -240,15 +238,12 @@ impl Rows {
 }
 
 fn subject(pairs: &[(&str, &str)]) -> Subject {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    Subject::of(pairs.iter().copied())
 }
 
-fn signal(finding: &Finding, subject: Subject, kind: &str) -> Signal {
+fn signal(finding: &Finding, subject: Subject, kind: SignalKind) -> Signal {
     Signal {
-        kind: kind.to_string(),
+        kind,
         subject,
         onset: finding.onset_ns,
         strength: if finding.score.is_finite() {
@@ -389,7 +384,7 @@ fn worker_signals(data: &WorkerMinutes, w: &Window) -> Vec<Signal> {
             out.push(signal(
                 &finding,
                 subject(&[("worker", &worker)]),
-                "error_burst",
+                SignalKind::ErrorBurst,
             ));
         }
     }
@@ -403,7 +398,7 @@ fn worker_signals(data: &WorkerMinutes, w: &Window) -> Vec<Signal> {
         let Ok(Some(finding)) = error_burst(&pairs, &series, w.split_ns, &burst) else {
             continue;
         };
-        out.push(signal(&finding, subject(&pairs), "error_burst"));
+        out.push(signal(&finding, subject(&pairs), SignalKind::ErrorBurst));
     }
     let proportion = ProportionParams::default();
     for model in busiest(&weights(&by_model)) {
@@ -419,7 +414,7 @@ fn worker_signals(data: &WorkerMinutes, w: &Window) -> Vec<Signal> {
             out.push(signal(
                 &finding,
                 subject(&[("model", &model)]),
-                "truncation_surge",
+                SignalKind::TruncationSurge,
             ));
         }
     }
@@ -445,7 +440,7 @@ fn worker_signals(data: &WorkerMinutes, w: &Window) -> Vec<Signal> {
                 ("model", model.as_str()),
                 ("model_version", version.as_str()),
             ];
-            let mut s = signal(&finding, subject(&pairs), "queue_buildup");
+            let mut s = signal(&finding, subject(&pairs), SignalKind::QueueBuildup);
             s.detail = format!("mean queue_ms per minute: {}", finding.detail);
             out.push(s);
         }
@@ -547,23 +542,23 @@ fn slice_queue_buildups(
         if workers.len() < 2
             || already
                 .iter()
-                .any(|s| s.kind == "queue_buildup" && s.subject == slice)
+                .any(|s| s.kind == SignalKind::QueueBuildup && s.subject == slice)
         {
             continue;
         }
         let found: Vec<&Signal> = workers
             .iter()
             .filter_map(|w| {
-                from_metrics
-                    .iter()
-                    .find(|s| s.kind == "queue_buildup" && s.subject.get("worker") == Some(w))
+                from_metrics.iter().find(|s| {
+                    s.kind == SignalKind::QueueBuildup && s.subject.get("worker") == Some(w)
+                })
             })
             .collect();
         if found.len() < workers.len() {
             continue;
         }
         out.push(Signal {
-            kind: "queue_buildup".into(),
+            kind: SignalKind::QueueBuildup,
             subject: slice,
             onset: found.iter().map(|s| s.onset).min().unwrap_or(0),
             strength: found
@@ -645,7 +640,7 @@ fn metric_signals(metrics: &MetricSamples, requests: &WorkerMinutes, w: &Window)
                 out.push(signal(
                     &finding,
                     subject(&[("worker", worker)]),
-                    "gpu_memory_leak",
+                    SignalKind::GpuMemoryLeak,
                 ));
             }
         }
@@ -666,7 +661,7 @@ fn metric_signals(metrics: &MetricSamples, requests: &WorkerMinutes, w: &Window)
             };
             if let Ok(findings) = kv_cache_pressure(&input, &kv) {
                 for finding in findings {
-                    let kind = finding.kind.name();
+                    let kind = finding.kind;
                     out.push(signal(&finding, subject(&[("worker", worker)]), kind));
                 }
             }
@@ -683,7 +678,11 @@ fn metric_signals(metrics: &MetricSamples, requests: &WorkerMinutes, w: &Window)
                 arrivals: &arrivals,
             };
             if let Ok(Some(finding)) = queue_buildup(&input, &queue) {
-                let mut s = signal(&finding, subject(&[("worker", worker)]), "queue_buildup");
+                let mut s = signal(
+                    &finding,
+                    subject(&[("worker", worker)]),
+                    SignalKind::QueueBuildup,
+                );
                 s.detail = format!("requests waiting: {}", finding.detail);
                 out.push(s);
             }
@@ -834,7 +833,7 @@ fn tenant_signals(data: &BTreeMap<String, BTreeMap<i64, TenantMinute>>, w: &Wind
             let mut s = signal(
                 strongest,
                 subject(&[("tenant", &polluter)]),
-                "cache_pollution",
+                SignalKind::CachePollution,
             );
             s.onset = findings.iter().map(|f| f.onset_ns).min().unwrap_or(s.onset);
             s.detail = findings
@@ -883,7 +882,7 @@ fn tenant_signals(data: &BTreeMap<String, BTreeMap<i64, TenantMinute>>, w: &Wind
             current_from_ns: w.split_ns,
         };
         if let Ok(Some(finding)) = resonance(&input, &params) {
-            let mut s = signal(&finding, subject(&pairs), "resonance");
+            let mut s = signal(&finding, subject(&pairs), SignalKind::Resonance);
             s.detail = format!(
                 "{} (mean injection score; share of speculative requests with < {:.0} % drafts accepted; share of drafted tokens rolled back)",
                 finding.detail,
@@ -1011,7 +1010,7 @@ async fn prompt_drift_signals(engine: &QueryEngine, w: &Window) -> Result<Vec<Si
         let Ok(Some(finding)) = prompt_drift(&pairs, baseline, current, &params) else {
             continue;
         };
-        let mut s = signal(&finding, subject(&pairs), "prompt_drift");
+        let mut s = signal(&finding, subject(&pairs), SignalKind::PromptDrift);
         s.detail = format!(
             "tenant {tenant}: {} (MinHash similarity of word shingles, {} baseline and {} incident prompts sampled)",
             finding.detail,
@@ -1105,7 +1104,7 @@ async fn trace_signals(engine: &QueryEngine, w: &Window) -> Result<Vec<Signal>, 
             let mut s = signal(
                 &finding,
                 subject(&[("service", service), ("service.version", version)]),
-                "trace_context_loss",
+                SignalKind::TraceContextLoss,
             );
             s.detail = format!(
                 "share of root spans without child spans: {}",
@@ -1186,7 +1185,7 @@ async fn flow_control_stalls(engine: &QueryEngine, w: &Window) -> Result<Vec<Sig
             .find(|p| p.2 > threshold)
             .map_or(w.split_ns, |p| p.0);
         out.push(Signal {
-            kind: "flow_control_stall".into(),
+            kind: SignalKind::FlowControlStall,
             subject: subject(&[("service", service), ("service.version", version)]),
             onset,
             strength: z,

@@ -6,10 +6,10 @@
 use std::collections::BTreeMap;
 
 use infersight_model::{LogRecord, RequestRecord, Table, TableBatch};
-use infersight_query::rca::{RcaContext, collect_signals};
+use infersight_rca::{RcaContext, collect_signals};
 use infersight_store::StorageBackend;
 
-use crate::support::{MINUTE_NS, TestStore, base_ns, rca_context};
+use crate::support::{EngineOf, MINUTE_NS, TestStore, base_ns, rca_context};
 
 const CHAT: [&str; 6] = [
     "Summarize the attached support ticket and draft a polite reply",
@@ -109,9 +109,9 @@ async fn prompt_drift_is_reported_per_tenant_with_numbers_only() {
         }])
         .unwrap();
     let signals = collect_signals(&store.engine(), &context()).await.unwrap();
-    let drift: BTreeMap<String, &infersight_query::rca::Signal> = signals
+    let drift: BTreeMap<String, &infersight_rca::Signal> = signals
         .iter()
-        .filter(|s| s.kind == "prompt_drift")
+        .filter(|s| s.kind == infersight_rca::SignalKind::PromptDrift)
         .map(|s| (s.subject["tenant"].clone(), s))
         .collect();
     assert_eq!(

@@ -8,8 +8,8 @@ use infersight_model::{LogRecord, RequestRecord, Table, TableBatch};
 use infersight_store::{StorageBackend, Store, StoreOptions, TimeRange};
 
 use super::lineage;
-use crate::QueryEngine;
-use crate::rca::RcaContext;
+use crate::RcaContext;
+use infersight_query::QueryEngine;
 
 const MINUTE_NS: i64 = 60_000_000_000;
 const BASE_NS: i64 = 1_795_000_000_000_000_000;

@@ -14,11 +14,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::RcaReport;
 use chrono::{DateTime, SecondsFormat, Utc};
-use infersight_query::rca::RcaReport;
 use serde::{Deserialize, Serialize};
 
-use crate::ReportError;
+use crate::RcaError;
 
 /// A person's judgement of a stored verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,12 +79,12 @@ fn timestamp_now() -> String {
     Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
-fn check_id(id: &str) -> Result<(), ReportError> {
+fn check_id(id: &str) -> Result<(), RcaError> {
     if id.is_empty()
         || id.len() > MAX_ID_LEN
         || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
     {
-        return Err(ReportError::BadRequest(format!(
+        return Err(RcaError::BadRequest(format!(
             "bad incident id `{id}`: only letters, digits and `-` are allowed"
         )));
     }
@@ -109,8 +109,8 @@ impl IncidentStore {
     }
 
     /// Stores a new, open incident for `rca`.
-    pub fn create(&self, rca: &RcaReport) -> Result<Incident, ReportError> {
-        std::fs::create_dir_all(&self.dir).map_err(|e| ReportError::io(&self.dir, e))?;
+    pub fn create(&self, rca: &RcaReport) -> Result<Incident, RcaError> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| RcaError::io(&self.dir, e))?;
         let onset_ns = rca
             .symptom
             .as_ref()
@@ -147,19 +147,19 @@ impl IncidentStore {
                     return Ok(incident);
                 }
                 Ok(false) => continue,
-                Err(e) => return Err(ReportError::io(&target, e)),
+                Err(e) => return Err(RcaError::io(&target, e)),
             }
         }
-        Err(ReportError::Io(format!(
+        Err(RcaError::Io(format!(
             "{}: no free incident id for onset {stamp} after {MAX_ID_ATTEMPTS} attempts",
             self.dir.display()
         )))
     }
 
     /// Writes `incident` to a fresh temporary file in the store's directory, synced to disk.
-    fn write_tmp(&self, incident: &Incident) -> Result<PathBuf, ReportError> {
+    fn write_tmp(&self, incident: &Incident) -> Result<PathBuf, RcaError> {
         let json = serde_json::to_vec_pretty(incident)
-            .map_err(|e| ReportError::Io(format!("incident {}: {e}", incident.id)))?;
+            .map_err(|e| RcaError::Io(format!("incident {}: {e}", incident.id)))?;
         let tmp = self.dir.join(format!(
             ".tmp-{}-{}-{}.json",
             incident.id,
@@ -170,40 +170,40 @@ impl IncidentStore {
             .write(true)
             .create_new(true)
             .open(&tmp)
-            .map_err(|e| ReportError::io(&tmp, e))?;
+            .map_err(|e| RcaError::io(&tmp, e))?;
         let written = file
             .write_all(&json)
             .and_then(|()| file.write_all(b"\n"))
             .and_then(|()| file.sync_all());
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
-            return Err(ReportError::io(&tmp, e));
+            return Err(RcaError::io(&tmp, e));
         }
         Ok(tmp)
     }
 
     /// One incident; `NotFound` when there is none with that id, `BadRequest` for a malformed id.
-    pub fn get(&self, id: &str) -> Result<Incident, ReportError> {
+    pub fn get(&self, id: &str) -> Result<Incident, RcaError> {
         check_id(id)?;
         let path = self.path_of(id);
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(ReportError::NotFound(format!("no incident `{id}`")));
+                return Err(RcaError::NotFound(format!("no incident `{id}`")));
             }
-            Err(e) => return Err(ReportError::io(&path, e)),
+            Err(e) => return Err(RcaError::io(&path, e)),
         };
         serde_json::from_str(&text)
-            .map_err(|e| ReportError::io(&path, format!("unreadable incident: {e}")))
+            .map_err(|e| RcaError::io(&path, format!("unreadable incident: {e}")))
     }
 
     /// Every readable incident, newest first (by creation time, then id); unreadable files are
     /// skipped with a warning.
-    pub fn list(&self) -> Result<Vec<Incident>, ReportError> {
+    pub fn list(&self) -> Result<Vec<Incident>, RcaError> {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(ReportError::io(&self.dir, e)),
+            Err(e) => return Err(RcaError::io(&self.dir, e)),
         };
         let mut incidents = Vec::new();
         for entry in entries {
@@ -246,7 +246,7 @@ impl IncidentStore {
         id: &str,
         status: IncidentStatus,
         note: Option<String>,
-    ) -> Result<Incident, ReportError> {
+    ) -> Result<Incident, RcaError> {
         let mut incident = self.get(id)?;
         incident.status = status;
         if let Some(note) = note {
@@ -258,14 +258,14 @@ impl IncidentStore {
         let target = self.path_of(id);
         if let Err(e) = std::fs::rename(&tmp, &target) {
             let _ = std::fs::remove_file(&tmp);
-            return Err(ReportError::io(&target, e));
+            return Err(RcaError::io(&target, e));
         }
         sync_dir(&self.dir);
         Ok(incident)
     }
 
     /// The confirmed incidents, newest first (the knowledge base's past incidents).
-    pub fn confirmed(&self) -> Result<Vec<Incident>, ReportError> {
+    pub fn confirmed(&self) -> Result<Vec<Incident>, RcaError> {
         Ok(self
             .list()?
             .into_iter()

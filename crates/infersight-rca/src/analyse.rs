@@ -1,0 +1,111 @@
+//! The root-cause engine's orchestration: localize the incident (blocking, over rollups), then
+//! gather signals, log evidence, lineage and sequences through SQL, then the advice; see the
+//! crate documentation for the decision rules.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use infersight_model::signal::SignalKind;
+use infersight_query::{QueryEngine, QueryError};
+
+use crate::advice::{advice, derived_signals, promote_signals, slice_latency_spike};
+use crate::windows::localize_incident;
+use crate::{
+    RcaReport, RcaRequest, Signal, collect_signals, lineage, log_evidence, sequence_evidence,
+};
+
+/// Runs the root-cause engine (blocking parts on a blocking thread).
+pub async fn analyse(engine: &QueryEngine, request: RcaRequest) -> Result<RcaReport, QueryError> {
+    let started = std::time::Instant::now();
+    let store = Arc::clone(engine.store());
+    let localized = tokio::task::spawn_blocking(move || localize_incident(store.as_ref(), request))
+        .await
+        .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))??;
+    let Some(mut report) = localized.report else {
+        return Ok(RcaReport {
+            symptom: None,
+            root_causes: Vec::new(),
+            signals: Vec::new(),
+            log_evidence: Vec::new(),
+            log_sequences: Vec::new(),
+            suggestions: Vec::new(),
+            checklist: Vec::new(),
+            fleet_wide: false,
+            incident_window: None,
+            baseline_window: None,
+            window_source: String::new(),
+            verdict: "no request data in the store".into(),
+            elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+            timings_ms: BTreeMap::new(),
+            incident_id: None,
+        });
+    };
+    let ctx = localized.context;
+    let demand_shifts = localized.demand_shifts;
+    let lap = |t: &mut std::time::Instant| {
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        *t = std::time::Instant::now();
+        ms
+    };
+    let mut clock = std::time::Instant::now();
+    report
+        .timings_ms
+        .insert("localize".into(), started.elapsed().as_secs_f64() * 1e3);
+    let mut signals = collect_signals(engine, &ctx).await?;
+    report.timings_ms.insert("signals".into(), lap(&mut clock));
+    signals.extend(derived_signals(&report, &ctx));
+    signals.extend(demand_shifts);
+    // a flow-control stall is a latency spike at the gateway, whatever the engine SLIs say
+    let stalls: Vec<Signal> = signals
+        .iter()
+        .filter(|s| s.kind == SignalKind::FlowControlStall)
+        .map(|s| Signal {
+            kind: SignalKind::LatencySpike,
+            detail: format!("gateway latency: {}", s.detail),
+            ..s.clone()
+        })
+        .collect();
+    if !signals.iter().any(|s| s.kind == SignalKind::LatencySpike) {
+        signals.extend(stalls);
+    }
+    signals.sort_by(|a, b| b.strength.total_cmp(&a.strength));
+    promote_signals(&mut report, &signals);
+    if !signals.iter().any(|s| s.kind == SignalKind::LatencySpike)
+        && let Some(top) = report.root_causes.first()
+    {
+        let store = Arc::clone(engine.store());
+        let (subject, ctx2) = (top.dimensions.clone(), ctx.clone());
+        let spike = tokio::task::spawn_blocking(move || {
+            slice_latency_spike(store.as_ref(), &ctx2, &subject)
+        })
+        .await
+        .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))??;
+        signals.extend(spike);
+    }
+    report.signals = signals;
+    report.log_evidence = log_evidence(engine, &ctx).await?;
+    report
+        .timings_ms
+        .insert("log_evidence".into(), lap(&mut clock));
+    if !report.log_evidence.is_empty() {
+        let seeds: Vec<String> = report
+            .log_evidence
+            .iter()
+            .map(|e| e.template_id.clone())
+            .collect();
+        let graph = lineage(engine, &ctx, &seeds).await?;
+        for evidence in &mut report.log_evidence {
+            evidence.lineage = graph.summary_of(&evidence.template_id);
+        }
+        report.timings_ms.insert("lineage".into(), lap(&mut clock));
+    }
+    report.log_sequences = sequence_evidence(engine, &ctx).await?;
+    report
+        .timings_ms
+        .insert("log_sequences".into(), lap(&mut clock));
+    let (suggestions, checklist) = advice(&report);
+    report.suggestions = suggestions;
+    report.checklist = checklist;
+    report.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    Ok(report)
+}

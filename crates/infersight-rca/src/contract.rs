@@ -1,0 +1,139 @@
+//! The `rca` JSON contract of DESIGN.md as types: what the CLI prints, the API answers and the
+//! incident store keeps. Field names and serde names are stable; timestamps are RFC 3339.
+
+use std::collections::BTreeMap;
+
+use infersight_model::signal::{SignalKind, Subject};
+use infersight_model::time::format_rfc3339;
+use infersight_store::TimeRange;
+use serde::{Deserialize, Serialize};
+
+use crate::{LineageSummary, SequenceAnomaly};
+
+/// Windows of an RCA question; `None` means "choose".
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RcaRequest {
+    pub incident: Option<TimeRange>,
+    pub baseline: Option<TimeRange>,
+}
+
+impl RcaRequest {
+    /// The request from the window bounds the CLI flags and the API body give (`--since`,
+    /// `--until`, `--baseline-since`, `--baseline-until`: RFC 3339, epoch or relative like `-1h`,
+    /// relative to `now_ns`): both ends of a window or neither. The error is the message for a
+    /// usage error (exit 2) or a 400.
+    pub fn from_bounds(
+        (since, until): (Option<&str>, Option<&str>),
+        (baseline_since, baseline_until): (Option<&str>, Option<&str>),
+        now_ns: i64,
+    ) -> Result<RcaRequest, String> {
+        let window = |a: Option<&str>, b: Option<&str>, what: &str| match (a, b) {
+            (None, None) => Ok(None),
+            (Some(a), Some(b)) => {
+                infersight_model::time::parse_range(Some(a), Some(b), now_ns).map(Some)
+            }
+            _ => Err(format!("give both ends of the {what} window or neither")),
+        };
+        Ok(RcaRequest {
+            incident: window(since, until, "incident")?,
+            baseline: window(baseline_since, baseline_until, "baseline")?,
+        })
+    }
+}
+
+/// One signal, as the contract shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Signal {
+    pub kind: SignalKind,
+    pub subject: Subject,
+    #[serde(serialize_with = "ser_ts", deserialize_with = "de_ts")]
+    pub onset: i64,
+    pub strength: f64,
+    pub detail: String,
+}
+
+/// One log template that rose with (or before) the incident.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LogEvidence {
+    pub template: String,
+    pub template_id: String,
+    /// Incident rate / baseline rate (with one pseudo-event each, so new templates are finite).
+    pub lift: f64,
+    /// How long before the onset the template's rate first rose (negative: after).
+    pub lead_seconds: f64,
+    pub baseline_count: u64,
+    pub incident_count: u64,
+    /// The slice the evidence was restricted to (empty: fleet).
+    pub subject: Subject,
+    /// Where the template's records lead in the lineage graph (workers, requests, model
+    /// versions); absent in reports stored before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage: Option<LineageSummary>,
+}
+
+fn ser_ts<S: serde::Serializer>(ns: &i64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_rfc3339(*ns))
+}
+
+/// Reads back what `ser_ts` wrote (stored incidents are RCA reports read back from JSON).
+fn de_ts<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    let text = <String as serde::Deserialize>::deserialize(d)?;
+    infersight_model::time::parse_time(&text, 0).map_err(serde::de::Error::custom)
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Symptom {
+    pub sli: String,
+    /// The SLI's value in the baseline and in the incident (p99 ms for latency, a rate otherwise).
+    pub baseline: f64,
+    pub current: f64,
+    #[serde(serialize_with = "ser_ts", deserialize_with = "de_ts")]
+    pub onset: i64,
+    pub z: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RootCause {
+    pub rank: usize,
+    pub dimensions: Subject,
+    pub explained_fraction: f64,
+    pub score: f64,
+    pub evidence: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Window {
+    #[serde(serialize_with = "ser_ts", deserialize_with = "de_ts")]
+    pub since: i64,
+    #[serde(serialize_with = "ser_ts", deserialize_with = "de_ts")]
+    pub until: i64,
+}
+
+/// The `rca` JSON contract (DESIGN.md), plus the windows used and a one-line verdict.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RcaReport {
+    pub symptom: Option<Symptom>,
+    pub root_causes: Vec<RootCause>,
+    pub signals: Vec<Signal>,
+    pub log_evidence: Vec<LogEvidence>,
+    /// Unexpected log sequences of the incident's requests and traces against a next-event
+    /// model of the baseline's (see `logs::sequences`); absent in reports stored before it.
+    #[serde(default)]
+    pub log_sequences: Vec<SequenceAnomaly>,
+    pub suggestions: Vec<String>,
+    pub checklist: Vec<String>,
+    pub fleet_wide: bool,
+    pub incident_window: Option<Window>,
+    pub baseline_window: Option<Window>,
+    /// How the incident window was chosen: `given`, `change in <sli>` (change-point detection),
+    /// or `fallback: last third` (no fleet series changed).
+    pub window_source: String,
+    pub verdict: String,
+    pub elapsed_ms: f64,
+    /// Where the time went: localize, signals, log_evidence (milliseconds).
+    pub timings_ms: BTreeMap<String, f64>,
+    /// The id of the incident this verdict was stored as ([`crate::record`]); absent until it
+    /// is stored, and in the copy the incident store keeps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incident_id: Option<String>,
+}

@@ -1,0 +1,260 @@
+//! The leaves of one measure (every dimension combination with its baseline and incident
+//! cells), their localization, demand-shift set-asides, and the choice among overlapping causes.
+
+use std::collections::BTreeMap;
+
+use infersight_analytics::localize::{DerivedMeasure, LeafTable, Params, localize_derived};
+use infersight_model::signal::{SignalKind, Subject};
+use infersight_query::QueryError;
+use infersight_rollup::Cell;
+
+use crate::{DEMAND_SHIFT_FACTOR, DEMAND_SHIFT_MIN_REQUESTS, Signal};
+
+/// The leaves of one measure, for localizing any subset of them.
+pub(crate) struct Leaves<'a> {
+    pub(crate) dims: &'a [String],
+    pub(crate) values: &'a [Vec<String>],
+    pub(crate) base: &'a [Cell],
+    pub(crate) incident: &'a [Cell],
+    pub(crate) event_of: &'a (dyn Fn(&Cell) -> f64 + Send + Sync),
+    pub(crate) denominator_of: &'a (dyn Fn(&Cell) -> f64 + Send + Sync),
+}
+
+impl Leaves<'_> {
+    pub(crate) fn localize(
+        &self,
+        subset: &[usize],
+        params: &Params,
+    ) -> Result<infersight_analytics::localize::Localization, QueryError> {
+        let mut table = LeafTable::new(self.dims.iter().cloned());
+        let mut measure = DerivedMeasure::default();
+        for &leaf in subset {
+            table.push_leaf(&self.values[leaf]);
+            measure
+                .numerator_real
+                .push((self.event_of)(&self.incident[leaf]));
+            measure
+                .numerator_forecast
+                .push((self.event_of)(&self.base[leaf]));
+            measure
+                .denominator_real
+                .push((self.denominator_of)(&self.incident[leaf]));
+            measure
+                .denominator_forecast
+                .push((self.denominator_of)(&self.base[leaf]));
+        }
+        localize_derived(&table, &measure, params)
+            .map_err(|e| QueryError::Internal(format!("localization: {e}")))
+    }
+
+    /// The slice `elements` (among `subset`) as a demand shift, when its requests' mean prompt
+    /// length grew by [`DEMAND_SHIFT_FACTOR`] or more (see the module doc).
+    pub(crate) fn demand_shift(
+        &self,
+        subset: &[usize],
+        elements: &[(String, String)],
+    ) -> Option<DemandShift> {
+        let (mut base, mut inc) = ((0u64, 0u64), (0u64, 0u64));
+        for &leaf in subset.iter().filter(|&&leaf| self.matches(leaf, elements)) {
+            base.0 += self.base[leaf].requests;
+            base.1 += self.base[leaf].input_tokens;
+            inc.0 += self.incident[leaf].requests;
+            inc.1 += self.incident[leaf].input_tokens;
+        }
+        if base.0 < DEMAND_SHIFT_MIN_REQUESTS || inc.0 < DEMAND_SHIFT_MIN_REQUESTS || base.1 == 0 {
+            return None;
+        }
+        let before = base.1 as f64 / base.0 as f64;
+        let after = inc.1 as f64 / inc.0 as f64;
+        (after >= DEMAND_SHIFT_FACTOR * before).then(|| DemandShift {
+            elements: elements.to_vec(),
+            before,
+            after,
+        })
+    }
+
+    /// `elements` localized among `subset` only, described in the whole table: pairs that hold
+    /// on every leaf it covers in `subset` are added while they leave out leaves of the table
+    /// outside `subset` that it also matches (a tenant's slice found among prefix-caching leaves
+    /// is that tenant *on prefix-caching workers*).
+    pub(crate) fn specialize(
+        &self,
+        subset: &[usize],
+        mut elements: Vec<(String, String)>,
+    ) -> Vec<(String, String)> {
+        let covered: Vec<usize> = subset
+            .iter()
+            .copied()
+            .filter(|&leaf| self.matches(leaf, &elements))
+            .collect();
+        let outside = |elements: &[(String, String)]| -> usize {
+            (0..self.values.len())
+                .filter(|leaf| !subset.contains(leaf) && self.matches(*leaf, elements))
+                .count()
+        };
+        let mut left = outside(&elements);
+        while left > 0 {
+            let mut best: Option<(usize, (String, String))> = None;
+            for (d, dim) in self.dims.iter().enumerate() {
+                if elements.iter().any(|(name, _)| name == dim) {
+                    continue;
+                }
+                let Some(&first) = covered.first() else {
+                    return elements;
+                };
+                let value = &self.values[first][d];
+                if covered.iter().any(|&leaf| &self.values[leaf][d] != value) {
+                    continue;
+                }
+                let mut candidate = elements.clone();
+                candidate.push((dim.clone(), value.clone()));
+                let remaining = outside(&candidate);
+                if remaining < left && best.as_ref().is_none_or(|(r, _)| remaining < *r) {
+                    best = Some((remaining, (dim.clone(), value.clone())));
+                }
+            }
+            let Some((remaining, pair)) = best else {
+                break;
+            };
+            elements.push(pair);
+            left = remaining;
+        }
+        elements.sort();
+        elements
+    }
+
+    pub(crate) fn matches(&self, leaf: usize, elements: &[(String, String)]) -> bool {
+        elements.iter().all(|(dim, value)| {
+            self.dims
+                .iter()
+                .position(|d| d == dim)
+                .is_some_and(|i| &self.values[leaf][i] == value)
+        })
+    }
+}
+
+/// A slice whose requests' mean prompt length grew: set aside from latency localization.
+pub(crate) struct DemandShift {
+    pub(crate) elements: Vec<(String, String)>,
+    /// Mean input tokens per request in the baseline and in the incident.
+    pub(crate) before: f64,
+    pub(crate) after: f64,
+}
+
+impl DemandShift {
+    pub(crate) fn signal(&self, onset: i64) -> Signal {
+        let subject: BTreeMap<String, String> = self.elements.iter().cloned().collect();
+        let factor = self.after / self.before;
+        Signal {
+            kind: SignalKind::DemandShift,
+            detail: format!(
+                "{}: prompts {factor:.1}× longer (mean input tokens {:.0} → {:.0}); its latency rise follows its own prompt length, so it was set aside when localizing latency",
+                Subject::describe(&subject),
+                self.before,
+                self.after
+            ),
+            subject: subject.into(),
+            onset,
+            strength: factor,
+        }
+    }
+}
+
+/// With several causes, the greedy scan may pick for the first one a coarser combination that
+/// also covers the leaves of a later, independent cause (their excess makes the superset look
+/// better). Backfitting: localize each cause again on the leaves no *other* cause covers, and
+/// keep the refined combination when it overlaps the original one.
+pub(crate) fn backfit(
+    leaves: &Leaves<'_>,
+    universe: &[usize],
+    causes: &mut [infersight_analytics::localize::RootCause],
+    params: &Params,
+) -> Result<(), QueryError> {
+    if causes.len() < 2 {
+        return Ok(());
+    }
+    let originals: Vec<Vec<(String, String)>> = causes.iter().map(|c| c.elements.clone()).collect();
+    for i in 0..causes.len() {
+        let subset: Vec<usize> = universe
+            .iter()
+            .copied()
+            .filter(|&leaf| {
+                originals
+                    .iter()
+                    .enumerate()
+                    .all(|(j, other)| j == i || !leaves.matches(leaf, other))
+            })
+            .collect();
+        let refined = leaves.localize(&subset, params)?;
+        let mut elements = originals[i].clone();
+        if let Some(best) = refined.root_causes.into_iter().next()
+            && best.elements.iter().any(|pair| originals[i].contains(pair))
+        {
+            causes[i].real = best.real;
+            causes[i].forecast = best.forecast;
+            causes[i].score = causes[i].score.max(best.score);
+            elements = best.elements;
+        }
+        let others: Vec<&Vec<(String, String)>> = originals
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, o)| o)
+            .collect();
+        causes[i].elements = prefer_disjoint(leaves, &subset, elements, &others);
+    }
+    Ok(())
+}
+
+/// Among combinations that cover exactly the same leaves of `subset` as `elements` (one pair
+/// swapped for another dimension's value), the one that covers the fewest leaves of the other
+/// causes in the whole table: of two equivalent descriptions of a cause, the one that does not
+/// also describe another cause's leaves is the more specific explanation.
+pub(crate) fn prefer_disjoint(
+    leaves: &Leaves<'_>,
+    subset: &[usize],
+    elements: Vec<(String, String)>,
+    others: &[&Vec<(String, String)>],
+) -> Vec<(String, String)> {
+    let coverage = |e: &[(String, String)]| -> Vec<usize> {
+        subset
+            .iter()
+            .copied()
+            .filter(|&leaf| leaves.matches(leaf, e))
+            .collect()
+    };
+    let overlap = |e: &[(String, String)]| -> usize {
+        (0..leaves.values.len())
+            .filter(|&leaf| {
+                leaves.matches(leaf, e) && others.iter().any(|o| leaves.matches(leaf, o))
+            })
+            .count()
+    };
+    let target = coverage(&elements);
+    let mut best = (overlap(&elements), elements.clone());
+    for (k, _) in elements.iter().enumerate() {
+        for (d, dim) in leaves.dims.iter().enumerate() {
+            if elements.iter().any(|(name, _)| name == dim) {
+                continue;
+            }
+            let mut values: Vec<&String> =
+                target.iter().map(|&leaf| &leaves.values[leaf][d]).collect();
+            values.sort();
+            values.dedup();
+            let [value] = values.as_slice() else {
+                continue; // the swapped-in pair must hold on every covered leaf
+            };
+            let mut candidate = elements.clone();
+            candidate[k] = (dim.clone(), (*value).clone());
+            if coverage(&candidate) == target {
+                let score = overlap(&candidate);
+                if score < best.0 {
+                    best = (score, candidate);
+                }
+            }
+        }
+    }
+    let mut chosen = best.1;
+    chosen.sort();
+    chosen
+}

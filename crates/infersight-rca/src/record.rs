@@ -1,0 +1,35 @@
+//! The one "analyse, then store the verdict as an incident" path that `infersight rca`,
+//! `infersight report` (without `--incident`), the demo and `POST /api/v1/rca` share: every
+//! verdict is stored, so it can be confirmed, rejected and reported on later, and the report
+//! carries the id it was stored under.
+
+use crate::{Incident, IncidentStore, RcaError, RcaReport, RcaRequest, analyse};
+use infersight_query::QueryEngine;
+
+/// A verdict and the incident it was stored as; `report.incident_id` is the incident's id.
+#[derive(Debug, Clone)]
+pub struct RecordedRca {
+    pub report: RcaReport,
+    pub incident: Incident,
+}
+
+/// Runs the root-cause analysis and stores the verdict in `incidents` (the file write runs on a
+/// blocking thread). The stored copy has no `incident_id`; the returned report has it.
+pub async fn analyse_and_record(
+    engine: &QueryEngine,
+    incidents: &IncidentStore,
+    request: RcaRequest,
+) -> Result<RecordedRca, RcaError> {
+    let mut report = analyse(engine, request).await?;
+    let store = incidents.clone();
+    let (report_back, incident) = tokio::task::spawn_blocking(move || {
+        let incident = store.create(&report);
+        (report, incident)
+    })
+    .await
+    .map_err(|e| RcaError::Io(format!("incident store task failed: {e}")))?;
+    report = report_back;
+    let incident = incident?;
+    report.incident_id = Some(incident.id.clone());
+    Ok(RecordedRca { report, incident })
+}
