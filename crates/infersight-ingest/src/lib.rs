@@ -4,14 +4,12 @@
 //! [`receivers`]) and the `infersight ingest` command are built on it; receivers hand their
 //! batches to a [`Sink`].
 
-pub mod counters;
 pub mod error;
 pub mod files;
 pub mod otlp;
 pub mod prometheus;
 pub mod receivers;
 
-pub use counters::Counters;
 pub use error::IngestError;
 pub use files::{FileFormat, FileOptions, FileSummary, read_file};
 pub use otlp::convert::{

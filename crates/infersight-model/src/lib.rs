@@ -5,6 +5,7 @@
 //! the canonical columns with [`mapping`], the records are packed into Arrow batches with the
 //! builders in [`tables`], and the store persists those batches unchanged.
 
+pub mod append;
 pub mod attrs;
 pub mod breakdown;
 pub mod error;
@@ -15,6 +16,7 @@ pub mod rng;
 pub mod scan;
 pub mod signal;
 pub mod tables;
+pub mod telemetry;
 pub mod time;
 pub mod value;
 

@@ -6,7 +6,9 @@
 //! and [`Redactor`] is also usable on its own by any crate that is about to log user text.
 //!
 //! Layout: [`stage`] holds the trait, the counters and the runner, [`registry`] the one closed list
-//! of stages, [`config`] the serde configuration, and `stages/<verb>/` one folder per stage.
+//! of stages, [`config`] the serde configuration, `stages/<verb>/` one folder per stage, and
+//! [`writer`] the one ingest runtime ([`BatchWriter`]: stages → store append → counters) that
+//! `serve` and `infersight ingest` share.
 //!
 //! [`TableBatch`]: infersight_model::TableBatch
 
@@ -15,6 +17,7 @@ pub mod error;
 pub mod registry;
 pub mod stage;
 pub mod stages;
+pub mod writer;
 
 pub use config::StagesConfig;
 pub use error::PipelineError;
@@ -30,3 +33,4 @@ pub use stages::template::{
     LogFormat, MinedLine, MinerConfig, TemplateConfig, TemplateInfo, TemplateStage, TemplateStore,
     mine_lines,
 };
+pub use writer::{BatchWriter, WriteError};

@@ -165,7 +165,7 @@ pub(crate) fn advice(report: &RcaReport) -> (Vec<String>, Vec<String>) {
     let mut checklist = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for signal in &report.signals {
-        if !seen.insert(signal.kind.clone()) {
+        if !seen.insert(signal.kind) {
             continue;
         }
         let subject = Subject::describe(&signal.subject);

@@ -22,7 +22,7 @@ use infersight_store::{StorageBackend, TimeRange};
 use serde::Deserialize;
 use serde_json::json;
 
-use infersight_ingest::Counters;
+use infersight_model::telemetry::{Counters, catalog};
 
 use crate::actions::ActionRunner;
 use crate::alerts::AlertManager;
@@ -114,66 +114,36 @@ pub fn refresh_store_gauges(counters: &Counters, store: &dyn StorageBackend) {
     for (table, t) in &stats.tables {
         let name = table.name();
         counters.set_gauge(
-            "infersight_store_memtable_rows",
-            "rows in the memtable, not yet in segments",
+            &catalog::STORE_MEMTABLE_ROWS,
             &[("table", name)],
             t.memtable_rows as f64,
         );
         counters.set_gauge(
-            "infersight_store_segments",
-            "parquet segments in the catalog",
+            &catalog::STORE_SEGMENTS,
             &[("table", name)],
             t.segments as f64,
         );
         counters.set_gauge(
-            "infersight_store_segment_rows",
-            "rows in parquet segments",
+            &catalog::STORE_SEGMENT_ROWS,
             &[("table", name)],
             t.segment_rows as f64,
         );
         counters.set_gauge(
-            "infersight_store_segment_bytes",
-            "bytes of parquet segments",
+            &catalog::STORE_SEGMENT_BYTES,
             &[("table", name)],
             t.segment_bytes as f64,
         );
     }
+    counters.set_gauge(&catalog::STORE_WAL_BYTES, &[], stats.wal_bytes as f64);
     counters.set_gauge(
-        "infersight_store_wal_bytes",
-        "bytes in write-ahead log files",
-        &[],
-        stats.wal_bytes as f64,
-    );
-    counters.set_gauge(
-        "infersight_store_memtable_bytes",
-        "bytes held by the memtable",
+        &catalog::STORE_MEMTABLE_BYTES,
         &[],
         stats.memtable_bytes as f64,
     );
-    counters.set_gauge(
-        "infersight_store_appends",
-        "store appends since start",
-        &[],
-        stats.appends as f64,
-    );
-    counters.set_gauge(
-        "infersight_store_fsyncs",
-        "wal fsyncs since start",
-        &[],
-        stats.fsyncs as f64,
-    );
-    counters.set_gauge(
-        "infersight_store_flushes",
-        "memtable flushes since start",
-        &[],
-        stats.flushes as f64,
-    );
-    counters.set_gauge(
-        "infersight_store_compactions",
-        "compactions since start",
-        &[],
-        stats.compactions as f64,
-    );
+    counters.set_gauge(&catalog::STORE_APPENDS, &[], stats.appends as f64);
+    counters.set_gauge(&catalog::STORE_FSYNCS, &[], stats.fsyncs as f64);
+    counters.set_gauge(&catalog::STORE_FLUSHES, &[], stats.flushes as f64);
+    counters.set_gauge(&catalog::STORE_COMPACTIONS, &[], stats.compactions as f64);
 }
 
 async fn metrics(State(state): State<ApiState>) -> Response {
@@ -361,12 +331,9 @@ fn count_audit_write(state: &ApiState, status: &AuditStatus) {
         return;
     };
     for (outcome, value) in [("ok", audit.writes_ok()), ("failed", audit.writes_failed())] {
-        state.counters.set_counter(
-            "infersight_audit_writes_total",
-            "access audit lines written (ok) or lost (failed)",
-            &[("outcome", outcome)],
-            value,
-        );
+        state
+            .counters
+            .set_counter(&catalog::AUDIT_WRITES, &[("outcome", outcome)], value);
     }
 }
 

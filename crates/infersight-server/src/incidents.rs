@@ -369,7 +369,7 @@ async fn reject(
 mod tests {
     use axum::body::Body;
     use axum::http::{Request, StatusCode};
-    use infersight_ingest::Counters;
+    use infersight_model::telemetry::Counters;
     use infersight_store::{StorageBackend, Store, StoreOptions};
     use tower::ServiceExt;
 

@@ -11,6 +11,5 @@ pub mod serve;
 pub mod sli_metrics;
 pub mod ui;
 
-pub use infersight_ingest::Counters;
-pub use queue::{IngestQueue, Transform, TransformError};
+pub use queue::IngestQueue;
 pub use serve::{BoundAddrs, ServeError, ServeSettings, serve};

@@ -1,28 +1,20 @@
 //! The bounded ingest queue between receivers (async) and the store (blocking): receivers submit
-//! converted batches and wait for the acknowledgement; one worker thread runs the pipeline stages
-//! and appends everything queued at that moment in one store append (group commit), then answers
-//! each submitter. A full queue answers `Full` at once, which receivers turn into 429 /
+//! converted batches and wait for the acknowledgement; one worker thread runs each submission
+//! through the pipeline's [`BatchWriter`] stages and appends everything queued at that moment in
+//! one logged store append (group commit), then answers each submitter. A full queue answers `Full` at once, which receivers turn into 429 /
 //! RESOURCE_EXHAUSTED so clients retry: memory stays bounded and nothing acknowledged is lost.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use infersight_ingest::{Sink, SinkError, SinkFuture};
+use infersight_model::append::Durability;
 use infersight_model::{ErrorKind, TableBatch};
-use infersight_store::{AppendReceipt, StorageBackend};
+use infersight_pipeline::BatchWriter;
+use infersight_store::AppendReceipt;
 use tokio::sync::{mpsc, oneshot};
 
-use infersight_ingest::Counters;
-
-/// Pipeline stages applied to each submission before it is stored (redaction and friends).
-pub type Transform =
-    Box<dyn FnMut(Vec<TableBatch>) -> Result<Vec<TableBatch>, TransformError> + Send>;
-
-#[derive(Debug, Clone)]
-pub struct TransformError {
-    pub kind: ErrorKind,
-    pub message: String,
-}
+use infersight_model::telemetry::{Counters, catalog};
 
 struct Job {
     batches: Vec<TableBatch>,
@@ -53,8 +45,7 @@ impl IngestQueue {
     /// Starts the worker thread. Dropping every `IngestQueue` clone lets the worker drain what is
     /// queued and exit; join the returned handle to wait for that.
     pub fn start(
-        store: Arc<dyn StorageBackend>,
-        mut transform: Transform,
+        mut writer: BatchWriter,
         capacity: usize,
         counters: Arc<Counters>,
     ) -> (IngestQueue, JoinHandle<()>) {
@@ -79,21 +70,15 @@ impl IngestQueue {
                             Err(_) => break,
                         }
                     }
-                    counters.set_gauge(
-                        "infersight_queue_depth",
-                        "submissions waiting in the ingest queue",
-                        &[],
-                        rx.len() as f64,
-                    );
+                    counters.set_gauge(&catalog::QUEUE_DEPTH, &[], rx.len() as f64);
                     // A panic in a stage or the store must not end ingestion for good: fail
                     // this group's submitters (their acks drop → Internal) and keep serving.
                     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        process(&*store, &mut transform, jobs, &counters)
+                        process(&mut writer, jobs, &counters)
                     }));
                     if outcome.is_err() {
                         counters.add(
-                            "infersight_stage_failed_rows_total",
-                            "rows a stage failed to process",
+                            &catalog::STAGE_FAILED_ROWS,
                             &[("stage", "queue_worker_panic")],
                             1,
                         );
@@ -129,8 +114,7 @@ impl IngestQueue {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.counters.add(
-                    "infersight_stage_dropped_rows_total",
-                    "rows not accepted by a stage, by reason (the client was told to retry)",
+                    &catalog::STAGE_DROPPED_ROWS,
                     &[("stage", "queue"), ("reason", "queue_full")],
                     rows,
                 );
@@ -140,44 +124,32 @@ impl IngestQueue {
                 return Err(SinkError::Unavailable("server is shutting down".into()));
             }
         }
-        self.counters.add(
-            "infersight_stage_received_rows_total",
-            "rows received by a stage",
-            &[("stage", "queue")],
-            rows,
-        );
+        self.counters
+            .add(&catalog::STAGE_RECEIVED_ROWS, &[("stage", "queue")], rows);
         wait.await
             .unwrap_or_else(|_| Err(SinkError::Internal("ingest worker stopped".into())))
     }
 }
 
-fn process(
-    store: &dyn StorageBackend,
-    transform: &mut Transform,
-    jobs: Vec<Job>,
-    counters: &Counters,
-) {
+fn process(writer: &mut BatchWriter, jobs: Vec<Job>, counters: &Counters) {
     let mut accepted: Vec<(Job, usize, usize)> = Vec::with_capacity(jobs.len());
     let mut all = Vec::new();
     for mut job in jobs {
         let batches = std::mem::take(&mut job.batches);
         let rows: u64 = batches.iter().map(|b| b.batch.num_rows() as u64).sum();
-        match transform(batches) {
+        match writer.transform(batches) {
             Ok(out) => {
                 let start = all.len();
                 all.extend(out);
                 accepted.push((job, start, all.len()));
             }
             Err(e) => {
-                counters.add(
-                    "infersight_stage_failed_rows_total",
-                    "rows a stage failed to process",
-                    &[("stage", "pipeline")],
-                    rows,
-                );
-                let error = match e.kind {
-                    ErrorKind::BadRequest | ErrorKind::TooLarge => SinkError::Rejected(e.message),
-                    _ => SinkError::Internal(e.message),
+                counters.add(&catalog::STAGE_FAILED_ROWS, &[("stage", "pipeline")], rows);
+                let error = match e.kind() {
+                    ErrorKind::BadRequest | ErrorKind::TooLarge => {
+                        SinkError::Rejected(e.to_string())
+                    }
+                    _ => SinkError::Internal(e.to_string()),
                 };
                 let _ = job.ack.send(Err(error));
             }
@@ -186,37 +158,24 @@ fn process(
     if accepted.is_empty() {
         return;
     }
-    let rows: u64 = all.iter().map(|b| b.batch.num_rows() as u64).sum();
-    match store.append(&all) {
-        Ok(receipt) => {
-            counters.add(
-                "infersight_stage_emitted_rows_total",
-                "rows a stage passed on",
-                &[("stage", "store")],
-                rows,
-            );
+    match writer.append(&all, Durability::Logged) {
+        Ok(appended) => {
             for (job, start, end) in accepted {
                 let job_rows = all[start..end]
                     .iter()
                     .map(|b| b.batch.num_rows() as u64)
                     .sum();
                 let _ = job.ack.send(Ok(AppendReceipt {
-                    wal_seq: receipt.wal_seq,
+                    wal_seq: appended.wal_seq,
                     rows: job_rows,
                 }));
             }
         }
         Err(e) => {
-            counters.add(
-                "infersight_stage_failed_rows_total",
-                "rows a stage failed to process",
-                &[("stage", "store")],
-                rows,
-            );
             tracing::error!(error = %e, "store append failed");
             // A disk that is full or failing is a condition the client should wait out and
             // retry (503 + Retry-After, gRPC UNAVAILABLE), not a reason to drop its data.
-            let error = match e.kind() {
+            let error = match e.kind {
                 ErrorKind::BadRequest => SinkError::Rejected(e.to_string()),
                 _ => SinkError::Unavailable(e.to_string()),
             };
@@ -239,8 +198,9 @@ mod tests {
     use std::sync::Mutex;
     use std::time::Duration;
 
+    use infersight_model::append::{AppendError, Appended, BatchAppend};
     use infersight_model::{RequestRecord, Table};
-    use infersight_store::{FlushReport, ScanSnapshot, StoreError, StoreStats, TimeRange};
+    use infersight_pipeline::{Pipeline, PipelineError, Stage};
 
     use super::*;
 
@@ -250,32 +210,50 @@ mod tests {
         appends: Mutex<Vec<usize>>,
     }
 
-    impl StorageBackend for SlowStore {
-        fn append(&self, batches: &[TableBatch]) -> Result<AppendReceipt, StoreError> {
+    impl BatchAppend for SlowStore {
+        fn append_batches(
+            &self,
+            batches: &[TableBatch],
+            _: Durability,
+        ) -> Result<Appended, AppendError> {
             std::thread::sleep(self.delay);
             let rows: usize = batches.iter().map(|b| b.batch.num_rows()).sum();
             self.appends.lock().unwrap().push(rows);
-            Ok(AppendReceipt {
+            Ok(Appended {
                 wal_seq: 1,
                 rows: rows as u64,
             })
         }
-        fn snapshot(&self, table: Table, _: TimeRange) -> Result<ScanSnapshot, StoreError> {
-            Ok(ScanSnapshot {
-                table,
-                schema: table.schema(),
-                memtable: vec![],
-                segments: vec![],
-                segments_pruned: 0,
-            })
+    }
+
+    /// A writer with no stages over `store`.
+    fn writer(store: &Arc<SlowStore>, stages: Vec<Box<dyn Stage>>) -> BatchWriter {
+        BatchWriter::new(
+            Pipeline::new(stages),
+            Arc::clone(store) as Arc<dyn BatchAppend>,
+            Arc::new(Counters::new()),
+        )
+    }
+
+    /// Rejects the first batch it sees as a bad request, passes the others on.
+    struct RejectFirst {
+        seen: usize,
+    }
+
+    impl Stage for RejectFirst {
+        fn name(&self) -> &'static str {
+            "reject_first"
         }
-        fn flush(&self) -> Result<FlushReport, StoreError> {
-            Ok(FlushReport::default())
-        }
-        fn stats(&self) -> StoreStats {
-            StoreStats::default()
-        }
-        fn close(&self) -> Result<(), StoreError> {
+        fn process(
+            &mut self,
+            batch: TableBatch,
+            out: &mut Vec<TableBatch>,
+        ) -> Result<(), PipelineError> {
+            self.seen += 1;
+            if self.seen == 1 {
+                return Err(PipelineError::LabelRules("bad row".into()));
+            }
+            out.push(batch);
             Ok(())
         }
     }
@@ -287,10 +265,6 @@ mod tests {
         }]
     }
 
-    fn identity() -> Transform {
-        Box::new(Ok)
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn full_queue_refuses_at_once_and_queued_work_is_grouped() {
         let store = Arc::new(SlowStore {
@@ -298,7 +272,7 @@ mod tests {
             appends: Mutex::new(vec![]),
         });
         let (queue, worker) =
-            IngestQueue::start(store.clone(), identity(), 2, Arc::new(Counters::new()));
+            IngestQueue::start(writer(&store, vec![]), 2, Arc::new(Counters::new()));
         let submits: Vec<_> = (0..8)
             .map(|_| {
                 let q = queue.clone();
@@ -339,23 +313,12 @@ mod tests {
             delay: Duration::ZERO,
             appends: Mutex::new(vec![]),
         });
-        let mut calls = 0;
-        let transform: Transform = Box::new(move |batches| {
-            calls += 1;
-            if calls == 1 {
-                Err(TransformError {
-                    kind: ErrorKind::BadRequest,
-                    message: "bad row".into(),
-                })
-            } else {
-                Ok(batches)
-            }
-        });
+        let stages: Vec<Box<dyn Stage>> = vec![Box::new(RejectFirst { seen: 0 })];
         let (queue, worker) =
-            IngestQueue::start(store.clone(), transform, 4, Arc::new(Counters::new()));
+            IngestQueue::start(writer(&store, stages), 4, Arc::new(Counters::new()));
         let first = queue.submit_and_wait(one_row()).await;
         assert!(
-            matches!(first, Err(SinkError::Rejected(ref m)) if m == "bad row"),
+            matches!(first, Err(SinkError::Rejected(ref m)) if m.contains("bad row")),
             "{first:?}"
         );
         assert!(queue.submit_and_wait(one_row()).await.is_ok());

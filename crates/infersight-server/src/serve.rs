@@ -15,13 +15,14 @@ use tokio::sync::watch;
 use crate::actions::ActionRunner;
 use crate::alerts::AlertManager;
 use crate::api::{self, ApiState};
-use crate::queue::{IngestQueue, Transform};
-use infersight_ingest::Counters;
+use crate::queue::IngestQueue;
 use infersight_ingest::receivers::ReceiverState;
 use infersight_ingest::receivers::Sink;
 use infersight_ingest::receivers::otlp_grpc::{self, GrpcReceiver};
 use infersight_ingest::receivers::otlp_http;
 use infersight_ingest::receivers::prom_scrape::{self, ScrapeTarget};
+use infersight_model::telemetry::Counters;
+use infersight_pipeline::BatchWriter;
 
 #[derive(Debug, Clone)]
 pub struct ServeSettings {
@@ -71,7 +72,7 @@ async fn bind(ip: IpAddr, port: u16) -> Result<TcpListener, ServeError> {
 pub async fn serve(
     settings: ServeSettings,
     store: Arc<dyn StorageBackend>,
-    transform: Transform,
+    writer: BatchWriter,
     mapper: Arc<AttributeMapper>,
     counters: Arc<Counters>,
     on_bound: impl FnOnce(BoundAddrs),
@@ -81,7 +82,7 @@ pub async fn serve(
         settings,
         ServeExtras::default(),
         store,
-        transform,
+        writer,
         mapper,
         counters,
         on_bound,
@@ -115,7 +116,7 @@ pub async fn serve_with(
     settings: ServeSettings,
     extras: ServeExtras,
     store: Arc<dyn StorageBackend>,
-    transform: Transform,
+    writer: BatchWriter,
     mapper: Arc<AttributeMapper>,
     counters: Arc<Counters>,
     on_bound: impl FnOnce(BoundAddrs),
@@ -134,12 +135,7 @@ pub async fn serve_with(
         api: local(&api_listener, settings.api_port),
     };
 
-    let (queue, worker) = IngestQueue::start(
-        store.clone(),
-        transform,
-        settings.queue_capacity,
-        counters.clone(),
-    );
+    let (queue, worker) = IngestQueue::start(writer, settings.queue_capacity, counters.clone());
     let mut engine = QueryEngine::new(store.clone());
     if let Some(audit) = extras.access_audit.clone() {
         engine = engine.with_access_audit(audit);

@@ -4,68 +4,31 @@
 use std::sync::Arc;
 
 use infersight_ingest::receivers::prom_scrape::ScrapeTarget;
-use infersight_model::TableBatch;
+use infersight_model::append::BatchAppend;
 use infersight_model::mapping::AttributeMapper;
+use infersight_model::telemetry::Counters;
+use infersight_pipeline::BatchWriter;
 use infersight_query::AccessAudit;
 use infersight_query::audit::KeyedHasher;
-use infersight_server::{Counters, Transform, TransformError};
 use infersight_store::Store;
 
 use crate::config::Config;
 use crate::exit::CliError;
 
-/// The pipeline stages every record passes before the store (redaction first). Stage counters
-/// are published to `counters` after every run so `/metrics` shows them.
-pub fn build_transform(config: &Config, counters: Arc<Counters>) -> Result<Transform, CliError> {
+/// The one ingest runtime over `store`: the pipeline stages every record passes before the
+/// store (redaction first), whose counters are published to `counters` after every run so
+/// `/metrics` shows them.
+pub fn batch_writer(
+    config: &Config,
+    store: Arc<dyn BatchAppend>,
+    counters: Arc<Counters>,
+) -> Result<BatchWriter, CliError> {
     let mut stages = config.stages.clone();
     // mined templates persist with the store, so template ids survive restarts
     stages.template.store_dir = Some(config.template_store_dir());
-    let mut pipeline = infersight_pipeline::Pipeline::from_config(&stages)
+    let pipeline = infersight_pipeline::Pipeline::from_config(&stages)
         .map_err(|e| CliError::usage(format!("stages: {e}")))?;
-    Ok(Box::new(move |batches: Vec<TableBatch>| {
-        let result = pipeline.run(batches).map_err(|e| TransformError {
-            kind: e.kind(),
-            message: e.to_string(),
-        });
-        for (stage, c) in pipeline.counters() {
-            let labels = [("stage", stage)];
-            counters.set_counter(
-                "infersight_stage_received_rows_total",
-                "rows received by a stage",
-                &labels,
-                c.received_rows,
-            );
-            counters.set_counter(
-                "infersight_stage_emitted_rows_total",
-                "rows a stage passed on",
-                &labels,
-                c.emitted_rows,
-            );
-            counters.set_counter(
-                "infersight_stage_failed_rows_total",
-                "rows a stage failed to process",
-                &labels,
-                c.failed_rows,
-            );
-            for (reason, n) in &c.dropped_rows {
-                counters.set_counter(
-                    "infersight_stage_dropped_rows_total",
-                    "rows not accepted by a stage, by reason",
-                    &[("stage", stage), ("reason", reason)],
-                    *n,
-                );
-            }
-            for (name, n) in &c.detail {
-                counters.set_counter(
-                    "infersight_stage_detail_total",
-                    "stage-specific counters (e.g. redactions per detector)",
-                    &[("stage", stage), ("counter", name)],
-                    *n,
-                );
-            }
-        }
-        result
-    }))
+    Ok(BatchWriter::new(pipeline, store, counters))
 }
 
 pub fn mapper(config: &Config) -> Arc<AttributeMapper> {
@@ -122,14 +85,7 @@ pub fn serve_extras(config: &Config) -> Result<infersight_server::serve::ServeEx
         .slos()
         .map_err(|errors| CliError::usage(errors.join("; ")))?;
     let alerts = (!slos.is_empty()).then(|| {
-        let webhook = (!config.alerts.webhook_url.is_empty()).then(|| {
-            infersight_server::alerts::WebhookSettings {
-                url: config.alerts.webhook_url.clone(),
-                timeout: crate::config::duration(&config.alerts.webhook_timeout)
-                    .unwrap_or(std::time::Duration::from_secs(5)),
-                attempts: config.alerts.webhook_attempts,
-            }
-        });
+        let webhook = config.alerts.webhook.settings();
         Arc::new(infersight_server::alerts::AlertManager::new(slos, webhook))
     });
     Ok(infersight_server::serve::ServeExtras {

@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use infersight_model::mapping::AttributeMapper;
 
-use crate::counters::Counters;
 use crate::otlp::tree::SpanTreeCache;
+use infersight_model::telemetry::Counters;
 
 /// What every receiver (HTTP and gRPC) shares: where batches go, how attributes map, the
 /// counters, the size limit and the in-flight permits.

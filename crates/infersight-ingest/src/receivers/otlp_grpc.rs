@@ -30,6 +30,7 @@ use tonic::{Request, Response, Status};
 
 use crate::receivers::ReceiverState;
 use crate::receivers::sink::SinkError;
+use infersight_model::telemetry::catalog;
 
 #[derive(Clone)]
 pub struct GrpcReceiver {
@@ -64,8 +65,7 @@ impl GrpcReceiver {
     ) -> Result<Converted, Status> {
         let outcome = |result: &str| {
             self.state.counters.add(
-                "infersight_receiver_requests_total",
-                "export requests received, by protocol, signal and outcome",
+                &catalog::RECEIVER_REQUESTS,
                 &[
                     ("protocol", "otlp_grpc"),
                     ("signal", signal),
@@ -112,8 +112,7 @@ impl GrpcReceiver {
             ("rejected", converted.rejected),
         ] {
             self.state.counters.add(
-                "infersight_receiver_records_total",
-                "records received, by protocol, signal and outcome",
+                &catalog::RECEIVER_RECORDS,
                 &[
                     ("protocol", "otlp_grpc"),
                     ("signal", signal),

@@ -27,6 +27,7 @@ use prost::Message;
 
 use crate::receivers::ReceiverState;
 use crate::receivers::sink::SinkError;
+use infersight_model::telemetry::catalog;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {
@@ -252,8 +253,7 @@ async fn handle(
     let counters = &state.counters;
     let outcome = |result: &str| {
         counters.add(
-            "infersight_receiver_requests_total",
-            "export requests received, by protocol, signal and outcome",
+            &catalog::RECEIVER_REQUESTS,
             &[
                 ("protocol", "otlp_http"),
                 ("signal", signal.name()),
@@ -325,8 +325,7 @@ async fn handle(
         }
     };
     counters.add(
-        "infersight_receiver_records_total",
-        "records received, by protocol, signal and outcome",
+        &catalog::RECEIVER_RECORDS,
         &[
             ("protocol", "otlp_http"),
             ("signal", signal.name()),
@@ -344,8 +343,7 @@ async fn handle(
         return error_response(status, code, e.to_string(), encoding);
     }
     counters.add(
-        "infersight_receiver_records_total",
-        "records received, by protocol, signal and outcome",
+        &catalog::RECEIVER_RECORDS,
         &[
             ("protocol", "otlp_http"),
             ("signal", signal.name()),

@@ -16,6 +16,7 @@ use crate::prometheus::convert::{health_metrics, scrape_request};
 use crate::prometheus::{ExpositionError, ParseWarning, exposition_to_otlp, parse};
 use crate::receivers::ReceiverState;
 use crate::receivers::sink::SinkError;
+use infersight_model::telemetry::catalog;
 
 /// What the scraper asks for: the classic text format, which every engine serves.
 pub const ACCEPT: &str = "text/plain;version=0.0.4";
@@ -301,21 +302,14 @@ fn count(state: &ReceiverState, target: &ScrapeTarget, outcome: &Result<ScrapeSt
     let job = target.job.as_str();
     match outcome {
         Ok(stats) => {
+            counters.add(&catalog::SCRAPES, &[("job", job), ("outcome", "ok")], 1);
             counters.add(
-                "infersight_scrapes_total",
-                "scrapes of Prometheus targets, by job, outcome and failure reason",
-                &[("job", job), ("outcome", "ok")],
-                1,
-            );
-            counters.add(
-                "infersight_scrape_samples_total",
-                "samples parsed from scraped expositions, by job",
+                &catalog::SCRAPE_SAMPLES,
                 &[("job", job)],
                 stats.samples as u64,
             );
             counters.add(
-                "infersight_scrape_parse_warnings_total",
-                "incomplete parts of scraped expositions (cut last line, histogram without +Inf), by job",
+                &catalog::SCRAPE_PARSE_WARNINGS,
                 &[("job", job)],
                 stats.warnings.len() as u64,
             );
@@ -324,8 +318,7 @@ fn count(state: &ReceiverState, target: &ScrapeTarget, outcome: &Result<ScrapeSt
                 ("rejected", stats.rejected_points),
             ] {
                 counters.add(
-                    "infersight_receiver_records_total",
-                    "records received, by protocol, signal and outcome",
+                    &catalog::RECEIVER_RECORDS,
                     &[
                         ("protocol", "prom_scrape"),
                         ("signal", "metrics"),
@@ -336,8 +329,7 @@ fn count(state: &ReceiverState, target: &ScrapeTarget, outcome: &Result<ScrapeSt
             }
         }
         Err(error) => counters.add(
-            "infersight_scrapes_total",
-            "scrapes of Prometheus targets, by job, outcome and failure reason",
+            &catalog::SCRAPES,
             &[
                 ("job", job),
                 ("outcome", "failed"),

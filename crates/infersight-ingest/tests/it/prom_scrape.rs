@@ -12,8 +12,9 @@ use infersight_ingest::receivers::ReceiverState;
 use infersight_ingest::receivers::prom_scrape::{
     ACCEPT, ScrapeTarget, check_url, scrape_once, spawn_scrapers,
 };
-use infersight_ingest::{Counters, Sink, SinkFuture};
+use infersight_ingest::{Sink, SinkFuture};
 use infersight_model::mapping::AttributeMapper;
+use infersight_model::telemetry::Counters;
 use infersight_model::{MetricRecord, Table, TableBatch};
 
 /// Keeps every metric row it is given and wakes waiters.

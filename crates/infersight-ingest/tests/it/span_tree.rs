@@ -240,7 +240,7 @@ async fn the_http_receiver_remembers_phase_spans_between_exports() {
         sink: sink.clone(),
         mapper: Arc::new(AttributeMapper::default()),
         span_tree: Default::default(),
-        counters: Arc::new(infersight_ingest::Counters::new()),
+        counters: Arc::new(infersight_model::telemetry::Counters::new()),
         max_body_bytes: 1 << 20,
         in_flight: Arc::new(tokio::sync::Semaphore::new(4)),
     });

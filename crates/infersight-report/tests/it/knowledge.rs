@@ -328,7 +328,7 @@ fn a_user_runbook_replaces_a_builtin_and_adds_new_ones() {
     std::fs::write(dir.path().join("slow-worker.md"), &replaced).unwrap();
     let added = GOOD
         .replace("A good runbook", "Tokenizer pool exhaustion")
-        .replace("[slow_worker]", "[tokenizer_stall]");
+        .replace("[slow_worker]", "[demand_shift]");
     std::fs::write(dir.path().join("tokenizer-pool.md"), &added).unwrap();
     std::fs::write(dir.path().join("notes.txt"), "not a runbook").unwrap();
     let kb = KnowledgeBase::load(Some(dir.path()), &[]).unwrap();
@@ -345,7 +345,7 @@ fn a_user_runbook_replaces_a_builtin_and_adds_new_ones() {
     assert_eq!(hits[0].id, "slow-worker");
     assert_eq!(hits[0].title, "Our own slow-worker runbook");
     assert_eq!(hits[0].fixes, ["first", "second"]);
-    let hits = kb.retrieve(&rca(&[("tokenizer_stall", &worker, 9.0)], &worker, None), 3);
+    let hits = kb.retrieve(&rca(&[("demand_shift", &worker, 9.0)], &worker, None), 3);
     assert_eq!(hits[0].id, "tokenizer-pool");
 }
 

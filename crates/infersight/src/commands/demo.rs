@@ -14,8 +14,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use infersight_model::telemetry::Counters;
 use infersight_query::{QueryEngine, QueryOutput};
-use infersight_server::{Counters, ServeSettings};
+use infersight_server::ServeSettings;
 use infersight_sim::{ArrivalKind, GroundTruth, Scenario, SimConfig, SimSummary, Simulator};
 use infersight_store::StorageBackend;
 
@@ -134,7 +135,7 @@ async fn send_through_server(
 ) -> Result<SimSummary, CliError> {
     let store = tokio::task::block_in_place(|| wiring::open_store(config))?;
     let counters = Arc::new(Counters::new());
-    let transform = wiring::build_transform(config, counters.clone())?;
+    let writer = wiring::batch_writer(config, store.clone(), counters.clone())?;
     let settings = ServeSettings {
         listen: [127, 0, 0, 1].into(),
         otlp_grpc_port: 0,
@@ -150,7 +151,7 @@ async fn send_through_server(
     let server = tokio::spawn(infersight_server::serve(
         settings,
         store.clone() as Arc<dyn StorageBackend>,
-        transform,
+        writer,
         wiring::mapper(config),
         counters,
         move |addrs| {

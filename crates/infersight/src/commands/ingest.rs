@@ -11,8 +11,10 @@ use std::thread::JoinHandle;
 
 use infersight_ingest::{FileFormat, FileOptions, FileSummary};
 use infersight_model::TableBatch;
+use infersight_model::append::Durability;
 use infersight_model::mapping::AttributeMapper;
-use infersight_server::{Counters, Transform};
+use infersight_model::telemetry::Counters;
+use infersight_pipeline::BatchWriter;
 use infersight_store::{StorageBackend, Store};
 use serde_json::json;
 
@@ -80,11 +82,12 @@ fn ingest(config: Config, args: IngestArgs) -> Result<i32, CliError> {
         }
     }
     let store = wiring::open_store(&config)?;
-    let transform = wiring::build_transform(&config, Arc::new(Counters::new()))?;
+    // the counters of a one-shot load are shown by its summary, not exposed
+    let writer = wiring::batch_writer(&config, store.clone(), Arc::new(Counters::new()))?;
     let mapper = wiring::mapper(&config);
     let options = file_options(&args);
     let bar = progress_bar(&args);
-    let (to_writer, writer) = spawn_writer(store.clone(), transform, args.wal)?;
+    let (to_writer, writer) = spawn_writer(writer, args.wal)?;
     let (summaries, read_error) = read_files(&args.paths, &options, &mapper, to_writer, &bar);
     let written = writer
         .join()
@@ -152,27 +155,22 @@ fn progress_bar(args: &IngestArgs) -> indicatif::ProgressBar {
     bar
 }
 
-/// The writer thread: pipeline stages, then the store (through the WAL with `--wal`). The
-/// bounded channel keeps memory flat.
-fn spawn_writer(
-    store: Arc<Store>,
-    mut transform: Transform,
-    wal: bool,
-) -> Result<WriterHandle, CliError> {
+/// The writer thread: the ingest runtime's stages, then the store (in bulk, or through the WAL
+/// with `--wal`), flushing when the memtable is over its limits. The bounded channel keeps memory
+/// flat.
+fn spawn_writer(mut writer: BatchWriter, wal: bool) -> Result<WriterHandle, CliError> {
+    let durability = if wal {
+        Durability::Logged
+    } else {
+        Durability::Bulk
+    };
     let (to_writer, from_reader) = std::sync::mpsc::sync_channel::<Vec<TableBatch>>(2);
     let writer = std::thread::Builder::new()
         .name("infersight-ingest-writer".into())
         .spawn(move || -> Result<(), String> {
             for batches in from_reader {
-                let out = transform(batches).map_err(|e| e.message)?;
-                let appended = if wal {
-                    store.append(&out)
-                } else {
-                    store.append_unlogged(&out)
-                };
-                // Flush when the memtable is over its limits, so memory stays bounded on big inputs.
-                appended
-                    .and_then(|_| store.maybe_flush())
+                writer
+                    .write(batches, durability)
                     .map_err(|e| e.to_string())?;
             }
             Ok(())

@@ -6,7 +6,8 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use infersight_server::{Counters, ServeSettings};
+use infersight_model::telemetry::Counters;
+use infersight_server::ServeSettings;
 use infersight_store::StorageBackend;
 
 use crate::args::Common;
@@ -38,13 +39,13 @@ pub async fn run(args: ServeArgs) -> Result<i32, CliError> {
     let store = tokio::task::block_in_place(|| wiring::open_store(&config))?;
     let maintenance = store.spawn_maintenance(config.durations().maintenance_interval);
     let counters = Arc::new(Counters::new());
-    let transform = wiring::build_transform(&config, counters.clone())?;
+    let writer = wiring::batch_writer(&config, store.clone(), counters.clone())?;
     let data_dir = config.store.data_dir.display().to_string();
     let result = infersight_server::serve::serve_with(
         settings,
         wiring::serve_extras(&config)?,
         store.clone() as Arc<dyn StorageBackend>,
-        transform,
+        writer,
         wiring::mapper(&config),
         counters,
         |addrs| {
