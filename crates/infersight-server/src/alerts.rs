@@ -1,94 +1,22 @@
 //! SLO alerting: on an interval the server evaluates every configured SLO against the store's
 //! rollups (`infersight_analytics::slo`), keeps one alert per (SLO, severity), and tells a
 //! webhook when an alert starts firing and when it resolves — once per transition (dedupe), with
-//! retries. The state is what `GET /api/v1/alerts`, `GET /api/v1/slo` and `/metrics` show.
+//! retries (the sender actions use too, `crate::webhook`). The state is what `GET /api/v1/alerts`,
+//! `GET /api/v1/slo` and `/metrics` show.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
-use infersight_rollup::Rollup;
 use infersight_analytics::slo::{BurnRule, Slo, SloStatus, default_rules, evaluate};
 use infersight_model::time::format_rfc3339;
+use infersight_rollup::Rollup;
 use infersight_store::{StorageBackend, TimeRange};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-/// Where alert notifications go.
-#[derive(Debug, Clone)]
-pub struct WebhookSettings {
-    pub url: String,
-    pub timeout: Duration,
-    /// Attempts per notification (at least 1); waits double from 200 ms between them.
-    pub attempts: u32,
-}
-
-/// What became of one webhook POST.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Delivery {
-    /// A 2xx answer on attempt `attempts`.
-    Delivered { attempts: u32, status: u16 },
-    /// Every attempt failed; `error` describes the last one.
-    Failed { attempts: u32, error: String },
-}
-
-impl Delivery {
-    pub fn is_delivered(&self) -> bool {
-        matches!(self, Delivery::Delivered { .. })
-    }
-}
-
-impl WebhookSettings {
-    /// An HTTP agent with this webhook's timeout that reports non-2xx answers as answers.
-    pub fn agent(&self) -> ureq::Agent {
-        ureq::Agent::config_builder()
-            .timeout_global(Some(self.timeout))
-            .http_status_as_error(false)
-            .build()
-            .into()
-    }
-
-    /// POSTs `body` (JSON) to the webhook, retrying up to `attempts` times with waits doubling
-    /// from 200 ms. `what` names the sender in logs (`alert`, `action`). Never panics, never
-    /// errors: the outcome says what happened. Blocking: call from a blocking thread.
-    pub fn post_json(&self, agent: &ureq::Agent, body: &str, what: &str) -> Delivery {
-        let attempts = self.attempts.max(1);
-        let mut delay = Duration::from_millis(200);
-        let mut last_error = String::new();
-        for attempt in 1..=attempts {
-            let result = agent
-                .post(&self.url)
-                .header("content-type", "application/json")
-                .send(body.as_bytes());
-            match result {
-                Ok(response) if response.status().is_success() => {
-                    return Delivery::Delivered {
-                        attempts: attempt,
-                        status: response.status().as_u16(),
-                    };
-                }
-                Ok(response) => {
-                    let status = response.status().as_u16();
-                    tracing::warn!(status, attempt, "{what} webhook refused the notification");
-                    last_error = format!("webhook answered http {status}");
-                }
-                Err(err) => {
-                    tracing::warn!(%err, attempt, "{what} webhook unreachable");
-                    last_error = format!("webhook unreachable: {err}");
-                }
-            }
-            if attempt < attempts {
-                std::thread::sleep(delay);
-                delay *= 2;
-            }
-        }
-        Delivery::Failed {
-            attempts,
-            error: last_error,
-        }
-    }
-}
+use crate::webhook::WebhookSettings;
 
 /// One alert's life.
 #[derive(Debug, Clone, PartialEq)]

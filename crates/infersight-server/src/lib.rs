@@ -10,6 +10,7 @@ pub mod queue;
 pub mod serve;
 pub mod sli_metrics;
 pub mod ui;
+pub mod webhook;
 
 pub use queue::IngestQueue;
 pub use serve::{BoundAddrs, ServeError, ServeSettings, serve};

@@ -249,11 +249,10 @@ pub struct ScrapeTargetConfig {
 pub struct AlertsConfig {
     /// How often `serve` evaluates the SLOs.
     pub eval_interval: String,
-    /// Where firing / resolved notifications are POSTed (JSON); empty: none.
-    pub webhook_url: String,
-    pub webhook_timeout: String,
-    /// Attempts per notification (backoff 200 ms, doubling).
-    pub webhook_attempts: u32,
+    /// `webhook_url`, `webhook_timeout`, `webhook_attempts`: where firing / resolved
+    /// notifications are POSTed (JSON); no URL: none.
+    #[serde(flatten)]
+    pub webhook: infersight_server::webhook::WebhookConfig,
     /// `[{ name = "ttft", sli = "ttft", threshold_ms = 2000, objective = 0.99, window = "30d",
     /// filters = ["model=llama-3-8b"] }]`; `sli = "error_rate"` needs no threshold.
     pub slos: Vec<SloConfig>,
@@ -263,9 +262,7 @@ impl Default for AlertsConfig {
     fn default() -> Self {
         Self {
             eval_interval: "30s".into(),
-            webhook_url: String::new(),
-            webhook_timeout: "5s".into(),
-            webhook_attempts: 3,
+            webhook: infersight_server::webhook::WebhookConfig::default(),
             slos: Vec::new(),
         }
     }
@@ -514,14 +511,6 @@ fn parse_optional_duration(
     parse_duration(errors, key, text).map(Some)
 }
 
-fn check_duration(errors: &mut Vec<String>, key: &str, text: &str, allow_empty: bool) {
-    if allow_empty {
-        parse_optional_duration(errors, key, text);
-    } else {
-        parse_duration(errors, key, text);
-    }
-}
-
 impl Config {
     /// Every semantic problem at once (types were checked while loading); without any, the
     /// parsed durations.
@@ -714,21 +703,12 @@ impl Config {
     fn validate_alerts(&self, errors: &mut Vec<String>) -> Option<Duration> {
         let alerts = &self.alerts;
         let eval_interval = parse_duration(errors, "alerts.eval_interval", &alerts.eval_interval);
-        check_duration(
-            errors,
-            "alerts.webhook_timeout",
-            &alerts.webhook_timeout,
-            false,
-        );
-        if !alerts.webhook_url.is_empty() && !alerts.webhook_url.starts_with("http://") {
-            errors.push(format!(
-                "alerts.webhook_url: `{}` must be an http:// URL (no TLS in this build)",
-                alerts.webhook_url
-            ));
-        }
-        if alerts.webhook_attempts == 0 {
-            errors.push("alerts.webhook_attempts: must be at least 1".into());
-        }
+        // the webhook keys [actions] has too; a bad timeout worded as every duration here
+        errors.extend(alerts.webhook.validate("alerts", |key, text| {
+            let mut problem = Vec::new();
+            parse_duration(&mut problem, key, text);
+            problem.concat()
+        }));
         if !alerts.slos.is_empty() && !self.store.rollups {
             errors.push(
                 "alerts.slos: SLOs are computed from rollups; set store.rollups = true".into(),

@@ -9,7 +9,7 @@ use infersight_rollup::{CounterSli, Sli};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::alerts::WebhookSettings;
+use crate::webhook::{WebhookConfig, WebhookSettings};
 
 pub(super) const MINUTE_NS: i64 = 60_000_000_000;
 
@@ -19,11 +19,10 @@ pub(super) const MINUTE_NS: i64 = 60_000_000_000;
 pub struct ActionsConfig {
     /// Decide and audit, send nothing (the default).
     pub dry_run: bool,
-    /// Where fire / rollback payloads are POSTed (JSON); required unless `dry_run`.
-    pub webhook_url: String,
-    pub webhook_timeout: String,
-    /// Attempts per payload (backoff 200 ms, doubling).
-    pub webhook_attempts: u32,
+    /// `webhook_url`, `webhook_timeout`, `webhook_attempts`: where fire / rollback payloads are
+    /// POSTed (JSON); the URL is required unless `dry_run`.
+    #[serde(flatten)]
+    pub webhook: WebhookConfig,
     /// How often `serve` evaluates every policy (each evaluation is one window).
     pub eval_interval: String,
     /// `[[actions.policies]]`, see [`PolicyConfig`].
@@ -34,9 +33,7 @@ impl Default for ActionsConfig {
     fn default() -> Self {
         Self {
             dry_run: true,
-            webhook_url: String::new(),
-            webhook_timeout: "5s".into(),
-            webhook_attempts: 3,
+            webhook: WebhookConfig::default(),
             eval_interval: "30s".into(),
             policies: Vec::new(),
         }
@@ -195,22 +192,8 @@ impl ActionsConfig {
         if positive_duration(&self.eval_interval).is_none() {
             errors.push(duration_error("actions.eval_interval", &self.eval_interval));
         }
-        if positive_duration(&self.webhook_timeout).is_none() {
-            errors.push(duration_error(
-                "actions.webhook_timeout",
-                &self.webhook_timeout,
-            ));
-        }
-        if !self.webhook_url.is_empty() && !self.webhook_url.starts_with("http://") {
-            errors.push(format!(
-                "actions.webhook_url: `{}` must be an http:// URL (no TLS in this build)",
-                self.webhook_url
-            ));
-        }
-        if self.webhook_attempts == 0 {
-            errors.push("actions.webhook_attempts: must be at least 1".into());
-        }
-        if !self.dry_run && self.webhook_url.is_empty() && !self.policies.is_empty() {
+        errors.extend(self.webhook.validate("actions", duration_error));
+        if !self.dry_run && self.webhook.webhook_url.is_empty() && !self.policies.is_empty() {
             errors.push(
                 "actions.webhook_url: required when dry_run = false (where should actions go?)"
                     .into(),
@@ -259,12 +242,10 @@ impl ActionsConfig {
 
     /// The webhook actions go to; `None` in dry-run or when no URL is set.
     pub fn webhook(&self) -> Option<WebhookSettings> {
-        (!self.dry_run && !self.webhook_url.is_empty()).then(|| WebhookSettings {
-            url: self.webhook_url.clone(),
-            timeout: positive_duration(&self.webhook_timeout)
-                .map_or(Duration::from_secs(5), |ns| Duration::from_nanos(ns as u64)),
-            attempts: self.webhook_attempts.max(1),
-        })
+        if self.dry_run {
+            return None;
+        }
+        self.webhook.settings()
     }
 
     pub fn eval_interval(&self) -> Duration {

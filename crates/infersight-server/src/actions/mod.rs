@@ -5,14 +5,15 @@
 //! Three layers, in the order data flows through them, one file each:
 //! - `config`: [`ActionsConfig`] / [`PolicyConfig`], the `[actions]` section as written;
 //!   `validate` reports every problem at once, `policies` resolves it into [`Policy`] values.
-//! - `engine`: [`ActionEngine`], a pure state machine with an injected clock. It is fed one observation
-//!   per policy per evaluation (a *window*: the SLI over the trailing `window`, or `None` when the
-//!   window held no data) and returns at most one [`Decision`]. No IO, no clock, so every rule
-//!   below is unit-tested deterministically.
-//! - `runner`: [`ActionRunner`], the side effects. It measures each policy's SLI from the store's rollups
-//!   (the path SLO evaluation and `GET /api/v1/sli` use), feeds the engine, POSTs fires and
-//!   rollbacks to the webhook (the sender alerts use: timeout, retries), and appends every decision
-//!   to `<data_dir>/actions/audit.jsonl` (fsynced). [`run_action_loop`] drives it in `serve`.
+//! - `engine`: [`ActionEngine`], a pure state machine with an injected clock. It is fed one
+//!   observation per policy per evaluation (a *window*: the SLI over the trailing `window`, or
+//!   `None` when the window held no data) and returns at most one [`Decision`]. No IO, no clock,
+//!   so every rule below is unit-tested deterministically.
+//! - `runner`: [`ActionRunner`], the side effects. It measures each policy's SLI from the store's
+//!   rollups (the path SLO evaluation and `GET /api/v1/sli` use), feeds the engine, POSTs fires
+//!   and rollbacks to the webhook (`crate::webhook`, the sender alerts use: timeout, retries), and
+//!   appends every decision to `<data_dir>/actions/audit.jsonl` (fsynced). [`run_action_loop`]
+//!   drives it in `serve`.
 //!
 //! The rules, per policy:
 //! - A window *breaches* when the value is above `threshold` (latency SLIs in ms, rates as

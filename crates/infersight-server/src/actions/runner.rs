@@ -19,7 +19,8 @@ use serde_json::{Value, json};
 
 use super::config::Policy;
 use super::engine::{ActionEngine, AuditEntry, WebhookOutcome};
-use crate::alerts::{Delivery, WebhookSettings, escape};
+use crate::alerts::escape;
+use crate::webhook::{Delivery, WebhookSettings};
 
 /// Audit entries `GET /api/v1/actions` shows (the file keeps them all).
 const RECENT_ENTRIES: usize = 100;

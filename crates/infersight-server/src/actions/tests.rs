@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::config::MINUTE_NS;
 use super::*;
-use crate::alerts::WebhookSettings;
+use crate::webhook::WebhookSettings;
 
 const T0: i64 = 1_764_374_400_000_000_000;
 const SEC: i64 = 1_000_000_000;
@@ -350,6 +350,31 @@ fn config_defaults_and_every_error_at_once() {
     let errors = no_hook.validate(&dims, false).join("\n");
     assert!(errors.contains("actions.webhook_url: required when dry_run = false"));
     assert!(errors.contains("set store.rollups = true"));
+}
+
+#[test]
+fn the_webhook_keys_stay_in_the_section_and_unknown_keys_are_still_rejected() {
+    let config = policy_config(json!({
+        "dry_run": false, "webhook_url": "http://hooks/a", "webhook_timeout": "2s",
+        "webhook_attempts": 5,
+    }));
+    let webhook = config.webhook().unwrap();
+    assert_eq!(webhook.url, "http://hooks/a");
+    assert_eq!(webhook.timeout, Duration::from_secs(2));
+    assert_eq!(webhook.attempts, 5);
+    let written = serde_json::to_value(&config).unwrap();
+    assert_eq!(written["webhook_timeout"], "2s", "{written}");
+    let unknown = serde_json::from_value::<ActionsConfig>(json!({ "webhook_retries": 2 }));
+    let error = unknown.unwrap_err().to_string();
+    assert!(error.contains("unknown field `webhook_retries`"), "{error}");
+    let bad = policy_config(json!({ "webhook_timeout": "0s", "webhook_attempts": 0 }));
+    assert_eq!(
+        bad.validate(&[], true),
+        [
+            "actions.webhook_timeout: `0s` is not a positive duration like 500ms, 30s, 15m, 2h",
+            "actions.webhook_attempts: must be at least 1",
+        ]
+    );
 }
 
 /// A webhook receiver answering `status`, with the URL the runner posts to.
