@@ -8,6 +8,7 @@
 pub mod append;
 pub mod attrs;
 pub mod breakdown;
+pub mod durable;
 pub mod error;
 pub mod log_prefix;
 pub mod mapping;
