@@ -1,20 +1,17 @@
 //! The catalog: the list of live Parquet segments and the highest WAL sequence number already in
 //! them. It is the single commit point of flush, compaction and retention: a segment exists for
 //! readers only once `catalog.json` names it, and WAL records at or below `flushed_wal_seq` are
-//! never replayed. It is replaced atomically (write tmp, fsync, rename, fsync dir).
+//! never replayed. It is replaced atomically (write tmp, fsync, rename, fsync dir: `infersight_model::durable`).
 
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use infersight_model::Table;
+use infersight_model::durable;
 use serde::{Deserialize, Serialize};
 
-use crate::fsutil::sync_dir;
 use crate::types::{SegmentMeta, StoreError};
 
 pub(crate) const CATALOG_FILE: &str = "catalog.json";
-const CATALOG_TMP_FILE: &str = "catalog.json.tmp";
 const CATALOG_FORMAT_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,16 +116,8 @@ impl Catalog {
             path: data_dir.join(CATALOG_FILE),
             reason: e.to_string(),
         })?;
-        let tmp_path = data_dir.join(CATALOG_TMP_FILE);
-        let write = || -> std::io::Result<()> {
-            let mut tmp = File::create(&tmp_path)?;
-            tmp.write_all(&bytes)?;
-            tmp.sync_all()
-        };
-        write().map_err(StoreError::io(&tmp_path))?;
-        let path = data_dir.join(CATALOG_FILE);
-        std::fs::rename(&tmp_path, &path).map_err(StoreError::io(&path))?;
-        sync_dir(data_dir)
+        // through `catalog.json.tmp`, fsynced, renamed, directory fsynced
+        Ok(durable::write_atomic(&data_dir.join(CATALOG_FILE), &bytes)?)
     }
 
     pub(crate) fn sort(&mut self) {
@@ -178,7 +167,7 @@ mod tests {
             "{text}"
         );
         assert_eq!(Catalog::load(dir.path()).unwrap(), catalog);
-        assert!(!dir.path().join(CATALOG_TMP_FILE).exists());
+        assert!(!dir.path().join("catalog.json.tmp").exists());
     }
 
     #[test]

@@ -1,16 +1,14 @@
-//! Small durable-filesystem helpers shared by the WAL, the segment writer and the catalog: every
-//! file the store publishes is written, fsynced, renamed into place, and its directory fsynced.
+//! Small durable-filesystem helpers shared by the WAL, the segment writer and the catalog. Every
+//! file the store publishes (catalog, segments, rollup sidecars) goes through
+//! `infersight_model::durable`: written, fsynced, renamed into place, and its directory fsynced.
 
-use std::fs::File;
 use std::path::Path;
 
 use crate::types::StoreError;
 
 /// fsyncs a directory so that file creations, renames and deletions in it survive power loss.
 pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(StoreError::io(dir))
+    Ok(infersight_model::durable::sync_dir(dir)?)
 }
 
 /// Like [`sync_dir`], for cleanup paths where a failure only costs durability of a deletion.

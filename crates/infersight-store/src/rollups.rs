@@ -4,11 +4,11 @@
 //! removed with them, and cached in memory, so SLI queries never rescan raw rows of flushed data.
 //! Sidecars are zstd-compressed. Rows still in the memtable are rolled up at query time (the memtable is small and bounded).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
+use infersight_model::durable;
 use infersight_rollup::{Rollup, RollupSpec};
 
 use crate::types::{SegmentMeta, StoreError};
@@ -35,22 +35,12 @@ pub(crate) fn build(spec: &RollupSpec, batches: &[RecordBatch]) -> Result<Rollup
     Ok(rollup)
 }
 
-/// Writes the sidecar of `segment` durably (tmp, fsync, rename); the caller fsyncs the directory
-/// (the segment write that follows in the same directory does).
+/// Writes the sidecar of `segment` durably (`<id>.rollup.tmp`, fsync, rename, fsync of the
+/// directory: `infersight_model::durable`).
 pub(crate) fn write_sidecar(segment: &SegmentMeta, rollup: &Rollup) -> Result<u64, StoreError> {
     let path = sidecar_path(&segment.path);
-    let tmp = path.with_extension(format!("{ROLLUP_EXTENSION}.tmp"));
     let bytes = rollup.encode_sidecar().map_err(StoreError::io(&path))?;
-    let result = (|| {
-        let mut file = std::fs::File::create(&tmp).map_err(StoreError::io(&tmp))?;
-        file.write_all(&bytes).map_err(StoreError::io(&tmp))?;
-        file.sync_all().map_err(StoreError::io(&tmp))?;
-        std::fs::rename(&tmp, &path).map_err(StoreError::io(&path))
-    })();
-    if let Err(err) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(err);
-    }
+    durable::write_atomic(&path, &bytes)?;
     Ok(bytes.len() as u64)
 }
 

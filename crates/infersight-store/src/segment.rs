@@ -9,6 +9,7 @@ use std::sync::Arc;
 use arrow::array::{Array, RecordBatch, TimestampNanosecondArray};
 use arrow::compute::{concat_batches, sort_to_indices, take_record_batch};
 use chrono::{DateTime, Utc};
+use infersight_model::durable;
 use infersight_model::tables::SCHEMA_VERSION_KEY;
 use infersight_model::time::hour_floor_ns;
 use infersight_model::{SCHEMA_VERSION, Table};
@@ -180,8 +181,8 @@ fn writer_properties(table: Table, format: SegmentFormat) -> Result<WriterProper
 }
 
 /// Writes rows of one (table, hour), already sorted by `ts` (in `batches`, one after the other),
-/// as segment `id`: to a `.tmp` file, fsynced, renamed into place, directory fsynced. The caller
-/// records it in the catalog.
+/// as segment `id`: to a `.tmp` file, fsynced, renamed into place, directory fsynced
+/// (`infersight_model::durable`). The caller records it in the catalog.
 pub(crate) fn write_segment(
     data_dir: &Path,
     table: Table,
@@ -197,22 +198,12 @@ pub(crate) fn write_segment(
         .unwrap_or_else(|| data_dir.to_path_buf());
     let created_dir = !hour_dir.exists();
     std::fs::create_dir_all(&hour_dir).map_err(StoreError::io(&hour_dir))?;
-    let tmp_path = path.with_extension(format!("{SEGMENT_EXTENSION}.tmp"));
-    let result = write_file(&tmp_path, table, batches, format);
-    let result = result.and_then(|()| {
-        std::fs::rename(&tmp_path, &path).map_err(StoreError::io(&path))?;
-        sync_dir(&hour_dir)?;
-        if created_dir {
-            // make the new hour (and maybe table) directory itself durable
-            for dir in hour_dir.ancestors().skip(1).take(2) {
-                sync_dir(dir)?;
-            }
+    durable::write_atomic_with(&path, |file| write_file(file, table, batches, format))?;
+    if created_dir {
+        // make the new hour (and maybe table) directory itself durable
+        for dir in hour_dir.ancestors().skip(1).take(2) {
+            sync_dir(dir)?;
         }
-        Ok(())
-    });
-    if let Err(err) = result {
-        let _ = std::fs::remove_file(&tmp_path);
-        return Err(err);
     }
     let bytes = std::fs::metadata(&path)
         .map_err(StoreError::io(&path))?
@@ -245,13 +236,13 @@ pub(crate) fn write_segment(
     })
 }
 
+/// Encodes `batches` as Parquet into `file` (the durable writer fsyncs it).
 fn write_file(
-    tmp_path: &Path,
+    file: &mut File,
     table: Table,
     batches: &[RecordBatch],
     format: SegmentFormat,
 ) -> Result<(), StoreError> {
-    let file = File::create(tmp_path).map_err(StoreError::io(tmp_path))?;
     let mut writer = ArrowWriter::try_new(
         file,
         table.schema(),
@@ -261,8 +252,8 @@ fn write_file(
     for batch in batches {
         writer.write(batch)?;
     }
-    let file = writer.into_inner()?;
-    file.sync_all().map_err(StoreError::io(tmp_path))
+    writer.into_inner()?;
+    Ok(())
 }
 
 /// Reads every row of a segment, with the table's canonical schema.

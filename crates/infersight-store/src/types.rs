@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use infersight_rollup::{Rollup, RollupSpec};
 use infersight_model::{ErrorKind, Table, TableBatch};
+use infersight_rollup::{Rollup, RollupSpec};
 use serde::{Deserialize, Serialize};
 
 /// When the WAL is fsynced relative to acknowledging an append.
@@ -222,5 +222,14 @@ impl StoreError {
     pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> StoreError {
         let path = path.into();
         move |source| StoreError::Io { path, source }
+    }
+}
+
+impl From<infersight_model::durable::DurableError> for StoreError {
+    fn from(error: infersight_model::durable::DurableError) -> Self {
+        StoreError::Io {
+            path: error.path,
+            source: error.source,
+        }
     }
 }
