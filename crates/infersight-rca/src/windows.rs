@@ -37,18 +37,10 @@ pub(crate) fn localize_incident(
             Some(acc.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))))
         },
     );
-    let empty_context = RcaContext {
-        baseline: TimeRange::ALL,
-        incident: TimeRange::ALL,
-        onset_ns: 0,
-        symptom: String::new(),
-        root_causes: Vec::new(),
-        latency_symptom: None,
-    };
     let Some((first_minute, last_minute)) = bounds else {
         return Ok(Localized {
             report: None,
-            context: empty_context,
+            context: empty_context(),
             demand_shifts: Vec::new(),
         });
     };
@@ -101,56 +93,19 @@ pub(crate) struct Windows<'a> {
 }
 
 impl Windows<'_> {
+    /// Localizes the measures that moved between the baseline and `incident` into root causes;
+    /// `detected` names the fleet SLI whose change chose the window, if one did.
     pub(crate) fn analyse(
         &self,
         incident: TimeRange,
         detected: Option<String>,
     ) -> Result<Localized, QueryError> {
-        let (refs, request, first_minute, data_end) =
-            (self.refs, self.request, self.first_minute, self.data_end);
-        let empty_context = RcaContext {
-            baseline: TimeRange::ALL,
-            incident: TimeRange::ALL,
-            onset_ns: 0,
-            symptom: String::new(),
-            root_causes: Vec::new(),
-            latency_symptom: None,
-        };
-        let onset = incident.since_ns.unwrap_or(first_minute);
-        let baseline = request.baseline.unwrap_or_else(|| {
-            let earliest = (onset - 60 * MINUTE_NS).max(first_minute);
-            TimeRange {
-                since_ns: Some(earliest.min(onset - 10 * MINUTE_NS)),
-                until_ns: Some(onset),
-            }
-        });
+        let refs = self.refs;
+        let onset = incident.since_ns.unwrap_or(self.first_minute);
+        let baseline = self.baseline_before(onset);
         let base_total = merge_range(refs, &[], baseline.since_ns, baseline.until_ns);
         let inc_total = merge_range(refs, &[], incident.since_ns, incident.until_ns);
-        let window = |r: TimeRange| Window {
-            since: r.since_ns.unwrap_or(first_minute),
-            until: r.until_ns.unwrap_or(data_end),
-        };
-        let mut report = RcaReport {
-            symptom: None,
-            root_causes: Vec::new(),
-            signals: Vec::new(),
-            log_evidence: Vec::new(),
-            log_sequences: Vec::new(),
-            suggestions: Vec::new(),
-            checklist: Vec::new(),
-            fleet_wide: false,
-            incident_window: Some(window(incident)),
-            baseline_window: Some(window(baseline)),
-            window_source: match (&request.incident, &detected) {
-                (Some(_), _) => "given".into(),
-                (None, Some(sli)) => format!("change in the fleet's {sli}"),
-                (None, None) => "fallback: last third (no fleet series changed)".into(),
-            },
-            verdict: String::new(),
-            elapsed_ms: 0.0,
-            timings_ms: BTreeMap::new(),
-            incident_id: None,
-        };
+        let mut report = self.empty_report(incident, baseline, detected.as_deref());
         if base_total.requests == 0 || inc_total.requests == 0 {
             report.verdict = "not enough requests in the baseline or the incident window".into();
             return Ok(Localized {
@@ -159,46 +114,17 @@ impl Windows<'_> {
                     baseline,
                     incident,
                     onset_ns: onset,
-                    ..empty_context
+                    ..empty_context()
                 },
                 demand_shifts: Vec::new(),
             });
         }
-        let (dims, base_leaves) = combination_totals(refs, baseline.since_ns, baseline.until_ns);
-        let (_, inc_leaves) = combination_totals(refs, incident.since_ns, incident.until_ns);
-        // one leaf per combination seen in either window
-        let mut leaf_of: BTreeMap<Vec<String>, usize> = BTreeMap::new();
-        let mut leaf_values: Vec<Vec<String>> = Vec::new();
-        let mut base_cells: Vec<Cell> = Vec::new();
-        let mut inc_cells: Vec<Cell> = Vec::new();
-        for (values, cell, is_incident) in base_leaves
-            .iter()
-            .map(|(v, c)| (v, c, false))
-            .chain(inc_leaves.iter().map(|(v, c)| (v, c, true)))
-        {
-            let leaf = *leaf_of.entry(values.clone()).or_insert_with(|| {
-                base_cells.push(Cell::default());
-                inc_cells.push(Cell::default());
-                leaf_values.push(values.clone());
-                leaf_values.len() - 1
-            });
-            if is_incident {
-                inc_cells[leaf].merge(cell);
-            } else {
-                base_cells[leaf].merge(cell);
-            }
-        }
+        let cells = LeafCells::of(refs, baseline, incident);
         let mut scored: Vec<(f64, Measure)> = measures(&base_total, &inc_total)
             .into_iter()
             .map(|m| (fleet_z(&m, &base_total, &inc_total), m))
             .collect();
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let mut causes: Vec<RootCause> = Vec::new();
-        let mut fleet_wide = false;
-        let params = Params::default();
-        let mut demand_shifts: Vec<DemandShift> = Vec::new();
-        // causes only an explanatory measure found rank after those of the symptom measures
-        let mut explanatory_only: Vec<BTreeMap<String, String>> = Vec::new();
         let latency_symptom = scored
             .iter()
             .find(|(z, m)| m.latency && *z >= MIN_SYMPTOM_Z)
@@ -216,148 +142,22 @@ impl Windows<'_> {
                 *z >= MIN_SYMPTOM_Z
             }
         });
+        let params = Params::default();
+        let mut findings = Findings::default();
         for (z, measure) in localized {
-            let leaves = Leaves {
-                dims: &dims,
-                values: &leaf_values,
-                base: &base_cells,
-                incident: &inc_cells,
-                event_of: &*measure.event_of,
-                denominator_of: &*measure.denominator_of,
-            };
-            let mut all: Vec<usize> = (0..leaf_values.len())
-                .filter(|&leaf| (measure.eligible)(&base_cells[leaf]))
-                .collect();
-            let mut passes = 0;
-            let result = loop {
-                let mut result = leaves.localize(&all, &params)?;
-                backfit(&leaves, &all, &mut result.root_causes, &params)?;
-                passes += 1;
-                if !measure.latency || passes > DEMAND_SHIFT_PASSES {
-                    break result;
-                }
-                let grown: Vec<DemandShift> = result
-                    .root_causes
-                    .iter()
-                    .filter_map(|c| leaves.demand_shift(&all, &c.elements))
-                    .collect();
-                if grown.is_empty() {
-                    break result;
-                }
-                for shift in grown {
-                    all.retain(|&leaf| !leaves.matches(leaf, &shift.elements));
-                    if !demand_shifts.iter().any(|d| d.elements == shift.elements) {
-                        demand_shifts.push(shift);
-                    }
-                }
-            };
-            if result.fleet_wide
-                && causes.is_empty()
-                && report.symptom.is_none()
-                && !measure.explanatory
-            {
-                fleet_wide = true;
-            }
-            for mut cause in result.root_causes {
-                if measure.explanatory {
-                    // an explanation must be a rise that matters: the slice lost a good part
-                    // of its cache hits (token counts are overdispersed far beyond what the
-                    // scan's noise model sees, so a significant but small or falling change is
-                    // no explanation)
-                    if cause.real < EXPLANATION_MIN_FACTOR * cause.forecast
-                        || cause.real - cause.forecast < EXPLANATION_MIN_RISE
-                    {
-                        continue;
-                    }
-                    cause.elements = leaves.specialize(&all, cause.elements);
-                }
-                let dimensions: BTreeMap<String, String> = cause.elements.iter().cloned().collect();
-                let fleet = if measure.explanatory {
-                    format!(
-                        "fleet {:.1} % → {:.1} %",
-                        measure.fleet_values.0 * 100.0,
-                        measure.fleet_values.1 * 100.0
-                    )
-                } else {
-                    format!("fleet z {z:.1}")
-                };
-                let evidence = format!(
-                    "{}: {:.1} % of the slice's {} in the incident vs {:.1} % in the baseline ({fleet}); {:.0} % of the excess",
-                    measure.event,
-                    cause.real * 100.0,
-                    measure.unit,
-                    cause.forecast * 100.0,
-                    cause.explained_fraction * 100.0
-                );
-                match causes.iter_mut().find(|c| c.dimensions == dimensions) {
-                    Some(existing) => {
-                        // an explanatory measure's scores are in other units: it adds
-                        // evidence to a cause, never rank
-                        if !measure.explanatory {
-                            existing.score = existing.score.max(cause.score);
-                            explanatory_only.retain(|d| d != &dimensions);
-                        }
-                        existing.evidence.push(evidence);
-                    }
-                    None => {
-                        if measure.explanatory {
-                            explanatory_only.push(dimensions.clone());
-                        }
-                        causes.push(RootCause {
-                            rank: 0,
-                            dimensions: dimensions.into(),
-                            explained_fraction: cause.explained_fraction,
-                            score: cause.score,
-                            evidence: vec![evidence],
-                        });
-                    }
-                }
-            }
-            if report.symptom.is_none() && !measure.explanatory {
-                report.symptom = Some(Symptom {
-                    sli: measure.name.clone(),
-                    baseline: measure.fleet_values.0,
-                    current: measure.fleet_values.1,
-                    onset,
-                    z: *z,
-                });
-            }
+            findings.add_measure(&cells, measure, *z, onset, &params)?;
         }
-        causes.sort_by(|a, b| {
-            let late = |c: &RootCause| explanatory_only.contains(&c.dimensions);
-            late(a)
-                .cmp(&late(b))
-                .then_with(|| b.score.total_cmp(&a.score))
-        });
-        for (i, cause) in causes.iter_mut().enumerate() {
-            cause.rank = i + 1;
-        }
+        findings.rank_causes();
+        let Findings {
+            symptom,
+            causes,
+            fleet_wide,
+            demand_shifts,
+            ..
+        } = findings;
         report.fleet_wide = fleet_wide && causes.is_empty();
-        report.verdict = match (&report.symptom, causes.first()) {
-            (None, _) => match detected {
-                Some(sli) => format!(
-                    "{sli} changed at {} but no SLI moved significantly against the baseline: nothing to blame",
-                    format_rfc3339(onset)
-                ),
-                None => "no anomaly: SLIs are within their baseline; nothing to blame".into(),
-            },
-            (Some(symptom), Some(top)) => format!(
-                "{} rose from {:.3} to {:.3} since {}; most likely cause: {} ({})",
-                symptom.sli,
-                symptom.baseline,
-                symptom.current,
-                format_rfc3339(onset),
-                Subject::describe(&top.dimensions),
-                top.evidence[0]
-            ),
-            (Some(symptom), None) => format!(
-                "{} rose from {:.3} to {:.3} since {} across the whole fleet: no specific slice explains it",
-                symptom.sli,
-                symptom.baseline,
-                symptom.current,
-                format_rfc3339(onset)
-            ),
-        };
+        report.verdict = verdict(symptom.as_ref(), causes.first(), detected.as_deref(), onset);
+        report.symptom = symptom;
         let context = RcaContext {
             baseline,
             incident,
@@ -377,5 +177,325 @@ impl Windows<'_> {
             context,
             demand_shifts,
         })
+    }
+
+    /// The caller's baseline, or the hour before `onset` (at least ten minutes, even before the
+    /// data starts).
+    fn baseline_before(&self, onset: i64) -> TimeRange {
+        self.request.baseline.unwrap_or_else(|| {
+            let earliest = (onset - 60 * MINUTE_NS).max(self.first_minute);
+            TimeRange {
+                since_ns: Some(earliest.min(onset - 10 * MINUTE_NS)),
+                until_ns: Some(onset),
+            }
+        })
+    }
+
+    /// The report before anything is localized: its windows and where the incident one came from.
+    fn empty_report(
+        &self,
+        incident: TimeRange,
+        baseline: TimeRange,
+        detected: Option<&str>,
+    ) -> RcaReport {
+        let window = |r: TimeRange| Window {
+            since: r.since_ns.unwrap_or(self.first_minute),
+            until: r.until_ns.unwrap_or(self.data_end),
+        };
+        RcaReport {
+            symptom: None,
+            root_causes: Vec::new(),
+            signals: Vec::new(),
+            log_evidence: Vec::new(),
+            log_sequences: Vec::new(),
+            suggestions: Vec::new(),
+            checklist: Vec::new(),
+            fleet_wide: false,
+            incident_window: Some(window(incident)),
+            baseline_window: Some(window(baseline)),
+            window_source: match (&self.request.incident, detected) {
+                (Some(_), _) => "given".into(),
+                (None, Some(sli)) => format!("change in the fleet's {sli}"),
+                (None, None) => "fallback: last third (no fleet series changed)".into(),
+            },
+            verdict: String::new(),
+            elapsed_ms: 0.0,
+            timings_ms: BTreeMap::new(),
+            incident_id: None,
+        }
+    }
+}
+
+/// The context of an analysis that found no data.
+fn empty_context() -> RcaContext {
+    RcaContext {
+        baseline: TimeRange::ALL,
+        incident: TimeRange::ALL,
+        onset_ns: 0,
+        symptom: String::new(),
+        root_causes: Vec::new(),
+        latency_symptom: None,
+    }
+}
+
+/// One leaf per dimension combination seen in either window, with its cell in each.
+struct LeafCells {
+    dims: Vec<String>,
+    values: Vec<Vec<String>>,
+    base: Vec<Cell>,
+    incident: Vec<Cell>,
+}
+
+impl LeafCells {
+    fn of(refs: &[&Rollup], baseline: TimeRange, incident: TimeRange) -> LeafCells {
+        let (dims, base_leaves) = combination_totals(refs, baseline.since_ns, baseline.until_ns);
+        let (_, inc_leaves) = combination_totals(refs, incident.since_ns, incident.until_ns);
+        let mut leaf_of: BTreeMap<Vec<String>, usize> = BTreeMap::new();
+        let mut cells = LeafCells {
+            dims,
+            values: Vec::new(),
+            base: Vec::new(),
+            incident: Vec::new(),
+        };
+        for (values, cell, is_incident) in base_leaves
+            .iter()
+            .map(|(v, c)| (v, c, false))
+            .chain(inc_leaves.iter().map(|(v, c)| (v, c, true)))
+        {
+            let leaf = *leaf_of.entry(values.clone()).or_insert_with(|| {
+                cells.base.push(Cell::default());
+                cells.incident.push(Cell::default());
+                cells.values.push(values.clone());
+                cells.values.len() - 1
+            });
+            if is_incident {
+                cells.incident[leaf].merge(cell);
+            } else {
+                cells.base[leaf].merge(cell);
+            }
+        }
+        cells
+    }
+
+    /// The leaves as `measure` counts them.
+    fn leaves<'a>(&'a self, measure: &'a Measure) -> Leaves<'a> {
+        Leaves {
+            dims: &self.dims,
+            values: &self.values,
+            base: &self.base,
+            incident: &self.incident,
+            event_of: &*measure.event_of,
+            denominator_of: &*measure.denominator_of,
+        }
+    }
+}
+
+/// What the measures localized so far found, in the order they were localized.
+#[derive(Default)]
+struct Findings {
+    /// The first symptom measure localized.
+    symptom: Option<Symptom>,
+    causes: Vec<RootCause>,
+    /// Causes only an explanatory measure found: they rank after those of the symptom measures.
+    explanatory_only: Vec<BTreeMap<String, String>>,
+    fleet_wide: bool,
+    demand_shifts: Vec<DemandShift>,
+}
+
+impl Findings {
+    /// Localizes one measure that moved, and adds its causes (or its evidence to causes found).
+    fn add_measure(
+        &mut self,
+        cells: &LeafCells,
+        measure: &Measure,
+        z: f64,
+        onset: i64,
+        params: &Params,
+    ) -> Result<(), QueryError> {
+        let leaves = cells.leaves(measure);
+        let mut all: Vec<usize> = (0..cells.values.len())
+            .filter(|&leaf| (measure.eligible)(&cells.base[leaf]))
+            .collect();
+        let result = localize_apart_from_demand_shifts(
+            &leaves,
+            measure,
+            &mut all,
+            params,
+            &mut self.demand_shifts,
+        )?;
+        if result.fleet_wide
+            && self.causes.is_empty()
+            && self.symptom.is_none()
+            && !measure.explanatory
+        {
+            self.fleet_wide = true;
+        }
+        for mut cause in result.root_causes {
+            if measure.explanatory {
+                // an explanation must be a rise that matters: the slice lost a good part
+                // of its cache hits (token counts are overdispersed far beyond what the
+                // scan's noise model sees, so a significant but small or falling change is
+                // no explanation)
+                if cause.real < EXPLANATION_MIN_FACTOR * cause.forecast
+                    || cause.real - cause.forecast < EXPLANATION_MIN_RISE
+                {
+                    continue;
+                }
+                cause.elements = leaves.specialize(&all, cause.elements);
+            }
+            let evidence = evidence(measure, z, &cause);
+            self.add_cause(&cause, evidence, measure.explanatory);
+        }
+        if self.symptom.is_none() && !measure.explanatory {
+            self.symptom = Some(Symptom {
+                sli: measure.name.clone(),
+                baseline: measure.fleet_values.0,
+                current: measure.fleet_values.1,
+                onset,
+                z,
+            });
+        }
+        Ok(())
+    }
+
+    /// A new cause, or more evidence for one found before.
+    fn add_cause(
+        &mut self,
+        cause: &infersight_analytics::localize::RootCause,
+        evidence: String,
+        explanatory: bool,
+    ) {
+        let dimensions: BTreeMap<String, String> = cause.elements.iter().cloned().collect();
+        match self.causes.iter_mut().find(|c| c.dimensions == dimensions) {
+            Some(existing) => {
+                // an explanatory measure's scores are in other units: it adds
+                // evidence to a cause, never rank
+                if !explanatory {
+                    existing.score = existing.score.max(cause.score);
+                    self.explanatory_only.retain(|d| d != &dimensions);
+                }
+                existing.evidence.push(evidence);
+            }
+            None => {
+                if explanatory {
+                    self.explanatory_only.push(dimensions.clone());
+                }
+                self.causes.push(RootCause {
+                    rank: 0,
+                    dimensions: dimensions.into(),
+                    explained_fraction: cause.explained_fraction,
+                    score: cause.score,
+                    evidence: vec![evidence],
+                });
+            }
+        }
+    }
+
+    /// Orders the causes (those of symptom measures first, then by score) and numbers them.
+    fn rank_causes(&mut self) {
+        let explanatory_only = &self.explanatory_only;
+        self.causes.sort_by(|a, b| {
+            let late = |c: &RootCause| explanatory_only.contains(&c.dimensions);
+            late(a)
+                .cmp(&late(b))
+                .then_with(|| b.score.total_cmp(&a.score))
+        });
+        for (i, cause) in self.causes.iter_mut().enumerate() {
+            cause.rank = i + 1;
+        }
+    }
+}
+
+/// Localizes `measure` over the leaves `all`; for a latency measure, slices whose prompts grew are
+/// set aside (into `demand_shifts`, and out of `all`) and the rest localized again, a few times
+/// at most.
+fn localize_apart_from_demand_shifts(
+    leaves: &Leaves<'_>,
+    measure: &Measure,
+    all: &mut Vec<usize>,
+    params: &Params,
+    demand_shifts: &mut Vec<DemandShift>,
+) -> Result<infersight_analytics::localize::Localization, QueryError> {
+    let mut passes = 0;
+    loop {
+        let mut result = leaves.localize(all, params)?;
+        backfit(leaves, all, &mut result.root_causes, params)?;
+        passes += 1;
+        if !measure.latency || passes > DEMAND_SHIFT_PASSES {
+            return Ok(result);
+        }
+        let grown: Vec<DemandShift> = result
+            .root_causes
+            .iter()
+            .filter_map(|c| leaves.demand_shift(all, &c.elements))
+            .collect();
+        if grown.is_empty() {
+            return Ok(result);
+        }
+        for shift in grown {
+            all.retain(|&leaf| !leaves.matches(leaf, &shift.elements));
+            if !demand_shifts.iter().any(|d| d.elements == shift.elements) {
+                demand_shifts.push(shift);
+            }
+        }
+    }
+}
+
+/// One line of evidence for a cause `measure` found: the slice's rate in both windows.
+fn evidence(
+    measure: &Measure,
+    z: f64,
+    cause: &infersight_analytics::localize::RootCause,
+) -> String {
+    let fleet = if measure.explanatory {
+        format!(
+            "fleet {:.1} % → {:.1} %",
+            measure.fleet_values.0 * 100.0,
+            measure.fleet_values.1 * 100.0
+        )
+    } else {
+        format!("fleet z {z:.1}")
+    };
+    format!(
+        "{}: {:.1} % of the slice's {} in the incident vs {:.1} % in the baseline ({fleet}); {:.0} % of the excess",
+        measure.event,
+        cause.real * 100.0,
+        measure.unit,
+        cause.forecast * 100.0,
+        cause.explained_fraction * 100.0
+    )
+}
+
+/// The report's one-line verdict.
+fn verdict(
+    symptom: Option<&Symptom>,
+    top: Option<&RootCause>,
+    detected: Option<&str>,
+    onset: i64,
+) -> String {
+    match (symptom, top) {
+        (None, _) => match detected {
+            Some(sli) => format!(
+                "{sli} changed at {} but no SLI moved significantly against the baseline: nothing to blame",
+                format_rfc3339(onset)
+            ),
+            None => "no anomaly: SLIs are within their baseline; nothing to blame".into(),
+        },
+        (Some(symptom), Some(top)) => format!(
+            "{} rose from {:.3} to {:.3} since {}; most likely cause: {} ({})",
+            symptom.sli,
+            symptom.baseline,
+            symptom.current,
+            format_rfc3339(onset),
+            Subject::describe(&top.dimensions),
+            top.evidence[0]
+        ),
+        (Some(symptom), None) => format!(
+            "{} rose from {:.3} to {:.3} since {} across the whole fleet: no specific slice explains it",
+            symptom.sli,
+            symptom.baseline,
+            symptom.current,
+            format_rfc3339(onset)
+        ),
     }
 }
