@@ -3,19 +3,18 @@
 //! retrievable past incidents in the knowledge base.
 //!
 //! One JSON file per incident, `<data>/incidents/<id>.json`, written atomically (temporary file,
-//! fsync, then a no-clobber link or rename), so a crash never leaves a half-written incident
-//! under its real name and two creates never overwrite each other. Ids look like
-//! `inc-20251129T022000Z-3fa9`: the incident's onset (UTC, so ids sort by time) and 4 hex digits
-//! that make them unique.
+//! fsync, then a no-clobber link or rename, fsync of the directory: `infersight_model::durable`),
+//! so a crash never leaves a half-written incident under its real name and two creates never
+//! overwrite each other. Ids look like `inc-20251129T022000Z-3fa9`: the incident's onset (UTC,
+//! so ids sort by time) and 4 hex digits that make them unique.
 
-use std::fs::{File, OpenOptions};
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::RcaReport;
 use chrono::{DateTime, SecondsFormat, Utc};
+use infersight_model::durable::{self, DurableError};
 use serde::{Deserialize, Serialize};
 
 use crate::RcaError;
@@ -139,47 +138,17 @@ impl IncidentStore {
             )
                 .hash(&mut hasher);
             incident.id = format!("inc-{stamp}-{:04x}", hasher.finish() & 0xffff);
-            let tmp = self.write_tmp(&incident)?;
             let target = self.path_of(&incident.id);
-            match publish_new(&tmp, &target) {
-                Ok(true) => {
-                    sync_dir(&self.dir);
-                    return Ok(incident);
-                }
-                Ok(false) => continue,
-                Err(e) => return Err(RcaError::io(&target, e)),
+            if durable::create_new_atomic(&target, &incident_bytes(&incident)?)
+                .map_err(durable_error)?
+            {
+                return Ok(incident);
             }
         }
         Err(RcaError::Io(format!(
             "{}: no free incident id for onset {stamp} after {MAX_ID_ATTEMPTS} attempts",
             self.dir.display()
         )))
-    }
-
-    /// Writes `incident` to a fresh temporary file in the store's directory, synced to disk.
-    fn write_tmp(&self, incident: &Incident) -> Result<PathBuf, RcaError> {
-        let json = serde_json::to_vec_pretty(incident)
-            .map_err(|e| RcaError::Io(format!("incident {}: {e}", incident.id)))?;
-        let tmp = self.dir.join(format!(
-            ".tmp-{}-{}-{}.json",
-            incident.id,
-            std::process::id(),
-            CREATE_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(|e| RcaError::io(&tmp, e))?;
-        let written = file
-            .write_all(&json)
-            .and_then(|()| file.write_all(b"\n"))
-            .and_then(|()| file.sync_all());
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(RcaError::io(&tmp, e));
-        }
-        Ok(tmp)
     }
 
     /// One incident; `NotFound` when there is none with that id, `BadRequest` for a malformed id.
@@ -254,13 +223,9 @@ impl IncidentStore {
             incident.note = (!note.is_empty()).then_some(note);
         }
         incident.updated_at = timestamp_now();
-        let tmp = self.write_tmp(&incident)?;
-        let target = self.path_of(id);
-        if let Err(e) = std::fs::rename(&tmp, &target) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(RcaError::io(&target, e));
-        }
-        sync_dir(&self.dir);
+        // the CLI and the server may judge the same incident at once: per-call temporary names
+        durable::write_atomic_concurrent(&self.path_of(id), &incident_bytes(&incident)?)
+            .map_err(durable_error)?;
         Ok(incident)
     }
 
@@ -274,26 +239,63 @@ impl IncidentStore {
     }
 }
 
-/// Moves the synced temporary file to `target` unless `target` exists: `Ok(false)` when it
-/// does. A hard link is atomic and never clobbers; where links are not supported, an existence
-/// check and a rename do (racy only against another process creating the same id at once).
-fn publish_new(tmp: &Path, target: &Path) -> std::io::Result<bool> {
-    let outcome = match std::fs::hard_link(tmp, target) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-        Err(_) if target.exists() => Ok(false),
-        Err(_) => std::fs::rename(tmp, target).map(|()| true),
-    };
-    // After a link (or a failure) the temporary name is removed; after a rename it is gone.
-    if tmp.exists() {
-        let _ = std::fs::remove_file(tmp);
-    }
-    outcome
+/// An incident as stored: pretty JSON and a final newline.
+fn incident_bytes(incident: &Incident) -> Result<Vec<u8>, RcaError> {
+    let mut json = serde_json::to_vec_pretty(incident)
+        .map_err(|e| RcaError::Io(format!("incident {}: {e}", incident.id)))?;
+    json.push(b'\n');
+    Ok(json)
 }
 
-/// Makes a rename durable (best effort: not every platform can sync a directory).
-fn sync_dir(dir: &Path) {
-    if let Ok(handle) = File::open(dir) {
-        let _ = handle.sync_all();
+fn durable_error(error: DurableError) -> RcaError {
+    RcaError::io(&error.path, error.source)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> RcaReport {
+        serde_json::from_value(serde_json::json!({
+            "symptom": null, "root_causes": [], "signals": [], "log_evidence": [],
+            "suggestions": [], "checklist": [], "fleet_wide": false,
+            "incident_window": {"since": "2025-11-29T02:20:00.000Z", "until": "2025-11-29T02:30:00.000Z"},
+            "baseline_window": {"since": "2025-11-29T02:00:00.000Z", "until": "2025-11-29T02:20:00.000Z"},
+            "window_source": "given", "verdict": "nothing changed", "elapsed_ms": 1.0, "timings_ms": {}
+        }))
+        .unwrap()
+    }
+
+    fn file_names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn incidents_are_pretty_json_with_a_newline_and_leave_no_temporary_files() {
+        let data = tempfile::tempdir().unwrap();
+        let store = IncidentStore::open(data.path());
+        let created = store.create(&report()).unwrap();
+        let path = store.dir().join(format!("{}.json", created.id));
+        let mut expected = serde_json::to_vec_pretty(&created).unwrap();
+        expected.push(b'\n');
+        assert_eq!(std::fs::read(&path).unwrap(), expected);
+
+        let judged = store
+            .set_status(
+                &created.id,
+                IncidentStatus::Confirmed,
+                Some(" right ".into()),
+            )
+            .unwrap();
+        let mut expected = serde_json::to_vec_pretty(&judged).unwrap();
+        expected.push(b'\n');
+        assert_eq!(std::fs::read(&path).unwrap(), expected);
+        assert_eq!(judged.note.as_deref(), Some("right"));
+        assert_eq!(file_names(store.dir()), [format!("{}.json", created.id)]);
     }
 }
