@@ -11,6 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
+use infersight_model::durable;
 use serde::{Deserialize, Serialize};
 
 use super::config::MinerConfig;
@@ -245,7 +246,8 @@ impl TemplateStore {
         self.miner.add(content, ts)
     }
 
-    /// Writes `templates.json` into the store's directory (atomically: temp file + rename).
+    /// Writes `templates.json` into the store's directory, atomically and durably
+    /// (`infersight_model::durable`: temp file, fsync, rename, fsync of the directory).
     pub fn save(&self) -> Result<(), PipelineError> {
         let Some(dir) = &self.dir else {
             return Err(PipelineError::TemplateStore {
@@ -296,14 +298,11 @@ impl TemplateStore {
                 .collect(),
         };
         let path = dir.join(Self::FILE_NAME);
-        let temporary = dir.join(format!("{}.tmp", Self::FILE_NAME));
         let text = serde_json::to_string_pretty(&file)
             .map_err(|error| store_error(&path, error.to_string()))?;
-        std::fs::write(&temporary, text)
-            .map_err(|error| store_error(&temporary, error.to_string()))?;
-        std::fs::rename(&temporary, &path)
-            .map_err(|error| store_error(&path, error.to_string()))?;
-        Ok(())
+        // through `templates.json.tmp`, fsynced, renamed, directory fsynced
+        durable::write_atomic(&path, text.as_bytes())
+            .map_err(|error| store_error(&error.path, error.source.to_string()))
     }
 
     /// Every live template, most frequent first (ties by id, so the order is deterministic).
