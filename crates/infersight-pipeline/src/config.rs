@@ -6,11 +6,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::registry::STAGE_NAMES;
 use crate::stages::label::LabelConfig;
 use crate::stages::parse::ParseConfig;
 use crate::stages::redact::RedactConfig;
 use crate::stages::template::TemplateConfig;
+
+/// Names accepted in `stages.order`, in the default order; each is built by `registry`.
+pub const STAGE_NAMES: &[&str] = &["parse", "redact", "template", "label"];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -21,7 +21,8 @@ pub mod writer;
 
 pub use config::StagesConfig;
 pub use error::PipelineError;
-pub use registry::{STAGE_NAMES, build_stage};
+pub use config::STAGE_NAMES;
+pub use registry::build_stage;
 pub use stage::{Pipeline, Stage, StageCounters};
 pub use stages::label::{LabelConfig, LabelRule, LabelRules, LabelStage};
 pub use stages::parse::{LogClass, ParseConfig, ParseStage, ParsedLine, parse_line};

@@ -3,14 +3,13 @@
 
 use crate::config::StagesConfig;
 use crate::error::PipelineError;
-use crate::stage::Stage;
+use crate::stage::{Pipeline, Stage};
 use crate::stages::label::LabelStage;
 use crate::stages::parse::ParseStage;
 use crate::stages::redact::RedactStage;
 use crate::stages::template::TemplateStage;
 
-/// Names accepted in `stages.order`.
-pub const STAGE_NAMES: &[&str] = &["parse", "redact", "template", "label"];
+pub use crate::config::STAGE_NAMES;
 
 /// Builds the stage called `name` from its section of `config`.
 pub fn build_stage(name: &str, config: &StagesConfig) -> Result<Box<dyn Stage>, PipelineError> {
@@ -32,6 +31,23 @@ pub fn build_stage(name: &str, config: &StagesConfig) -> Result<Box<dyn Stage>, 
             name: other.to_string(),
             known: STAGE_NAMES.join(", "),
         }),
+    }
+}
+
+impl Pipeline {
+    /// Validates the configuration (reporting every problem at once) and builds the stages named
+    /// in `config.order` through the registry.
+    pub fn from_config(config: &StagesConfig) -> Result<Self, PipelineError> {
+        let problems = config.validate();
+        if !problems.is_empty() {
+            return Err(PipelineError::InvalidConfig(problems));
+        }
+        let stages = config
+            .order
+            .iter()
+            .map(|name| build_stage(name, config))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self::new(stages))
     }
 }
 

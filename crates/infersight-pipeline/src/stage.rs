@@ -10,9 +10,7 @@ use std::collections::BTreeMap;
 
 use infersight_model::TableBatch;
 
-use crate::config::StagesConfig;
 use crate::error::PipelineError;
-use crate::registry::build_stage;
 
 /// One step of the pipeline: takes a batch, appends zero or more batches to `out`.
 ///
@@ -73,21 +71,6 @@ impl Pipeline {
         Self { stages, counters }
     }
 
-    /// Validates the configuration (reporting every problem at once) and builds the stages named
-    /// in `config.order` through the registry.
-    pub fn from_config(config: &StagesConfig) -> Result<Self, PipelineError> {
-        let problems = config.validate();
-        if !problems.is_empty() {
-            return Err(PipelineError::InvalidConfig(problems));
-        }
-        let stages = config
-            .order
-            .iter()
-            .map(|name| build_stage(name, config))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self::new(stages))
-    }
-
     pub fn stage_names(&self) -> Vec<&'static str> {
         self.stages.iter().map(|stage| stage.name()).collect()
     }
@@ -141,6 +124,7 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::StagesConfig;
     use infersight_model::{LogRecord, Table};
 
     fn logs(n: usize) -> TableBatch {

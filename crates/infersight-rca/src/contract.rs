@@ -8,8 +8,6 @@ use infersight_model::time::format_rfc3339;
 use infersight_store::TimeRange;
 use serde::{Deserialize, Serialize};
 
-use crate::{LineageSummary, SequenceAnomaly};
-
 /// Windows of an RCA question; `None` means "choose".
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RcaRequest {
@@ -136,4 +134,50 @@ pub struct RcaReport {
     /// is stored, and in the copy the incident store keeps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incident_id: Option<String>,
+}
+
+/// Where one evidence template's sampled records lead, walked from the [`crate::logs::lineage::LineageGraph`]: the
+/// workers they were emitted on, the requests they belong to (by request id or trace) and the
+/// model versions and sessions of those requests.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LineageSummary {
+    /// Records of the template in the graph (at most [`crate::logs::lineage::MAX_LOGS_PER_TEMPLATE`], those nearest
+    /// the onset).
+    pub records: usize,
+    /// Records per worker they were emitted on.
+    pub workers: BTreeMap<String, usize>,
+    /// Distinct requests the records link to.
+    pub requests: usize,
+    /// Those requests per model version that served them.
+    pub model_versions: BTreeMap<String, usize>,
+    /// Distinct traces and sessions the records and their requests belong to.
+    pub traces: usize,
+    pub sessions: usize,
+    /// Links to records of other evidence templates (declared upstream, or the same worker
+    /// within a few seconds).
+    pub linked_records: usize,
+}
+
+/// One kind of unexpected step in the incident's sessions.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SequenceAnomaly {
+    /// `unseen_event` (a template no baseline session logged), `unseen_transition` (it never
+    /// followed the event before it), `premature_end` (sessions never ended there), `rare`.
+    pub reason: String,
+    /// The unexpected template (`None`: the session ended).
+    pub template_id: Option<String>,
+    pub template: Option<String>,
+    /// The event before it (`None`: the start of the session).
+    pub after_template_id: Option<String>,
+    pub after_template: Option<String>,
+    /// What baseline sessions logged there instead, most frequent first (at most 3; `None`
+    /// stands for the end of the session).
+    pub expected_template_ids: Vec<Option<String>>,
+    pub incident_sessions: u64,
+    pub incident_total: u64,
+    pub baseline_sessions: u64,
+    pub baseline_total: u64,
+    /// Workers of the incident's sessions with this pattern (the worker of a session's first
+    /// record), most first, at most 3.
+    pub workers: Vec<(String, u64)>,
 }

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::data::{ChartData, FlameNode, PHASES, RESOURCE_METRICS, WindowMs, describe_slice};
-use crate::report::Report;
+use crate::document::Report;
 
 /// One rendered chart.
 #[derive(Debug, Clone, PartialEq, Eq)]

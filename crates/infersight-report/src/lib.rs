@@ -4,6 +4,7 @@
 
 pub mod charts;
 pub mod data;
+pub mod document;
 pub mod error;
 pub mod knowledge;
 pub mod narrative;
@@ -11,4 +12,5 @@ pub mod render;
 pub mod report;
 
 pub use error::ReportError;
-pub use report::{Advice, Report, ReportConfig, ReportFormat};
+pub use document::{Advice, Report};
+pub use report::{ReportConfig, ReportFormat};

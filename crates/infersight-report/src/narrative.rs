@@ -20,7 +20,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::report::Report;
+use crate::document::Report;
+pub use crate::document::Narrative;
 
 /// The `[report.llm]` configuration section; an empty endpoint turns the narrative off.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -97,15 +98,6 @@ impl LlmConfig {
             .map(|ns| Duration::from_nanos(ns as u64))
             .ok_or_else(|| format!("`{}` is not a duration like 20s or 500ms", self.timeout))
     }
-}
-
-/// A validated narrative.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Narrative {
-    pub cause: String,
-    pub confidence: f64,
-    pub fixes: Vec<String>,
-    pub checklist: Vec<String>,
 }
 
 /// What [`narrate`] produced: a narrative, or the reason there is none.

@@ -18,7 +18,7 @@ use infersight_model::time::format_rfc3339;
 use infersight_rca::{LineageSummary, RcaReport, Window};
 
 use crate::knowledge::HitKind;
-use crate::report::Advice;
+use crate::document::Advice;
 
 pub use html::html;
 pub use markdown::{markdown, markdown_escape};

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -16,7 +16,7 @@ use infersight_model::ErrorKind;
 use infersight_model::time::now_ns;
 use infersight_query::audit::actor_from_headers;
 use infersight_query::{
-    AccessContext, AuditStatus, OutputFormat, QueryEngine, SliRequest, SliRequestText, Surface,
+    AccessContext, AuditStatus, OutputFormat, SliRequest, SliRequestText, Surface,
 };
 use infersight_store::{StorageBackend, TimeRange};
 use serde::Deserialize;
@@ -24,67 +24,7 @@ use serde_json::json;
 
 use infersight_model::telemetry::{Counters, catalog};
 
-use crate::actions::ActionRunner;
-use crate::alerts::AlertManager;
-use crate::incidents::ReportService;
-
-#[derive(Clone)]
-pub struct ApiState {
-    pub store: Arc<dyn StorageBackend>,
-    pub engine: Arc<QueryEngine>,
-    pub counters: Arc<Counters>,
-    pub max_query_rows: usize,
-    pub max_dimension_cardinality: usize,
-    /// SLO evaluation and alert state; `None` when no SLO is configured.
-    pub alerts: Option<Arc<AlertManager>>,
-    /// Automatic-action policies and their audit trail; `None` when none is configured.
-    pub actions: Option<Arc<ActionRunner>>,
-    /// Stored incidents and their reports (`/api/v1/incidents`); `None`: those routes answer
-    /// 404 and `POST /api/v1/rca` stores nothing.
-    pub reports: Option<Arc<ReportService>>,
-}
-
-/// One error type for every API handler: a status and a JSON body naming the problem.
-#[derive(Debug)]
-pub struct ApiError {
-    pub kind: ErrorKind,
-    pub message: String,
-}
-
-impl ApiError {
-    pub fn bad_request(message: impl Into<String>) -> Self {
-        Self {
-            kind: ErrorKind::BadRequest,
-            message: message.into(),
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let (status, kind) = match self.kind {
-            ErrorKind::BadRequest => (StatusCode::BAD_REQUEST, "bad_request"),
-            ErrorKind::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
-            ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
-            ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-            ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
-        };
-        (
-            status,
-            Json(json!({ "error": { "kind": kind, "message": self.message } })),
-        )
-            .into_response()
-    }
-}
-
-impl From<infersight_query::QueryError> for ApiError {
-    fn from(e: infersight_query::QueryError) -> Self {
-        Self {
-            kind: e.kind(),
-            message: e.to_string(),
-        }
-    }
-}
+pub use crate::state::{ApiError, ApiState};
 
 pub fn router(state: ApiState) -> Router {
     Router::new()

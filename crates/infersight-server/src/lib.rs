@@ -7,8 +7,10 @@ pub mod alerts;
 pub mod api;
 pub mod incidents;
 pub mod queue;
+pub mod reports;
 pub mod serve;
 pub mod sli_metrics;
+pub mod state;
 pub mod ui;
 pub mod webhook;
 

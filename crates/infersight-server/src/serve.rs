@@ -104,7 +104,7 @@ pub struct ServeExtras {
     pub actions: Option<Arc<ActionRunner>>,
     /// Stored incidents and their reports (`/api/v1/incidents`, and `POST /api/v1/rca` stores
     /// every verdict); `None`: no incident routes.
-    pub reports: Option<Arc<crate::incidents::ReportService>>,
+    pub reports: Option<Arc<crate::reports::ReportService>>,
     /// The access audit `POST /api/v1/query` records every statement in; `None`: none.
     pub access_audit: Option<Arc<infersight_query::AccessAudit>>,
 }

@@ -7,7 +7,7 @@ use std::str::FromStr;
 use serde::Serialize;
 
 use crate::error::SimError;
-use crate::scenario::Scenario;
+use crate::scenario::kind::Scenario;
 
 /// 2025-11-29T02:00:00Z, the default start of simulated time.
 pub const DEFAULT_START_NS: i64 = 1_764_381_600_000_000_000;

@@ -93,7 +93,7 @@ pub fn serve_extras(config: &Config) -> Result<infersight_server::serve::ServeEx
         alerts,
         slo_eval_interval: Some(config.durations().alerts_eval_interval),
         actions: action_runner(config)?,
-        reports: Some(Arc::new(infersight_server::incidents::ReportService::new(
+        reports: Some(Arc::new(infersight_server::reports::ReportService::new(
             &config.store.data_dir,
             config.report.clone(),
         ))),

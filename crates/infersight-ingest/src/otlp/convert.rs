@@ -13,7 +13,7 @@ use infersight_model::{
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
+use opentelemetry_proto::tonic::common::v1::{InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::metrics::v1::{
     AggregationTemporality, DataPointFlags, ExponentialHistogramDataPoint, HistogramDataPoint,
     NumberDataPoint, SummaryDataPoint, metric, number_data_point,
@@ -25,6 +25,8 @@ use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 use super::tokens::span_tokens;
 use super::tree::{ExportTraces, SpanTreeCache, TreeView};
 use crate::error::IngestError;
+use super::values::{Rejections, key_values_into};
+pub use super::values::{any_value_to_attr, key_values};
 
 /// Canonical batches made from one export request, with the counts OTLP's `partial_success`
 /// reports. `accepted + rejected` is the number of spans, log records or metric data points in
@@ -42,108 +44,6 @@ pub struct Converted {
     /// Why the first record was rejected, and how many others were, then why the first part of
     /// an accepted record was skipped and how many were (`None` when nothing was).
     pub rejection_message: Option<String>,
-}
-
-/// Counts rejections and keeps the first reason; also counts skipped parts of accepted records
-/// (token events), which are warnings, not rejections.
-#[derive(Debug, Default)]
-pub(crate) struct Rejections {
-    count: u64,
-    first: Option<String>,
-    skipped: u64,
-    first_skipped: Option<String>,
-}
-
-impl Rejections {
-    pub(crate) fn reject(&mut self, reason: impl FnOnce() -> String) {
-        if self.first.is_none() {
-            self.first = Some(reason());
-        }
-        self.count += 1;
-    }
-
-    /// A part of an accepted record was dropped (its record stays accepted).
-    pub(crate) fn skip(&mut self, reason: impl FnOnce() -> String) {
-        if self.first_skipped.is_none() {
-            self.first_skipped = Some(reason());
-        }
-        self.skipped += 1;
-    }
-
-    fn message(&self) -> Option<String> {
-        let rejected = self.first.as_ref().map(|first| match self.count {
-            0 | 1 => first.clone(),
-            n => format!("{first} (and {} more rejected)", n - 1),
-        });
-        let skipped = self.first_skipped.as_ref().map(|first| match self.skipped {
-            0 | 1 => first.clone(),
-            n => format!("{first} (and {} more skipped)", n - 1),
-        });
-        match (rejected, skipped) {
-            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
-            (a, b) => a.or(b),
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Attribute values
-
-/// Converts an OTLP `AnyValue` into the protocol-neutral attribute value.
-pub fn any_value_to_attr(value: &AnyValue) -> AttrValue {
-    match &value.value {
-        None => AttrValue::Empty,
-        Some(any_value::Value::StringValue(s)) => AttrValue::Str(s.clone()),
-        Some(any_value::Value::BoolValue(b)) => AttrValue::Bool(*b),
-        Some(any_value::Value::IntValue(i)) => AttrValue::Int(*i),
-        Some(any_value::Value::DoubleValue(d)) => AttrValue::Double(*d),
-        Some(any_value::Value::BytesValue(b)) => AttrValue::Bytes(b.clone()),
-        Some(any_value::Value::ArrayValue(a)) => {
-            AttrValue::Array(a.values.iter().map(any_value_to_attr).collect())
-        }
-        Some(any_value::Value::KvlistValue(kv)) => AttrValue::Map(key_values(&kv.values)),
-        // An index into a profiles string table, meaningless without that table.
-        Some(any_value::Value::StringValueStrindex(_)) => AttrValue::Empty,
-    }
-}
-
-/// Converts OTLP key/values into attribute pairs, in order.
-pub fn key_values(pairs: &[KeyValue]) -> Vec<(String, AttrValue)> {
-    pairs
-        .iter()
-        .map(|kv| {
-            let value = kv
-                .value
-                .as_ref()
-                .map(any_value_to_attr)
-                .unwrap_or(AttrValue::Empty);
-            (kv.key.clone(), value)
-        })
-        .collect()
-}
-
-/// [`any_value_to_attr`] of a value that is not needed afterwards: its strings are moved.
-fn any_value_into_attr(value: AnyValue) -> AttrValue {
-    match value.value {
-        Some(any_value::Value::StringValue(s)) => AttrValue::Str(s),
-        Some(any_value::Value::BytesValue(b)) => AttrValue::Bytes(b),
-        Some(any_value::Value::ArrayValue(a)) => {
-            AttrValue::Array(a.values.into_iter().map(any_value_into_attr).collect())
-        }
-        Some(any_value::Value::KvlistValue(kv)) => AttrValue::Map(key_values_into(kv.values)),
-        other => any_value_to_attr(&AnyValue { value: other }),
-    }
-}
-
-/// [`key_values`] of pairs that are not needed afterwards: their strings are moved.
-fn key_values_into(pairs: Vec<KeyValue>) -> Vec<(String, AttrValue)> {
-    pairs
-        .into_iter()
-        .map(|kv| {
-            let value = kv.value.map_or(AttrValue::Empty, any_value_into_attr);
-            (kv.key, value)
-        })
-        .collect()
 }
 
 /// Where the conversion of an export gets each span's attributes: from the spans (copied), or
@@ -1012,6 +912,7 @@ mod tests {
     use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 
     use super::*;
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value};
 
     fn kv(key: &str, value: any_value::Value) -> KeyValue {
         KeyValue {

@@ -3,13 +3,15 @@
 //! gRPC and HTTP servers call both; the file reader reuses them for Collector file-exporter output.
 //! [`tokens`] is the part of the trace conversion that turns per-token span events into rows;
 //! [`trace_json`] is the serde-free fast path of OTLP/JSON trace decoding.
-//! [`tree`] attributes phase spans (`queue`, `prefill`, `decode`) to the request span above them.
+//! [`tree`] attributes phase spans (`queue`, `prefill`, `decode`) to the request span above them;
+//! [`values`] holds what the conversions share (attribute values, rejection tallies).
 
 pub mod convert;
 pub mod decode;
 pub mod tokens;
 pub mod trace_json;
 pub mod tree;
+pub mod values;
 
 pub use convert::{
     Converted, logs_to_batches, metrics_to_batches, traces_to_batches, traces_to_batches_with,

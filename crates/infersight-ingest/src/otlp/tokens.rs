@@ -27,7 +27,7 @@ use infersight_model::breakdown::TokenTimeline;
 use infersight_model::{AttrValue, TokenRecord};
 use opentelemetry_proto::tonic::trace::v1::Span;
 
-use super::convert::{Rejections, key_values};
+use super::values::{Rejections, key_values};
 
 /// Names of span events that are token events: OTel GenAI style, OpenInference style, a bare
 /// `token`, and OpenLLMetry's streamed completion chunk (one event per chunk, treated as a token).

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use arrow::array::Array;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::{
     RcaContext, Windows, i64_column, optional, sql_string, string_column, template_texts,
@@ -15,6 +15,7 @@ use super::{
 };
 use infersight_query::QueryEngine;
 use infersight_query::QueryError;
+use crate::contract::LineageSummary;
 
 /// Records sampled per seed template (those nearest the onset).
 pub const MAX_LOGS_PER_TEMPLATE: usize = 20;
@@ -64,28 +65,6 @@ pub struct LineageEdge {
     pub from: String,
     pub to: String,
     pub relation: String,
-}
-
-/// Where one evidence template's sampled records lead, walked from the [`LineageGraph`]: the
-/// workers they were emitted on, the requests they belong to (by request id or trace) and the
-/// model versions and sessions of those requests.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LineageSummary {
-    /// Records of the template in the graph (at most [`MAX_LOGS_PER_TEMPLATE`], those nearest
-    /// the onset).
-    pub records: usize,
-    /// Records per worker they were emitted on.
-    pub workers: BTreeMap<String, usize>,
-    /// Distinct requests the records link to.
-    pub requests: usize,
-    /// Those requests per model version that served them.
-    pub model_versions: BTreeMap<String, usize>,
-    /// Distinct traces and sessions the records and their requests belong to.
-    pub traces: usize,
-    pub sessions: usize,
-    /// Links to records of other evidence templates (declared upstream, or the same worker
-    /// within a few seconds).
-    pub linked_records: usize,
 }
 
 impl LineageGraph {

@@ -42,8 +42,8 @@ use crate::{LogEvidence, RcaContext};
 use infersight_query::QueryEngine;
 use infersight_query::QueryError;
 
-pub use lineage::{LineageSummary, lineage};
-pub use sequences::SequenceAnomaly;
+pub use crate::contract::{LineageSummary, SequenceAnomaly};
+pub use lineage::lineage;
 
 /// Unexpected log sequences of the incident's requests and traces (see [`sequences`]), with
 /// template texts.

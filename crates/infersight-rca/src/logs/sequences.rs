@@ -35,13 +35,13 @@ use arrow::array::Array;
 use infersight_analytics::sequence::{
     EventId, EventInterner, NextEvent, NextEventModel, SequenceParams, UnexpectedReason,
 };
-use serde::{Deserialize, Serialize};
 
 use super::stats::ln_poisson_upper_tail;
 use super::{FAMILY_ALPHA, MIN_SUPPORT, i64_column, optional, string_column, ts_between};
 use crate::RcaContext;
 use infersight_query::QueryEngine;
 use infersight_query::QueryError;
+use crate::contract::SequenceAnomaly;
 
 /// Baseline sessions needed before the model is trusted.
 pub const MIN_BASELINE_SESSIONS: usize = 100;
@@ -57,30 +57,6 @@ pub const MAX_SESSIONS_PER_SIDE: usize = 25_000;
 pub const MIN_SHARE: f64 = 0.001;
 /// Patterns reported at most.
 pub const MAX_PATTERNS: usize = 5;
-
-/// One kind of unexpected step in the incident's sessions.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct SequenceAnomaly {
-    /// `unseen_event` (a template no baseline session logged), `unseen_transition` (it never
-    /// followed the event before it), `premature_end` (sessions never ended there), `rare`.
-    pub reason: String,
-    /// The unexpected template (`None`: the session ended).
-    pub template_id: Option<String>,
-    pub template: Option<String>,
-    /// The event before it (`None`: the start of the session).
-    pub after_template_id: Option<String>,
-    pub after_template: Option<String>,
-    /// What baseline sessions logged there instead, most frequent first (at most 3; `None`
-    /// stands for the end of the session).
-    pub expected_template_ids: Vec<Option<String>>,
-    pub incident_sessions: u64,
-    pub incident_total: u64,
-    pub baseline_sessions: u64,
-    pub baseline_total: u64,
-    /// Workers of the incident's sessions with this pattern (the worker of a session's first
-    /// record), most first, at most 3.
-    pub workers: Vec<(String, u64)>,
-}
 
 /// A session under construction.
 struct Session {

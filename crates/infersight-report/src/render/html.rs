@@ -12,7 +12,7 @@ use super::{
     sequence_step, share_text, symptom_line, window_text, workers_text,
 };
 use crate::charts::{self, escape};
-use crate::report::{Advice, Report};
+use crate::document::{Advice, Report};
 
 const CSS: &str = "\
 :root{--fg:#1d232a;--muted:#5f6b76;--line:#dfe3e8;--accent:#c0392b;--bg:#fff;--soft:#f6f8fa}

@@ -10,7 +10,7 @@ use super::{
     advice_or_rca, dimensions_text, kind_text, lead_text, lineage_text, number, sequence_reason,
     sequence_step, share_text, symptom_line, window_text, workers_text,
 };
-use crate::report::{Advice, Report};
+use crate::document::{Advice, Report};
 
 /// Escapes text for Markdown: entities for HTML's specials, backslashes for Markdown's own.
 pub fn markdown_escape(text: &str) -> String {

@@ -364,7 +364,7 @@ fn classify_value(bytes: &[u8], shape: u8) -> Option<ParamType> {
     if is_uuid(bytes) {
         return Some(ParamType::Uuid);
     }
-    if has_colon && super::miner::is_clock(bytes) {
+    if has_colon && is_clock(bytes) {
         return Some(ParamType::Time);
     }
     if bytes.starts_with(b"blk_") {
@@ -520,3 +520,30 @@ pub fn param_type(value: &str) -> ParamType {
         ParamType::Word
     }
 }
+
+/// `hh:mm` or `hh:mm:ss`, optionally with fractional seconds.
+pub(crate) fn is_clock(bytes: &[u8]) -> bool {
+    // The hour's first byte must be a digit (its part is digits, `.` and `,`, and the part before
+    // the first `.`/`,` is not empty): reject other tokens without splitting.
+    if !bytes.first().is_some_and(u8::is_ascii_digit) {
+        return false;
+    }
+    let mut parts = 0;
+    for part in bytes.split(|&b| b == b':') {
+        parts += 1;
+        let whole = part
+            .split(|&b| b == b'.' || b == b',')
+            .next()
+            .unwrap_or(part);
+        if whole.is_empty()
+            || whole.len() > 2
+            || !part
+                .iter()
+                .all(|b| b.is_ascii_digit() || *b == b'.' || *b == b',')
+        {
+            return false;
+        }
+    }
+    (2..=3).contains(&parts)
+}
+

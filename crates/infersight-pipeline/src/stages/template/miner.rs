@@ -22,7 +22,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use super::config::MinerConfig;
 use super::mask::{
-    BYTE_CLASS, ParamType, WILDCARD, class, is_delimiter, is_unit_word, mask_token_shaped,
+    BYTE_CLASS, ParamType, WILDCARD, class, is_clock, is_delimiter, is_unit_word, mask_token_shaped,
     needs_mask_shaped, param_type,
 };
 
@@ -1434,32 +1434,6 @@ enum DatePart {
     Month,
     Clock,
     Other,
-}
-
-/// `hh:mm` or `hh:mm:ss`, optionally with fractional seconds.
-pub(crate) fn is_clock(bytes: &[u8]) -> bool {
-    // The hour's first byte must be a digit (its part is digits, `.` and `,`, and the part before
-    // the first `.`/`,` is not empty): reject other tokens without splitting.
-    if !bytes.first().is_some_and(u8::is_ascii_digit) {
-        return false;
-    }
-    let mut parts = 0;
-    for part in bytes.split(|&b| b == b':') {
-        parts += 1;
-        let whole = part
-            .split(|&b| b == b'.' || b == b',')
-            .next()
-            .unwrap_or(part);
-        if whole.is_empty()
-            || whole.len() > 2
-            || !part
-                .iter()
-                .all(|b| b.is_ascii_digit() || *b == b'.' || *b == b',')
-        {
-            return false;
-        }
-    }
-    (2..=3).contains(&parts)
 }
 
 /// One token of a message: its byte range, its shape (the OR of its bytes' [`class`] bits, so

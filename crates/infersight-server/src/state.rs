@@ -1,0 +1,85 @@
+//! What every API handler shares: the state (store, query engine, counters, alert manager,
+//! action runner, report service) and the one error type, answered as a status and a JSON body.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use infersight_model::ErrorKind;
+use infersight_model::telemetry::Counters;
+use infersight_query::QueryEngine;
+use infersight_report::ReportError;
+use infersight_store::StorageBackend;
+use serde_json::json;
+
+use crate::actions::ActionRunner;
+use crate::alerts::AlertManager;
+use crate::reports::ReportService;
+
+#[derive(Clone)]
+pub struct ApiState {
+    pub store: Arc<dyn StorageBackend>,
+    pub engine: Arc<QueryEngine>,
+    pub counters: Arc<Counters>,
+    pub max_query_rows: usize,
+    pub max_dimension_cardinality: usize,
+    /// SLO evaluation and alert state; `None` when no SLO is configured.
+    pub alerts: Option<Arc<AlertManager>>,
+    /// Automatic-action policies and their audit trail; `None` when none is configured.
+    pub actions: Option<Arc<ActionRunner>>,
+    /// Stored incidents and their reports (`/api/v1/incidents`); `None`: those routes answer
+    /// 404 and `POST /api/v1/rca` stores nothing.
+    pub reports: Option<Arc<ReportService>>,
+}
+
+/// One error type for every API handler: a status and a JSON body naming the problem.
+#[derive(Debug)]
+pub struct ApiError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorKind::BadRequest,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, kind) = match self.kind {
+            ErrorKind::BadRequest => (StatusCode::BAD_REQUEST, "bad_request"),
+            ErrorKind::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+            ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        (
+            status,
+            Json(json!({ "error": { "kind": kind, "message": self.message } })),
+        )
+            .into_response()
+    }
+}
+
+impl From<infersight_query::QueryError> for ApiError {
+    fn from(e: infersight_query::QueryError) -> Self {
+        Self {
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<ReportError> for ApiError {
+    fn from(e: ReportError) -> Self {
+        Self {
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+}
