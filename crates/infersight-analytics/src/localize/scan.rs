@@ -44,15 +44,7 @@ pub(super) fn localize(
     params: &Params,
 ) -> Localization {
     let n_leaves = table.len();
-    let mut skipped_dimensions = Vec::new();
-    let mut dims = Vec::new();
-    for (index, dimension) in table.dimensions.iter().enumerate() {
-        if dimension.values.len() > params.max_cardinality || index >= 64 {
-            skipped_dimensions.push(dimension.name.clone());
-        } else {
-            dims.push(index);
-        }
-    }
+    let (dims, skipped_dimensions) = scanned_dimensions(table, params);
     let noise = resolve_noise(params.noise, real);
     let scale = effective_count_scale(noise, real, forecast);
     let real_effective: Vec<f64> = real.iter().zip(&scale).map(|(v, k)| v / k).collect();
@@ -68,58 +60,18 @@ pub(super) fn localize(
         return result;
     }
 
-    let cuboids = build_cuboids(table, &dims, params.max_layer);
-    let cuboid_by_mask: HashMap<u64, usize> = cuboids
+    let mut scan = Scan::new(table, &dims, params, real_effective, forecast_effective);
+    let n_candidates: usize = 1 + scan
+        .cuboids
         .iter()
-        .enumerate()
-        .map(|(index, cuboid)| (cuboid.mask, index))
-        .collect();
-    let n_candidates: usize = 1 + cuboids.iter().map(|c| c.first_leaf.len()).sum::<usize>();
+        .map(|c| c.first_leaf.len())
+        .sum::<usize>();
     let significance = (n_candidates as f64 / params.alpha).ln();
-
-    let mut unexplained = vec![true; n_leaves];
-    let mut sums: Vec<Sums> = cuboids
-        .iter()
-        .map(|cuboid| Sums {
-            real_effective: vec![0.0; cuboid.first_leaf.len()],
-            forecast_effective: vec![0.0; cuboid.first_leaf.len()],
-        })
-        .collect();
     let mut largest_cause_deviation = 0.0_f64;
 
     while result.root_causes.len() < params.max_root_causes {
-        // Sum every element of every cuboid over the leaves not yet explained.
-        let (mut root_real, mut root_forecast) = (0.0, 0.0);
-        for leaf in 0..n_leaves {
-            if unexplained[leaf] {
-                root_real += real_effective[leaf];
-                root_forecast += forecast_effective[leaf];
-            }
-        }
-        let mut best: Option<(usize, u32, f64)> = None;
-        for (index, cuboid) in cuboids.iter().enumerate() {
-            let cuboid_sums = &mut sums[index];
-            cuboid_sums.real_effective.fill(0.0);
-            cuboid_sums.forecast_effective.fill(0.0);
-            for leaf in 0..n_leaves {
-                if unexplained[leaf] {
-                    let element = cuboid.element_of_leaf[leaf] as usize;
-                    cuboid_sums.real_effective[element] += real_effective[leaf];
-                    cuboid_sums.forecast_effective[element] += forecast_effective[leaf];
-                }
-            }
-            for element in 0..cuboid.first_leaf.len() {
-                let score = scan_statistic(
-                    cuboid_sums.real_effective[element],
-                    cuboid_sums.forecast_effective[element],
-                );
-                if best.is_none_or(|(_, _, best_score)| score > best_score) {
-                    best = Some((index, element as u32, score));
-                }
-            }
-        }
-        let root_score = scan_statistic(root_real, root_forecast);
-        let Some((mut chosen_cuboid, mut chosen_element, best_score)) = best else {
+        let (root_score, best) = scan.best_element();
+        let Some((best_cuboid, best_element, best_score)) = best else {
             break;
         };
         let best_score = best_score.max(root_score);
@@ -132,6 +84,139 @@ pub(super) fn localize(
             result.fleet_wide = true;
             break;
         }
+        let (chosen_cuboid, chosen_element, chosen_score) =
+            scan.coarsest_ancestor(best_cuboid, best_element, good_enough);
+
+        // Raw deviation of the chosen element (over its unexplained leaves).
+        let deviation = scan.unexplained_deviation(chosen_cuboid, chosen_element, real, forecast);
+        let reference = largest_cause_deviation.max(total_deviation.abs());
+        if deviation.abs() < params.min_explained * reference || deviation == 0.0 {
+            break;
+        }
+        largest_cause_deviation = largest_cause_deviation.max(deviation.abs());
+
+        let mut cause = scan.explain(table, chosen_cuboid, chosen_element, real, forecast);
+        cause.explained_fraction = if total_deviation != 0.0 {
+            (cause.real - cause.forecast) / total_deviation
+        } else {
+            0.0
+        };
+        let merged_score = remove_descendants(
+            &mut result.root_causes,
+            table,
+            &scan.cuboids[chosen_cuboid],
+            chosen_element,
+        );
+        cause.score = chosen_score.max(merged_score);
+        result.root_causes.push(cause);
+    }
+    result
+}
+
+/// The table dimensions the scan enumerates (ascending), and the names of those it skips: too
+/// many values, or beyond the 64 a cuboid mask holds.
+fn scanned_dimensions(table: &LeafTable, params: &Params) -> (Vec<usize>, Vec<String>) {
+    let mut skipped_dimensions = Vec::new();
+    let mut dims = Vec::new();
+    for (index, dimension) in table.dimensions.iter().enumerate() {
+        if dimension.values.len() > params.max_cardinality || index >= 64 {
+            skipped_dimensions.push(dimension.name.clone());
+        } else {
+            dims.push(index);
+        }
+    }
+    (dims, skipped_dimensions)
+}
+
+/// The lattice being scanned and the leaves not yet explained by a cause.
+struct Scan {
+    cuboids: Vec<Cuboid>,
+    cuboid_by_mask: HashMap<u64, usize>,
+    /// Per cuboid, refilled by every [`Scan::best_element`].
+    sums: Vec<Sums>,
+    unexplained: Vec<bool>,
+    real_effective: Vec<f64>,
+    forecast_effective: Vec<f64>,
+}
+
+impl Scan {
+    fn new(
+        table: &LeafTable,
+        dims: &[usize],
+        params: &Params,
+        real_effective: Vec<f64>,
+        forecast_effective: Vec<f64>,
+    ) -> Scan {
+        let cuboids = build_cuboids(table, dims, params.max_layer);
+        let cuboid_by_mask: HashMap<u64, usize> = cuboids
+            .iter()
+            .enumerate()
+            .map(|(index, cuboid)| (cuboid.mask, index))
+            .collect();
+        let sums: Vec<Sums> = cuboids
+            .iter()
+            .map(|cuboid| Sums {
+                real_effective: vec![0.0; cuboid.first_leaf.len()],
+                forecast_effective: vec![0.0; cuboid.first_leaf.len()],
+            })
+            .collect();
+        Scan {
+            cuboids,
+            cuboid_by_mask,
+            sums,
+            unexplained: vec![true; table.len()],
+            real_effective,
+            forecast_effective,
+        }
+    }
+
+    /// Sums every element of every cuboid over the leaves not yet explained, and returns the
+    /// whole fleet's scan statistic and the element with the highest one:
+    /// `(cuboid, element, score)`.
+    fn best_element(&mut self) -> (f64, Option<(usize, u32, f64)>) {
+        let n_leaves = self.unexplained.len();
+        let (mut root_real, mut root_forecast) = (0.0, 0.0);
+        for leaf in 0..n_leaves {
+            if self.unexplained[leaf] {
+                root_real += self.real_effective[leaf];
+                root_forecast += self.forecast_effective[leaf];
+            }
+        }
+        let mut best: Option<(usize, u32, f64)> = None;
+        for (index, cuboid) in self.cuboids.iter().enumerate() {
+            let cuboid_sums = &mut self.sums[index];
+            cuboid_sums.real_effective.fill(0.0);
+            cuboid_sums.forecast_effective.fill(0.0);
+            for leaf in 0..n_leaves {
+                if self.unexplained[leaf] {
+                    let element = cuboid.element_of_leaf[leaf] as usize;
+                    cuboid_sums.real_effective[element] += self.real_effective[leaf];
+                    cuboid_sums.forecast_effective[element] += self.forecast_effective[leaf];
+                }
+            }
+            for element in 0..cuboid.first_leaf.len() {
+                let score = scan_statistic(
+                    cuboid_sums.real_effective[element],
+                    cuboid_sums.forecast_effective[element],
+                );
+                if best.is_none_or(|(_, _, best_score)| score > best_score) {
+                    best = Some((index, element as u32, score));
+                }
+            }
+        }
+        (scan_statistic(root_real, root_forecast), best)
+    }
+
+    /// The coarsest ancestor of the best element (fewest attributes; the best score among
+    /// equally coarse ones) that scores at least `good_enough`: `(cuboid, element, score)`.
+    fn coarsest_ancestor(
+        &self,
+        best_cuboid: usize,
+        best_element: u32,
+        good_enough: f64,
+    ) -> (usize, u32, f64) {
+        let (cuboids, sums) = (&self.cuboids, &self.sums);
+        let (mut chosen_cuboid, mut chosen_element) = (best_cuboid, best_element);
         let best_mask = cuboids[chosen_cuboid].mask;
         let probe_leaf = cuboids[chosen_cuboid].first_leaf[chosen_element as usize];
         let mut chosen_score = scan_statistic(
@@ -141,7 +226,7 @@ pub(super) fn localize(
         let mut chosen_layer = cuboids[chosen_cuboid].dims.len();
         let mut submask = (best_mask.wrapping_sub(1)) & best_mask;
         while submask != 0 {
-            if let Some(&index) = cuboid_by_mask.get(&submask) {
+            if let Some(&index) = self.cuboid_by_mask.get(&submask) {
                 let element = cuboids[index].element_of_leaf[probe_leaf];
                 let score = scan_statistic(
                     sums[index].real_effective[element as usize],
@@ -159,31 +244,48 @@ pub(super) fn localize(
             }
             submask = (submask - 1) & best_mask;
         }
+        (chosen_cuboid, chosen_element, chosen_score)
+    }
 
-        // Raw deviation and size of the chosen element (over its unexplained leaves).
-        let cuboid = &cuboids[chosen_cuboid];
+    /// Actual minus forecast, summed over the element's leaves not yet explained.
+    fn unexplained_deviation(
+        &self,
+        cuboid: usize,
+        element: u32,
+        real: &[f64],
+        forecast: &[f64],
+    ) -> f64 {
+        let cuboid = &self.cuboids[cuboid];
         let mut deviation = 0.0;
-        for leaf in 0..n_leaves {
-            if unexplained[leaf] && cuboid.element_of_leaf[leaf] == chosen_element {
+        for leaf in 0..self.unexplained.len() {
+            if self.unexplained[leaf] && cuboid.element_of_leaf[leaf] == element {
                 deviation += real[leaf] - forecast[leaf];
             }
         }
-        let reference = largest_cause_deviation.max(total_deviation.abs());
-        if deviation.abs() < params.min_explained * reference || deviation == 0.0 {
-            break;
-        }
-        largest_cause_deviation = largest_cause_deviation.max(deviation.abs());
+        deviation
+    }
 
+    /// Marks every leaf of the element explained and returns it as a cause (its values, sums
+    /// and leaf count; fraction and score are the caller's).
+    fn explain(
+        &mut self,
+        table: &LeafTable,
+        cuboid: usize,
+        element: u32,
+        real: &[f64],
+        forecast: &[f64],
+    ) -> RootCause {
+        let cuboid = &self.cuboids[cuboid];
         let (mut element_real, mut element_forecast, mut element_leaves) = (0.0, 0.0, 0_usize);
-        for leaf in 0..n_leaves {
-            if cuboid.element_of_leaf[leaf] == chosen_element {
+        for leaf in 0..self.unexplained.len() {
+            if cuboid.element_of_leaf[leaf] == element {
                 element_real += real[leaf];
                 element_forecast += forecast[leaf];
                 element_leaves += 1;
-                unexplained[leaf] = false;
+                self.unexplained[leaf] = false;
             }
         }
-        let probe = cuboid.first_leaf[chosen_element as usize];
+        let probe = cuboid.first_leaf[element as usize];
         let elements = cuboid
             .dims
             .iter()
@@ -193,42 +295,48 @@ pub(super) fn localize(
                 (dim.name.clone(), dim.values[id].clone())
             })
             .collect();
-        // A cause that is an ancestor of causes found before (they were its most deviating
-        // part, the rest of it deviates too) replaces them: one coarser element, same leaves.
-        let chosen_pairs: Vec<(usize, u32)> = cuboid
-            .dims
-            .iter()
-            .map(|&dimension| (dimension, table.code(probe, dimension)))
-            .collect();
-        let mut merged_score = 0.0_f64;
-        result.root_causes.retain(|earlier| {
-            let is_descendant = chosen_pairs.iter().all(|&(dimension, id)| {
-                let name = &table.dimensions[dimension].name;
-                let value = &table.dimensions[dimension].values[id as usize];
-                earlier
-                    .elements
-                    .iter()
-                    .any(|(n, v)| n == name && v == value)
-            });
-            if is_descendant {
-                merged_score = merged_score.max(earlier.score);
-            }
-            !is_descendant
-        });
-        result.root_causes.push(RootCause {
+        RootCause {
             elements,
-            explained_fraction: if total_deviation != 0.0 {
-                (element_real - element_forecast) / total_deviation
-            } else {
-                0.0
-            },
-            score: chosen_score.max(merged_score),
+            explained_fraction: 0.0,
+            score: 0.0,
             real: element_real,
             forecast: element_forecast,
             leaves: element_leaves,
-        });
+        }
     }
-    result
+}
+
+/// A cause that is an ancestor of causes found before (they were its most deviating part, the
+/// rest of it deviates too) replaces them: one coarser element, same leaves. Removes those
+/// descendants of the element and returns the highest score among them (0 when none).
+fn remove_descendants(
+    root_causes: &mut Vec<RootCause>,
+    table: &LeafTable,
+    cuboid: &Cuboid,
+    element: u32,
+) -> f64 {
+    let probe = cuboid.first_leaf[element as usize];
+    let chosen_pairs: Vec<(usize, u32)> = cuboid
+        .dims
+        .iter()
+        .map(|&dimension| (dimension, table.code(probe, dimension)))
+        .collect();
+    let mut merged_score = 0.0_f64;
+    root_causes.retain(|earlier| {
+        let is_descendant = chosen_pairs.iter().all(|&(dimension, id)| {
+            let name = &table.dimensions[dimension].name;
+            let value = &table.dimensions[dimension].values[id as usize];
+            earlier
+                .elements
+                .iter()
+                .any(|(n, v)| n == name && v == value)
+        });
+        if is_descendant {
+            merged_score = merged_score.max(earlier.score);
+        }
+        !is_descendant
+    });
+    merged_score
 }
 
 /// Expectation-based Poisson log-likelihood ratio of "this element changed by a common factor".
