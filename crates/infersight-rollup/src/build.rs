@@ -2,7 +2,7 @@
 //! (borrowed from the batch) in the combination index, its cell found, and its latencies added to
 //! the cell's sketches a chunk of rows at a time.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, Hash, Hasher};
 
 use arrow::array::{
@@ -166,6 +166,192 @@ pub(crate) fn sum_u64(column: Option<&Int64Array>, row: usize) -> u64 {
         .map_or(0, |c| c.value(row).max(0) as u64)
 }
 
+/// The columns of a `requests` batch that [`Rollup::add_requests`] reads, borrowed from it.
+struct RequestColumns<'a> {
+    ts: &'a TimestampNanosecondArray,
+    /// One per rollup dimension, in the rollup's order.
+    dims: Vec<DimColumn<'a>>,
+    /// One per [`LatencySli::ALL`], in its order; `None` when the batch lacks it.
+    latency: Vec<Option<&'a Float64Array>>,
+    status: Option<&'a StringArray>,
+    finish: Option<&'a StringArray>,
+    input: Option<&'a Int64Array>,
+    output: Option<&'a Int64Array>,
+    cached: Option<&'a Int64Array>,
+}
+
+impl<'a> RequestColumns<'a> {
+    fn read(batch: &'a RecordBatch, dimensions: &[String]) -> Result<Self, RollupError> {
+        let ts_array = column(batch, "ts").ok_or(RollupError::MissingTs)?;
+        let ts: &TimestampNanosecondArray = match ts_array.data_type() {
+            DataType::Timestamp(TimeUnit::Nanosecond, _) => ts_array.as_primitive(),
+            _ => return Err(type_error("ts", ts_array, "Timestamp(ns)")),
+        };
+        let mut dims = Vec::with_capacity(dimensions.len());
+        for name in dimensions {
+            dims.push(match column(batch, name) {
+                None => DimColumn::Missing,
+                Some(a) if a.data_type() == &DataType::Utf8 => DimColumn::Str(a.as_string()),
+                Some(a) if a.data_type() == &DataType::Int64 => DimColumn::Int(a.as_primitive()),
+                Some(a) => return Err(type_error(name, a, "Utf8 or Int64")),
+            });
+        }
+        let latency: Vec<Option<&Float64Array>> = LatencySli::ALL
+            .iter()
+            .map(|s| f64_column(batch, s.column()))
+            .collect::<Result<_, _>>()?;
+        Ok(RequestColumns {
+            ts,
+            dims,
+            latency,
+            status: str_column(batch, "status")?,
+            finish: str_column(batch, "finish_reason")?,
+            input: i64_column(batch, "input_tokens")?,
+            output: i64_column(batch, "output_tokens")?,
+            cached: i64_column(batch, "cached_tokens")?,
+        })
+    }
+}
+
+/// The cells one batch touches, taken out of the rollup while its rows go in; a cell's slot is
+/// its index here.
+#[derive(Default)]
+struct Staging {
+    slot_of_key: HashMap<(i64, u32), u32, foldhash::fast::RandomState>,
+    keys: Vec<(i64, u32)>,
+    cells: Vec<Cell>,
+    /// per staged cell: requests, errors, truncated, input, output and cached tokens (integer
+    /// sums, so they are added per row here and into the cells at the end)
+    counters: Vec<[u64; 6]>,
+    /// The key and slot of the last row, for runs of rows of one cell.
+    last: Option<((i64, u32), u32)>,
+}
+
+impl Staging {
+    /// The slot of the cell `key`, taken out of `cells` (or new) on first touch.
+    fn slot(&mut self, key: (i64, u32), cells: &mut BTreeMap<(i64, u32), Cell>) -> u32 {
+        match self.last {
+            Some((last, slot)) if last == key => slot,
+            _ => {
+                let slot = *self.slot_of_key.entry(key).or_insert_with(|| {
+                    self.keys.push(key);
+                    self.cells.push(cells.remove(&key).unwrap_or_default());
+                    self.counters.push([0; 6]);
+                    (self.cells.len() - 1) as u32
+                });
+                self.last = Some((key, slot));
+                slot
+            }
+        }
+    }
+
+    /// Counts the row in its cell's integer sums.
+    fn count_row(&mut self, slot: u32, columns: &RequestColumns<'_>, row: usize) {
+        let error = columns
+            .status
+            .is_some_and(|s| s.is_valid(row) && s.value(row) == "error");
+        let truncated = columns
+            .finish
+            .is_some_and(|s| s.is_valid(row) && s.value(row) == "length");
+        let counts = &mut self.counters[slot as usize];
+        counts[0] += 1;
+        counts[1] += u64::from(error);
+        counts[2] += u64::from(truncated);
+        counts[3] += sum_u64(columns.input, row);
+        counts[4] += sum_u64(columns.output, row);
+        counts[5] += sum_u64(columns.cached, row);
+    }
+}
+
+/// One chunk's rows in cell order (a stable counting sort by slot), with buffers reused from
+/// chunk to chunk.
+struct ChunkOrder {
+    /// Per row of the chunk, its cell's slot or [`NO_SLOT`].
+    slot_of_row: Vec<u32>,
+    /// Per row of the chunk, its position in cell order or [`NO_SLOT`].
+    position_of_row: Vec<u32>,
+    /// Slot `s`'s rows are at positions `slot_starts[s]..slot_starts[s + 1]`.
+    slot_starts: Vec<u32>,
+    /// How many rows have a position.
+    placed: usize,
+    /// One latency column's values in cell order.
+    ordered: Vec<Option<f64>>,
+}
+
+impl Default for ChunkOrder {
+    fn default() -> Self {
+        ChunkOrder {
+            slot_of_row: Vec::with_capacity(ROWS_PER_CHUNK),
+            position_of_row: Vec::with_capacity(ROWS_PER_CHUNK),
+            slot_starts: Vec::new(),
+            placed: 0,
+            ordered: Vec::with_capacity(ROWS_PER_CHUNK),
+        }
+    }
+}
+
+impl ChunkOrder {
+    /// Stable counting sort of the chunk's rows by cell: each row's position in cell order.
+    fn sort_by_cell(&mut self, n_slots: usize) {
+        let slot_starts = &mut self.slot_starts;
+        slot_starts.clear();
+        slot_starts.resize(n_slots + 1, 0);
+        for &slot in self.slot_of_row.iter().filter(|&&s| s != NO_SLOT) {
+            slot_starts[slot as usize + 1] += 1;
+        }
+        for i in 1..slot_starts.len() {
+            slot_starts[i] += slot_starts[i - 1];
+        }
+        self.placed = slot_starts[n_slots] as usize;
+        let mut next = slot_starts.clone();
+        self.position_of_row.clear();
+        self.position_of_row
+            .extend(self.slot_of_row.iter().map(|&slot| {
+                if slot == NO_SLOT {
+                    return NO_SLOT;
+                }
+                let position = next[slot as usize];
+                next[slot as usize] += 1;
+                position
+            }));
+    }
+
+    /// One latency column at a time: reads it in row order into cell order, then adds each
+    /// cell's run of values to its sketch.
+    fn add_latencies(
+        &mut self,
+        latency: &[Option<&Float64Array>],
+        chunk: std::ops::Range<usize>,
+        cells: &mut [Cell],
+        stats: &mut AddStats,
+    ) {
+        for (sli, values) in latency.iter().enumerate() {
+            let Some(values) = values else { continue };
+            self.ordered.clear();
+            self.ordered.resize(self.placed, None);
+            for (row, &position) in chunk.clone().zip(&self.position_of_row) {
+                if position != NO_SLOT && values.is_valid(row) {
+                    self.ordered[position as usize] = Some(values.value(row));
+                }
+            }
+            for (slot, bounds) in self.slot_starts.windows(2).enumerate() {
+                if bounds[0] == bounds[1] {
+                    continue;
+                }
+                let sketch = &mut cells[slot].sketches[sli];
+                for value in self.ordered[bounds[0] as usize..bounds[1] as usize]
+                    .iter()
+                    .flatten()
+                {
+                    if !sketch.add(*value) {
+                        stats.invalid_values += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl Rollup {
     /// The id of the combination `values`, added when new; beyond the budget the id of the
     /// fold-over combination, with `true`.
@@ -222,160 +408,99 @@ impl Rollup {
     /// Adds every row of a `requests` batch (columns looked up by name; a dimension the batch
     /// lacks is the empty string). Rows with a null ts are skipped.
     pub fn add_requests(&mut self, batch: &RecordBatch) -> Result<AddStats, RollupError> {
-        let ts_array = column(batch, "ts").ok_or(RollupError::MissingTs)?;
-        let ts: &TimestampNanosecondArray = match ts_array.data_type() {
-            DataType::Timestamp(TimeUnit::Nanosecond, _) => ts_array.as_primitive(),
-            _ => return Err(type_error("ts", ts_array, "Timestamp(ns)")),
-        };
-        let mut dims = Vec::with_capacity(self.dimensions.len());
-        for name in &self.dimensions {
-            dims.push(match column(batch, name) {
-                None => DimColumn::Missing,
-                Some(a) if a.data_type() == &DataType::Utf8 => DimColumn::Str(a.as_string()),
-                Some(a) if a.data_type() == &DataType::Int64 => DimColumn::Int(a.as_primitive()),
-                Some(a) => return Err(type_error(name, a, "Utf8 or Int64")),
-            });
-        }
-        let latency: Vec<Option<&Float64Array>> = LatencySli::ALL
-            .iter()
-            .map(|s| f64_column(batch, s.column()))
-            .collect::<Result<_, _>>()?;
-        let status = str_column(batch, "status")?;
-        let finish = str_column(batch, "finish_reason")?;
-        let input = i64_column(batch, "input_tokens")?;
-        let output = i64_column(batch, "output_tokens")?;
-        let cached = i64_column(batch, "cached_tokens")?;
-
+        let columns = RequestColumns::read(batch, &self.dimensions)?;
         let mut stats = AddStats::default();
         // The cells this batch touches are taken out of `cells` on first touch and put back at
         // the end (one hash lookup per row, not a B-tree descent). Rows are added a chunk at a
         // time grouped by cell, so a cell's sketches stay in cache while its rows go in; within
         // a cell, rows keep their order (sketch sums are order-sensitive).
-        let mut staged_slot: HashMap<(i64, u32), u32, foldhash::fast::RandomState> =
-            HashMap::default();
-        let mut staged_keys: Vec<(i64, u32)> = Vec::new();
-        let mut staged: Vec<Cell> = Vec::new();
-        let mut last_slot: Option<((i64, u32), u32)> = None;
+        let mut staging = Staging::default();
         // the combination of the last row rolled up
         let mut previous: Option<(u32, bool)> = None;
-        // per staged cell: requests, errors, truncated, input, output and cached tokens (integer
-        // sums, so they are added per row here and into the cells at the end)
-        let mut counters: Vec<[u64; 6]> = Vec::new();
-        let mut slot_of_row: Vec<u32> = Vec::with_capacity(ROWS_PER_CHUNK);
-        let mut position_of_row: Vec<u32> = Vec::with_capacity(ROWS_PER_CHUNK);
-        let mut slot_starts: Vec<u32> = Vec::new();
-        let mut ordered: Vec<Option<f64>> = Vec::with_capacity(ROWS_PER_CHUNK);
+        let mut order = ChunkOrder::default();
         for chunk_start in (0..batch.num_rows()).step_by(ROWS_PER_CHUNK) {
             let chunk = chunk_start..batch.num_rows().min(chunk_start + ROWS_PER_CHUNK);
-            slot_of_row.clear();
+            order.slot_of_row.clear();
             for row in chunk.clone() {
-                if ts.is_null(row) {
-                    slot_of_row.push(NO_SLOT);
-                    continue;
-                }
-                let minute = ts.value(row).div_euclid(MINUTE_NS) * MINUTE_NS;
-                let row_matches = |combo: &[String]| {
+                let slot = self.stage_row(&columns, row, &mut staging, &mut previous, &mut stats);
+                order.slot_of_row.push(slot);
+            }
+            order.sort_by_cell(staging.cells.len());
+            order.add_latencies(&columns.latency, chunk, &mut staging.cells, &mut stats);
+        }
+        self.put_back(staging);
+        self.hours_current = false;
+        Ok(stats)
+    }
+
+    /// Finds the row's cell (staging it on first touch) and counts the row in it; returns the
+    /// cell's slot, or [`NO_SLOT`] for a row without a ts.
+    fn stage_row(
+        &mut self,
+        columns: &RequestColumns<'_>,
+        row: usize,
+        staging: &mut Staging,
+        previous: &mut Option<(u32, bool)>,
+        stats: &mut AddStats,
+    ) -> u32 {
+        if columns.ts.is_null(row) {
+            return NO_SLOT;
+        }
+        let minute = columns.ts.value(row).div_euclid(MINUTE_NS) * MINUTE_NS;
+        let (combo, folded) = self.combo_of_row(&columns.dims, row, previous);
+        if folded {
+            stats.folded_rows += 1;
+            self.folded_rows += 1;
+        }
+        let slot = staging.slot((minute, combo), &mut self.cells);
+        staging.count_row(slot, columns, row);
+        stats.rows += 1;
+        slot
+    }
+
+    /// The combination of the row's dimension values (see [`Rollup::combo_id`]); `previous` is
+    /// that of the row before.
+    fn combo_of_row(
+        &mut self,
+        dims: &[DimColumn<'_>],
+        row: usize,
+        previous: &mut Option<(u32, bool)>,
+    ) -> (u32, bool) {
+        let row_matches = |combo: &[String]| {
+            dims.iter()
+                .zip(combo)
+                .all(|(d, v)| d.with_text(row, |text| text == v))
+        };
+        match *previous {
+            // consecutive rows of one combination (batches that come per resource)
+            // skip the hash; a folded row's values are not its combination's
+            Some((id, false)) if row_matches(&self.combos[id as usize]) => (id, false),
+            _ => {
+                let hash = self.combo_index.hash(|h| {
+                    for d in dims {
+                        d.with_text(row, |text| text.hash(h));
+                    }
+                });
+                let c = self.combo_id_by(hash, row_matches, || {
                     dims.iter()
-                        .zip(combo)
-                        .all(|(d, v)| d.with_text(row, |text| text == v))
-                };
-                let (combo, folded) = match previous {
-                    // consecutive rows of one combination (batches that come per resource)
-                    // skip the hash; a folded row's values are not its combination's
-                    Some((id, false)) if row_matches(&self.combos[id as usize]) => (id, false),
-                    _ => {
-                        let hash = self.combo_index.hash(|h| {
-                            for d in &dims {
-                                d.with_text(row, |text| text.hash(h));
-                            }
-                        });
-                        let c = self.combo_id_by(hash, row_matches, || {
-                            dims.iter()
-                                .map(|d| d.with_text(row, str::to_string))
-                                .collect()
-                        });
-                        previous = Some(c);
-                        c
-                    }
-                };
-                if folded {
-                    stats.folded_rows += 1;
-                    self.folded_rows += 1;
-                }
-                let key = (minute, combo);
-                let slot = match last_slot {
-                    Some((last, slot)) if last == key => slot,
-                    _ => {
-                        let slot = *staged_slot.entry(key).or_insert_with(|| {
-                            staged_keys.push(key);
-                            staged.push(self.cells.remove(&key).unwrap_or_default());
-                            counters.push([0; 6]);
-                            (staged.len() - 1) as u32
-                        });
-                        last_slot = Some((key, slot));
-                        slot
-                    }
-                };
-                slot_of_row.push(slot);
-                let error = status.is_some_and(|s| s.is_valid(row) && s.value(row) == "error");
-                let truncated = finish.is_some_and(|s| s.is_valid(row) && s.value(row) == "length");
-                let counts = &mut counters[slot as usize];
-                counts[0] += 1;
-                counts[1] += u64::from(error);
-                counts[2] += u64::from(truncated);
-                counts[3] += sum_u64(input, row);
-                counts[4] += sum_u64(output, row);
-                counts[5] += sum_u64(cached, row);
-                stats.rows += 1;
-            }
-            // stable counting sort of the chunk's rows by cell: each row's position in cell order
-            slot_starts.clear();
-            slot_starts.resize(staged.len() + 1, 0);
-            for &slot in slot_of_row.iter().filter(|&&s| s != NO_SLOT) {
-                slot_starts[slot as usize + 1] += 1;
-            }
-            for i in 1..slot_starts.len() {
-                slot_starts[i] += slot_starts[i - 1];
-            }
-            let placed = slot_starts[staged.len()] as usize;
-            let mut next = slot_starts.clone();
-            position_of_row.clear();
-            position_of_row.extend(slot_of_row.iter().map(|&slot| {
-                if slot == NO_SLOT {
-                    return NO_SLOT;
-                }
-                let position = next[slot as usize];
-                next[slot as usize] += 1;
-                position
-            }));
-            // one latency column at a time: read it in row order into cell order, then add
-            // each cell's run of values to its sketch
-            for (sli, values) in latency.iter().enumerate() {
-                let Some(values) = values else { continue };
-                ordered.clear();
-                ordered.resize(placed, None);
-                for (row, &position) in chunk.clone().zip(&position_of_row) {
-                    if position != NO_SLOT && values.is_valid(row) {
-                        ordered[position as usize] = Some(values.value(row));
-                    }
-                }
-                for (slot, bounds) in slot_starts.windows(2).enumerate() {
-                    if bounds[0] == bounds[1] {
-                        continue;
-                    }
-                    let sketch = &mut staged[slot].sketches[sli];
-                    for value in ordered[bounds[0] as usize..bounds[1] as usize]
-                        .iter()
-                        .flatten()
-                    {
-                        if !sketch.add(*value) {
-                            stats.invalid_values += 1;
-                        }
-                    }
-                }
+                        .map(|d| d.with_text(row, str::to_string))
+                        .collect()
+                });
+                *previous = Some(c);
+                c
             }
         }
-        for (cell, counts) in staged.iter_mut().zip(&counters) {
+    }
+
+    /// Adds the staged cells' integer sums and puts the cells back into the rollup.
+    fn put_back(&mut self, staging: Staging) {
+        let Staging {
+            keys,
+            mut cells,
+            counters,
+            ..
+        } = staging;
+        for (cell, counts) in cells.iter_mut().zip(&counters) {
             cell.requests += counts[0];
             cell.errors += counts[1];
             cell.truncated += counts[2];
@@ -386,20 +511,18 @@ impl Rollup {
         if self.cells.is_empty() {
             // a fresh rollup (the store's case): build the tree in one sorted pass
             // (sorting slots, not the large cells, then moving each cell once)
-            let mut order: Vec<u32> = (0..staged.len() as u32).collect();
-            order.sort_unstable_by_key(|&slot| staged_keys[slot as usize]);
+            let mut order: Vec<u32> = (0..cells.len() as u32).collect();
+            order.sort_unstable_by_key(|&slot| keys[slot as usize]);
             self.cells = order
                 .into_iter()
                 .map(|slot| {
                     let slot = slot as usize;
-                    (staged_keys[slot], std::mem::take(&mut staged[slot]))
+                    (keys[slot], std::mem::take(&mut cells[slot]))
                 })
                 .collect();
         } else {
-            self.cells.extend(staged_keys.into_iter().zip(staged));
+            self.cells.extend(keys.into_iter().zip(cells));
         }
-        self.hours_current = false;
-        Ok(stats)
     }
 
     /// Derives the hour cells from the minute cells, so queries over whole hours merge 60×
