@@ -85,11 +85,11 @@ impl BatchWriter {
             counters.set_counter(&catalog::STAGE_EMITTED_ROWS, &labels, c.emitted_rows);
             counters.set_counter(&catalog::STAGE_FAILED_ROWS, &labels, c.failed_rows);
             for (reason, n) in &c.dropped_rows {
-                let labels = [("stage", stage), ("reason", reason.as_ref())];
+                let labels = [("stage", stage), ("reason", *reason)];
                 counters.set_counter(&catalog::STAGE_DROPPED_ROWS, &labels, *n);
             }
             for (name, n) in &c.detail {
-                let labels = [("stage", stage), ("counter", name.as_ref())];
+                let labels = [("stage", stage), ("counter", *name)];
                 counters.set_counter(&catalog::STAGE_DETAIL, &labels, *n);
             }
         }

@@ -1145,6 +1145,38 @@ fn remove_segment_files(segments: &[SegmentMeta]) {
     }
 }
 
+/// The ingest runtime's seam (`infersight_pipeline::BatchWriter`): a logged append goes through
+/// the write-ahead log like [`StorageBackend::append`]; a bulk one only into the memtable
+/// ([`Store::append_unlogged`]).
+impl infersight_model::append::BatchAppend for Store {
+    fn append_batches(
+        &self,
+        batches: &[TableBatch],
+        durability: infersight_model::append::Durability,
+    ) -> Result<infersight_model::append::Appended, infersight_model::append::AppendError> {
+        let receipt = match durability {
+            infersight_model::append::Durability::Logged => self.append(batches),
+            infersight_model::append::Durability::Bulk => self.append_unlogged(batches),
+        }
+        .map_err(append_error)?;
+        Ok(infersight_model::append::Appended {
+            wal_seq: receipt.wal_seq,
+            rows: receipt.rows,
+        })
+    }
+
+    fn flush_if_full(&self) -> Result<(), infersight_model::append::AppendError> {
+        self.maybe_flush().map(|_| ()).map_err(append_error)
+    }
+}
+
+fn append_error(error: StoreError) -> infersight_model::append::AppendError {
+    infersight_model::append::AppendError {
+        kind: error.kind(),
+        message: error.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use arrow::array::{Int64Array, StringArray};
@@ -1209,37 +1241,5 @@ mod tests {
             err.to_string().contains("unexpected column `extra`"),
             "{err}"
         );
-    }
-}
-
-/// The ingest runtime's seam (`infersight_pipeline::BatchWriter`): a logged append goes through
-/// the write-ahead log like [`StorageBackend::append`]; a bulk one only into the memtable
-/// ([`Store::append_unlogged`]).
-impl infersight_model::append::BatchAppend for Store {
-    fn append_batches(
-        &self,
-        batches: &[TableBatch],
-        durability: infersight_model::append::Durability,
-    ) -> Result<infersight_model::append::Appended, infersight_model::append::AppendError> {
-        let receipt = match durability {
-            infersight_model::append::Durability::Logged => self.append(batches),
-            infersight_model::append::Durability::Bulk => self.append_unlogged(batches),
-        }
-        .map_err(append_error)?;
-        Ok(infersight_model::append::Appended {
-            wal_seq: receipt.wal_seq,
-            rows: receipt.rows,
-        })
-    }
-
-    fn flush_if_full(&self) -> Result<(), infersight_model::append::AppendError> {
-        self.maybe_flush().map(|_| ()).map_err(append_error)
-    }
-}
-
-fn append_error(error: StoreError) -> infersight_model::append::AppendError {
-    infersight_model::append::AppendError {
-        kind: error.kind(),
-        message: error.to_string(),
     }
 }

@@ -4,6 +4,9 @@
 //! end-to-end test (`infersight`); [`webhook`], a receiver for what `serve` POSTs out;
 //! [`store`], an in-memory storage backend for the query and root-cause tests.
 
+// Test-only code: a failed setup step should fail the test loudly, so unwrapping is fine here.
+#![allow(clippy::unwrap_used)]
+
 pub mod chromium;
 pub mod store;
 pub mod webhook;
