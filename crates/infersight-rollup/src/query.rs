@@ -130,6 +130,23 @@ pub(crate) fn accumulate(
 /// Answers `query` from the union of `parts`, without touching raw rows. Series are sorted by
 /// group values, points by time.
 pub fn query_rollups(parts: &[&Rollup], query: &SliQuery) -> Result<Vec<SliSeries>, RollupError> {
+    check_query(parts, query)?;
+    // a cell covers its whole minute: one that starts before `since` but reaches it counts
+    let since = query
+        .since_ns
+        .map_or(i64::MIN, |s| s.div_euclid(MINUTE_NS) * MINUTE_NS);
+    let until = query.until_ns.unwrap_or(i64::MAX);
+    let latency_slot = match query.sli {
+        Sli::Latency(s) => Some(s.slot()),
+        Sli::Counter(_) => None,
+    };
+    let partials = accumulate_in_parallel(parts, query, since, until, latency_slot);
+    let (group_keys, acc) = merge_partials(partials, latency_slot);
+    Ok(series_of(query, &group_keys, acc))
+}
+
+/// The query's step, quantiles and dimensions, checked against what `parts` hold.
+fn check_query(parts: &[&Rollup], query: &SliQuery) -> Result<(), RollupError> {
     if let Some(step) = query.step_ns
         && (step <= 0 || step % MINUTE_NS != 0)
     {
@@ -162,40 +179,47 @@ pub fn query_rollups(parts: &[&Rollup], query: &SliQuery) -> Result<Vec<SliSerie
             });
         }
     }
-    // a cell covers its whole minute: one that starts before `since` but reaches it counts
-    let since = query
-        .since_ns
-        .map_or(i64::MIN, |s| s.div_euclid(MINUTE_NS) * MINUTE_NS);
-    let until = query.until_ns.unwrap_or(i64::MAX);
-    let latency_slot = match query.sli {
-        Sli::Latency(s) => Some(s.slot()),
-        Sli::Counter(_) => None,
-    };
-    // parts are independent: split them over the cores, merge the per-thread results
+    Ok(())
+}
+
+/// [`accumulate`] over `parts`: parts are independent, so they are split over the cores (four
+/// parts a thread at least), one partial result per thread.
+fn accumulate_in_parallel(
+    parts: &[&Rollup],
+    query: &SliQuery,
+    since: i64,
+    until: i64,
+    latency_slot: Option<usize>,
+) -> Vec<Accumulator> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(parts.len() / 4)
         .max(1);
-    let partials: Vec<Accumulator> = if threads == 1 {
-        vec![accumulate(parts, query, since, until, latency_slot)]
-    } else {
-        let chunk = parts.len().div_ceil(threads);
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = parts
-                .chunks(chunk)
-                .map(|chunk| {
-                    scope.spawn(move || accumulate(chunk, query, since, until, latency_slot))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                })
-                .collect()
-        })
-    };
+    if threads == 1 {
+        return vec![accumulate(parts, query, since, until, latency_slot)];
+    }
+    let chunk = parts.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .chunks(chunk)
+            .map(|chunk| scope.spawn(move || accumulate(chunk, query, since, until, latency_slot)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
+/// Merges the per-thread results: the groups' values (a group's id is its index) and one cell
+/// per group and bucket.
+fn merge_partials(
+    partials: Vec<Accumulator>,
+    latency_slot: Option<usize>,
+) -> (Vec<Vec<String>>, HashMap<(u32, i64), Cell>) {
     let mut groups: HashMap<Vec<String>, u32> = HashMap::new();
     let mut group_keys: Vec<Vec<String>> = Vec::new();
     let mut acc: HashMap<(u32, i64), Cell> = HashMap::new();
@@ -224,6 +248,15 @@ pub fn query_rollups(parts: &[&Rollup], query: &SliQuery) -> Result<Vec<SliSerie
             }
         }
     }
+    (group_keys, acc)
+}
+
+/// One series per group that has points, sorted by group values, its points by time.
+fn series_of(
+    query: &SliQuery,
+    group_keys: &[Vec<String>],
+    acc: HashMap<(u32, i64), Cell>,
+) -> Vec<SliSeries> {
     let mut series: Vec<SliSeries> = group_keys
         .iter()
         .map(|key| SliSeries {
@@ -238,49 +271,7 @@ pub fn query_rollups(parts: &[&Rollup], query: &SliQuery) -> Result<Vec<SliSerie
         last_minute = last_minute.max(bucket);
     }
     for ((group, bucket), cell) in acc {
-        let seconds = match query.step_ns {
-            Some(step) => step as f64 / 1e9,
-            None => {
-                // whole range: the queried interval when bounded, else the data's extent
-                let lo = query.since_ns.unwrap_or(first_minute);
-                let hi = query
-                    .until_ns
-                    .unwrap_or(last_minute.saturating_add(MINUTE_NS));
-                ((hi - lo) as f64 / 1e9).max(60.0)
-            }
-        };
-        let point = match query.sli {
-            Sli::Latency(s) => {
-                let sketch = cell.sketch(s);
-                SliPoint {
-                    ts_ns: if bucket == i64::MIN {
-                        query.since_ns.unwrap_or(first_minute)
-                    } else {
-                        bucket
-                    },
-                    requests: cell.requests,
-                    values: query
-                        .quantiles
-                        .iter()
-                        .map(|&q| sketch.quantile(q))
-                        .collect(),
-                    mean: sketch.mean(),
-                }
-            }
-            Sli::Counter(s) => {
-                let (num, den) = s.ratio(&cell, seconds);
-                SliPoint {
-                    ts_ns: if bucket == i64::MIN {
-                        query.since_ns.unwrap_or(first_minute)
-                    } else {
-                        bucket
-                    },
-                    requests: cell.requests,
-                    values: vec![(den > 0.0).then(|| num / den)],
-                    mean: None,
-                }
-            }
-        };
+        let point = point_of(query, bucket, &cell, first_minute, last_minute);
         series[group as usize].points.push(point);
     }
     series.retain(|s| !s.points.is_empty());
@@ -288,5 +279,56 @@ pub fn query_rollups(parts: &[&Rollup], query: &SliQuery) -> Result<Vec<SliSerie
         s.points.sort_by_key(|p| p.ts_ns);
     }
     series.sort_by(|a, b| a.group.cmp(&b.group));
-    Ok(series)
+    series
+}
+
+/// The SLI of one bucket's cell (`i64::MIN`: the whole range); `first_minute` and `last_minute`
+/// are the data's extent, for a range the query leaves open.
+fn point_of(
+    query: &SliQuery,
+    bucket: i64,
+    cell: &Cell,
+    first_minute: i64,
+    last_minute: i64,
+) -> SliPoint {
+    let seconds = match query.step_ns {
+        Some(step) => step as f64 / 1e9,
+        None => {
+            // whole range: the queried interval when bounded, else the data's extent
+            let lo = query.since_ns.unwrap_or(first_minute);
+            let hi = query
+                .until_ns
+                .unwrap_or(last_minute.saturating_add(MINUTE_NS));
+            ((hi - lo) as f64 / 1e9).max(60.0)
+        }
+    };
+    let ts_ns = if bucket == i64::MIN {
+        query.since_ns.unwrap_or(first_minute)
+    } else {
+        bucket
+    };
+    match query.sli {
+        Sli::Latency(s) => {
+            let sketch = cell.sketch(s);
+            SliPoint {
+                ts_ns,
+                requests: cell.requests,
+                values: query
+                    .quantiles
+                    .iter()
+                    .map(|&q| sketch.quantile(q))
+                    .collect(),
+                mean: sketch.mean(),
+            }
+        }
+        Sli::Counter(s) => {
+            let (num, den) = s.ratio(cell, seconds);
+            SliPoint {
+                ts_ns,
+                requests: cell.requests,
+                values: vec![(den > 0.0).then(|| num / den)],
+                mean: None,
+            }
+        }
+    }
 }
