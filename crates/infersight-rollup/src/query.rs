@@ -214,15 +214,18 @@ fn accumulate_in_parallel(
     })
 }
 
+/// One cell per (group id, bucket start; `i64::MIN` for the whole range).
+type GroupCells = HashMap<(u32, i64), Cell>;
+
 /// Merges the per-thread results: the groups' values (a group's id is its index) and one cell
 /// per group and bucket.
 fn merge_partials(
     partials: Vec<Accumulator>,
     latency_slot: Option<usize>,
-) -> (Vec<Vec<String>>, HashMap<(u32, i64), Cell>) {
+) -> (Vec<Vec<String>>, GroupCells) {
     let mut groups: HashMap<Vec<String>, u32> = HashMap::new();
     let mut group_keys: Vec<Vec<String>> = Vec::new();
-    let mut acc: HashMap<(u32, i64), Cell> = HashMap::new();
+    let mut acc: GroupCells = HashMap::new();
     for partial in partials {
         let ids: Vec<u32> = partial
             .keys
@@ -252,11 +255,7 @@ fn merge_partials(
 }
 
 /// One series per group that has points, sorted by group values, its points by time.
-fn series_of(
-    query: &SliQuery,
-    group_keys: &[Vec<String>],
-    acc: HashMap<(u32, i64), Cell>,
-) -> Vec<SliSeries> {
+fn series_of(query: &SliQuery, group_keys: &[Vec<String>], acc: GroupCells) -> Vec<SliSeries> {
     let mut series: Vec<SliSeries> = group_keys
         .iter()
         .map(|key| SliSeries {
