@@ -293,7 +293,8 @@ pub fn escape(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// Evaluates and delivers every `interval` until `shutdown` resolves.
+/// Evaluates and delivers every `interval` until `shutdown` resolves (the loop of
+/// [`crate::periodic::run_every`], shared with actions).
 pub async fn run_alert_loop(
     manager: Arc<AlertManager>,
     store: Arc<dyn StorageBackend>,
@@ -303,28 +304,14 @@ pub async fn run_alert_loop(
     if manager.is_empty() {
         return;
     }
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            _ = &mut shutdown => return,
-            _ = ticker.tick() => {}
+    crate::periodic::run_every(interval, "slo evaluation", shutdown, move || {
+        let now = infersight_model::time::now_ns();
+        match manager.evaluate(store.as_ref(), now) {
+            Ok(notifications) => manager.deliver(&notifications),
+            Err(err) => tracing::warn!(%err, "slo evaluation failed"),
         }
-        let manager = Arc::clone(&manager);
-        let store = Arc::clone(&store);
-        let result = tokio::task::spawn_blocking(move || {
-            let now = infersight_model::time::now_ns();
-            match manager.evaluate(store.as_ref(), now) {
-                Ok(notifications) => manager.deliver(&notifications),
-                Err(err) => tracing::warn!(%err, "slo evaluation failed"),
-            }
-        })
-        .await;
-        if let Err(err) = result {
-            tracing::error!(%err, "slo evaluation task failed");
-        }
-    }
+    })
+    .await;
 }
 
 #[cfg(test)]

@@ -353,7 +353,8 @@ pub fn measure(
         .and_then(|p| p.values.first().copied().flatten()))
 }
 
-/// Evaluates the policies every `eval_interval` until `shutdown` resolves.
+/// Evaluates the policies every `eval_interval` until `shutdown` resolves (the loop of
+/// [`crate::periodic::run_every`], shared with alerts).
 pub async fn run_action_loop(
     runner: Arc<ActionRunner>,
     store: Arc<dyn StorageBackend>,
@@ -362,24 +363,11 @@ pub async fn run_action_loop(
     if runner.is_empty() {
         return;
     }
-    let mut ticker = tokio::time::interval(runner.eval_interval());
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            _ = &mut shutdown => return,
-            _ = ticker.tick() => {}
-        }
-        let runner = Arc::clone(&runner);
-        let store = Arc::clone(&store);
-        let result = tokio::task::spawn_blocking(move || {
-            runner.evaluate(store.as_ref(), infersight_model::time::now_ns());
-        })
-        .await;
-        if let Err(err) = result {
-            tracing::error!(%err, "action evaluation task failed");
-        }
-    }
+    let interval = runner.eval_interval();
+    crate::periodic::run_every(interval, "action evaluation", shutdown, move || {
+        runner.evaluate(store.as_ref(), infersight_model::time::now_ns());
+    })
+    .await;
 }
 
 impl From<&Delivery> for WebhookOutcome {

@@ -1,0 +1,71 @@
+//! The periodic evaluation loop of `serve`: SLO alerting ([`crate::alerts::run_alert_loop`]) and
+//! automatic actions ([`crate::actions::run_action_loop`]) each run one, every evaluation on a
+//! blocking thread (they read rollups, POST webhooks, fsync), until shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Runs `evaluate` on a blocking thread every `interval` (the first at once; a late tick delays
+/// the next rather than bursting) until `shutdown` resolves. An evaluation that panics is logged
+/// as `"{what} task failed"` and the loop carries on.
+pub async fn run_every(
+    interval: Duration,
+    what: &'static str,
+    shutdown: impl Future<Output = ()>,
+    evaluate: impl Fn() + Send + Sync + 'static,
+) {
+    let evaluate = Arc::new(evaluate);
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = ticker.tick() => {}
+        }
+        let evaluate = Arc::clone(&evaluate);
+        if let Err(err) = tokio::task::spawn_blocking(move || evaluate()).await {
+            tracing::error!(%err, "{what} task failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test]
+    async fn evaluates_at_once_then_every_interval_survives_a_panic_and_stops_at_shutdown() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let counted = Arc::clone(&runs);
+        let task = tokio::spawn(run_every(
+            Duration::from_millis(20),
+            "test evaluation",
+            async move {
+                let _ = stopped.await;
+            },
+            move || {
+                // the first evaluation panics; the loop carries on
+                assert!(counted.fetch_add(1, Ordering::SeqCst) > 0, "first run");
+            },
+        ));
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while runs.load(Ordering::SeqCst) < 3 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .unwrap();
+        stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .unwrap()
+            .unwrap();
+        let after = runs.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert_eq!(runs.load(Ordering::SeqCst), after, "no run after shutdown");
+    }
+}
