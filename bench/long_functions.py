@@ -229,9 +229,9 @@ def main():
     for length, path, line, name in found:
         print(f"{length:5}  {os.path.relpath(path, args.root)}:{line}  {name}")
     if found:
-        print(f"{len(found)} function(s) over {args.max_lines} lines", file=sys.stderr)
+        print(f"{len(found)} function(s) over {args.max_lines} lines")
         return 1
-    print(f"no function over {args.max_lines} lines", file=sys.stderr)
+    print(f"no function over {args.max_lines} lines")
     return 0
 
 

@@ -78,173 +78,152 @@ fn field_rule(label: &str, confidence: f64, key: &str, value: &str) -> LabelRule
 /// CUDA and the Linux kernel actually print.
 pub fn default_rules() -> Vec<LabelRule> {
     vec![
-        rule(
-            "oom",
-            0.9,
-            &[
-                "out of memory",
-                "outofmemoryerror",
-                "oom-kill",
-                "oom killer",
-                "oom_kill",
-                "cannot allocate memory",
-                "memory allocation failed",
-                "failed to allocate",
-            ],
-        ),
-        rule(
-            "cuda_error",
-            0.85,
-            &[
-                "cuda error",
-                "cudaerror",
-                "cuda runtime error",
-                "cublas_status",
-                "cudnn_status",
-                "device-side assert",
-                "illegal memory access",
-                "xid ",
-                "uncorrectable ecc",
-                "cuda driver error",
-                "no cuda gpus are available",
-            ],
-        ),
-        rule(
-            "nccl_error",
-            0.9,
-            &[
-                "nccl error",
-                "nccl warn",
-                "ncclunhandledcudaerror",
-                "ncclsystemerror",
-                "ncclinternalerror",
-                "ncclinvalidusage",
-                "ncclremoteerror",
-                "nccl timeout",
-                "watchdog caught collective operation timeout",
-                "process group watchdog",
-            ],
-        ),
-        rule(
-            "timeout",
-            0.75,
-            &[
-                "timed out",
-                "timeout",
-                "deadline exceeded",
-                "deadline_exceeded",
-                "time out",
-            ],
-        ),
-        rule(
-            "preemption",
-            0.85,
-            &[
-                "is preempted",
-                "preempted by",
-                "preemption",
-                "preempting",
-                "swapped out",
-                "retracted",
-            ],
-        ),
-        rule(
-            "kv_cache_full",
-            0.8,
-            &[
-                "not enough kv cache",
-                "kv cache is full",
-                "no available blocks",
-                "out of kv cache",
-                "insufficient kv cache",
-                "kv cache space",
-                "cache blocks exhausted",
-                "not enough cache blocks",
-            ],
-        ),
-        rule(
-            "rate_limited",
-            0.85,
-            &[
-                "rate limit",
-                "ratelimit",
-                "rate_limit",
-                "too many requests",
-                "quota exceeded",
-                "throttled",
-                "throttling",
-            ],
-        ),
+        rule("oom", 0.9, OOM_KEYWORDS),
+        rule("cuda_error", 0.85, CUDA_ERROR_KEYWORDS),
+        rule("nccl_error", 0.9, NCCL_ERROR_KEYWORDS),
+        rule("timeout", 0.75, TIMEOUT_KEYWORDS),
+        rule("preemption", 0.85, PREEMPTION_KEYWORDS),
+        rule("kv_cache_full", 0.8, KV_CACHE_FULL_KEYWORDS),
+        rule("rate_limited", 0.85, RATE_LIMITED_KEYWORDS),
         field_rule("rate_limited", 0.95, "http_status", "429"),
-        rule(
-            "auth_failure",
-            0.8,
-            &[
-                "authentication failure",
-                "authentication failed",
-                "unauthorized",
-                "invalid api key",
-                "invalid_api_key",
-                "permission denied",
-                "forbidden",
-                "failed password",
-                "invalid user",
-                "access denied",
-            ],
-        ),
+        rule("auth_failure", 0.8, AUTH_FAILURE_KEYWORDS),
         field_rule("auth_failure", 0.9, "http_status", "401"),
         field_rule("auth_failure", 0.9, "http_status", "403"),
-        rule(
-            "network_delay",
-            0.7,
-            &[
-                "connection reset",
-                "connection refused",
-                "broken pipe",
-                "network is unreachable",
-                "no route to host",
-                "connection aborted",
-                "retrying connect",
-                "slow network",
-                "high latency",
-                "packet loss",
-                "econnreset",
-                "econnrefused",
-            ],
-        ),
-        rule(
-            "truncation",
-            0.75,
-            &[
-                "truncated",
-                "finish_reason=length",
-                "finish_reason: length",
-                "maximum context length",
-                "exceeds the maximum",
-                "max_tokens reached",
-                "too long and exceeds",
-            ],
-        ),
+        rule("network_delay", 0.7, NETWORK_DELAY_KEYWORDS),
+        rule("truncation", 0.75, TRUNCATION_KEYWORDS),
         field_rule("truncation", 0.85, "finish_reason", "length"),
-        rule(
-            "worker_restart",
-            0.8,
-            &[
-                "worker died",
-                "worker exited",
-                "restarting worker",
-                "worker restart",
-                "engine core died",
-                "enginedeaderror",
-                "engine is dead",
-                "process died",
-                "respawn",
-                "restarting engine",
-                "shutting down worker",
-            ],
-        ),
+        rule("worker_restart", 0.8, WORKER_RESTART_KEYWORDS),
     ]
 }
+
+// The keywords of the built-in rules, one list per label, in the order of `default_rules`.
+const OOM_KEYWORDS: &[&str] = &[
+    "out of memory",
+    "outofmemoryerror",
+    "oom-kill",
+    "oom killer",
+    "oom_kill",
+    "cannot allocate memory",
+    "memory allocation failed",
+    "failed to allocate",
+];
+
+const CUDA_ERROR_KEYWORDS: &[&str] = &[
+    "cuda error",
+    "cudaerror",
+    "cuda runtime error",
+    "cublas_status",
+    "cudnn_status",
+    "device-side assert",
+    "illegal memory access",
+    "xid ",
+    "uncorrectable ecc",
+    "cuda driver error",
+    "no cuda gpus are available",
+];
+
+const NCCL_ERROR_KEYWORDS: &[&str] = &[
+    "nccl error",
+    "nccl warn",
+    "ncclunhandledcudaerror",
+    "ncclsystemerror",
+    "ncclinternalerror",
+    "ncclinvalidusage",
+    "ncclremoteerror",
+    "nccl timeout",
+    "watchdog caught collective operation timeout",
+    "process group watchdog",
+];
+
+const TIMEOUT_KEYWORDS: &[&str] = &[
+    "timed out",
+    "timeout",
+    "deadline exceeded",
+    "deadline_exceeded",
+    "time out",
+];
+
+const PREEMPTION_KEYWORDS: &[&str] = &[
+    "is preempted",
+    "preempted by",
+    "preemption",
+    "preempting",
+    "swapped out",
+    "retracted",
+];
+
+const KV_CACHE_FULL_KEYWORDS: &[&str] = &[
+    "not enough kv cache",
+    "kv cache is full",
+    "no available blocks",
+    "out of kv cache",
+    "insufficient kv cache",
+    "kv cache space",
+    "cache blocks exhausted",
+    "not enough cache blocks",
+];
+
+const RATE_LIMITED_KEYWORDS: &[&str] = &[
+    "rate limit",
+    "ratelimit",
+    "rate_limit",
+    "too many requests",
+    "quota exceeded",
+    "throttled",
+    "throttling",
+];
+
+const AUTH_FAILURE_KEYWORDS: &[&str] = &[
+    "authentication failure",
+    "authentication failed",
+    "unauthorized",
+    "invalid api key",
+    "invalid_api_key",
+    "permission denied",
+    "forbidden",
+    "failed password",
+    "invalid user",
+    "access denied",
+];
+
+const NETWORK_DELAY_KEYWORDS: &[&str] = &[
+    "connection reset",
+    "connection refused",
+    "broken pipe",
+    "network is unreachable",
+    "no route to host",
+    "connection aborted",
+    "retrying connect",
+    "slow network",
+    "high latency",
+    "packet loss",
+    "econnreset",
+    "econnrefused",
+];
+
+const TRUNCATION_KEYWORDS: &[&str] = &[
+    "truncated",
+    "finish_reason=length",
+    "finish_reason: length",
+    "maximum context length",
+    "exceeds the maximum",
+    "max_tokens reached",
+    "too long and exceeds",
+];
+
+const WORKER_RESTART_KEYWORDS: &[&str] = &[
+    "worker died",
+    "worker exited",
+    "restarting worker",
+    "worker restart",
+    "engine core died",
+    "enginedeaderror",
+    "engine is dead",
+    "process died",
+    "respawn",
+    "restarting engine",
+    "shutting down worker",
+];
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
