@@ -122,128 +122,27 @@ pub async fn serve_with(
     on_bound: impl FnOnce(BoundAddrs),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let grpc_listener = bind(settings.listen, settings.otlp_grpc_port).await?;
-    let http_listener = bind(settings.listen, settings.otlp_http_port).await?;
-    let api_listener = bind(settings.listen, settings.api_port).await?;
-    let local = |l: &TcpListener, port| {
-        l.local_addr()
-            .unwrap_or(SocketAddr::new(settings.listen, port))
-    };
-    let addrs = BoundAddrs {
-        otlp_grpc: local(&grpc_listener, settings.otlp_grpc_port),
-        otlp_http: local(&http_listener, settings.otlp_http_port),
-        api: local(&api_listener, settings.api_port),
-    };
-
+    let listeners = Listeners::bind(&settings).await?;
+    let addrs = listeners.addrs;
     let (queue, worker) = IngestQueue::start(writer, settings.queue_capacity, counters.clone());
-    let mut engine = QueryEngine::new(store.clone());
-    if let Some(audit) = extras.access_audit.clone() {
-        engine = engine.with_access_audit(audit);
-    }
-    let engine = Arc::new(engine);
-
     let (stop_tx, stop_rx) = watch::channel(false);
     let scrape_stop = stop_tx.subscribe();
-    let stopped = move || {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-        }
-    };
-
-    let sink: Arc<dyn Sink> = Arc::new(queue.clone());
-    // Work in progress before the queue is bounded too: a request holds a permit while its body
-    // is read, decoded and converted.
-    let in_flight = Arc::new(tokio::sync::Semaphore::new(
-        settings.queue_capacity.saturating_mul(2).max(2),
-    ));
-    let receiver_state = ReceiverState {
-        sink,
-        mapper: mapper.clone(),
-        span_tree: Default::default(),
-        counters: counters.clone(),
-        max_body_bytes: settings.max_body_bytes,
-        in_flight,
-    };
-    let http_app = otlp_http::router(receiver_state.clone());
+    let stop = Stop(stop_rx);
+    let receiver_state = receiver_state(&settings, &queue, mapper, counters.clone());
     let (ended_tx, mut ended_rx) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
-    let http_task = watch_server("otlp http", ended_tx.clone(), {
-        let stop = stopped();
-        async move {
-            axum::serve(http_listener, http_app)
-                .with_graceful_shutdown(stop)
-                .await
-        }
-    });
-
-    let api_app = api::router(ApiState {
-        store: store.clone(),
-        engine,
-        counters: counters.clone(),
-        max_query_rows: settings.max_query_rows,
-        max_dimension_cardinality: settings.max_dimension_cardinality,
-        alerts: extras.alerts.clone(),
-        actions: extras.actions.clone(),
-        reports: extras.reports.clone(),
-    });
-    let alert_task = extras.alerts.clone().map(|manager| {
-        tokio::spawn(crate::alerts::run_alert_loop(
-            manager,
-            store.clone(),
-            extras
-                .slo_eval_interval
-                .unwrap_or(std::time::Duration::from_secs(30)),
-            stopped(),
-        ))
-    });
-    let action_task = extras.actions.clone().map(|runner| {
-        tokio::spawn(crate::actions::run_action_loop(
-            runner,
-            store.clone(),
-            stopped(),
-        ))
-    });
-    let api_task = watch_server("api", ended_tx.clone(), {
-        let stop = stopped();
-        async move {
-            // the peer address reaches the query handler for the access audit
-            axum::serve(
-                api_listener,
-                api_app.into_make_service_with_connect_info::<SocketAddr>(),
-            )
-            .with_graceful_shutdown(stop)
-            .await
-        }
-    });
-
-    let grpc_routes = otlp_grpc::routes(GrpcReceiver {
-        state: receiver_state.clone(),
-    });
-    let grpc_task = watch_server("otlp grpc", ended_tx, {
-        let stop = stopped();
-        async move {
-            tonic::transport::Server::builder()
-                .add_routes(grpc_routes)
-                .serve_with_incoming_shutdown(
-                    tonic::transport::server::TcpIncoming::from(grpc_listener),
-                    stop,
-                )
-                .await
-        }
-    });
-    let scrape_targets = extras.scrape_targets;
-    if !scrape_targets.is_empty() {
-        tracing::info!(
-            targets = scrape_targets.len(),
-            "scraping Prometheus targets"
-        );
-    }
-    let scrapers = prom_scrape::spawn_scrapers(
-        scrape_targets,
-        settings.max_body_bytes,
-        receiver_state.clone(),
-        scrape_stop,
-    );
+    let api_app = api_app(&settings, &extras, &store, counters);
+    let running = Running {
+        servers: spawn_servers(listeners, &receiver_state, api_app, &stop, ended_tx),
+        alert_task: spawn_alert_loop(&extras, &store, &stop),
+        action_task: spawn_action_loop(&extras, &store, &stop),
+        scrapers: spawn_scrapers(
+            extras.scrape_targets,
+            &settings,
+            &receiver_state,
+            scrape_stop,
+        ),
+        worker,
+    };
     // Only the servers and scrapers may hold queue handles now, so the worker exits once they
     // stop.
     drop(receiver_state);
@@ -263,39 +162,7 @@ pub async fn serve_with(
     }
     tracing::info!("shutting down: draining receivers, flushing the store");
     let _ = stop_tx.send(true);
-    // Scrapers end at the stop signal (an abandoned fetch holds no queue handle).
-    for scraper in scrapers {
-        if let Err(e) = scraper.await {
-            tracing::error!(error = %e, "a scrape task failed");
-        }
-    }
-    if let Some(task) = alert_task
-        && let Err(e) = task.await
-    {
-        tracing::error!(error = %e, "the slo evaluation task failed");
-    }
-    // an evaluation in progress finishes (its decision is audited) before the store closes
-    if let Some(task) = action_task
-        && let Err(e) = task.await
-    {
-        tracing::error!(error = %e, "the action evaluation task failed");
-    }
-    let mut first_error = None;
-    for (name, task) in [
-        ("otlp http", http_task),
-        ("api", api_task),
-        ("otlp grpc", grpc_task),
-    ] {
-        let result = task.await.map_err(|e| e.to_string()).and_then(|r| r);
-        if let Err(message) = result {
-            first_error.get_or_insert(ServeError::Server {
-                server: name,
-                message,
-            });
-        }
-    }
-    // Every queue handle is gone once the servers stopped: the worker drains and exits.
-    let _ = tokio::task::spawn_blocking(move || worker.join()).await;
+    let first_error = running.finish().await;
     let store_for_close = store.clone();
     tokio::task::spawn_blocking(move || store_for_close.close())
         .await
@@ -313,6 +180,254 @@ pub async fn serve_with(
         });
     }
     Ok(())
+}
+
+/// The three listeners, bound before anything starts, and their addresses.
+struct Listeners {
+    grpc: TcpListener,
+    http: TcpListener,
+    api: TcpListener,
+    addrs: BoundAddrs,
+}
+
+impl Listeners {
+    async fn bind(settings: &ServeSettings) -> Result<Listeners, ServeError> {
+        let grpc = bind(settings.listen, settings.otlp_grpc_port).await?;
+        let http = bind(settings.listen, settings.otlp_http_port).await?;
+        let api = bind(settings.listen, settings.api_port).await?;
+        let local = |l: &TcpListener, port| {
+            l.local_addr()
+                .unwrap_or(SocketAddr::new(settings.listen, port))
+        };
+        let addrs = BoundAddrs {
+            otlp_grpc: local(&grpc, settings.otlp_grpc_port),
+            otlp_http: local(&http, settings.otlp_http_port),
+            api: local(&api, settings.api_port),
+        };
+        Ok(Listeners {
+            grpc,
+            http,
+            api,
+            addrs,
+        })
+    }
+}
+
+/// The stop signal every server and loop waits for.
+struct Stop(watch::Receiver<bool>);
+
+impl Stop {
+    /// Resolves once the stop signal is sent.
+    fn stopped(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.0.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    }
+}
+
+/// What the OTLP receivers and the scrapers share: the queue as their sink, and the in-flight
+/// permits.
+fn receiver_state(
+    settings: &ServeSettings,
+    queue: &IngestQueue,
+    mapper: Arc<AttributeMapper>,
+    counters: Arc<Counters>,
+) -> ReceiverState {
+    let sink: Arc<dyn Sink> = Arc::new(queue.clone());
+    // Work in progress before the queue is bounded too: a request holds a permit while its body
+    // is read, decoded and converted.
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(
+        settings.queue_capacity.saturating_mul(2).max(2),
+    ));
+    ReceiverState {
+        sink,
+        mapper,
+        span_tree: Default::default(),
+        counters,
+        max_body_bytes: settings.max_body_bytes,
+        in_flight,
+    }
+}
+
+/// The API's router over the store, a query engine (with the access audit, if any) and the
+/// extras' alerts, actions and incident reports.
+fn api_app(
+    settings: &ServeSettings,
+    extras: &ServeExtras,
+    store: &Arc<dyn StorageBackend>,
+    counters: Arc<Counters>,
+) -> axum::Router {
+    let mut engine = QueryEngine::new(store.clone());
+    if let Some(audit) = extras.access_audit.clone() {
+        engine = engine.with_access_audit(audit);
+    }
+    api::router(ApiState {
+        store: store.clone(),
+        engine: Arc::new(engine),
+        counters,
+        max_query_rows: settings.max_query_rows,
+        max_dimension_cardinality: settings.max_dimension_cardinality,
+        alerts: extras.alerts.clone(),
+        actions: extras.actions.clone(),
+        reports: extras.reports.clone(),
+    })
+}
+
+/// A server's task: what it returned, or why it failed.
+type ServerTask = tokio::task::JoinHandle<Result<(), String>>;
+
+/// Starts the OTLP HTTP, API and OTLP gRPC servers, each reporting on `ended` when it stops.
+fn spawn_servers(
+    listeners: Listeners,
+    receiver_state: &ReceiverState,
+    api_app: axum::Router,
+    stop: &Stop,
+    ended: tokio::sync::mpsc::UnboundedSender<&'static str>,
+) -> [(&'static str, ServerTask); 3] {
+    let http_app = otlp_http::router(receiver_state.clone());
+    let http_task = watch_server("otlp http", ended.clone(), {
+        let stop = stop.stopped();
+        async move {
+            axum::serve(listeners.http, http_app)
+                .with_graceful_shutdown(stop)
+                .await
+        }
+    });
+    let api_task = watch_server("api", ended.clone(), {
+        let stop = stop.stopped();
+        async move {
+            // the peer address reaches the query handler for the access audit
+            axum::serve(
+                listeners.api,
+                api_app.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .with_graceful_shutdown(stop)
+            .await
+        }
+    });
+    let grpc_routes = otlp_grpc::routes(GrpcReceiver {
+        state: receiver_state.clone(),
+    });
+    let grpc_task = watch_server("otlp grpc", ended, {
+        let stop = stop.stopped();
+        async move {
+            tonic::transport::Server::builder()
+                .add_routes(grpc_routes)
+                .serve_with_incoming_shutdown(
+                    tonic::transport::server::TcpIncoming::from(listeners.grpc),
+                    stop,
+                )
+                .await
+        }
+    });
+    [
+        ("otlp http", http_task),
+        ("api", api_task),
+        ("otlp grpc", grpc_task),
+    ]
+}
+
+/// The SLO evaluation loop, when there are SLOs.
+fn spawn_alert_loop(
+    extras: &ServeExtras,
+    store: &Arc<dyn StorageBackend>,
+    stop: &Stop,
+) -> Option<tokio::task::JoinHandle<()>> {
+    extras.alerts.clone().map(|manager| {
+        tokio::spawn(crate::alerts::run_alert_loop(
+            manager,
+            store.clone(),
+            extras
+                .slo_eval_interval
+                .unwrap_or(std::time::Duration::from_secs(30)),
+            stop.stopped(),
+        ))
+    })
+}
+
+/// The automatic-action loop, when there are policies.
+fn spawn_action_loop(
+    extras: &ServeExtras,
+    store: &Arc<dyn StorageBackend>,
+    stop: &Stop,
+) -> Option<tokio::task::JoinHandle<()>> {
+    extras.actions.clone().map(|runner| {
+        tokio::spawn(crate::actions::run_action_loop(
+            runner,
+            store.clone(),
+            stop.stopped(),
+        ))
+    })
+}
+
+/// The Prometheus scrapers, feeding the ingest queue until `stop`.
+fn spawn_scrapers(
+    scrape_targets: Vec<ScrapeTarget>,
+    settings: &ServeSettings,
+    receiver_state: &ReceiverState,
+    stop: watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    if !scrape_targets.is_empty() {
+        tracing::info!(
+            targets = scrape_targets.len(),
+            "scraping Prometheus targets"
+        );
+    }
+    prom_scrape::spawn_scrapers(
+        scrape_targets,
+        settings.max_body_bytes,
+        receiver_state.clone(),
+        stop,
+    )
+}
+
+/// Everything `serve` started, waited for at shutdown.
+struct Running {
+    servers: [(&'static str, ServerTask); 3],
+    alert_task: Option<tokio::task::JoinHandle<()>>,
+    action_task: Option<tokio::task::JoinHandle<()>>,
+    scrapers: Vec<tokio::task::JoinHandle<()>>,
+    /// The ingest queue's worker thread.
+    worker: std::thread::JoinHandle<()>,
+}
+
+impl Running {
+    /// Once the stop signal is sent: waits for the scrapers, the loops, the servers and then the
+    /// queue worker (which drains the queue). Returns the first server error.
+    async fn finish(self) -> Option<ServeError> {
+        // Scrapers end at the stop signal (an abandoned fetch holds no queue handle).
+        for scraper in self.scrapers {
+            if let Err(e) = scraper.await {
+                tracing::error!(error = %e, "a scrape task failed");
+            }
+        }
+        if let Some(task) = self.alert_task
+            && let Err(e) = task.await
+        {
+            tracing::error!(error = %e, "the slo evaluation task failed");
+        }
+        // an evaluation in progress finishes (its decision is audited) before the store closes
+        if let Some(task) = self.action_task
+            && let Err(e) = task.await
+        {
+            tracing::error!(error = %e, "the action evaluation task failed");
+        }
+        let mut first_error = None;
+        for (name, task) in self.servers {
+            let result = task.await.map_err(|e| e.to_string()).and_then(|r| r);
+            if let Err(message) = result {
+                first_error.get_or_insert(ServeError::Server {
+                    server: name,
+                    message,
+                });
+            }
+        }
+        // Every queue handle is gone once the servers stopped: the worker drains and exits.
+        let worker = self.worker;
+        let _ = tokio::task::spawn_blocking(move || worker.join()).await;
+        first_error
+    }
 }
 
 /// Spawns a server future and reports on `ended` when it finishes, whatever the reason.
