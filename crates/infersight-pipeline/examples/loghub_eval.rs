@@ -2,6 +2,9 @@
 //! `--errors SYSTEM` the mis-grouped lines of that system: the tool used to tune the one miner
 //! configuration. `cargo run --release -p infersight-pipeline --example loghub_eval`.
 
+// A measuring tool over the test scorer: a failed step should stop it loudly.
+#![allow(clippy::unwrap_used)]
+
 #[path = "../tests/it/loghub_score.rs"]
 mod loghub_score;
 

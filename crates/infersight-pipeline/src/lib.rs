@@ -19,9 +19,9 @@ pub mod stage;
 pub mod stages;
 pub mod writer;
 
+pub use config::STAGE_NAMES;
 pub use config::StagesConfig;
 pub use error::PipelineError;
-pub use config::STAGE_NAMES;
 pub use registry::build_stage;
 pub use stage::{Pipeline, Stage, StageCounters};
 pub use stages::label::{LabelConfig, LabelRule, LabelRules, LabelStage};

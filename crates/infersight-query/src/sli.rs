@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use infersight_rollup::{Rollup, Sli, SliQuery, SliSeries, query_rollups};
 use infersight_model::time::{format_rfc3339, parse_duration_ns, parse_range};
+use infersight_rollup::{Rollup, Sli, SliQuery, SliSeries, query_rollups};
 use infersight_store::{StorageBackend, TimeRange};
 use serde_json::{Value, json};
 

@@ -11,6 +11,6 @@ pub mod narrative;
 pub mod render;
 pub mod report;
 
-pub use error::ReportError;
 pub use document::{Advice, Report};
+pub use error::ReportError;
 pub use report::{ReportConfig, ReportFormat};

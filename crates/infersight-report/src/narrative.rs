@@ -20,8 +20,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::document::Report;
 pub use crate::document::Narrative;
+use crate::document::Report;
 
 /// The `[report.llm]` configuration section; an empty endpoint turns the narrative off.
 #[derive(Debug, Clone, Serialize, Deserialize)]

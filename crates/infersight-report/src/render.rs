@@ -17,8 +17,8 @@ use std::fmt::Write as _;
 use infersight_model::time::format_rfc3339;
 use infersight_rca::{LineageSummary, RcaReport, Window};
 
-use crate::knowledge::HitKind;
 use crate::document::Advice;
+use crate::knowledge::HitKind;
 
 pub use html::html;
 pub use markdown::{markdown, markdown_escape};

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use infersight_rca::RcaReport;
 use serde::{Deserialize, Serialize};
 
+pub use crate::document::{Advice, Report};
 use crate::knowledge::KnowledgeHit;
 use crate::narrative::LlmConfig;
-pub use crate::document::{Advice, Report};
 
 /// The `[report]` configuration section.
 #[derive(Debug, Clone, Serialize, Deserialize)]

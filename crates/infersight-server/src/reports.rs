@@ -136,7 +136,10 @@ impl ReportService {
 
     /// The knowledge base for a report on `incident`, from the cache when what it is built from
     /// has not changed. Blocking.
-    pub(crate) fn knowledge_for(&self, incident: &Incident) -> Result<Arc<KnowledgeBase>, ReportError> {
+    pub(crate) fn knowledge_for(
+        &self,
+        incident: &Incident,
+    ) -> Result<Arc<KnowledgeBase>, ReportError> {
         let past = past_incidents(&self.incidents, incident)?;
         let extra = self.config.extra_knowledge_dir();
         let key = KnowledgeKey {
@@ -188,4 +191,3 @@ fn runbook_files(dir: &Path) -> Vec<(String, u64, Option<SystemTime>)> {
     files.sort();
     files
 }
-

@@ -13,9 +13,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use infersight_rollup::{
-    CounterSli, LatencySli, Rollup, Sli, SliQuery, SliSeries, query_rollups,
-};
+use infersight_rollup::{CounterSli, LatencySli, Rollup, Sli, SliQuery, SliSeries, query_rollups};
 use infersight_store::{StorageBackend, StoreError, TimeRange};
 
 use crate::alerts::escape;

@@ -24,9 +24,9 @@ use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 
 use super::tokens::span_tokens;
 use super::tree::{ExportTraces, SpanTreeCache, TreeView};
-use crate::error::IngestError;
 use super::values::{Rejections, key_values_into};
 pub use super::values::{any_value_to_attr, key_values};
+use crate::error::IngestError;
 
 /// Canonical batches made from one export request, with the counts OTLP's `partial_success`
 /// reports. `accepted + rejected` is the number of spans, log records or metric data points in

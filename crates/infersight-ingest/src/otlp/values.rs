@@ -103,4 +103,3 @@ pub(crate) fn key_values_into(pairs: Vec<KeyValue>) -> Vec<(String, AttrValue)> 
         })
         .collect()
 }
-

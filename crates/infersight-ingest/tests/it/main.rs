@@ -1,6 +1,9 @@
 //! Integration tests of infersight-ingest: OTLP decoding (protobuf, JSON, gzip, errors), the
 //! conversion to canonical batches, and the file reader. One test binary, one module per topic.
 
+// Test code: a failed step should fail the test loudly, so unwrapping is fine here.
+#![allow(clippy::unwrap_used)]
+
 mod files;
 mod logs_metrics;
 mod otlp_json;

@@ -1,5 +1,8 @@
 //! Integration tests of the pipeline crate: one binary, one module per concern.
 
+// Test code: a failed step should fail the test loudly, so unwrapping is fine here.
+#![allow(clippy::unwrap_used)]
+
 mod loghub;
 mod loghub_score;
 mod pipeline;

@@ -13,9 +13,9 @@ use super::{
     RcaContext, Windows, i64_column, optional, sql_string, string_column, template_texts,
     ts_between,
 };
+use crate::contract::LineageSummary;
 use infersight_query::QueryEngine;
 use infersight_query::QueryError;
-use crate::contract::LineageSummary;
 
 /// Records sampled per seed template (those nearest the onset).
 pub const MAX_LOGS_PER_TEMPLATE: usize = 20;

@@ -39,9 +39,9 @@ use infersight_analytics::sequence::{
 use super::stats::ln_poisson_upper_tail;
 use super::{FAMILY_ALPHA, MIN_SUPPORT, i64_column, optional, string_column, ts_between};
 use crate::RcaContext;
+use crate::contract::SequenceAnomaly;
 use infersight_query::QueryEngine;
 use infersight_query::QueryError;
-use crate::contract::SequenceAnomaly;
 
 /// Baseline sessions needed before the model is trusted.
 pub const MIN_BASELINE_SESSIONS: usize = 100;

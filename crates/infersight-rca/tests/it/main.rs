@@ -1,6 +1,9 @@
 //! Integration tests of infersight-rca, one binary, against the in-memory test store of
 //! `infersight-testkit`.
 
+// Test code: a failed step should fail the test loudly, so unwrapping is fine here.
+#![allow(clippy::unwrap_used)]
+
 mod logs;
 mod prompts;
 mod support;

@@ -1,5 +1,8 @@
 //! Integration tests of infersight-report, one binary.
 
+// Test code: a failed step should fail the test loudly, so unwrapping is fine here.
+#![allow(clippy::unwrap_used)]
+
 mod knowledge;
 mod narrative;
 mod render;

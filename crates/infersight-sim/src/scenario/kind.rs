@@ -139,4 +139,3 @@ impl FromStr for Scenario {
             .ok_or_else(|| SimError::UnknownScenario(s.to_string()))
     }
 }
-

@@ -1,5 +1,8 @@
 //! Integration tests of the embedded store, one binary with one module per concern.
 
+// Test code: a failed step should fail the test loudly, so unwrapping is fine here.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 mod concurrency;
 mod durability;

@@ -2,6 +2,9 @@
 //! sockets (OTLP HTTP and gRPC), durability across SIGKILL, backpressure, and a real
 //! OpenTelemetry SDK client. One integration-test binary for the crate.
 
+// Test code: a failed step should fail the test loudly, so unwrapping is fine here.
+#![allow(clippy::unwrap_used)]
+
 mod actions;
 mod audit;
 mod canary;

@@ -546,4 +546,3 @@ pub(crate) fn is_clock(bytes: &[u8]) -> bool {
     }
     (2..=3).contains(&parts)
 }
-

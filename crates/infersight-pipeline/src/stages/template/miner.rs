@@ -22,8 +22,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use super::config::MinerConfig;
 use super::mask::{
-    BYTE_CLASS, ParamType, WILDCARD, class, is_clock, is_delimiter, is_unit_word, mask_token_shaped,
-    needs_mask_shaped, param_type,
+    BYTE_CLASS, ParamType, WILDCARD, class, is_clock, is_delimiter, is_unit_word,
+    mask_token_shaped, needs_mask_shaped, param_type,
 };
 
 /// An interned token.
