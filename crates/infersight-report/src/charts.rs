@@ -13,7 +13,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::data::{ChartData, FlameNode, PHASES, RESOURCE_METRICS, WindowMs, describe_slice};
+use crate::data::{
+    ChartData, Contribution, ContributionPoint, FlameNode, PHASES, RESOURCE_METRICS, WindowMs,
+    describe_slice,
+};
 use crate::document::Report;
 
 /// One rendered chart.
@@ -769,22 +772,14 @@ fn phase_breakdown(data: &ChartData) -> Chart {
 
 // ----------------------------------------------------------------------------- contribution
 
+/// Colours of the contribution chart's series: the root-cause slice, and the rest of the fleet.
+const SLICE_COLOUR: &str = "#d62728";
+const REST_COLOUR: &str = "#7fb3d5";
+
 fn contribution(data: &ChartData) -> Chart {
     let id = "contribution";
     let contribution = &data.contribution;
-    let threshold = contribution
-        .threshold_ms
-        .map(format_ms)
-        .unwrap_or_else(|| "?".into());
-    let has_slice = !contribution.slice.is_empty();
-    let title = if has_slice {
-        format!(
-            "Requests over {threshold} (baseline p95) per minute: {} vs the rest",
-            contribution.slice
-        )
-    } else {
-        format!("Requests over {threshold} (baseline p95) per minute")
-    };
+    let title = contribution_title(contribution);
     let total: u64 = contribution
         .points
         .iter()
@@ -801,27 +796,9 @@ fn contribution(data: &ChartData) -> Chart {
         bottom: height - 62.0,
     };
     let step_ms = data.step_ms.max(1);
-    let (since, until) = match data.span {
-        Some(WindowMs { since_ms, until_ms }) => (since_ms, until_ms),
-        None => (
-            contribution.points[0].step_ms,
-            contribution.points[contribution.points.len() - 1].step_ms + step_ms,
-        ),
-    };
+    let (since, until) = contribution_span(data, step_ms);
     let x = Scale::new(since as f64, until as f64, plot.left, plot.right);
-    let max = contribution
-        .points
-        .iter()
-        .map(|p| p.slice_over + p.rest_over)
-        .max()
-        .unwrap_or(0) as f64;
-    let (ticks, _) = nice_ticks(0.0, max.max(1.0), 5);
-    let y = Scale::new(
-        0.0,
-        *ticks.last().unwrap_or(&1.0),
-        plot.bottom,
-        plot.top + 14.0,
-    );
+    let (y, ticks) = over_threshold_scale(&contribution.points, &plot);
     let mut svg = Svg::new(id, &title, height);
     window_bands(&mut svg, &plot, &x, data);
     value_axis(
@@ -832,93 +809,14 @@ fn contribution(data: &ChartData) -> Chart {
         &format_count,
         "requests over threshold",
     );
-    let (slice_colour, rest_colour) = ("#d62728", "#7fb3d5");
     let bar_w = (x.at((since + step_ms) as f64) - x.at(since as f64) - 1.0).max(0.8);
-    let mut groups: BTreeMap<&str, String> = BTreeMap::new();
-    for p in &contribution.points {
-        let px = x.at(p.step_ms as f64) + 0.5;
-        let label = escape(&time_label(p.step_ms, false));
-        let base = y.at(0.0);
-        let rest_top = y.at(p.rest_over as f64);
-        if p.rest_over > 0 {
-            let _ = write!(
-                groups.entry("rest").or_default(),
-                "<rect data-series=\"rest\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{rest_colour}\"><title>{label} rest: {} of {} over</title></rect>",
-                c(px),
-                c(rest_top),
-                c(bar_w),
-                c(base - rest_top),
-                p.rest_over,
-                p.rest_requests
-            );
-        }
-        if p.slice_over > 0 {
-            let top = y.at((p.rest_over + p.slice_over) as f64);
-            let _ = write!(
-                groups.entry("slice").or_default(),
-                "<rect data-series=\"slice\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{slice_colour}\"><title>{label} slice: {} of {} over</title></rect>",
-                c(px),
-                c(top),
-                c(bar_w),
-                c(rest_top - top),
-                p.slice_over,
-                p.slice_requests
-            );
-        }
-    }
-    // series present as marks: always draw at least a baseline mark so a series with no
-    // over-threshold requests still shows in the legend and has a mark
-    let mut series = Vec::new();
-    let mut items = Vec::new();
-    if has_slice {
-        series.push("slice".to_string());
-        items.push((contribution.slice.clone(), slice_colour));
-    }
-    series.push("rest".to_string());
-    items.push((
-        if has_slice {
-            "rest of the fleet".to_string()
-        } else {
-            "all requests".to_string()
-        },
-        rest_colour,
-    ));
+    let mut groups = contribution_bars(&contribution.points, &x, &y, bar_w);
+    let (series, items) = contribution_series(contribution);
     for name in &series {
         let marks = groups.remove(name.as_str()).unwrap_or_default();
         let _ = write!(svg.out, "<g data-series-group=\"{name}\">{marks}");
-        // the series' share of all requests as a thin line along the top of the plot
-        let _ = write!(
-            svg.out,
-            "<polyline data-series=\"{name}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1\" stroke-opacity=\"0.8\" points=\"",
-            if name == "slice" {
-                slice_colour
-            } else {
-                rest_colour
-            }
-        );
-        let mut first = true;
-        for p in &contribution.points {
-            let (over, requests) = if name == "slice" {
-                (p.slice_over, p.slice_requests)
-            } else {
-                (p.rest_over, p.rest_requests)
-            };
-            let share = if requests == 0 {
-                0.0
-            } else {
-                over as f64 / requests as f64
-            };
-            let px = x.at(p.step_ms as f64 + step_ms as f64 / 2.0);
-            let py = plot.top + 14.0 - 12.0 * share;
-            if !first {
-                svg.push(" ");
-            }
-            first = false;
-            let _ = write!(svg.out, "{},{}", c(px), c(py));
-        }
-        svg.push(
-            "\"><title>share of the series' requests over the threshold</title></polyline></g>",
-        );
+        share_line(&mut svg, name, &contribution.points, &x, &plot, step_ms);
+        svg.push("</g>");
     }
     time_axis(&mut svg, &plot, &x, since, until);
     onset_line(
@@ -935,6 +833,161 @@ fn contribution(data: &ChartData) -> Chart {
         svg: svg.finish(),
         series,
     }
+}
+
+/// "Requests over <threshold> (baseline p95) per minute", with the slice when there is one.
+fn contribution_title(contribution: &Contribution) -> String {
+    let threshold = contribution
+        .threshold_ms
+        .map(format_ms)
+        .unwrap_or_else(|| "?".into());
+    if contribution.slice.is_empty() {
+        format!("Requests over {threshold} (baseline p95) per minute")
+    } else {
+        format!(
+            "Requests over {threshold} (baseline p95) per minute: {} vs the rest",
+            contribution.slice
+        )
+    }
+}
+
+/// The time span of the chart: the report's span, else the first point to one step past the
+/// last (`points` is not empty).
+fn contribution_span(data: &ChartData, step_ms: i64) -> (i64, i64) {
+    let points = &data.contribution.points;
+    match data.span {
+        Some(WindowMs { since_ms, until_ms }) => (since_ms, until_ms),
+        None => (
+            points[0].step_ms,
+            points[points.len() - 1].step_ms + step_ms,
+        ),
+    }
+}
+
+/// The value scale of the stacked bars (requests over the threshold, slice + rest), with its
+/// ticks; a strip at the top of the plot is left for the share lines.
+fn over_threshold_scale(points: &[ContributionPoint], plot: &Plot) -> (Scale, Vec<f64>) {
+    let max = points
+        .iter()
+        .map(|p| p.slice_over + p.rest_over)
+        .max()
+        .unwrap_or(0) as f64;
+    let (ticks, _) = nice_ticks(0.0, max.max(1.0), 5);
+    let y = Scale::new(
+        0.0,
+        *ticks.last().unwrap_or(&1.0),
+        plot.bottom,
+        plot.top + 14.0,
+    );
+    (y, ticks)
+}
+
+/// The stacked bars of each step, rest below slice, as SVG marks per series (`rest`, `slice`);
+/// a series with no over-threshold requests in a step has no bar there.
+fn contribution_bars(
+    points: &[ContributionPoint],
+    x: &Scale,
+    y: &Scale,
+    bar_w: f64,
+) -> BTreeMap<&'static str, String> {
+    let mut groups: BTreeMap<&'static str, String> = BTreeMap::new();
+    for p in points {
+        let px = x.at(p.step_ms as f64) + 0.5;
+        let label = escape(&time_label(p.step_ms, false));
+        let base = y.at(0.0);
+        let rest_top = y.at(p.rest_over as f64);
+        if p.rest_over > 0 {
+            let _ = write!(
+                groups.entry("rest").or_default(),
+                "<rect data-series=\"rest\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{REST_COLOUR}\"><title>{label} rest: {} of {} over</title></rect>",
+                c(px),
+                c(rest_top),
+                c(bar_w),
+                c(base - rest_top),
+                p.rest_over,
+                p.rest_requests
+            );
+        }
+        if p.slice_over > 0 {
+            let top = y.at((p.rest_over + p.slice_over) as f64);
+            let _ = write!(
+                groups.entry("slice").or_default(),
+                "<rect data-series=\"slice\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{SLICE_COLOUR}\"><title>{label} slice: {} of {} over</title></rect>",
+                c(px),
+                c(top),
+                c(bar_w),
+                c(rest_top - top),
+                p.slice_over,
+                p.slice_requests
+            );
+        }
+    }
+    groups
+}
+
+/// The series the chart draws (`slice` when there is one, then `rest`) and their legend items.
+fn contribution_series(contribution: &Contribution) -> (Vec<String>, Vec<(String, &'static str)>) {
+    // series present as marks: always draw at least a baseline mark so a series with no
+    // over-threshold requests still shows in the legend and has a mark
+    let has_slice = !contribution.slice.is_empty();
+    let mut series = Vec::new();
+    let mut items = Vec::new();
+    if has_slice {
+        series.push("slice".to_string());
+        items.push((contribution.slice.clone(), SLICE_COLOUR));
+    }
+    series.push("rest".to_string());
+    items.push((
+        if has_slice {
+            "rest of the fleet".to_string()
+        } else {
+            "all requests".to_string()
+        },
+        REST_COLOUR,
+    ));
+    (series, items)
+}
+
+/// The series' share of its requests over the threshold, per step, as a thin line along the
+/// top of the plot (`name` is `slice` or `rest`).
+fn share_line(
+    svg: &mut Svg,
+    name: &str,
+    points: &[ContributionPoint],
+    x: &Scale,
+    plot: &Plot,
+    step_ms: i64,
+) {
+    let _ = write!(
+        svg.out,
+        "<polyline data-series=\"{name}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1\" stroke-opacity=\"0.8\" points=\"",
+        if name == "slice" {
+            SLICE_COLOUR
+        } else {
+            REST_COLOUR
+        }
+    );
+    let mut first = true;
+    for p in points {
+        let (over, requests) = if name == "slice" {
+            (p.slice_over, p.slice_requests)
+        } else {
+            (p.rest_over, p.rest_requests)
+        };
+        let share = if requests == 0 {
+            0.0
+        } else {
+            over as f64 / requests as f64
+        };
+        let px = x.at(p.step_ms as f64 + step_ms as f64 / 2.0);
+        let py = plot.top + 14.0 - 12.0 * share;
+        if !first {
+            svg.push(" ");
+        }
+        first = false;
+        let _ = write!(svg.out, "{},{}", c(px), c(py));
+    }
+    svg.push("\"><title>share of the series' requests over the threshold</title></polyline>");
 }
 
 // ---------------------------------------------------------------------------- line charts
