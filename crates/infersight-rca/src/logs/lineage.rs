@@ -260,6 +260,35 @@ pub async fn lineage(
     if seeds.is_empty() {
         return Ok(LineageGraph::default());
     }
+    let logs = sample_logs(engine, &windows, &seeds).await?;
+    let requests = related_requests(engine, &logs).await?;
+    let texts = template_texts(engine, &windows, &seeds).await?;
+
+    let mut builder = Builder::new();
+    for seed in &seeds {
+        let label = texts
+            .get(*seed)
+            .cloned()
+            .unwrap_or_else(|| seed.to_string());
+        builder.node("template", seed, &label, None, BTreeMap::new());
+    }
+    let log_ids: Vec<Option<String>> = logs
+        .iter()
+        .enumerate()
+        .map(|(position, log)| add_log(&mut builder, position, log, &requests))
+        .collect();
+    link_upstream(&mut builder, &logs, &log_ids);
+    link_near_on_worker(&mut builder, &logs, &log_ids);
+    Ok(builder.graph)
+}
+
+/// The records of the seed templates nearest the onset ([`MAX_LOGS_PER_TEMPLATE`] each), from
+/// the lead-in to the incident's end, in time order.
+async fn sample_logs(
+    engine: &QueryEngine,
+    windows: &Windows,
+    seeds: &[&str],
+) -> Result<Vec<SampledLog>, QueryError> {
     let range = (
         windows.lead_start_ns.min(windows.incident.0),
         windows.incident.1,
@@ -285,102 +314,114 @@ pub async fn lineage(
         let columns: Vec<_> = (1..8)
             .map(|i| string_column(batch, i))
             .collect::<Result<_, _>>()?;
-        for row in 0..batch.num_rows() {
-            let (Some(template_id), true) = (optional(&columns[0], row), ts.is_valid(row)) else {
-                continue;
-            };
-            let attrs: serde_json::Map<String, serde_json::Value> = optional(&columns[6], row)
-                .and_then(|text| serde_json::from_str(text).ok())
-                .unwrap_or_default();
-            let attr_text = |key: &str| {
-                attrs
-                    .get(key)
-                    .and_then(infersight_query::value_text)
-                    .filter(|v| !v.is_empty())
-            };
-            logs.push(SampledLog {
-                ts_ns: ts.value(row),
-                template_id: template_id.to_string(),
-                worker: non_empty(optional(&columns[1], row)),
-                trace_id: non_empty(optional(&columns[2], row)),
-                request_id: non_empty(optional(&columns[3], row))
-                    .or_else(|| REQUEST_ID_KEYS.iter().find_map(|k| attr_text(k))),
-                severity: non_empty(optional(&columns[4], row)),
-                body: optional(&columns[5], row).map(|b| b.chars().take(MAX_BODY_CHARS).collect()),
-                uid: LOG_ID_KEYS.iter().find_map(|k| attr_text(k)),
-                upstream: attrs
-                    .get(UPSTREAM_KEY)
-                    .map(upstream_ids)
-                    .unwrap_or_default(),
-            });
+        logs.extend((0..batch.num_rows()).filter_map(|row| sampled_log(&ts, &columns, row)));
+    }
+    Ok(logs)
+}
+
+/// One row of [`sample_logs`]' query (`columns`: template_id, worker, trace_id, request_id,
+/// severity, body, attrs); `None` without a template id or a timestamp.
+fn sampled_log(
+    ts: &arrow::array::Int64Array,
+    columns: &[arrow::array::StringArray],
+    row: usize,
+) -> Option<SampledLog> {
+    let (Some(template_id), true) = (optional(&columns[0], row), ts.is_valid(row)) else {
+        return None;
+    };
+    let attrs: serde_json::Map<String, serde_json::Value> = optional(&columns[6], row)
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_default();
+    let attr_text = |key: &str| {
+        attrs
+            .get(key)
+            .and_then(infersight_query::value_text)
+            .filter(|v| !v.is_empty())
+    };
+    Some(SampledLog {
+        ts_ns: ts.value(row),
+        template_id: template_id.to_string(),
+        worker: non_empty(optional(&columns[1], row)),
+        trace_id: non_empty(optional(&columns[2], row)),
+        request_id: non_empty(optional(&columns[3], row))
+            .or_else(|| REQUEST_ID_KEYS.iter().find_map(|k| attr_text(k))),
+        severity: non_empty(optional(&columns[4], row)),
+        body: optional(&columns[5], row).map(|b| b.chars().take(MAX_BODY_CHARS).collect()),
+        uid: LOG_ID_KEYS.iter().find_map(|k| attr_text(k)),
+        upstream: attrs
+            .get(UPSTREAM_KEY)
+            .map(upstream_ids)
+            .unwrap_or_default(),
+    })
+}
+
+/// The node of one sampled record (the `position`th), linked to its template, worker, trace
+/// and the requests sharing its request id or trace id; its id, `None` when the cap refused it.
+fn add_log(
+    builder: &mut Builder,
+    position: usize,
+    log: &SampledLog,
+    requests: &RelatedRequests,
+) -> Option<String> {
+    let key = log
+        .uid
+        .clone()
+        .unwrap_or_else(|| format!("{}@{}#{position}", log.template_id, log.ts_ns));
+    let mut attrs = BTreeMap::new();
+    attrs.insert("template_id".to_string(), log.template_id.clone());
+    for (name, value) in [
+        ("worker", &log.worker),
+        ("trace_id", &log.trace_id),
+        ("request_id", &log.request_id),
+        ("severity", &log.severity),
+    ] {
+        if let Some(value) = value {
+            attrs.insert(name.to_string(), value.clone());
         }
     }
-    let requests = related_requests(engine, &logs).await?;
-    let texts = template_texts(engine, &windows, &seeds).await?;
-
-    let mut builder = Builder::new();
-    for seed in &seeds {
-        let label = texts
-            .get(*seed)
-            .cloned()
-            .unwrap_or_else(|| seed.to_string());
-        builder.node("template", seed, &label, None, BTreeMap::new());
+    let label = log.body.clone().unwrap_or_else(|| log.template_id.clone());
+    let id = builder.node("log", &key, &label, Some(log.ts_ns), attrs);
+    let template = Some(format!("template:{}", log.template_id));
+    builder.edge(&id, &template, "instance_of");
+    if let Some(worker) = &log.worker {
+        let worker = builder.simple("worker", worker);
+        builder.edge(&id, &worker, "emitted_on");
     }
-    let mut log_ids: Vec<Option<String>> = Vec::with_capacity(logs.len());
-    let mut by_uid: HashMap<&str, usize> = HashMap::new();
-    for (position, log) in logs.iter().enumerate() {
-        let key = log
-            .uid
-            .clone()
-            .unwrap_or_else(|| format!("{}@{}#{position}", log.template_id, log.ts_ns));
-        let mut attrs = BTreeMap::new();
-        attrs.insert("template_id".to_string(), log.template_id.clone());
-        for (name, value) in [
-            ("worker", &log.worker),
-            ("trace_id", &log.trace_id),
-            ("request_id", &log.request_id),
-            ("severity", &log.severity),
-        ] {
-            if let Some(value) = value {
-                attrs.insert(name.to_string(), value.clone());
+    if let Some(trace_id) = &log.trace_id {
+        let trace = builder.simple("trace", trace_id);
+        builder.edge(&id, &trace, "in_trace");
+    }
+    let mut matched: Vec<(usize, &str)> = Vec::new();
+    if let Some(request_id) = &log.request_id {
+        matched.extend(
+            requests
+                .by_request_id
+                .get(request_id)
+                .map(|&r| (r, "same_request_id")),
+        );
+    }
+    if let Some(trace_id) = &log.trace_id {
+        for &r in requests.by_trace_id.get(trace_id).into_iter().flatten() {
+            if !matched.iter().any(|(m, _)| *m == r) {
+                matched.push((r, "same_trace_id"));
             }
         }
-        let label = log.body.clone().unwrap_or_else(|| log.template_id.clone());
-        let id = builder.node("log", &key, &label, Some(log.ts_ns), attrs);
+    }
+    for (r, relation) in matched {
+        let request_node = add_request(builder, &requests.rows[r]);
+        builder.edge(&id, &request_node, relation);
+    }
+    id
+}
+
+/// `upstream` edges: a record to the sampled records it names in `upstream_log_ids` (the last
+/// record with that uid when several share it).
+fn link_upstream(builder: &mut Builder, logs: &[SampledLog], log_ids: &[Option<String>]) {
+    let mut by_uid: HashMap<&str, usize> = HashMap::new();
+    for (position, log) in logs.iter().enumerate() {
         if let Some(uid) = &log.uid {
             by_uid.insert(uid.as_str(), position);
         }
-        let template = Some(format!("template:{}", log.template_id));
-        builder.edge(&id, &template, "instance_of");
-        if let Some(worker) = &log.worker {
-            let worker = builder.simple("worker", worker);
-            builder.edge(&id, &worker, "emitted_on");
-        }
-        if let Some(trace_id) = &log.trace_id {
-            let trace = builder.simple("trace", trace_id);
-            builder.edge(&id, &trace, "in_trace");
-        }
-        let mut matched: Vec<(usize, &str)> = Vec::new();
-        if let Some(request_id) = &log.request_id {
-            matched.extend(
-                requests
-                    .by_request_id
-                    .get(request_id)
-                    .map(|&r| (r, "same_request_id")),
-            );
-        }
-        if let Some(trace_id) = &log.trace_id {
-            for &r in requests.by_trace_id.get(trace_id).into_iter().flatten() {
-                if !matched.iter().any(|(m, _)| *m == r) {
-                    matched.push((r, "same_trace_id"));
-                }
-            }
-        }
-        for (r, relation) in matched {
-            let request_node = add_request(&mut builder, &requests.rows[r]);
-            builder.edge(&id, &request_node, relation);
-        }
-        log_ids.push(id);
     }
     for (position, log) in logs.iter().enumerate() {
         for upstream in &log.upstream {
@@ -389,7 +430,11 @@ pub async fn lineage(
             }
         }
     }
-    // same worker, another template, within a few seconds: consecutive records per worker
+}
+
+/// `near_on_worker` edges: same worker, another template, within a few seconds
+/// ([`NEAR_ON_WORKER_NS`]): consecutive records per worker.
+fn link_near_on_worker(builder: &mut Builder, logs: &[SampledLog], log_ids: &[Option<String>]) {
     let mut on_worker: Vec<usize> = (0..logs.len())
         .filter(|&i| logs[i].worker.is_some())
         .collect();
@@ -408,7 +453,6 @@ pub async fn lineage(
             builder.edge(&log_ids[pair[0]], &log_ids[pair[1]], "near_on_worker");
         }
     }
-    Ok(builder.graph)
 }
 
 fn add_request(builder: &mut Builder, request: &RequestRow) -> Option<String> {
