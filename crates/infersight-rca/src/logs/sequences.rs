@@ -94,7 +94,36 @@ pub async fn sequence_anomalies(
     if b1 <= b0 || i1 <= i0 {
         return Ok(Vec::new());
     }
-    let range = (b0.min(i0), b1.max(i1));
+    let (interner, sessions) = read_sessions(engine, (b0.min(i0), b1.max(i1))).await?;
+    let Some((baseline, incident)) = split_sessions(&sessions, (b0, b1), (i0, i1)) else {
+        return Ok(Vec::new());
+    };
+    let model = NextEventModel::train(
+        baseline.iter().map(|s| s.events.as_slice()),
+        SequenceParams::default(),
+    )
+    .map_err(|e| QueryError::Internal(format!("sequence model: {e}")))?;
+    let mut base_counts: HashMap<PatternKey, u64> = HashMap::new();
+    for session in &baseline {
+        if let Some((key, _, _)) = pattern_of(&model, &session.events) {
+            *base_counts.entry(key).or_default() += 1;
+        }
+    }
+    let found = incident_patterns(&model, &incident);
+    let kept = significant_patterns(found, &base_counts, baseline.len(), incident.len());
+    let totals = (incident.len() as u64, baseline.len() as u64);
+    Ok(kept
+        .into_iter()
+        .map(|(key, f)| anomaly_of(&interner, key, f, &base_counts, totals))
+        .collect())
+}
+
+/// The sessions of the records in `range` (see the module doc), by session key, with the
+/// interner of their template ids.
+async fn read_sessions(
+    engine: &QueryEngine,
+    range: (i64, i64),
+) -> Result<(EventInterner, HashMap<String, Session>), QueryError> {
     let sql = format!(
         "SELECT COALESCE(request_id, CAST(json_get(attrs, 'request_id') AS VARCHAR), trace_id) AS session, \
            CAST(ts AS BIGINT) AS t, template_id, worker FROM logs \
@@ -132,6 +161,17 @@ pub async fn sequence_anomalies(
             }
         }
     }
+    Ok((interner, sessions))
+}
+
+/// The baseline's and the incident's sessions (by their first record; not those starting in
+/// the incident's last [`END_GRACE_NS`]), each sampled to [`MAX_SESSIONS_PER_SIDE`]; `None`
+/// when the baseline has too few for a model or the incident none.
+fn split_sessions<'a>(
+    sessions: &'a HashMap<String, Session>,
+    (b0, b1): (i64, i64),
+    (i0, i1): (i64, i64),
+) -> Option<(Vec<&'a Session>, Vec<&'a Session>)> {
     let in_window = |t: i64, (lo, hi): (i64, i64)| t >= lo && t < hi;
     let mut baseline: Vec<&Session> = Vec::new();
     let mut incident: Vec<&Session> = Vec::new();
@@ -151,7 +191,7 @@ pub async fn sequence_anomalies(
         }
     }
     if baseline.len() < MIN_BASELINE_SESSIONS || incident.is_empty() {
-        return Ok(Vec::new());
+        return None;
     }
     for side in [&mut baseline, &mut incident] {
         if side.len() > MAX_SESSIONS_PER_SIDE {
@@ -159,27 +199,23 @@ pub async fn sequence_anomalies(
             side.truncate(MAX_SESSIONS_PER_SIDE);
         }
     }
-    let model = NextEventModel::train(
-        baseline.iter().map(|s| s.events.as_slice()),
-        SequenceParams::default(),
-    )
-    .map_err(|e| QueryError::Internal(format!("sequence model: {e}")))?;
-    let mut base_counts: HashMap<PatternKey, u64> = HashMap::new();
-    for session in &baseline {
-        if let Some((key, _, _)) = pattern_of(&model, &session.events) {
-            *base_counts.entry(key).or_default() += 1;
-        }
-    }
-    struct Found {
-        sessions: u64,
-        /// What preceded the unexpected step, per session.
-        afters: BTreeMap<Step, u64>,
-        workers: BTreeMap<String, u64>,
-        expected: Vec<Option<EventId>>,
-    }
+    Some((baseline, incident))
+}
+
+/// The incident sessions of one pattern.
+struct Found {
+    sessions: u64,
+    /// What preceded the unexpected step, per session.
+    afters: BTreeMap<Step, u64>,
+    workers: BTreeMap<String, u64>,
+    expected: Vec<Option<EventId>>,
+}
+
+/// The incident's unexpected sessions grouped by pattern.
+fn incident_patterns(model: &NextEventModel, incident: &[&Session]) -> HashMap<PatternKey, Found> {
     let mut found: HashMap<PatternKey, Found> = HashMap::new();
-    for session in &incident {
-        let Some((key, after, expected)) = pattern_of(&model, &session.events) else {
+    for session in incident {
+        let Some((key, after, expected)) = pattern_of(model, &session.events) else {
             continue;
         };
         let entry = found.entry(key).or_insert_with(|| Found {
@@ -194,7 +230,18 @@ pub async fn sequence_anomalies(
             *entry.workers.entry(worker.clone()).or_default() += 1;
         }
     }
-    let (n_base, n_inc) = (baseline.len() as f64, incident.len() as f64);
+    found
+}
+
+/// The patterns that pass the support, share and Poisson tests (see the module doc), ranked by
+/// excess sessions over the baseline's expectation, at most [`MAX_PATTERNS`].
+fn significant_patterns(
+    found: HashMap<PatternKey, Found>,
+    base_counts: &HashMap<PatternKey, u64>,
+    baseline_total: usize,
+    incident_total: usize,
+) -> Vec<(PatternKey, Found)> {
+    let (n_base, n_inc) = (baseline_total as f64, incident_total as f64);
     let ln_alpha = (FAMILY_ALPHA / found.len().max(1) as f64).ln();
     let mut kept: Vec<(f64, PatternKey, Found)> = found
         .into_iter()
@@ -209,41 +256,48 @@ pub async fn sequence_anomalies(
         .collect();
     kept.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     kept.truncate(MAX_PATTERNS);
+    kept.into_iter().map(|(_, key, f)| (key, f)).collect()
+}
+
+/// The report's record of one pattern: the step most often before the surprise, the top three
+/// workers. `totals`: the incident's and the baseline's (sampled) sessions.
+fn anomaly_of(
+    interner: &EventInterner,
+    key: PatternKey,
+    f: Found,
+    base_counts: &HashMap<PatternKey, u64>,
+    (incident_total, baseline_total): (u64, u64),
+) -> SequenceAnomaly {
     let name = |step: Step| match step {
         Step::Event(id) => interner.name(id).map(str::to_string),
         Step::Start | Step::End | Step::Any => None,
     };
-    Ok(kept
-        .into_iter()
-        .map(|(_, key, f)| {
-            let (reason, observed, _) = key;
-            let after = f
-                .afters
-                .iter()
-                .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
-                .map_or(Step::Start, |(step, _)| *step);
-            let mut workers: Vec<(String, u64)> = f.workers.into_iter().collect();
-            workers.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-            workers.truncate(3);
-            SequenceAnomaly {
-                reason: REASONS[reason as usize].to_string(),
-                template_id: name(observed),
-                template: None,
-                after_template_id: name(after),
-                after_template: None,
-                expected_template_ids: f
-                    .expected
-                    .iter()
-                    .map(|e| e.and_then(|id| interner.name(id).map(str::to_string)))
-                    .collect(),
-                incident_sessions: f.sessions,
-                incident_total: incident.len() as u64,
-                baseline_sessions: base_counts.get(&key).copied().unwrap_or(0),
-                baseline_total: baseline.len() as u64,
-                workers,
-            }
-        })
-        .collect())
+    let (reason, observed, _) = key;
+    let after = f
+        .afters
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+        .map_or(Step::Start, |(step, _)| *step);
+    let mut workers: Vec<(String, u64)> = f.workers.into_iter().collect();
+    workers.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    workers.truncate(3);
+    SequenceAnomaly {
+        reason: REASONS[reason as usize].to_string(),
+        template_id: name(observed),
+        template: None,
+        after_template_id: name(after),
+        after_template: None,
+        expected_template_ids: f
+            .expected
+            .iter()
+            .map(|e| e.and_then(|id| interner.name(id).map(str::to_string)))
+            .collect(),
+        incident_sessions: f.sessions,
+        incident_total,
+        baseline_sessions: base_counts.get(&key).copied().unwrap_or(0),
+        baseline_total,
+        workers,
+    }
 }
 
 const REASONS: [&str; 4] = ["unseen_event", "unseen_transition", "premature_end", "rare"];
