@@ -167,11 +167,11 @@ async fn read_sessions(
 /// The baseline's and the incident's sessions (by their first record; not those starting in
 /// the incident's last [`END_GRACE_NS`]), each sampled to [`MAX_SESSIONS_PER_SIDE`]; `None`
 /// when the baseline has too few for a model or the incident none.
-fn split_sessions<'a>(
-    sessions: &'a HashMap<String, Session>,
+fn split_sessions(
+    sessions: &HashMap<String, Session>,
     (b0, b1): (i64, i64),
     (i0, i1): (i64, i64),
-) -> Option<(Vec<&'a Session>, Vec<&'a Session>)> {
+) -> Option<(Vec<&Session>, Vec<&Session>)> {
     let in_window = |t: i64, (lo, hi): (i64, i64)| t >= lo && t < hi;
     let mut baseline: Vec<&Session> = Vec::new();
     let mut incident: Vec<&Session> = Vec::new();
