@@ -54,23 +54,15 @@ impl SignalKind {
     ];
 
     /// Every kind: the contract's and [`SignalKind::DemandShift`].
-    pub const ALL: [SignalKind; 15] = [
-        SignalKind::LatencySpike,
-        SignalKind::GpuMemoryLeak,
-        SignalKind::QueueBuildup,
-        SignalKind::KvCachePressure,
-        SignalKind::PreemptionStorm,
-        SignalKind::CachePollution,
-        SignalKind::Resonance,
-        SignalKind::TruncationSurge,
-        SignalKind::TraceContextLoss,
-        SignalKind::FlowControlStall,
-        SignalKind::SlowWorker,
-        SignalKind::VersionRegression,
-        SignalKind::PromptDrift,
-        SignalKind::ErrorBurst,
-        SignalKind::DemandShift,
-    ];
+    pub const ALL: [SignalKind; 15] = {
+        let mut all = [SignalKind::DemandShift; 15];
+        let mut i = 0;
+        while i < SignalKind::CONTRACT.len() {
+            all[i] = SignalKind::CONTRACT[i];
+            i += 1;
+        }
+        all
+    };
 
     /// The name used in the `rca` JSON `signals[].kind`.
     pub const fn name(self) -> &'static str {
@@ -222,6 +214,12 @@ mod tests {
         }
         assert_eq!(SignalKind::parse("no_such_kind"), None);
         assert!(serde_json::from_str::<SignalKind>("\"no_such_kind\"").is_err());
+        // every kind once, the contract's first
+        let mut names: Vec<&str> = SignalKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(names[..14], SignalKind::CONTRACT.map(|k| k.name()));
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), SignalKind::ALL.len());
     }
 
     #[test]
