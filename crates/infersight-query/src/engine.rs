@@ -5,13 +5,17 @@
 //! An engine may carry the [`AccessAudit`]: [`QueryEngine::sql_audited`] then records which
 //! tables and columns each statement read (from its optimized logical plan), for whom.
 
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::LogicalPlan;
-use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::prelude::{SessionConfig, SessionContext, col, lit};
+use datafusion::scalar::ScalarValue;
+use futures::{Stream, StreamExt};
 use infersight_model::{ErrorKind, Table};
 use infersight_store::{StorageBackend, TimeRange};
 
@@ -19,12 +23,14 @@ use crate::audit::{
     AccessAudit, AccessContext, AccessRecord, AccessedData, AuditStatus, AuditedQuery,
     TrackedAccess, accessed_data, sha256_hex,
 };
-use crate::dimensions::{Dimension, discover_dimensions};
 use crate::error::QueryError;
 use crate::output::QueryOutput;
 use crate::provider::{ScanStats, ScanStatsRegistry, StoreTable};
-use crate::sli::{SliAnswer, SliRequest, answer_sli};
+use crate::range::TS_COLUMN;
 use crate::udf::json_get_udf;
+
+/// The record batches of one partition of a scan, in order; see [`QueryEngine::scan_partitions`].
+pub type BatchStream = Pin<Box<dyn Stream<Item = Result<RecordBatch, QueryError>> + Send>>;
 
 const READ_ONLY_MESSAGE: &str = "only SELECT/EXPLAIN/SHOW/DESCRIBE queries are allowed";
 
@@ -249,24 +255,42 @@ impl QueryEngine {
         self.stats.get(table)
     }
 
-    /// Low-cardinality attributes of `requests` in `range`, the candidate dimensions for
-    /// root-cause localization; see [`Dimension`].
-    pub async fn dimensions(
+    /// `columns` of `table` in `range`, as one stream per partition of the scan plan (the
+    /// store's segments and memtable spread over the session's target partitions), for callers
+    /// that process rows in parallel without SQL, such as dimension discovery. Each stream can
+    /// be drained on its own task; together they hold every row in `range` exactly once.
+    pub async fn scan_partitions(
         &self,
+        table: Table,
         range: TimeRange,
-        max_cardinality: usize,
-        max_values: usize,
-    ) -> Result<Vec<Dimension>, QueryError> {
-        discover_dimensions(&self.context, range, max_cardinality, max_values).await
+        columns: &[&str],
+    ) -> Result<Vec<BatchStream>, QueryError> {
+        let mut frame = self.context.table(table.name()).await?;
+        if let Some(since) = range.since_ns {
+            frame = frame.filter(col(TS_COLUMN).gt_eq(ts_literal(since)))?;
+        }
+        if let Some(until) = range.until_ns {
+            frame = frame.filter(col(TS_COLUMN).lt(ts_literal(until)))?;
+        }
+        let streams = frame
+            .select_columns(columns)?
+            .execute_stream_partitioned()
+            .await?;
+        Ok(streams
+            .into_iter()
+            .map(|stream| {
+                Box::pin(stream.map(|batch| batch.map_err(QueryError::from))) as BatchStream
+            })
+            .collect())
     }
+}
 
-    /// An SLI series from the store's rollups (no raw-row scan); runs on a blocking thread.
-    pub async fn sli(&self, request: SliRequest) -> Result<SliAnswer, QueryError> {
-        let store = Arc::clone(&self.store);
-        tokio::task::spawn_blocking(move || answer_sli(store.as_ref(), &request))
-            .await
-            .map_err(|e| QueryError::Internal(format!("sli task failed: {e}")))?
-    }
+/// A `ts` bound as the canonical tables store it (nanoseconds, UTC).
+fn ts_literal(ns: i64) -> datafusion::prelude::Expr {
+    lit(ScalarValue::TimestampNanosecond(
+        Some(ns),
+        Some("UTC".into()),
+    ))
 }
 
 /// `BadRequest` once a result exceeds `max_rows` (the plan fetched at most one row more).

@@ -2,7 +2,9 @@
 //! canonical tables of a [`StorageBackend`](infersight_store::StorageBackend) to SQL: each table is
 //! a [`TableProvider`](datafusion::catalog::TableProvider) that turns `ts` filters into a time
 //! range, asks the store for a snapshot, and scans the snapshot's Parquet segments and memtable
-//! batches as one plan. Analytics, reports, the HTTP API and the CLI query through [`QueryEngine`].
+//! batches as one plan. Analytics, reports, the HTTP API and the CLI query through [`QueryEngine`]; the applications
+//! over it (root-cause analysis in `infersight-rca`, dimensions, SLIs and canary samples in
+//! `infersight-explore`) live in their own crates.
 //!
 //! Percentiles use DataFusion 55's syntax; both forms work:
 //! `approx_percentile_cont(0.99) WITHIN GROUP (ORDER BY e2e_ms)` (or the older
@@ -11,23 +13,17 @@
 //! and `median(e2e_ms)` for exact values.
 
 pub mod audit;
-pub mod canary;
-mod derived;
-mod dimensions;
 mod engine;
 mod error;
 mod output;
 mod provider;
 mod range;
-mod sli;
 mod udf;
 
 pub use audit::{AccessAudit, AccessContext, AuditStatus, AuditedQuery, Surface};
-pub use dimensions::{Dimension, DimensionSource};
-pub use engine::QueryEngine;
+pub use engine::{BatchStream, QueryEngine};
 pub use error::QueryError;
 pub use output::{OutputFormat, QueryOutput};
 pub use provider::ScanStats;
 pub use range::time_range_from_filters;
-pub use sli::{SliAnswer, SliRequest, SliRequestText, answer_sli, parse_filter, parse_quantile};
 pub use udf::{JSON_GET, json_get_udf, json_get_value, value_text};

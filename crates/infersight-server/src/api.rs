@@ -12,12 +12,11 @@ use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use infersight_explore::{SliRequest, SliRequestText};
 use infersight_model::ErrorKind;
 use infersight_model::time::now_ns;
 use infersight_query::audit::actor_from_headers;
-use infersight_query::{
-    AccessContext, AuditStatus, OutputFormat, SliRequest, SliRequestText, Surface,
-};
+use infersight_query::{AccessContext, AuditStatus, OutputFormat, Surface};
 use infersight_store::{StorageBackend, TimeRange};
 use serde::Deserialize;
 use serde_json::json;
@@ -127,7 +126,9 @@ async fn derived_slis(
     let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let range =
         parse_range(p.since.as_deref(), p.until.as_deref()).map_err(ApiError::bad_request)?;
-    Ok(Json(state.engine.derived_slis(range).await?))
+    Ok(Json(
+        infersight_explore::derived_slis(&state.engine, range).await?,
+    ))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -316,7 +317,7 @@ async fn sli(
         step: p.step.as_deref(),
     };
     let request = SliRequest::parse(&text, now_ns()).map_err(ApiError::bad_request)?;
-    let answer = state.engine.sli(request).await?;
+    let answer = infersight_explore::sli(&state.engine, request).await?;
     Ok(Json(answer.to_json()))
 }
 
@@ -335,10 +336,13 @@ async fn dimensions(
     let max_cardinality = params
         .max_cardinality
         .unwrap_or(state.max_dimension_cardinality);
-    let dims = state
-        .engine
-        .dimensions(range, max_cardinality, params.max_values.unwrap_or(20))
-        .await?;
+    let dims = infersight_explore::discover_dimensions(
+        &state.engine,
+        range,
+        max_cardinality,
+        params.max_values.unwrap_or(20),
+    )
+    .await?;
     let list: Vec<_> = dims
         .iter()
         .map(|d| {

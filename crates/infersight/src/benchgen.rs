@@ -179,7 +179,8 @@ pub fn sli_compare(
     store: std::sync::Arc<infersight_store::Store>,
     runs: usize,
 ) -> Result<serde_json::Value, CliError> {
-    use infersight_query::{QueryEngine, SliRequest, answer_sli};
+    use infersight_explore::{SliRequest, answer_sli};
+    use infersight_query::QueryEngine;
     use infersight_store::TimeRange;
     let fail = |e: infersight_query::QueryError| CliError::failed(e.to_string());
     let by = vec!["model".to_string(), "worker".to_string()];

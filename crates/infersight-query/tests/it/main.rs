@@ -3,8 +3,6 @@
 // Test code: a failed step should fail the test loudly, so unwrapping is fine here.
 #![allow(clippy::unwrap_used)]
 
-mod derived;
-mod dimensions;
 mod errors;
 mod percentiles;
 mod pruning;

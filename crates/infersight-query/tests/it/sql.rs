@@ -176,7 +176,11 @@ fn the_engine_and_its_futures_can_be_shared_across_tasks() {
     let engine = store.engine();
     assert_send_sync(&engine);
     assert_send(&engine.sql("SELECT 1"));
-    assert_send(&engine.dimensions(infersight_store::TimeRange::ALL, 10, 10));
+    assert_send(&engine.scan_partitions(
+        infersight_model::Table::Requests,
+        infersight_store::TimeRange::ALL,
+        &["ts"],
+    ));
 }
 
 #[tokio::test]

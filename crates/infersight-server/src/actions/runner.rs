@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use infersight_query::{SliRequest, answer_sli};
+use infersight_explore::{SliRequest, answer_sli};
 use infersight_store::{StorageBackend, TimeRange};
 use parking_lot::Mutex;
 use serde_json::{Value, json};

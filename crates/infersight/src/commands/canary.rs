@@ -1,7 +1,7 @@
 //! `infersight canary`: the canary gate over stored requests (exit 0 pass, 1 block).
 //!
 //! Reads the SLI values of the requests whose dimension is the baseline value and of those where
-//! it is the candidate value (`infersight_query::canary`), compares them with a seeded bootstrap
+//! it is the candidate value (`infersight_explore::canary`), compares them with a seeded bootstrap
 //! (`infersight_analytics::canary`, which documents the decision rule), and prints one verdict
 //! line (or a JSON object) for a CI pipeline. Too few samples, non-finite values, an unknown SLI
 //! or a bad flag are bad input (exit 2), never a pass.
@@ -12,8 +12,8 @@ use infersight_analytics::canary::{
     CanaryConfig, CanaryResult, Decision, Statistic, compare, format_confidence, format_percent,
     format_value,
 };
+use infersight_explore::canary::{CanarySli, canary_samples};
 use infersight_query::QueryEngine;
-use infersight_query::canary::{CanarySli, canary_samples};
 use infersight_store::{StorageBackend, TimeRange};
 use serde_json::json;
 
@@ -148,7 +148,7 @@ fn gate_config(args: &CanaryArgs, sli: &CanarySli) -> Result<CanaryConfig, CliEr
         }
         (Some(CanaryStat::Quantile), false) | (None, false) => {
             let q = match &args.q {
-                Some(text) => infersight_query::parse_quantile(text)
+                Some(text) => infersight_explore::parse_quantile(text)
                     .map_err(|e| CliError::usage(format!("--q: {e}")))?,
                 None => 0.95,
             };

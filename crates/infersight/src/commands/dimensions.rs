@@ -50,15 +50,15 @@ pub async fn run(args: DimensionsArgs) -> Result<i32, CliError> {
         .map_err(CliError::usage)?;
     let store = tokio::task::block_in_place(|| wiring::open_existing_store(&config))?;
     let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>);
-    let dims = engine
-        .dimensions(
-            range,
-            args.max_cardinality
-                .unwrap_or(config.query.max_dimension_cardinality),
-            10,
-        )
-        .await
-        .map_err(|e| CliError::from_kind(e.kind(), e.to_string()))?;
+    let dims = infersight_explore::discover_dimensions(
+        &engine,
+        range,
+        args.max_cardinality
+            .unwrap_or(config.query.max_dimension_cardinality),
+        10,
+    )
+    .await
+    .map_err(|e| CliError::from_kind(e.kind(), e.to_string()))?;
     match args.format.format {
         OutputFormat::Json => {
             let list: Vec<_> = dims

@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use infersight_explore::{SliRequest, SliRequestText};
 use infersight_model::time::now_ns;
-use infersight_query::{QueryEngine, SliRequest, SliRequestText};
+use infersight_query::QueryEngine;
 use infersight_store::StorageBackend;
 
 use crate::args::{Common, FormatArgs};
@@ -60,8 +61,7 @@ pub async fn run(args: SliArgs) -> Result<i32, CliError> {
     let config = args.common.resolve()?;
     let store = tokio::task::block_in_place(|| wiring::open_existing_store(&config))?;
     let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>);
-    let answer = engine
-        .sli(request)
+    let answer = infersight_explore::sli(&engine, request)
         .await
         .map_err(|e| CliError::from_kind(e.kind(), e.to_string()))?;
     match args.format.format {

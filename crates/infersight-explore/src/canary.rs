@@ -10,15 +10,15 @@
 //! Rows whose SLI value is NULL or NaN (a request that never produced a first token, an
 //! attribute that is absent or not a number) are left out.
 
-use datafusion::arrow::array::{Array, Float64Array, Int64Array};
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::DataType;
+use arrow::array::{Array, Float64Array, Int64Array};
+use arrow::compute::cast;
+use arrow::datatypes::DataType;
 use infersight_model::mapping::REQUEST_ATTRIBUTES;
 use infersight_store::TimeRange;
 
 use crate::dimensions::{SETTING_COLUMNS, STRING_COLUMNS};
-use crate::engine::QueryEngine;
-use crate::error::QueryError;
+use infersight_query::QueryEngine;
+use infersight_query::QueryError;
 
 /// Latency SLIs by short name and column.
 pub const LATENCY_SLIS: &[(&str, &str)] = &[

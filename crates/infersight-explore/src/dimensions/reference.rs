@@ -4,14 +4,14 @@
 
 use std::collections::HashMap;
 
-use datafusion::arrow::array::{Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{Array, Int64Array, RecordBatch, StringArray};
 
 use super::count::{ID_MIN_ROWS, as_utf8};
 use super::{
     ATTRS_COLUMN, Dimension, DimensionSource, MAX_ATTR_KEYS, SETTING_COLUMNS, STRING_COLUMNS,
 };
-use crate::error::QueryError;
-use crate::udf::value_text;
+use infersight_query::QueryError;
+use infersight_query::value_text;
 
 #[derive(Debug, Default)]
 struct Counter {

@@ -37,13 +37,15 @@ async fn derived_indices_follow_their_formulas() {
         .collect();
     store.append_requests(&records);
     let engine = store.engine();
-    let answer = engine
-        .derived_slis(TimeRange {
+    let answer = infersight_explore::derived_slis(
+        &engine,
+        TimeRange {
             since_ns: Some(base_ns()),
             until_ns: Some(base_ns() + 10 * MINUTE_NS),
-        })
-        .await
-        .unwrap();
+        },
+    )
+    .await
+    .unwrap();
     let model = &answer["models"][0];
     assert_eq!(model["model"], "m");
     // actual: 180 tokens over 2 minutes = 1.5/s; theoretical: best minute 120/60 = 2/s;

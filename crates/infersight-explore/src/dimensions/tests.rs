@@ -4,23 +4,19 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{
+use arrow::array::{
     Array, ArrayRef, AsArray, DictionaryArray, Float64Array, Int16Array, Int32Array, Int64Array,
     LargeStringArray, RecordBatch, StringArray, StringViewArray, TimestampNanosecondArray,
 };
-use datafusion::arrow::compute::filter_record_batch;
-use datafusion::arrow::datatypes::{
-    DataType, Field, Int16Type, Int32Type, Schema, SchemaRef, TimeUnit,
-};
-use datafusion::datasource::MemTable;
-use datafusion::execution::SendableRecordBatchStream;
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::prelude::SessionContext;
-use infersight_model::Table;
+use arrow::compute::filter_record_batch;
+use arrow::datatypes::{DataType, Field, Int16Type, Int32Type, Schema, TimeUnit};
 use infersight_store::TimeRange;
 
 use super::count::{Counter, Discovery};
 use super::*;
+
+/// The time column of the canonical tables.
+const TS_COLUMN: &str = "ts";
 
 #[test]
 fn counter_excludes_ids_and_high_cardinality() {
@@ -453,18 +449,14 @@ fn random_partitions(seed: u64, partitions: usize) -> Vec<Vec<RecordBatch>> {
         .collect()
 }
 
-fn streams(partitions: &[Vec<RecordBatch>]) -> Vec<SendableRecordBatchStream> {
+/// One stream per partition, as [`QueryEngine::scan_partitions`] hands them over (the real
+/// engine's partitioned scans are exercised by the crate's integration tests).
+fn streams(partitions: &[Vec<RecordBatch>]) -> Vec<BatchStream> {
     partitions
         .iter()
         .map(|batches| {
-            let schema: SchemaRef = batches
-                .first()
-                .map_or_else(|| Arc::new(Schema::empty()), RecordBatch::schema);
             let batches = batches.clone().into_iter().map(Ok);
-            Box::pin(RecordBatchStreamAdapter::new(
-                schema,
-                futures::stream::iter(batches),
-            )) as SendableRecordBatchStream
+            Box::pin(futures::stream::iter(batches)) as BatchStream
         })
         .collect()
 }
@@ -512,7 +504,7 @@ async fn partitioned_discovery_equals_the_reference_on_random_batches() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn discovery_through_a_partitioned_table_equals_the_reference() {
+async fn discovery_of_range_filtered_partitions_equals_the_reference() {
     let mut fields = vec![Field::new(
         TS_COLUMN,
         DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
@@ -567,12 +559,6 @@ async fn discovery_through_a_partitioned_table_equals_the_reference() {
                 .collect()
         })
         .collect();
-    let context = SessionContext::new();
-    let table = MemTable::try_new(Arc::clone(&schema), partitions.clone()).unwrap();
-    context
-        .register_table(Table::Requests.name(), Arc::new(table))
-        .unwrap();
-
     for range in [
         TimeRange::ALL,
         TimeRange {
@@ -588,8 +574,7 @@ async fn discovery_through_a_partitioned_table_equals_the_reference() {
                     .map(|batch| {
                         let ts = batch
                             .column(0)
-                            .as_primitive::<datafusion::arrow::datatypes::TimestampNanosecondType>(
-                        );
+                            .as_primitive::<arrow::datatypes::TimestampNanosecondType>();
                         let keep = ts
                             .iter()
                             .map(|ts| {
@@ -607,9 +592,10 @@ async fn discovery_through_a_partitioned_table_equals_the_reference() {
             .collect();
         for max_cardinality in [3, 12, 1000] {
             let expected = reference_dimensions(&in_range, max_cardinality, 10);
-            let actual = discover_dimensions(&context, range, max_cardinality, 10)
+            let actual = discover_partitions(streams(&in_range), max_cardinality)
                 .await
-                .unwrap();
+                .unwrap()
+                .finish(10);
             assert_eq!(actual, expected, "{range:?} {max_cardinality}");
             assert!(!actual.is_empty());
         }
@@ -669,7 +655,7 @@ async fn attrs_keys_are_capped_like_the_reference() {
             let object: serde_json::Map<String, serde_json::Value> =
                 serde_json::from_str(text).unwrap();
             for (key, value) in object {
-                if let Some(value) = crate::udf::value_text(&value) {
+                if let Some(value) = infersight_query::value_text(&value) {
                     *counts.entry(key).or_default().entry(value).or_default() += 1;
                 }
             }

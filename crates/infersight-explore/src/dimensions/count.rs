@@ -16,17 +16,17 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use datafusion::arrow::array::{
+use arrow::array::{
     Array, ArrayRef, AsArray, LargeStringArray, RecordBatch, StringArray, StringViewArray,
 };
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Int64Type};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Int64Type};
 use infersight_model::attrs::{AttrsEntry, AttrsValue, ValueTexts, read_attrs};
 
 use super::{
     ATTRS_COLUMN, Dimension, DimensionSource, MAX_ATTR_KEYS, SETTING_COLUMNS, STRING_COLUMNS,
 };
-use crate::error::QueryError;
+use infersight_query::QueryError;
 
 /// An attribute whose every distinct value equals its row count is an id (request ids, uuids),
 /// not a dimension, once there are more rows than this.
@@ -426,7 +426,7 @@ fn count_strings(counter: &mut Counter, strings: Strings<'_>, max_cardinality: u
     }
 }
 
-/// Counts one `attrs` value; its text is what `crate::udf::value_text` gives.
+/// Counts one `attrs` value; its text is what `infersight_query::value_text` gives.
 fn count_attr(
     counter: &mut Counter,
     value: &AttrsValue<'_>,

@@ -9,7 +9,7 @@ use infersight_rollup::{Rollup, Sli, SliQuery, SliSeries, query_rollups};
 use infersight_store::{StorageBackend, TimeRange};
 use serde_json::{Value, json};
 
-use crate::error::QueryError;
+use infersight_query::{QueryEngine, QueryError};
 
 const MINUTE_NS: i64 = 60_000_000_000;
 
@@ -167,6 +167,14 @@ pub fn answer_sli(
         step_ns: query.step_ns,
         series,
     })
+}
+
+/// [`answer_sli`] over `engine`'s store, on a blocking thread (rollup merging is CPU work).
+pub async fn sli(engine: &QueryEngine, request: SliRequest) -> Result<SliAnswer, QueryError> {
+    let store = Arc::clone(engine.store());
+    tokio::task::spawn_blocking(move || answer_sli(store.as_ref(), &request))
+        .await
+        .map_err(|e| QueryError::Internal(format!("sli task failed: {e}")))?
 }
 
 fn quantile_label(q: f64) -> String {

@@ -10,16 +10,11 @@
 
 use std::sync::Arc;
 
-use datafusion::execution::SendableRecordBatchStream;
-use datafusion::prelude::{SessionContext, col, lit};
-use datafusion::scalar::ScalarValue;
 use futures::StreamExt;
 use infersight_model::Table;
+use infersight_query::{BatchStream, QueryEngine, QueryError};
 use infersight_store::TimeRange;
 use serde::Serialize;
-
-use crate::error::QueryError;
-use crate::range::TS_COLUMN;
 
 use count::{AttrKeyAdmission, Discovery};
 
@@ -92,35 +87,22 @@ pub struct Dimension {
     pub values: Vec<(String, u64)>,
 }
 
-fn ts_literal(ns: i64) -> datafusion::prelude::Expr {
-    lit(ScalarValue::TimestampNanosecond(
-        Some(ns),
-        Some("UTC".into()),
-    ))
-}
-
-pub(crate) async fn discover_dimensions(
-    context: &SessionContext,
+/// Low-cardinality attributes of `requests` in `range`, the candidate dimensions for
+/// root-cause localization and the explore view; see [`Dimension`].
+pub async fn discover_dimensions(
+    engine: &QueryEngine,
     range: TimeRange,
     max_cardinality: usize,
     max_values: usize,
 ) -> Result<Vec<Dimension>, QueryError> {
-    let mut frame = context.table(Table::Requests.name()).await?;
-    if let Some(since) = range.since_ns {
-        frame = frame.filter(col(TS_COLUMN).gt_eq(ts_literal(since)))?;
-    }
-    if let Some(until) = range.until_ns {
-        frame = frame.filter(col(TS_COLUMN).lt(ts_literal(until)))?;
-    }
     let columns: Vec<&str> = STRING_COLUMNS
         .iter()
         .chain(SETTING_COLUMNS)
         .copied()
         .chain([ATTRS_COLUMN])
         .collect();
-    let streams = frame
-        .select_columns(&columns)?
-        .execute_stream_partitioned()
+    let streams = engine
+        .scan_partitions(Table::Requests, range, &columns)
         .await?;
     let discovery = discover_partitions(streams, max_cardinality).await?;
     Ok(discovery.finish(max_values))
@@ -128,7 +110,7 @@ pub(crate) async fn discover_dimensions(
 
 /// Counts every partition's stream on its own worker and merges the workers' counters.
 async fn discover_partitions(
-    streams: Vec<SendableRecordBatchStream>,
+    streams: Vec<BatchStream>,
     max_cardinality: usize,
 ) -> Result<Discovery, QueryError> {
     let admission = Arc::new(AttrKeyAdmission::default());
@@ -145,7 +127,7 @@ async fn discover_partitions(
 }
 
 async fn discover_partition(
-    mut stream: SendableRecordBatchStream,
+    mut stream: BatchStream,
     discovery: Discovery,
 ) -> Result<Discovery, QueryError> {
     // Counting a batch takes milliseconds of CPU, so it runs on a blocking thread, while this

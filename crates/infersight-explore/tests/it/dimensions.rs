@@ -1,8 +1,8 @@
 //! Dimension discovery over `requests`: low-cardinality columns and attrs keys are listed with
 //! their value counts; ids and high-cardinality attributes are not.
 
+use infersight_explore::{Dimension, DimensionSource, discover_dimensions};
 use infersight_model::RequestRecord;
-use infersight_query::{Dimension, DimensionSource};
 use infersight_store::{StorageBackend, TimeRange};
 
 use crate::support::{EngineOf, HOUR_NS, TestStore, base_ns};
@@ -44,7 +44,9 @@ fn find<'a>(dimensions: &'a [Dimension], name: &str) -> Option<&'a Dimension> {
 async fn low_cardinality_attrs_and_columns_are_listed() {
     let store = fleet();
     let engine = store.engine();
-    let dimensions = engine.dimensions(TimeRange::ALL, 100, 10).await.unwrap();
+    let dimensions = discover_dimensions(&engine, TimeRange::ALL, 100, 10)
+        .await
+        .unwrap();
 
     let adapters = find(&dimensions, "llm.lora.adapters").expect("adapters listed");
     assert_eq!(adapters.source, DimensionSource::Attrs);
@@ -106,12 +108,16 @@ async fn cardinality_and_value_limits_and_time_range() {
     let engine = store.engine();
 
     // max_cardinality 1 keeps only single-valued dimensions
-    let dimensions = engine.dimensions(TimeRange::ALL, 1, 10).await.unwrap();
+    let dimensions = discover_dimensions(&engine, TimeRange::ALL, 1, 10)
+        .await
+        .unwrap();
     let names: Vec<&str> = dimensions.iter().map(|d| d.name.as_str()).collect();
     assert_eq!(names, vec!["model"]);
 
     // max_values truncates the value list, not the distinct count
-    let dimensions = engine.dimensions(TimeRange::ALL, 100, 1).await.unwrap();
+    let dimensions = discover_dimensions(&engine, TimeRange::ALL, 100, 1)
+        .await
+        .unwrap();
     let adapters = find(&dimensions, "llm.lora.adapters").unwrap();
     assert_eq!(adapters.distinct_values, 2);
     assert_eq!(adapters.values, vec![("b".to_string(), 2000)]);
@@ -121,7 +127,7 @@ async fn cardinality_and_value_limits_and_time_range() {
         since_ns: Some(base_ns()),
         until_ns: Some(base_ns() + HOUR_NS),
     };
-    let dimensions = engine.dimensions(range, 100, 10).await.unwrap();
+    let dimensions = discover_dimensions(&engine, range, 100, 10).await.unwrap();
     let adapters = find(&dimensions, "llm.lora.adapters").unwrap();
     assert_eq!(adapters.total_rows, 1800);
     assert_eq!(
@@ -144,7 +150,12 @@ async fn empty_range_has_no_dimensions() {
         since_ns: Some(base_ns() - 2 * HOUR_NS),
         until_ns: Some(base_ns()),
     };
-    assert!(engine.dimensions(range, 100, 10).await.unwrap().is_empty());
+    assert!(
+        discover_dimensions(&engine, range, 100, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// An `attrs` dimension's values are the text `json_get` gives (numbers as JSON renders them,
@@ -185,7 +196,9 @@ async fn attrs_values_are_what_json_get_returns() {
         }
     }
     let engine = store.engine();
-    let dimensions = engine.dimensions(TimeRange::ALL, 100, 100).await.unwrap();
+    let dimensions = discover_dimensions(&engine, TimeRange::ALL, 100, 100)
+        .await
+        .unwrap();
     let attrs: Vec<&Dimension> = dimensions
         .iter()
         .filter(|d| d.source == DimensionSource::Attrs)
@@ -203,11 +216,7 @@ async fn attrs_values_are_what_json_get_returns() {
         for batch in &output.batches {
             for row in 0..batch.num_rows() {
                 let text = |column| {
-                    datafusion::arrow::util::display::array_value_to_string(
-                        batch.column(column),
-                        row,
-                    )
-                    .unwrap()
+                    arrow::util::display::array_value_to_string(batch.column(column), row).unwrap()
                 };
                 expected.push((text(0), text(1).parse().unwrap()));
             }
