@@ -13,6 +13,7 @@ pub mod error;
 pub mod log_prefix;
 pub mod mapping;
 pub mod normalize;
+pub mod notice;
 pub mod rng;
 pub mod scan;
 pub mod signal;
