@@ -100,6 +100,9 @@ pub(crate) enum KeyHint {
     None,
     /// The key names a count, size, duration or timestamp: bare numbers in it are not PII.
     Numeric,
+    /// The key names a version, build or revision (`service.version`, `vllm_version`): a dotted
+    /// number in it is a version, not an address.
+    Version,
 }
 
 /// A validated span to replace.
@@ -316,11 +319,14 @@ pub(crate) fn validate(
             None
         }
         Check::Ipv4 => {
+            // 0.0.0.0/8 is "this network": no peer ever has such an address, while versions
+            // (`vllm 0.10.1.1`) very often look like one.
             if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '.')
                 || !digit_boundary_after(text, end)
                 || candidate
                     .parse::<std::net::Ipv4Addr>()
-                    .is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified())
+                    .is_ok_and(|ip| ip.is_loopback() || ip.octets()[0] == 0)
+                || version_context(text, start, hint)
             {
                 return None;
             }
@@ -598,16 +604,61 @@ fn benign_numeric_context(text: &str, start: usize, end: usize, hint: KeyHint) -
     preceding_key(text, start).is_some_and(is_numeric_key)
 }
 
+/// Where the key-like word (`[A-Za-z0-9_.-]+`) that ends `text` starts; a char boundary also
+/// when a non-ASCII character comes before it.
+fn key_start(text: &str) -> usize {
+    text.char_indices()
+        .rev()
+        .find(|&(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
+        .map_or(0, |(i, c)| i + c.len_utf8())
+}
+
 /// The `key` of a `key=value` / `key: value` / `"key": "value"` right before `start`.
 fn preceding_key(text: &str, start: usize) -> Option<&str> {
     let before = text[..start].trim_end_matches([' ', '\t', '"', '\'']);
     let before = before.strip_suffix(['=', ':'])?;
     let before = before.trim_end_matches([' ', '\t', '"', '\'']);
-    let key_start = before
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
-        .map_or(0, |i| i + 1);
-    let key = &before[key_start..];
+    let key = &before[key_start(before)..];
     (!key.is_empty()).then_some(key)
+}
+
+/// Last segments of keys (and words before a value) that name a version, build or revision.
+const VERSION_KEY_SEGMENTS: &[&str] = &["version", "ver", "build", "revision", "rev", "release"];
+
+/// True when the key names a version, build or revision: `version`, `service.version`,
+/// `vllm_version`, `appVersion`, `build`, `git.revision`.
+pub(crate) fn is_version_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    let last = key.rsplit(['_', '.', '-']).next().unwrap_or(&key);
+    VERSION_KEY_SEGMENTS.contains(&last) || key.ends_with("version")
+}
+
+/// True when the dotted number at `start` is a version by its context: under a version key
+/// (`hint`), after one in the text (`service.version=1.2.3.4`, `"version": "1.2.3.4"`,
+/// `version 1.2.3.4`), or as the version of a product token (`vllm/1.2.3.4`, as in a
+/// User-Agent). Addresses after any other word (`from 10.0.0.5`, `host=10.0.0.5`) are not.
+fn version_context(text: &str, start: usize, hint: KeyHint) -> bool {
+    if hint == KeyHint::Version {
+        return true;
+    }
+    if let Some(product) = text[..start].strip_suffix('/') {
+        let name_start = key_start(product);
+        // a product token stands alone (`vllm/…`); `/var/log/10.0.0.5` is a path
+        let alone = product[..name_start]
+            .chars()
+            .next_back()
+            .is_none_or(|c| c.is_whitespace() || matches!(c, '(' | '"' | '\'' | ',' | ';'));
+        return alone
+            && product[name_start..]
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphabetic());
+    }
+    let before = text[..start].trim_end_matches([' ', '\t', '"', '\'']);
+    let before = before.strip_suffix(['=', ':']).unwrap_or(before);
+    let before = before.trim_end_matches([' ', '\t', '"', '\'']);
+    let word = &before[key_start(before)..];
+    !word.is_empty() && is_version_key(word)
 }
 
 /// Generic `token=VALUE` values: long, mixed character classes, high Shannon entropy, not a dotted

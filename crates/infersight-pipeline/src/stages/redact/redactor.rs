@@ -25,6 +25,7 @@ use super::config::{
 };
 use super::detectors::{
     self, Check, KeyHint, Label, PLACEHOLDER_PATTERN, Rule, Source, Span, is_numeric_key,
+    is_version_key,
 };
 use crate::error::PipelineError;
 
@@ -625,6 +626,9 @@ impl Redactor {
             // Only a bare number is a quantity; text under a quantity key is still scanned fully.
             if is_numeric_key(key) && value.bytes().all(|b| b.is_ascii_digit()) {
                 return self.text(value, KeyHint::Numeric, matcher, action, true, found);
+            }
+            if is_version_key(key) {
+                return self.text(value, KeyHint::Version, matcher, action, true, found);
             }
         }
         self.text(value, KeyHint::None, matcher, action, true, found)

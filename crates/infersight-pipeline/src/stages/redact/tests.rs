@@ -163,6 +163,29 @@ fn ipv4() {
 }
 
 #[test]
+fn dotted_versions_are_not_addresses() {
+    // issue 19 class 9: a vLLM version under `service.version` was stored as `<IP>`
+    assert_unchanged("vLLM API server version 0.10.1.1");
+    assert_unchanged("starting vllm 0.10.1.1 on cuda 12.8");
+    assert_unchanged("service.version=1.2.3.4 build: 10.0.0.5 Version 4.3.2.1");
+    assert_unchanged("user_agent=\"vllm/2.1.0.1 python-requests/2.31.0.3\"");
+    let r = redactor();
+    let json = r#"{"service.version":"0.10.1.1","vllm_version":"1.2.3.4","appVersion":"10.0.0.5"}"#;
+    assert_eq!(r.redact_json(json), json);
+    // the same numbers after any other word, key or path are addresses
+    assert_redacts("from 10.0.0.5 version", "from <IP> version");
+    assert_redacts("host=192.168.1.1:8080", "host=<IP>:8080");
+    assert_redacts(
+        "http://10.1.2.3/v1 and /data/log/10.1.2.4/x",
+        "http://<IP>/v1 and /data/log/<IP>/x",
+    );
+    assert_eq!(
+        r.redact_json(r#"{"client.address":"10.0.0.5","net.peer.ip":"1.2.3.4"}"#),
+        r#"{"client.address":"<IP>","net.peer.ip":"<IP>"}"#
+    );
+}
+
+#[test]
 fn ipv6() {
     assert_redacts(
         "addr 2001:0db8:85a3:0000:0000:8a2e:0370:7334 up",
@@ -799,10 +822,10 @@ fn cn_id_strategy() -> impl Strategy<Value = String> {
 }
 
 fn ipv4_strategy() -> impl Strategy<Value = String> {
-    // Loopback and unspecified addresses are deliberately kept (see `ipv4`).
+    // Loopback and "this network" (0.0.0.0/8, which versions like 0.10.1.1 look like) are not.
     prop::array::uniform4(0u8..=255)
-        .prop_filter("not loopback or unspecified", |[a, b, c, d]| {
-            *a != 127 && [*a, *b, *c, *d] != [0; 4]
+        .prop_filter("not loopback or this network", |[a, ..]| {
+            *a != 127 && *a != 0
         })
         .prop_map(|[a, b, c, d]| format!("{a}.{b}.{c}.{d}"))
 }
@@ -876,6 +899,171 @@ proptest! {
     #[test]
     fn benign_text_is_unchanged(text in "[a-z ]+") {
         prop_assert_eq!(shared().redact(&text), text.as_str());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// versions and addresses (issue 19 class 9): the IP detector reads the context
+
+/// Keys that name a version, in the spellings of several conventions (dotted, snake, kebab,
+/// camel, upper case).
+fn version_key_strategy() -> impl Strategy<Value = String> {
+    (
+        prop::sample::select(vec![
+            "",
+            "service.",
+            "vllm_",
+            "app.",
+            "sdk-",
+            "k8s.container.",
+            "telemetry.sdk.",
+            "git.",
+            "image.",
+            "engine_",
+            "x.",
+        ]),
+        prop::sample::select(vec![
+            "version", "Version", "VERSION", "ver", "build", "revision", "rev", "release",
+        ]),
+    )
+        .prop_map(|(prefix, segment)| {
+            if prefix.is_empty() || segment != "Version" {
+                format!("{prefix}{segment}")
+            } else {
+                // camel case: appVersion, serviceVersion
+                format!("{}Version", prefix.trim_end_matches(['.', '_', '-']))
+            }
+        })
+}
+
+/// Four dotted numbers of 0-255: versions and addresses look alike.
+fn dotted_strategy() -> impl Strategy<Value = String> {
+    (prop::array::uniform4(0u8..=255), 0u8..4).prop_map(|(octets, style)| match style {
+        // small numbers, like most versions
+        0 => format!(
+            "{}.{}.{}.{}",
+            octets[0] % 3,
+            octets[1] % 20,
+            octets[2] % 10,
+            octets[3] % 5
+        ),
+        _ => format!("{}.{}.{}.{}", octets[0], octets[1], octets[2], octets[3]),
+    })
+}
+
+/// Keys of addresses (OTel and others) and arbitrary keys that do not name a version.
+fn address_key_strategy() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec![
+            "client.address",
+            "server.address",
+            "net.peer.ip",
+            "net.sock.peer.addr",
+            "network.peer.address",
+            "source.address",
+            "host.ip",
+            "peer",
+            "remote_addr",
+            "ip",
+            "x-forwarded-for",
+            "upstream",
+        ])
+        .prop_map(str::to_string),
+        "[a-z][a-z_.]{0,12}".prop_filter("not a version or secret key", |key| {
+            !detectors::is_version_key(key) && redactor::secret_key_label(key).is_none()
+        }),
+    ]
+}
+
+/// Free-text contexts of an address: a word other than a version word, a key, a URL.
+fn address_text_strategy() -> impl Strategy<Value = (String, String)> {
+    (
+        prop::sample::select(vec![
+            "from {}",
+            "host={}:8080",
+            "peer {} closed",
+            "connect to {} failed",
+            "addr: {}",
+            "http://{}/v1/chat",
+            "client=\"{}\"",
+            "[{}]",
+            "forwarded for {}, {}",
+        ]),
+        "[a-z]{4,8}".prop_filter("not a version word", |w| !detectors::is_version_key(w)),
+        ipv4_strategy(),
+    )
+        .prop_map(|(shape, word, ip)| {
+            let text = shape.replace("{}", &ip);
+            (format!("{word} {text}"), ip)
+        })
+}
+
+proptest! {
+    #![proptest_config(proptest_config())]
+
+    #[test]
+    fn versions_under_version_keys_are_kept_everywhere(
+        key in version_key_strategy(),
+        version in dotted_strategy(),
+    ) {
+        let r = shared();
+        let json = serde_json::json!({ key.clone(): version.clone() }).to_string();
+        prop_assert_eq!(r.redact_json(&json), json.as_str());
+        for text in [
+            format!("{key}={version}"),
+            format!("{key}: {version}"),
+            format!("\"{key}\": \"{version}\""),
+            format!("starting engine {key} {version}"),
+            format!("ua=\"engine/{version} python/3.12\""),
+        ] {
+            prop_assert_eq!(r.redact(&text), text.as_str());
+        }
+    }
+
+    #[test]
+    fn addresses_under_other_keys_and_words_never_leak(
+        key in address_key_strategy(),
+        ip in ipv4_strategy(),
+        (text, text_ip) in address_text_strategy(),
+    ) {
+        let r = shared();
+        let json = serde_json::json!({ key.clone(): ip.clone() }).to_string();
+        let out = r.redact_json(&json).into_owned();
+        prop_assert!(!out.contains(&ip), "{} leaked in {}", ip, out);
+        for input in [text.clone(), format!("{key}={ip}")] {
+            let out = r.redact(&input).into_owned();
+            prop_assert!(!out.contains(&text_ip) && !out.contains(&ip), "leaked in {}", out);
+            prop_assert!(out.contains("<IP>"), "nothing redacted in {}", out);
+        }
+    }
+
+    /// The stage (bodies, attrs and params of logs; attrs of requests) agrees with the redactor:
+    /// one version and one address per row, wherever they are written.
+    #[test]
+    fn the_stage_keeps_versions_and_redacts_addresses_in_every_column(
+        key in version_key_strategy(),
+        version in dotted_strategy(),
+        address_key in address_key_strategy(),
+        ip in ipv4_strategy(),
+    ) {
+        let attrs = serde_json::json!({ key.clone(): version.clone(), address_key.clone(): ip.clone() })
+            .to_string();
+        let mut record = log(&format!("{key}={version} request from {ip}"), &attrs);
+        record.params = Some(attrs.clone());
+        let batch = TableBatch { table: Table::Logs, batch: LogRecord::to_batch(&[record]) };
+        let mut stage = RedactStage::new(&RedactConfig::default()).unwrap();
+        let (out, _) = run_stage(&mut stage, batch);
+        let row = LogRecord::from_batch(&out.batch).unwrap().remove(0);
+        for column in [row.body.unwrap(), row.attrs, row.params.unwrap()] {
+            prop_assert!(column.contains(&version), "{} lost in {}", version, column);
+            prop_assert!(!column.contains(&ip) || version.contains(&ip), "{} leaked in {}", ip, column);
+            prop_assert!(column.contains("<IP>"), "{}", column);
+        }
+        let request = RequestRecord { ts: 1, attrs: attrs.clone(), ..Default::default() };
+        let batch = TableBatch { table: Table::Requests, batch: RequestRecord::to_batch(&[request]) };
+        let (out, _) = run_stage(&mut stage, batch);
+        let row = RequestRecord::from_batch(&out.batch).unwrap().remove(0);
+        prop_assert!(row.attrs.contains(&version) && row.attrs.contains("<IP>"), "{}", row.attrs);
     }
 }
 
@@ -1346,6 +1534,7 @@ const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456
 /// Keys: secret-named (some only the walk recognises: `credentials`, `api key`), quantity keys,
 /// the span attributes of the benchmark, non-ASCII, and escaped keys (one decodes to `password`).
 const SCREEN_KEYS: &[&str] = &[
+    "service.version",
     "password",
     "api_key",
     "x-api-key",
@@ -1428,6 +1617,8 @@ fn screen_string(rng: &mut Rng) -> String {
                 "4bf92f3577b34da6a3ce929d0e0e4736",
                 "550e8400-e29b-41d4-a716-446655440000",
                 "1700000000123",
+                "0.10.1.1",
+                "1.2.3.4",
             ])
             .to_string(),
     };
