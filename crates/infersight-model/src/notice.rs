@@ -80,7 +80,7 @@ impl Transition {
 
 /// Where incident transitions go. Implementations must not block: they enqueue and return
 /// (delivery, retries and failures are theirs to count and log).
-pub trait IncidentNotifier: Send + Sync {
+pub trait IncidentNotifier: Send + Sync + std::fmt::Debug {
     /// Reports `transition` of `notice`.
     fn notify(&self, transition: Transition, notice: &IncidentNotice);
 

@@ -107,6 +107,9 @@ pub struct ServeExtras {
     pub reports: Option<Arc<crate::reports::ReportService>>,
     /// The access audit `POST /api/v1/query` records every statement in; `None`: none.
     pub access_audit: Option<Arc<infersight_query::AccessAudit>>,
+    /// Where incident transitions go (Alertmanager, the signed webhook: `crate::notify`); SLO
+    /// alerts already hold it. `None`: nowhere.
+    pub notifier: Option<Arc<dyn infersight_model::notice::IncidentNotifier>>,
 }
 
 /// [`serve`] with [`ServeExtras`]: scrapers feeding the same ingest queue, the SLO evaluation
