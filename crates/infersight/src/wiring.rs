@@ -98,6 +98,7 @@ pub fn serve_extras(config: &Config) -> Result<infersight_server::serve::ServeEx
             config.report.clone(),
         ))),
         access_audit: Some(access_audit(config)),
+        notifier: None,
     })
 }
 
