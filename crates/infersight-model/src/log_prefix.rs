@@ -2,8 +2,8 @@
 //! TGI, Triton glog, uvicorn, Python logging) has no fields, only text; the file receiver reads
 //! each line's prefix with [`parse_log_prefix`] to stamp the log row before the pipeline runs,
 //! and JSON-line readers use [`parse_iso_timestamp`] and [`normalize_severity`] for the time and
-//! level values they find. Pure functions over text, no state: the caller supplies `now` (for
-//! year-less times) and decides what a line without a time gets.
+//! level values they find. Pure functions over text, no state: the caller supplies a
+//! [`YearAnchor`] for year-less times (vLLM, glog), and decides what a line without a time gets.
 
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Utc};
 
@@ -12,6 +12,45 @@ use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, 
 pub struct LinePrefix {
     pub ts_ns: Option<i64>,
     pub severity: Option<&'static str>,
+    /// The time had no year (vLLM `11-29 02:17:03`, glog `I1129 …`): its year came from the
+    /// [`YearAnchor`].
+    pub year_inferred: bool,
+}
+
+/// Where a time without a year is placed: the line says month, day and time, the caller says
+/// which year from what it knows around the line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum YearAnchor {
+    /// In this year (given by the user).
+    Year(i32),
+    /// The year that puts the time nearest to this range (ns, `from_ns <= to_ns`): the time of
+    /// the line before in the same file, or the data around the line. Within six months either
+    /// way, so a log that runs past New Year moves on to the next year.
+    Near { from_ns: i64, to_ns: i64 },
+    /// The latest year that puts the time at most a day after this instant (ns): now, or a
+    /// file's modification time (a line is written before its file last changes).
+    Before(i64),
+}
+
+impl YearAnchor {
+    /// [`YearAnchor::Near`] one instant.
+    pub fn near(ts_ns: i64) -> Self {
+        YearAnchor::Near {
+            from_ns: ts_ns,
+            to_ns: ts_ns,
+        }
+    }
+}
+
+/// The process tag vLLM (0.10 and later) writes before a line: `(APIServer pid=123)`,
+/// `(EngineCore_0 pid=456)`, `(VllmWorker rank=0 pid=789)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessTag<'a> {
+    /// The process's title: `APIServer`, `EngineCore_0`, `VllmWorker`.
+    pub title: &'a str,
+    pub pid: Option<u32>,
+    /// The worker's rank among the engine's workers (tensor/pipeline parallel).
+    pub rank: Option<u32>,
 }
 
 /// The canonical severity for a level word (`WARNING` → `WARN`, `CRITICAL` → `FATAL`).
@@ -32,36 +71,68 @@ pub fn normalize_severity(word: &str) -> Option<&'static str> {
 /// * RFC 3339 / ISO 8601, `T` or space separated, optionally in brackets
 ///   (`2024-11-29T02:17:03.123Z`, `[2024-11-29 02:17:03]`, Python's `2024-11-29 02:17:03,123`);
 /// * vLLM's `INFO 11-29 02:17:03 file.py:123]`, with the year that puts it closest before `now`,
-///   also behind vLLM V1's `(APIServer pid=1) ` prefix;
+///   also behind vLLM's process tag (`(APIServer pid=1) `, see [`process_tag`]);
 /// * glog (Triton): `I1129 02:17:03.123456 …`.
 ///
 /// The level is the first of the first six words that is an upper-case level name (`INFO`,
 /// `WARNING`, `ERROR:`, `[debug]`, `level=warn`).
 pub fn parse_log_prefix(line: &str, now: DateTime<Utc>) -> LinePrefix {
+    let now_ns = now.timestamp_nanos_opt().unwrap_or(i64::MAX);
+    parse_log_prefix_near(line, YearAnchor::Before(now_ns))
+}
+
+/// [`parse_log_prefix`] with the year of a year-less time taken from `anchor`.
+pub fn parse_log_prefix_near(line: &str, anchor: YearAnchor) -> LinePrefix {
     let line = strip_process_prefix(line.trim_start());
     let tokens: Vec<&str> = line.split_whitespace().take(8).collect();
     if tokens.is_empty() {
         return LinePrefix::default();
     }
-    if let Some(prefix) = parse_vllm(&tokens, now).or_else(|| parse_glog(&tokens, now)) {
+    if let Some(prefix) = parse_vllm(&tokens, anchor).or_else(|| parse_glog(&tokens, anchor)) {
         return prefix;
     }
     // The time leads, or follows a level word (`INFO 2024-11-29 02:17:03 …`).
     let ts_ns = parse_iso_tokens(&tokens)
         .or_else(|| level_word(tokens[0]).and_then(|_| parse_iso_tokens(&tokens[1..])));
     let severity = tokens.iter().take(6).find_map(|token| level_word(token));
-    LinePrefix { ts_ns, severity }
+    LinePrefix {
+        ts_ns,
+        severity,
+        year_inferred: false,
+    }
 }
 
-/// vLLM V1 prefixes lines with the process: `(APIServer pid=123) INFO 11-29 …`.
-fn strip_process_prefix(line: &str) -> &str {
-    if let Some(rest) = line.strip_prefix('(')
-        && let Some(close) = rest.find(") ")
-        && close < 64
-    {
-        return rest[close + 2..].trim_start();
+/// The process tag at the start of a vLLM line, `(TITLE key=value …) `, when it names a pid or
+/// a rank; the line's time and level follow it.
+pub fn process_tag(line: &str) -> Option<ProcessTag<'_>> {
+    let (inner, _) = tag_and_rest(line.trim_start())?;
+    let mut words = inner.split_whitespace();
+    let title = words.next()?;
+    let mut tag = ProcessTag {
+        title,
+        pid: None,
+        rank: None,
+    };
+    for word in words {
+        match word.split_once('=') {
+            Some(("pid", value)) => tag.pid = Some(value.parse().ok()?),
+            Some(("rank", value)) => tag.rank = Some(value.parse().ok()?),
+            _ => return None,
+        }
     }
-    line
+    (tag.pid.is_some() || tag.rank.is_some()).then_some(tag)
+}
+
+/// `(…) rest` at the start of a line: what is inside the parentheses, and the rest.
+fn tag_and_rest(line: &str) -> Option<(&str, &str)> {
+    let rest = line.strip_prefix('(')?;
+    let close = rest.find(") ")?;
+    (close < 64).then(|| (&rest[..close], rest[close + 2..].trim_start()))
+}
+
+/// vLLM prefixes lines with the process: `(APIServer pid=123) INFO 11-29 …`.
+fn strip_process_prefix(line: &str) -> &str {
+    tag_and_rest(line).map_or(line, |(_, rest)| rest)
 }
 
 /// A level word as a token: upper case, or marked as one by brackets or `level=`.
@@ -82,7 +153,7 @@ fn level_word(token: &str) -> Option<&'static str> {
     normalize_severity(word)
 }
 
-fn parse_vllm(tokens: &[&str], now: DateTime<Utc>) -> Option<LinePrefix> {
+fn parse_vllm(tokens: &[&str], anchor: YearAnchor) -> Option<LinePrefix> {
     let [level, date, time, ..] = tokens else {
         return None;
     };
@@ -94,14 +165,15 @@ fn parse_vllm(tokens: &[&str], now: DateTime<Utc>) -> Option<LinePrefix> {
     let month: u32 = month.parse().ok()?;
     let day: u32 = day.parse().ok()?;
     let time = NaiveTime::parse_from_str(time.trim_end_matches(']'), "%H:%M:%S%.f").ok()?;
-    let ts_ns = ts_with_recent_year(month, day, time, now)?;
+    let ts_ns = ts_in_anchored_year(month, day, time, anchor)?;
     Some(LinePrefix {
         ts_ns: Some(ts_ns),
         severity: Some(severity),
+        year_inferred: true,
     })
 }
 
-fn parse_glog(tokens: &[&str], now: DateTime<Utc>) -> Option<LinePrefix> {
+fn parse_glog(tokens: &[&str], anchor: YearAnchor) -> Option<LinePrefix> {
     let [head, time, ..] = tokens else {
         return None;
     };
@@ -119,25 +191,49 @@ fn parse_glog(tokens: &[&str], now: DateTime<Utc>) -> Option<LinePrefix> {
     let month: u32 = head[1..3].parse().ok()?;
     let day: u32 = head[3..5].parse().ok()?;
     let time = NaiveTime::parse_from_str(time, "%H:%M:%S%.f").ok()?;
-    let ts_ns = ts_with_recent_year(month, day, time, now)?;
+    let ts_ns = ts_in_anchored_year(month, day, time, anchor)?;
     Some(LinePrefix {
         ts_ns: Some(ts_ns),
         severity: Some(severity),
+        year_inferred: true,
     })
 }
 
-/// A year-less time in the current year, or the previous one when that would be more than a day
-/// in the future (a December log read in January).
-fn ts_with_recent_year(month: u32, day: u32, time: NaiveTime, now: DateTime<Utc>) -> Option<i64> {
+const DAY_NS: i64 = 86_400_000_000_000;
+
+/// A year-less time in the year `anchor` points to (see [`YearAnchor`]). February 29 is looked
+/// for in the nearest leap years.
+fn ts_in_anchored_year(month: u32, day: u32, time: NaiveTime, anchor: YearAnchor) -> Option<i64> {
     let at_year = |year: i32| {
-        NaiveDate::from_ymd_opt(year, month, day)
-            .map(|date| Utc.from_utc_datetime(&date.and_time(time)))
+        NaiveDate::from_ymd_opt(year, month, day).and_then(|date| {
+            Utc.from_utc_datetime(&date.and_time(time))
+                .timestamp_nanos_opt()
+        })
     };
-    let mut ts = at_year(now.year())?;
-    if ts > now + chrono::Duration::days(1) {
-        ts = at_year(now.year() - 1)?;
+    let year_of = |ns: i64| DateTime::<Utc>::from_timestamp_nanos(ns).year();
+    match anchor {
+        YearAnchor::Year(year) => at_year(year),
+        YearAnchor::Near { from_ns, to_ns } => {
+            let distance = |ts: i64| {
+                if ts < from_ns {
+                    from_ns.saturating_sub(ts)
+                } else {
+                    ts.saturating_sub(to_ns).max(0)
+                }
+            };
+            // ties (a range over a year long) go to the later year
+            (year_of(from_ns) - 4..=year_of(to_ns) + 4)
+                .filter_map(at_year)
+                .min_by_key(|&ts| (distance(ts), std::cmp::Reverse(ts)))
+        }
+        YearAnchor::Before(limit_ns) => {
+            let latest = limit_ns.saturating_add(DAY_NS);
+            (year_of(limit_ns) - 4..=year_of(limit_ns) + 1)
+                .rev()
+                .filter_map(at_year)
+                .find(|&ts| ts <= latest)
+        }
     }
-    ts.timestamp_nanos_opt()
 }
 
 /// An ISO time in the first one or two tokens (`2024-11-29T02:17:03Z`, `2024-11-29 02:17:03,5`).
@@ -220,6 +316,93 @@ mod tests {
             (p.ts_ns, p.severity),
             (Some(ns(2025, 2, 28, 10, 0, 0)), Some("ERROR"))
         );
+    }
+
+    #[test]
+    fn year_less_times_take_the_year_of_their_anchor() {
+        let line = "INFO 11-29 02:17:03 [api_server.py:1] x";
+        let at = |anchor| parse_log_prefix_near(line, anchor);
+        let p = at(YearAnchor::Year(2023));
+        assert_eq!(p.ts_ns, Some(ns(2023, 11, 29, 2, 17, 3)));
+        assert!(p.year_inferred);
+        // near the data around it, before or after: months later is not "closest before now"
+        let february_2024 = ns(2024, 2, 1, 0, 0, 0);
+        assert_eq!(
+            at(YearAnchor::near(february_2024)).ts_ns,
+            Some(ns(2023, 11, 29, 2, 17, 3)),
+            "2 months before, not 10 after"
+        );
+        let october_2024 = ns(2024, 10, 1, 0, 0, 0);
+        assert_eq!(
+            at(YearAnchor::near(october_2024)).ts_ns,
+            Some(ns(2024, 11, 29, 2, 17, 3)),
+            "2 months after, not 10 before"
+        );
+        let range = YearAnchor::Near {
+            from_ns: ns(2022, 11, 1, 0, 0, 0),
+            to_ns: ns(2022, 12, 1, 0, 0, 0),
+        };
+        assert_eq!(at(range).ts_ns, Some(ns(2022, 11, 29, 2, 17, 3)));
+        // a file's modification time bounds it from above
+        assert_eq!(
+            at(YearAnchor::Before(ns(2025, 11, 28, 3, 0, 0))).ts_ns,
+            Some(ns(2025, 11, 29, 2, 17, 3)),
+            "a day of slack for zones"
+        );
+        assert_eq!(
+            at(YearAnchor::Before(ns(2025, 11, 20, 0, 0, 0))).ts_ns,
+            Some(ns(2024, 11, 29, 2, 17, 3))
+        );
+        // a log that runs past New Year follows its previous line into the next year
+        let new_year = parse_log_prefix_near(
+            "WARNING 01-01 00:00:02 [scheduler.py:1] y",
+            YearAnchor::near(ns(2024, 12, 31, 23, 59, 58)),
+        );
+        assert_eq!(new_year.ts_ns, Some(ns(2025, 1, 1, 0, 0, 2)));
+        // February 29 exists only in leap years
+        let leap = parse_log_prefix_near(
+            "I0229 10:00:00.000000 1 grpc.cc:1] z",
+            YearAnchor::near(ns(2025, 3, 1, 0, 0, 0)),
+        );
+        assert_eq!(leap.ts_ns, Some(ns(2024, 2, 29, 10, 0, 0)));
+        assert_eq!(
+            parse_log_prefix_near(line, YearAnchor::Year(2023)).severity,
+            Some("INFO")
+        );
+        // times with a year are not inferred
+        let dated = parse_log_prefix_near("2024-11-29 02:17:03,250 - x - INFO - y", range);
+        assert!(!dated.year_inferred);
+        assert_eq!(dated.ts_ns, Some(ns(2024, 11, 29, 2, 17, 3) + 250_000_000));
+    }
+
+    #[test]
+    fn vllm_process_tags_parse_like_bare_lines() {
+        let bare = "INFO 11-29 02:17:03 [core.py:1] Engine started";
+        let anchor = YearAnchor::Year(2025);
+        let expected = parse_log_prefix_near(bare, anchor);
+        assert!(expected.ts_ns.is_some());
+        for (tag, title, pid, rank) in [
+            ("(APIServer pid=123)", "APIServer", Some(123), None),
+            ("(EngineCore_0 pid=456)", "EngineCore_0", Some(456), None),
+            (
+                "(VllmWorker rank=0 pid=789)",
+                "VllmWorker",
+                Some(789),
+                Some(0),
+            ),
+            ("(VllmWorker TP1 pid=7)", "", None, None),
+        ] {
+            let line = format!("{tag} {bare}");
+            assert_eq!(parse_log_prefix_near(&line, anchor), expected, "{line}");
+            let found = process_tag(&line);
+            if title.is_empty() {
+                assert_eq!(found, None, "{line}");
+            } else {
+                assert_eq!(found, Some(ProcessTag { title, pid, rank }), "{line}");
+            }
+        }
+        assert_eq!(process_tag(bare), None);
+        assert_eq!(process_tag("(see below) pid=3"), None);
     }
 
     #[test]
