@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::error::SimError;
 use crate::scenario::kind::Scenario;
+use crate::variation::{self, Variation};
 
 /// 2025-11-29T02:00:00Z, the default start of simulated time.
 pub const DEFAULT_START_NS: i64 = 1_764_381_600_000_000_000;
@@ -154,6 +155,8 @@ pub struct SimConfig {
     /// SGLang workers trace their phases as child spans of the engine span (`queued`, `prefill`,
     /// `decode`) instead of setting `gen_ai.latency.*` attributes, as tracing-only engines do.
     pub phase_spans: bool,
+    /// Conventions (and reach) the fault is told in (see [`crate::variation`]); none by default.
+    pub variations: Vec<Variation>,
 }
 
 impl SimConfig {
@@ -173,6 +176,7 @@ impl SimConfig {
             surges: Vec::new(),
             token_events: DEFAULT_TOKEN_EVENTS,
             phase_spans: false,
+            variations: Vec::new(),
         }
     }
 
@@ -200,6 +204,9 @@ impl SimConfig {
             if !(s.factor > 0.0 && s.factor.is_finite() && s.end_s > s.start_s) {
                 problems.push(format!("bad surge {s:?}"));
             }
+        }
+        if let Err(problem) = variation::check_combination(&self.variations) {
+            problems.push(problem);
         }
         if problems.is_empty() {
             Ok(())

@@ -11,6 +11,9 @@ pub const VERSIONS: [&str; 2] = ["r1", "r2"];
 pub const LORA_SETS: [&str; 3] = ["none", "chat-lora,sql-lora", "summarize-lora"];
 pub const LORA_WEIGHTS: [f64; 3] = [0.5, 0.3, 0.2];
 pub const LOADED_ADAPTERS: &str = "chat-lora,sql-lora,summarize-lora";
+/// Cloud regions, by ⌊i/2⌋ mod 2 (told only by the variations that tell regions): each model,
+/// each revision and the paged policy run in both, so their slices can be narrowed to one.
+pub const REGIONS: [&str; 2] = ["us-east-1", "eu-west-1"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -89,6 +92,8 @@ pub struct WorkerSpec {
     pub spec_tokens: Option<u32>,
     pub dialect: Dialect,
     pub ip: String,
+    /// One of [`REGIONS`].
+    pub region: &'static str,
     // Latency-model parameters (see the crate docs for the formulas). They are calibrated so a
     // 16-worker fleet carries the Mooncake trace at 50 req/s busy but healthy; they are not
     // measurements of the named GPUs.
@@ -159,6 +164,7 @@ impl WorkerSpec {
                 Dialect::Deprecated
             },
             ip: format!("10.0.{}.{}", 1 + index / 200, 10 + index % 200),
+            region: REGIONS[(index / 2) % 2],
             prefill_tokens_per_s: 90_000.0 * speed,
             prefill_overhead_ms: 12.0,
             step_base_ms: 7.0 / speed,

@@ -70,6 +70,14 @@
 //! [`ArrivalKind::Poisson`] needs no data (lognormal lengths: input median 900 tokens + system
 //! prompt, output median 180; log-σ 0.9 and 0.7). A slow ±25 % load variation (30-minute period) and optional surges
 //! warp time rather than drop arrivals.
+//!
+//! # Variations
+//!
+//! [`SimConfig::variations`] tells the same fault in other conventions ([`variation`]): other
+//! attribute dialects and names no mapping knows, dimensions on the resource, GenAI attributes on
+//! the gateway span, OTel `hw.*` GPU metrics, head-sampled traces, vLLM 0.10 process tags, another
+//! year, a rollout, a fault narrowed to one pod or region, or a second fault. The ground truth is
+//! then stated in the names the data carries. Without variations the output is unchanged.
 
 pub mod arrivals;
 pub mod config;
@@ -83,6 +91,7 @@ pub mod scenario;
 pub mod sim;
 pub mod sink;
 pub mod timefmt;
+pub mod variation;
 
 pub use config::{
     ArrivalKind, DEFAULT_TOKEN_EVENTS, DimensionNames, MAX_TOKEN_EVENTS_PER_REQUEST, SimConfig,
@@ -93,3 +102,4 @@ pub use rng::Rng;
 pub use scenario::{GroundTruth, Scenario};
 pub use sim::{SimSummary, Simulator};
 pub use sink::{FileSink, MemorySink, TelemetrySink, write_ground_truth};
+pub use variation::Variation;

@@ -130,6 +130,17 @@ impl Scenario {
     }
 }
 
+impl Scenario {
+    /// Whether the fault is one cause on a slice of several workers, so that a variation can
+    /// narrow it to one pod or one region of that slice.
+    pub fn narrowable(self) -> bool {
+        matches!(
+            self,
+            Scenario::LoraKvRegression | Scenario::BatchingMisconfig | Scenario::TruncationSurge
+        )
+    }
+}
+
 impl FromStr for Scenario {
     type Err = SimError;
     fn from_str(s: &str) -> Result<Self, SimError> {

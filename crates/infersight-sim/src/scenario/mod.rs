@@ -12,8 +12,10 @@ use crate::fleet::{Fleet, GATEWAY_NEW_VERSION, KvPolicy, MODELS, WorkerSpec};
 use crate::timefmt;
 
 pub use kind::Scenario;
+pub use reach::Reach;
 
 pub mod kind;
+pub mod reach;
 
 /// The headline LoRA set of `lora_kv_regression`.
 pub const INCIDENT_LORA: &str = "chat-lora,sql-lora";
@@ -92,6 +94,9 @@ pub struct Plan {
     pub incident_start_ns: i64,
     pub workers: usize,
     pub rate_per_s: f64,
+    /// Where the fault strikes when a variation moves it (see [`reach`]); the default is
+    /// where the scenario says.
+    pub reach: Reach,
 }
 
 impl Plan {
@@ -107,6 +112,7 @@ impl Plan {
             incident_start_ns: end - third,
             workers: config.workers,
             rate_per_s: config.rate_per_s,
+            reach: Reach::default(),
         }
     }
 
@@ -143,6 +149,12 @@ impl Plan {
             batch_wait_ms: None,
         };
         if !self.in_incident(t_ns) {
+            return c;
+        }
+        if self.reach.throttled == Some(worker.index) {
+            c.throttle = 1.0;
+        }
+        if !self.reach.admits(worker) {
             return c;
         }
         let p = self.progress(t_ns);
@@ -185,14 +197,16 @@ impl Plan {
             e.step_factor *= 2.2;
             e.prefill_factor *= 2.2;
         }
-        if self.has(Scenario::LoraKvRegression)
+        let here = self.reach.admits(worker);
+        if here
+            && self.has(Scenario::LoraKvRegression)
             && worker.model_version == INCIDENT_VERSION
             && worker.kv_policy == KvPolicy::Paged
             && lora == INCIDENT_LORA
         {
             e.extra_prefill_ms = LORA_REGRESSION_MS;
         }
-        if self.has(Scenario::TruncationSurge) && worker.model == MODELS[1] {
+        if here && self.has(Scenario::TruncationSurge) && worker.model == MODELS[1] {
             e.output_factor = 3.0;
         }
         if gateway == 1
@@ -222,7 +236,7 @@ impl Plan {
     }
 
     pub fn ground_truth(&self, config: &SimConfig, fleet: &Fleet) -> GroundTruth {
-        GroundTruth {
+        let mut truth = GroundTruth {
             scenario: self.scenario.name().to_string(),
             description: self.scenario.description().to_string(),
             fault: self.scenario != Scenario::Healthy,
@@ -249,7 +263,10 @@ impl Plan {
                 .map(|id| id.to_string())
                 .collect(),
             dimension_attributes: config.dimension_names.clone(),
-        }
+            variations: Vec::new(),
+        };
+        self.reach.restate(fleet, &mut truth);
+        truth
     }
 
     /// The injected causes: where each fault acts, the SLI that moves and by how much.
@@ -489,4 +506,7 @@ pub struct GroundTruth {
     /// for `healthy`.
     pub expected_runbooks: Vec<String>,
     pub dimension_attributes: crate::config::DimensionNames,
+    /// The variations of the run (see [`crate::variation`]); absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub variations: Vec<crate::variation::Variation>,
 }

@@ -1,6 +1,7 @@
 //! Per-worker metrics at the end of each chunk, as a Prometheus scrape would give them: the
-//! runtime's own gauges and counters (vLLM V0/V1, SGLang, TGI names) and the DCGM exporter's GPU
-//! memory, utilization, temperature and SM clock (which show a leak or a throttled GPU). The
+//! runtime's own gauges and counters (vLLM V0/V1, SGLang, TGI names) and the GPU's memory,
+//! utilization, temperature and SM clock (which show a leak or a throttled GPU), from the DCGM
+//! exporter or, under the `hw_metrics` variation, in OTel's `hw.*` conventions. The
 //! same pass queues each worker's periodic stats lines ([`super::raw_logs`]).
 
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
@@ -13,6 +14,7 @@ use crate::otlp::{self, s};
 use crate::rng::Rng;
 use crate::scenario::WorkerCondition;
 use crate::sink::TelemetrySink;
+use crate::variation::GpuMetrics;
 
 use super::{ChunkStats, Simulator, raw_logs, round6, worker_resource};
 
@@ -42,10 +44,15 @@ impl Simulator {
             let gauges = self.engines[w].gauges(worker, at_ns, cond.kv_capacity_factor);
             let stats = std::mem::take(&mut self.chunk_stats[w]);
             let mut metrics = runtime_metrics(worker, &self.engines[w], &gauges, &stats, &scrape);
-            metrics.extend(dcgm_metrics(worker, &gauges, &cond, &mut self.rng, at_ns));
+            let reading = GpuReading::take(worker, &gauges, &cond, &mut self.rng);
+            metrics.extend(match self.conventions.gpu_metrics() {
+                GpuMetrics::Dcgm => dcgm_metrics(worker, &reading, at_ns),
+                GpuMetrics::Hw => hw_metrics(worker, &reading, at_ns),
+            });
             self.summary.metric_points += metrics.len() as u64;
+            let rolled = at_ns > self.plan.incident_start_ns;
             resource_metrics.push(ResourceMetrics {
-                resource: worker_resource(worker),
+                resource: worker_resource(worker, &self.conventions, rolled),
                 scope_metrics: vec![ScopeMetrics {
                     scope: otlp::scope("prometheus-scrape", "1"),
                     metrics,
@@ -53,7 +60,8 @@ impl Simulator {
                 }],
                 schema_url: String::new(),
             });
-            for line in raw_logs::stats_lines(worker, &stats, &gauges, at_ns, chunk_s) {
+            let tags = &self.conventions;
+            for line in raw_logs::stats_lines(worker, tags, &stats, &gauges, at_ns, chunk_s) {
                 self.line(w, at_ns - 1, line);
             }
         }
@@ -206,38 +214,52 @@ fn tgi_metrics(worker: &WorkerSpec, gauges: &Gauges, scrape: &Scrape) -> Vec<Met
     ]
 }
 
-/// DCGM exporter: memory (MiB), utilization (%), temperature, SM clock.
-fn dcgm_metrics(
-    worker: &WorkerSpec,
-    gauges: &Gauges,
-    cond: &WorkerCondition,
-    rng: &mut Rng,
-    at_ns: i64,
-) -> Vec<Metric> {
-    let busy = (gauges.running as f64 / 24.0).min(1.0);
-    let mut util = if gauges.running == 0 {
-        rng.unit() * 2.0
-    } else {
-        (22.0 + 76.0 * busy + 2.0 * rng.normal()).clamp(5.0, 99.0)
-    };
-    if let Some(cap) = cond.utilization_cap {
-        util = util.min(cap * rng.unit().max(0.2));
-    }
-    if cond.throttle > 0.0 && gauges.running > 0 {
-        util = 99.0;
-    }
-    let used_mib = (12.0 + cond.leaked_gb + 0.05 * rng.normal()) * 1e9 / 1_048_576.0;
-    let temp = if cond.throttle > 0.0 {
-        91.0 + rng.unit() * 2.0
-    } else {
-        48.0 + 0.22 * util + rng.unit() * 2.0
-    };
-    let clock = worker.gpu.max_sm_clock_mhz
-        * if cond.throttle > 0.0 {
-            0.55
+/// One scrape of a worker's GPU: memory used (MiB), utilization (%), temperature (°C) and SM
+/// clock (MHz), whichever exporter reports it.
+struct GpuReading {
+    used_mib: f64,
+    util_pct: f64,
+    temp_c: f64,
+    clock_mhz: f64,
+}
+
+impl GpuReading {
+    fn take(worker: &WorkerSpec, gauges: &Gauges, cond: &WorkerCondition, rng: &mut Rng) -> Self {
+        let busy = (gauges.running as f64 / 24.0).min(1.0);
+        let mut util = if gauges.running == 0 {
+            rng.unit() * 2.0
         } else {
-            0.985 + 0.01 * rng.unit()
+            (22.0 + 76.0 * busy + 2.0 * rng.normal()).clamp(5.0, 99.0)
         };
+        if let Some(cap) = cond.utilization_cap {
+            util = util.min(cap * rng.unit().max(0.2));
+        }
+        if cond.throttle > 0.0 && gauges.running > 0 {
+            util = 99.0;
+        }
+        let used_mib = (12.0 + cond.leaked_gb + 0.05 * rng.normal()) * 1e9 / 1_048_576.0;
+        let temp = if cond.throttle > 0.0 {
+            91.0 + rng.unit() * 2.0
+        } else {
+            48.0 + 0.22 * util + rng.unit() * 2.0
+        };
+        let clock = worker.gpu.max_sm_clock_mhz
+            * if cond.throttle > 0.0 {
+                0.55
+            } else {
+                0.985 + 0.01 * rng.unit()
+            };
+        Self {
+            used_mib,
+            util_pct: util,
+            temp_c: temp,
+            clock_mhz: clock,
+        }
+    }
+}
+
+/// DCGM exporter: memory (MiB), utilization (%), temperature, SM clock.
+fn dcgm_metrics(worker: &WorkerSpec, reading: &GpuReading, at_ns: i64) -> Vec<Metric> {
     let gpu = || {
         vec![
             s("gpu", "0"),
@@ -246,7 +268,13 @@ fn dcgm_metrics(
         ]
     };
     vec![
-        otlp::gauge("DCGM_FI_DEV_FB_USED", "MiB", at_ns, used_mib.round(), gpu()),
+        otlp::gauge(
+            "DCGM_FI_DEV_FB_USED",
+            "MiB",
+            at_ns,
+            reading.used_mib.round(),
+            gpu(),
+        ),
         otlp::gauge(
             "DCGM_FI_DEV_FB_TOTAL",
             "MiB",
@@ -254,8 +282,82 @@ fn dcgm_metrics(
             worker.gpu.memory_total_mib,
             gpu(),
         ),
-        otlp::gauge("DCGM_FI_DEV_GPU_UTIL", "%", at_ns, util.round(), gpu()),
-        otlp::gauge("DCGM_FI_DEV_GPU_TEMP", "C", at_ns, temp.round(), gpu()),
-        otlp::gauge("DCGM_FI_DEV_SM_CLOCK", "MHz", at_ns, clock.round(), gpu()),
+        otlp::gauge(
+            "DCGM_FI_DEV_GPU_UTIL",
+            "%",
+            at_ns,
+            reading.util_pct.round(),
+            gpu(),
+        ),
+        otlp::gauge(
+            "DCGM_FI_DEV_GPU_TEMP",
+            "C",
+            at_ns,
+            reading.temp_c.round(),
+            gpu(),
+        ),
+        otlp::gauge(
+            "DCGM_FI_DEV_SM_CLOCK",
+            "MHz",
+            at_ns,
+            reading.clock_mhz.round(),
+            gpu(),
+        ),
+    ]
+}
+
+/// OTel hardware semantic conventions: `hw.gpu.memory.usage` and `hw.gpu.memory.limit` (bytes),
+/// `hw.gpu.utilization` (ratio 0–1) and `hw.temperature` (°C), each keyed by `hw.id` (the
+/// GPU's UUID); OTel has no SM-clock metric, so a throttled GPU shows by its temperature.
+fn hw_metrics(worker: &WorkerSpec, reading: &GpuReading, at_ns: i64) -> Vec<Metric> {
+    let mib = 1_048_576.0;
+    let gpu_id = format!(
+        "GPU-{:08x}-0000-4000-8000-{:012x}",
+        0x5eed_0000 + worker.index,
+        worker.index
+    );
+    let gpu = || {
+        vec![
+            s("hw.id", gpu_id.clone()),
+            s("hw.name", worker.gpu.name),
+            s("hw.vendor", "NVIDIA"),
+            s("hw.type", "gpu"),
+        ]
+    };
+    let sensor = vec![
+        s("hw.id", format!("{gpu_id}-temp")),
+        s("hw.parent", gpu_id.clone()),
+        s("hw.name", "GPU core"),
+        s("hw.type", "temperature"),
+    ];
+    vec![
+        otlp::gauge(
+            "hw.gpu.memory.usage",
+            "By",
+            at_ns,
+            (reading.used_mib.round() * mib).round(),
+            gpu(),
+        ),
+        otlp::gauge(
+            "hw.gpu.memory.limit",
+            "By",
+            at_ns,
+            worker.gpu.memory_total_mib * mib,
+            gpu(),
+        ),
+        otlp::gauge(
+            "hw.gpu.utilization",
+            "1",
+            at_ns,
+            round6(reading.util_pct.round() / 100.0),
+            gpu(),
+        ),
+        otlp::gauge(
+            "hw.temperature",
+            "Cel",
+            at_ns,
+            reading.temp_c.round(),
+            sensor,
+        ),
     ]
 }

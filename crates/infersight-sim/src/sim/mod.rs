@@ -33,8 +33,9 @@ use crate::error::SimError;
 use crate::fleet::{Fleet, TENANTS, WorkerSpec};
 use crate::otlp::{self, s};
 use crate::rng::Rng;
-use crate::scenario::{CACHE_SCANNER, GroundTruth, Plan, WorkerCondition};
+use crate::scenario::{CACHE_SCANNER, GroundTruth, Plan, Reach, WorkerCondition};
 use crate::sink::TelemetrySink;
+use crate::variation::Conventions;
 
 /// What a run produced.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -86,6 +87,7 @@ type LineHeap = BinaryHeap<Reverse<(i64, u64, String)>>;
 
 pub struct Simulator {
     config: SimConfig,
+    conventions: Conventions,
     fleet: Fleet,
     plan: Plan,
     arrivals: ArrivalStream,
@@ -211,12 +213,17 @@ struct RequestFacts<'a> {
     /// Extra prefill of the regressed LoRA slice (`lora_kv_regression`), 0 elsewhere.
     extra_prefill_ms: f64,
     gateway_version: &'static str,
+    /// The model revision the worker reports (a rollout's build from the incident on).
+    model_version: &'static str,
+    conventions: &'a Conventions,
 }
 
 impl Simulator {
     /// Validates the configuration and loads the replay trace if one is asked for.
-    pub fn new(config: SimConfig) -> Result<Self, SimError> {
+    pub fn new(mut config: SimConfig) -> Result<Self, SimError> {
         config.validate()?;
+        let conventions = Conventions::new(&config.variations, &config.dimension_names);
+        config.start_ns += conventions.start_shift_ns();
         let trace = match config.arrivals {
             ArrivalKind::Poisson => None,
             kind => {
@@ -226,7 +233,8 @@ impl Simulator {
         };
         let trace_replay = trace.is_some();
         let fleet = Fleet::new(config.workers);
-        let plan = Plan::new(&config);
+        let mut plan = Plan::new(&config);
+        plan.reach = Reach::choose(&plan, &fleet, &config.variations, config.seed);
         let engines = fleet.workers.iter().map(EngineState::new).collect();
         let n = fleet.workers.len();
         Ok(Self {
@@ -246,6 +254,7 @@ impl Simulator {
             fleet,
             plan,
             config,
+            conventions,
         })
     }
 
@@ -262,7 +271,20 @@ impl Simulator {
     }
 
     pub fn ground_truth(&self) -> GroundTruth {
-        self.plan.ground_truth(&self.config, &self.fleet)
+        let mut truth = self.plan.ground_truth(&self.config, &self.fleet);
+        self.conventions.restate(&mut truth);
+        truth
+    }
+
+    /// How the run names and lays out its telemetry.
+    pub fn conventions(&self) -> &Conventions {
+        &self.conventions
+    }
+
+    /// Whether `t_ns` is at or after the incident's start (also for `healthy`, whose window to
+    /// analyse starts there).
+    fn after_incident_start(&self, t_ns: i64) -> bool {
+        t_ns >= self.plan.incident_start_ns
     }
 
     /// Runs the whole simulation into `sink`.
@@ -391,8 +413,9 @@ impl Simulator {
         for (w, spans) in std::mem::take(&mut out.worker_spans) {
             self.summary.spans += spans.len() as u64;
             let worker = &self.fleet.workers[w];
+            let rolled = self.after_incident_start(from_ns);
             resource_spans.push(ResourceSpans {
-                resource: worker_resource(worker),
+                resource: worker_resource(worker, &self.conventions, rolled),
                 scope_spans: vec![ScopeSpans {
                     scope: otlp::scope(
                         &format!("{}.tracing", worker.runtime.name()),
@@ -476,16 +499,40 @@ impl Simulator {
     }
 }
 
+/// A worker's resource. With dimensions on the resource (`resource_dims`) it says what a
+/// Kubernetes deployment would: the model revision as `service.version` (a rollout's build once
+/// `after_incident_start`), the deployment, pod, node and region, and the KV policy.
 fn worker_resource(
     worker: &WorkerSpec,
+    conventions: &Conventions,
+    after_incident_start: bool,
 ) -> Option<opentelemetry_proto::tonic::resource::v1::Resource> {
-    otlp::resource(vec![
+    if conventions.dims_on_resource() {
+        let version = conventions.model_version(worker, after_incident_start);
+        return otlp::resource(vec![
+            s("service.name", worker.runtime.name()),
+            s("service.version", version),
+            s("k8s.deployment.name", format!("{}-{version}", worker.model)),
+            s("k8s.pod.name", worker.name.clone()),
+            s("host.name", format!("gpu-node-{:02}", worker.index)),
+            s("cloud.region", worker.region),
+            s(&conventions.dims.kv_cache_policy, worker.kv_policy.name()),
+            s("engine.version", worker.engine_version),
+            s("host.gpu.model", worker.gpu.name),
+            s("serving.lora.loaded", worker.loaded_adapters),
+        ]);
+    }
+    let mut attributes = vec![
         s("service.name", worker.runtime.name()),
         s("service.version", worker.engine_version),
         s("k8s.pod.name", worker.name.clone()),
         s("host.gpu.model", worker.gpu.name),
         s("serving.lora.loaded", worker.loaded_adapters),
-    ])
+    ];
+    if let Some(region) = conventions.region(worker) {
+        attributes.push(s("cloud.region", region));
+    }
+    otlp::resource(attributes)
 }
 
 fn id16(rng: &mut Rng) -> Vec<u8> {

@@ -8,8 +8,15 @@ use crate::fleet::{Runtime, WorkerSpec};
 use crate::prompts;
 use crate::rng::Rng;
 use crate::timefmt;
+use crate::variation::{Conventions, ProcessTag};
 
 use super::{ChunkStats, RequestFacts, ms_to_ns};
+
+/// The run's conventions and the process that writes a line (for its process tag).
+type Tag<'a> = (&'a Conventions, ProcessTag);
+
+const API: ProcessTag = ProcessTag::ApiServer;
+const CORE: ProcessTag = ProcessTag::EngineCore;
 
 /// The raw lines of one request, with their timestamps, in the order they are queued.
 pub(super) fn request_lines(
@@ -42,7 +49,13 @@ fn prompt_line(facts: &RequestFacts, rng: &mut Rng) -> (i64, String) {
         engine_start,
         format!(
             "{} [PROMPT] request_id={request_id} tenant={} {prompt} [RESPONSE] {response} [LOGITS] {{\"top_token\": {top}, \"logprob\": {:.3}, \"entropy\": {:.3}}}",
-            log_prefix(facts.worker, "INFO", "logger.py:39", engine_start),
+            log_prefix(
+                facts.worker,
+                (facts.conventions, API),
+                "INFO",
+                "logger.py:39",
+                engine_start
+            ),
             facts.tenant_name,
             -rng.exp(0.4),
             rng.unit() * 3.0
@@ -62,7 +75,13 @@ fn adapter_reload_line(facts: &RequestFacts) -> Option<(i64, String)> {
         at,
         format!(
             "{} Loading LoRA adapters [{}] for request_id={} from /models/lora: not resident in the LoRA slots of the paged KV pool ({:.0} ms)",
-            log_prefix(facts.worker, "INFO", "worker_manager.py:212", at),
+            log_prefix(
+                facts.worker,
+                (facts.conventions, CORE),
+                "INFO",
+                "worker_manager.py:212",
+                at
+            ),
             facts.route.lora.replace(',', ", "),
             facts.ids.request_id,
             facts.extra_prefill_ms
@@ -81,6 +100,7 @@ fn preemption_line(facts: &RequestFacts, preemptions_total: u64) -> Option<(i64,
             "{} Sequence group {}-0 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the end-to-end performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. total_num_cumulative_preemption={preemptions_total}",
             log_prefix(
                 facts.worker,
+                (facts.conventions, CORE),
                 "WARNING",
                 "scheduler.py:1560",
                 timing.start_ns
@@ -103,6 +123,7 @@ fn rejection_sampling_line(facts: &RequestFacts) -> Option<(i64, String)> {
             "{} Rejection sampling failed for {}: accepted {} of {} draft tokens, rolled back {} speculative positions",
             log_prefix(
                 facts.worker,
+                (facts.conventions, CORE),
                 "WARNING",
                 "rejection_sampler.py:212",
                 engine_start
@@ -126,7 +147,13 @@ fn out_of_memory_line(facts: &RequestFacts) -> Option<(i64, String)> {
         engine_end,
         format!(
             "{} Error in model execution (request {}): torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total capacity of {:.2} GiB of which {:.2} MiB is free. Process 2817 has {:.2} GiB memory in use. Of the allocated memory {:.2} GiB is allocated by PyTorch, and 0.61 GiB is reserved by PyTorch but unallocated.",
-            log_prefix(worker, "ERROR", "engine.py:1124", engine_end),
+            log_prefix(
+                worker,
+                (facts.conventions, CORE),
+                "ERROR",
+                "engine.py:1124",
+                engine_end
+            ),
             facts.ids.request_id,
             worker.gpu.memory_total_mib / 1024.0,
             (worker.gpu.memory_total_mib - used * 953.674).max(20.0),
@@ -148,8 +175,12 @@ fn access_line(facts: &RequestFacts, rng: &mut Rng) -> (i64, String) {
                 504 => "Gateway Timeout",
                 _ => "Internal Server Error",
             };
+            let tag = facts
+                .conventions
+                .process_tag(facts.worker, API)
+                .unwrap_or_default();
             format!(
-                "INFO:     10.8.{}.{}:{} - \"POST /v1/chat/completions HTTP/1.1\" {http_status} {reason}",
+                "{tag}INFO:     10.8.{}.{}:{} - \"POST /v1/chat/completions HTTP/1.1\" {http_status} {reason}",
                 facts.route.gateway,
                 10 + rng.below(4),
                 30_000 + rng.below(30_000)
@@ -172,6 +203,7 @@ fn access_line(facts: &RequestFacts, rng: &mut Rng) -> (i64, String) {
 /// (throughput, running and waiting requests, KV use, prefix hits, speculative decoding).
 pub(super) fn stats_lines(
     worker: &WorkerSpec,
+    conventions: &Conventions,
     stats: &ChunkStats,
     gauges: &Gauges,
     at_ns: i64,
@@ -190,7 +222,7 @@ pub(super) fn stats_lines(
             };
             lines.push(format!(
                 "{} Engine 000: Avg prompt throughput: {prompt_tps:.1} tokens/s, Avg generation throughput: {gen_tps:.1} tokens/s, Running: {} reqs, Waiting: {} reqs, GPU KV cache usage: {kv_pct:.1}%, Prefix cache hit rate: {hit:.1}%",
-                log_prefix(worker, "INFO", "loggers.py:123", at_ns),
+                log_prefix(worker, (conventions, API), "INFO", "loggers.py:123", at_ns),
                 gauges.running,
                 gauges.waiting
             ));
@@ -198,7 +230,7 @@ pub(super) fn stats_lines(
                 let rate = stats.accepted as f64 / stats.draft as f64;
                 lines.push(format!(
                     "{} SpecDecoding metrics: Mean acceptance length: {:.2}, Accepted: {} tokens, Drafted: {} tokens, Avg Draft acceptance rate: {:.1}%",
-                    log_prefix(worker, "INFO", "metrics.py:96", at_ns),
+                    log_prefix(worker, (conventions, API), "INFO", "metrics.py:96", at_ns),
                     1.0 + rate * worker.spec_tokens.unwrap_or(0) as f64,
                     stats.accepted,
                     stats.draft,
@@ -209,7 +241,7 @@ pub(super) fn stats_lines(
         Runtime::Vllm => {
             lines.push(format!(
                 "{} Avg prompt throughput: {prompt_tps:.1} tokens/s, Avg generation throughput: {gen_tps:.1} tokens/s, Running: {} reqs, Swapped: 0 reqs, Pending: {} reqs, GPU KV cache usage: {kv_pct:.1}%, CPU KV cache usage: 0.0%.",
-                log_prefix(worker, "INFO", "metrics.py:351", at_ns),
+                log_prefix(worker, (conventions, API), "INFO", "metrics.py:351", at_ns),
                 gauges.running,
                 gauges.waiting
             ));
@@ -217,7 +249,7 @@ pub(super) fn stats_lines(
                 let rate = stats.accepted as f64 / stats.draft as f64;
                 lines.push(format!(
                     "{} Speculative metrics: Draft acceptance rate: {rate:.3}, System efficiency: {:.3}, Number of speculative tokens: {}, Number of accepted tokens: {}, Number of draft tokens: {}, Number of emitted tokens: {}.",
-                    log_prefix(worker, "INFO", "metrics.py:455", at_ns),
+                    log_prefix(worker, (conventions, API), "INFO", "metrics.py:455", at_ns),
                     (rate * 0.85).min(1.0),
                     worker.spec_tokens.unwrap_or(0),
                     stats.accepted,
@@ -240,11 +272,13 @@ pub(super) fn stats_lines(
 }
 
 /// The logger prefix of a worker's runtime: vLLM V0 `INFO 11-29 02:00:10 file.py:N]`, V1
-/// `INFO 11-29 02:00:10 [file.py:N]`, SGLang `[2025-11-29 02:00:10]`, TGI RFC 3339.
-fn log_prefix(worker: &WorkerSpec, level: &str, file: &str, ts_ns: i64) -> String {
+/// `INFO 11-29 02:00:10 [file.py:N]` (after the writing process's tag, `(APIServer pid=N) `,
+/// under `process_tags`), SGLang `[2025-11-29 02:00:10]`, TGI RFC 3339.
+fn log_prefix(worker: &WorkerSpec, tag: Tag<'_>, level: &str, file: &str, ts_ns: i64) -> String {
     match worker.runtime {
         Runtime::Vllm if worker.vllm_v1 => {
-            format!("{level} {} [{file}]", timefmt::vllm(ts_ns))
+            let tag = tag.0.process_tag(worker, tag.1).unwrap_or_default();
+            format!("{tag}{level} {} [{file}]", timefmt::vllm(ts_ns))
         }
         Runtime::Vllm => format!("{level} {} {file}]", timefmt::vllm(ts_ns)),
         Runtime::Sglang => format!("[{}] {level}", timefmt::date_time(ts_ns)),

@@ -16,6 +16,7 @@ use crate::scenario::{
     BYTES_PER_STREAMED_TOKEN, CACHE_SCANNER, DRIFT_OUTPUT_MEDIAN_TOKENS, DRIFT_OUTPUT_SIGMA,
     Effects, FLOW_WINDOW_BYTES, GATEWAY_TIMEOUT_MS, INJECTION_TENANT, STALL_PER_WINDOW_MS,
 };
+use crate::variation::conventions::sampled;
 
 use super::{
     ChunkOut, Client, Ids, Lengths, Origin, Outcome, Pending, RequestFacts, Route, Served,
@@ -47,8 +48,12 @@ impl Simulator {
         let ids = Ids::draw(rng, effects.drop_context);
         let times = Times::new(at_ns, &served, &outcome);
         let client = Client::draw(rng, injected);
+        let worker = &self.fleet.workers[route.worker];
+        let conventions = &self.conventions;
         let facts = RequestFacts {
-            worker: &self.fleet.workers[route.worker],
+            worker,
+            model_version: conventions.model_version(worker, at_ns >= self.plan.incident_start_ns),
+            conventions,
             tenant_name: TENANTS[route.tenant].name,
             gateway_version: effects
                 .gateway_version
@@ -64,25 +69,35 @@ impl Simulator {
             client,
         };
 
-        out.gateway_spans
-            .entry(facts.route.gateway)
-            .or_default()
-            .push(trace::gateway_span(&facts));
+        // Head sampling (a variation) decides per trace from its id: no random draw.
+        let sampling = conventions.sampling();
+        let kept = |trace_id: &[u8]| {
+            sampling
+                .as_ref()
+                .is_none_or(|(threshold, _)| sampled(trace_id, *threshold))
+        };
+        let trace_state = sampling.as_ref().map(|(_, entry)| entry.as_str());
+        if kept(&facts.ids.trace_id) {
+            let mut span = trace::gateway_span(&facts);
+            stamp(std::slice::from_mut(&mut span), trace_state);
+            out.gateway_spans
+                .entry(facts.route.gateway)
+                .or_default()
+                .push(span);
+        }
         // One draw per request whatever its outcome, so the choice depends on the seed and the
         // request's position only.
         let fraction = self.config.token_events;
         let with_token_events = fraction > 0.0 && self.token_rng.chance(fraction);
-        let spans = trace::worker_spans(
-            &facts,
-            &self.config.dimension_names,
-            self.config.phase_spans,
-            with_token_events,
-        );
-        self.summary.token_events += spans.token_events;
-        out.worker_spans
-            .entry(facts.route.worker)
-            .or_default()
-            .extend(spans.spans);
+        if kept(&facts.ids.engine_trace_id) {
+            let mut spans = trace::worker_spans(&facts, self.config.phase_spans, with_token_events);
+            stamp(&mut spans.spans, trace_state);
+            self.summary.token_events += spans.token_events;
+            out.worker_spans
+                .entry(facts.route.worker)
+                .or_default()
+                .extend(spans.spans);
+        }
         out.gateway_logs
             .entry(facts.route.gateway)
             .or_default()
@@ -301,6 +316,15 @@ impl Simulator {
             http_status,
             post_ms,
             stall_ms,
+        }
+    }
+}
+
+/// Puts a sampled trace's `tracestate` on its spans.
+fn stamp(spans: &mut [opentelemetry_proto::tonic::trace::v1::Span], trace_state: Option<&str>) {
+    if let Some(state) = trace_state {
+        for span in spans {
+            span.trace_state = state.to_string();
         }
     }
 }

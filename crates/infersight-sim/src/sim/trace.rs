@@ -1,7 +1,8 @@
 //! The OTLP telemetry of one request: its trace (gateway → tokenizer → engine, with optional
 //! phase children and `gen_ai.token` events → detokenizer) and the gateway's trace-correlated
 //! access log record. The engine span becomes the `requests` row, so its attributes follow the
-//! worker's dialect (current or deprecated GenAI names) and the configured dimension names.
+//! worker's dialect (current or deprecated GenAI names; `llm.*` ones under a variation) and the
+//! run's dimension names ([`crate::variation::Conventions`]).
 
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, SeverityNumber};
@@ -9,12 +10,13 @@ use opentelemetry_proto::tonic::trace::v1::span::{Event, SpanKind};
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 use opentelemetry_proto::tonic::trace::v1::{Span, Status};
 
-use crate::config::{DimensionNames, MAX_TOKEN_EVENTS_PER_REQUEST};
+use crate::config::MAX_TOKEN_EVENTS_PER_REQUEST;
 use crate::engine::Timing;
 use crate::fleet::{Dialect, KvPolicy, Runtime};
 use crate::otlp::{self, b, f, i, s};
 use crate::rng::{Rng, mix64};
 use crate::scenario::BYTES_PER_STREAMED_TOKEN;
+use crate::variation::conventions::LlmDialect;
 
 use super::{RequestFacts, ms_to_ns, round3, round6};
 
@@ -25,10 +27,10 @@ pub(super) struct WorkerSpans {
     pub(super) token_events: u64,
 }
 
-/// The root span, on the gateway.
+/// The root span, on the gateway (with GenAI attributes of its own under `gateway_genai`).
 pub(super) fn gateway_span(facts: &RequestFacts) -> Span {
     let (ids, times, outcome) = (&facts.ids, &facts.times, &facts.outcome);
-    Span {
+    let mut span = Span {
         trace_id: ids.trace_id.clone(),
         span_id: ids.gateway_span_id.clone(),
         name: "POST /v1/chat/completions".into(),
@@ -58,14 +60,34 @@ pub(super) fn gateway_span(facts: &RequestFacts) -> Span {
         ],
         status: error_status(outcome.error_type.map(|_| "upstream error")),
         ..Default::default()
+    };
+    if facts.conventions.gateway_genai() {
+        span.attributes.extend(gateway_genai_attributes(facts));
     }
+    span
+}
+
+/// What an LLM gateway records of a request in GenAI names: the model asked for and answered,
+/// the response id, token usage and the caller's tenant.
+fn gateway_genai_attributes(facts: &RequestFacts) -> Vec<KeyValue> {
+    vec![
+        s("gen_ai.operation.name", "chat"),
+        s("gen_ai.request.model", facts.worker.model),
+        s("gen_ai.response.model", facts.worker.model),
+        s("gen_ai.response.id", facts.ids.request_id.clone()),
+        i("gen_ai.usage.input_tokens", facts.lengths.input as i64),
+        i(
+            "gen_ai.usage.output_tokens",
+            facts.outcome.output_emitted as i64,
+        ),
+        s("tenant.id", facts.tenant_name),
+    ]
 }
 
 /// The worker's spans: phase children (SGLang with phase spans on), tokenizer, engine (with
 /// token events when `with_token_events`) and detokenizer.
 pub(super) fn worker_spans(
     facts: &RequestFacts,
-    dims: &DimensionNames,
     phase_spans: bool,
     with_token_events: bool,
 ) -> WorkerSpans {
@@ -93,7 +115,7 @@ pub(super) fn worker_spans(
     spans.push(tokenizer_span(facts));
     spans.push(engine_span(
         facts,
-        engine_attributes(facts, dims, phase_spans),
+        engine_attributes(facts, phase_spans),
         events,
     ));
     spans.push(detokenizer_span(facts));
@@ -192,39 +214,47 @@ fn phase_children(facts: &RequestFacts) -> Vec<Span> {
 }
 
 /// The engine span's attributes: GenAI usage in the worker's dialect, request parameters,
-/// latencies (unless phase spans carry them), the serving dimensions and the request's tenant,
-/// session, user and outcome.
-fn engine_attributes(
-    facts: &RequestFacts,
-    dims: &DimensionNames,
-    phase_spans: bool,
-) -> Vec<KeyValue> {
+/// latencies (unless phase spans carry them), the serving dimensions (the per-worker ones on
+/// the resource instead under `resource_dims`) and the request's tenant, session, user and
+/// outcome, under the run's names.
+fn engine_attributes(facts: &RequestFacts, phase_spans: bool) -> Vec<KeyValue> {
     let (worker, timing) = (facts.worker, &facts.served.timing);
+    let conventions = facts.conventions;
+    let dims = &conventions.dims;
     let input = facts.lengths.input;
     let session = facts.route.session;
     let mut attrs = Vec::with_capacity(40);
-    push_genai_usage(&mut attrs, facts);
-    attrs.push(s("gen_ai.request.id", facts.ids.request_id.clone()));
-    attrs.push(i(
-        "gen_ai.request.max_tokens",
-        facts.lengths.max_tokens as i64,
-    ));
-    attrs.push(f("gen_ai.request.temperature", facts.client.temperature));
-    attrs.push(f("gen_ai.request.top_p", 0.95));
-    attrs.push(f("gen_ai.request.n", 1.0));
+    match conventions.llm_dialect(worker) {
+        Some(dialect) => push_llm_usage(&mut attrs, facts, dialect),
+        None => {
+            push_genai_usage(&mut attrs, facts);
+            attrs.push(s("gen_ai.request.id", facts.ids.request_id.clone()));
+            attrs.push(i(
+                "gen_ai.request.max_tokens",
+                facts.lengths.max_tokens as i64,
+            ));
+            attrs.push(f("gen_ai.request.temperature", facts.client.temperature));
+            attrs.push(f("gen_ai.request.top_p", 0.95));
+            attrs.push(f("gen_ai.request.n", 1.0));
+        }
+    }
     if !phase_spans {
         push_latencies(&mut attrs, timing);
     }
-    attrs.push(s(&dims.model_version, worker.model_version));
+    if !conventions.dims_on_resource() {
+        attrs.push(s(&dims.model_version, facts.model_version));
+    }
     attrs.push(s(&dims.lora_adapters, facts.route.lora));
-    attrs.push(s(&dims.kv_cache_policy, worker.kv_policy.name()));
+    if !conventions.dims_on_resource() {
+        attrs.push(s(&dims.kv_cache_policy, worker.kv_policy.name()));
+    }
     attrs.push(i(&dims.batch_size, timing.batch_size as i64));
     attrs.push(i(&dims.max_batch_size, worker.max_batch as i64));
     attrs.push(i(
         &dims.batch_wait_ms,
         facts.served.batch_wait_ms.round() as i64,
     ));
-    attrs.push(s("tenant", facts.tenant_name));
+    attrs.push(s(conventions.tenant_key, facts.tenant_name));
     attrs.push(s("session.id", format!("sess-{:012x}", session >> 16)));
     attrs.push(s(
         "serving.prompt_hash",
@@ -282,6 +312,51 @@ fn push_genai_usage(attrs: &mut Vec<KeyValue>, facts: &RequestFacts) {
                 timing.cached_tokens as i64,
             ));
             attrs.push(s("gen_ai.response.finish_reason", finish));
+        }
+    }
+}
+
+/// Model, provider, token usage, finish reason, request id and parameters in an `llm.*`
+/// dialect: OpenInference (`llm.model_name`, `llm.token_count.*`, `llm.invocation_parameters`)
+/// or OpenLLMetry (`llm.request.model`, `llm.usage.*`, `llm.request.*`).
+fn push_llm_usage(attrs: &mut Vec<KeyValue>, facts: &RequestFacts, dialect: LlmDialect) {
+    let (worker, timing) = (facts.worker, &facts.served.timing);
+    let input = facts.lengths.input as i64;
+    let output_emitted = facts.outcome.output_emitted as i64;
+    let cached = timing.cached_tokens as i64;
+    let temperature = facts.client.temperature;
+    match dialect {
+        LlmDialect::OpenInference => {
+            attrs.push(s("openinference.span.kind", "LLM"));
+            attrs.push(s("llm.provider", worker.runtime.name()));
+            attrs.push(s("llm.model_name", worker.model));
+            attrs.push(i("llm.token_count.prompt", input));
+            attrs.push(i("llm.token_count.completion", output_emitted));
+            attrs.push(i("llm.token_count.total", input + output_emitted));
+            attrs.push(i("llm.token_count.prompt_details.cache_read", cached));
+            attrs.push(s(
+                "llm.invocation_parameters",
+                format!(
+                    "{{\"max_tokens\": {}, \"temperature\": {temperature}, \"top_p\": 0.95}}",
+                    facts.lengths.max_tokens
+                ),
+            ));
+            attrs.push(s("request.id", facts.ids.request_id.clone()));
+        }
+        LlmDialect::OpenLlmetry => {
+            attrs.push(s("llm.request.type", "chat"));
+            attrs.push(s("llm.system", worker.runtime.name()));
+            attrs.push(s("llm.request.model", worker.model));
+            attrs.push(s("llm.response.model", worker.model));
+            attrs.push(i("llm.usage.prompt_tokens", input));
+            attrs.push(i("llm.usage.completion_tokens", output_emitted));
+            attrs.push(i("llm.usage.total_tokens", input + output_emitted));
+            attrs.push(i("llm.usage.cache_read_input_tokens", cached));
+            attrs.push(s("llm.response.finish_reason", facts.outcome.finish_reason));
+            attrs.push(i("llm.request.max_tokens", facts.lengths.max_tokens as i64));
+            attrs.push(f("llm.request.temperature", temperature));
+            attrs.push(f("llm.top_p", 0.95));
+            attrs.push(s("gen_ai.request.id", facts.ids.request_id.clone()));
         }
     }
 }

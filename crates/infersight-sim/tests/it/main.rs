@@ -10,3 +10,4 @@ mod realism;
 mod scenarios;
 mod support;
 mod tokens;
+mod variations;

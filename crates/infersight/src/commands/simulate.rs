@@ -60,6 +60,12 @@ pub struct SimulateArgs {
     /// instead of `gen_ai.latency.*` attributes (ingest rebuilds the breakdown from the tree).
     #[arg(long)]
     pub phase_spans: bool,
+    /// Tell the same fault in other conventions, NAME[,NAME...] (repeatable): openinference,
+    /// custom_names, resource_dims, gateway_genai, hw_metrics, head_sampling, process_tags,
+    /// past_year, rollout, one_pod, one_region, throttled_pod; or a number N for a mix drawn
+    /// from N. The ground truth is stated in the names the data then carries.
+    #[arg(long = "variation", value_name = "NAME[,NAME...]|N")]
+    pub variations: Vec<String>,
     #[command(flatten)]
     pub format: FormatArgs,
     /// Hide the progress bar.
@@ -120,6 +126,8 @@ fn build_config(args: &SimulateArgs) -> Result<SimConfig, CliError> {
         names = names.with_override(spec).map_err(sim_error)?;
     }
     config.dimension_names = names;
+    config.variations =
+        infersight_sim::variation::parse_list(&args.variations).map_err(sim_error)?;
     config.validate().map_err(sim_error)?;
     Ok(config)
 }
@@ -234,6 +242,10 @@ fn print_summary(sent: &Sent<'_>, format: OutputFormat) -> Result<(), CliError> 
                 truth.incident_window.start,
                 truth.incident_window.end
             );
+            if !truth.variations.is_empty() {
+                let names: Vec<&str> = truth.variations.iter().map(|v| v.name()).collect();
+                println!("variations: {}", names.join(", "));
+            }
             if let Some(path) = truth_path {
                 println!("ground truth: {}", path.display());
             }
