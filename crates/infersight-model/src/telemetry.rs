@@ -26,7 +26,7 @@ pub struct Metric {
 
 /// Every metric infersight exposes about itself on `/metrics` (the fleet's SLIs and SLO burn
 /// rates, rendered from rollups, are written by the server's `sli_metrics`). Labels stay
-/// low-cardinality: protocol, signal, outcome, stage, reason, job, table, counter.
+/// low-cardinality: protocol, signal, outcome, stage, reason, job, table, counter, sink, target.
 pub mod catalog {
     use super::{Metric, MetricType::Counter, MetricType::Gauge};
 
@@ -142,6 +142,32 @@ pub mod catalog {
         "compactions since start",
     );
 
+    pub const NOTIFICATIONS_SENT: Metric = metric(
+        "infersight_notifications_sent_total",
+        Counter,
+        "notifications a sink accepted (2xx), by sink and target",
+    );
+    pub const NOTIFICATIONS_FAILED: Metric = metric(
+        "infersight_notifications_failed_total",
+        Counter,
+        "notifications given up on (attempts exhausted, or refused with a 4xx), by sink and target",
+    );
+    pub const NOTIFICATION_RETRIES: Metric = metric(
+        "infersight_notification_retries_total",
+        Counter,
+        "failed notification attempts that were retried, by sink and target",
+    );
+    pub const NOTIFICATIONS_DROPPED: Metric = metric(
+        "infersight_notifications_dropped_total",
+        Counter,
+        "notifications never attempted, by sink, target and reason (queue_full, shutdown)",
+    );
+    pub const NOTIFICATION_QUEUE_DEPTH: Metric = metric(
+        "infersight_notification_queue_depth",
+        Gauge,
+        "notifications waiting for a sink, by sink and target",
+    );
+
     /// The whole catalog, for documentation and the uniqueness test.
     pub const ALL: &[Metric] = &[
         RECEIVER_REQUESTS,
@@ -166,6 +192,11 @@ pub mod catalog {
         STORE_FSYNCS,
         STORE_FLUSHES,
         STORE_COMPACTIONS,
+        NOTIFICATIONS_SENT,
+        NOTIFICATIONS_FAILED,
+        NOTIFICATION_RETRIES,
+        NOTIFICATIONS_DROPPED,
+        NOTIFICATION_QUEUE_DEPTH,
     ];
 }
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use infersight_analytics::slo::{BurnRule, Slo, SloStatus, default_rules, evaluate};
+use infersight_model::notice::{IncidentNotice, IncidentNotifier, Severity, Transition};
 use infersight_model::time::format_rfc3339;
 use infersight_rollup::Rollup;
 use infersight_store::{StorageBackend, TimeRange};
@@ -51,6 +52,58 @@ impl Notification {
             })).collect::<Vec<_>>(),
         })
     }
+
+    /// The notice the notifier (`[notify]`: Alertmanager, the signed webhook) gets: alert
+    /// `SloBurnRate`, `page` as `critical` and `ticket` as `warning`, label `slo`.
+    pub fn to_notice(&self) -> IncidentNotice {
+        let alert = &self.alert;
+        let burn_rates: Vec<String> = alert
+            .burn_rates
+            .iter()
+            .map(|(window_ns, rate)| match rate {
+                Some(rate) => format!("{rate:.1}x over {}", window_text(*window_ns)),
+                None => format!("no data over {}", window_text(*window_ns)),
+            })
+            .collect();
+        IncidentNotice {
+            incident_id: format!("slo/{}/{}", alert.slo, alert.severity),
+            alertname: "SloBurnRate".into(),
+            severity: if alert.severity == "page" {
+                Severity::Critical
+            } else {
+                Severity::Warning
+            },
+            summary: format!(
+                "SLO {} burns its error budget ({})",
+                alert.slo, alert.severity
+            ),
+            description: format!("burn rate {}", burn_rates.join(", ")),
+            onset_ns: alert.firing_since_ns,
+            detected_ns: alert.firing_since_ns,
+            resolved_ns: (self.status == "resolved").then_some(self.at_ns),
+            extra_labels: [("slo".to_string(), alert.slo.clone())].into(),
+            ..IncidentNotice::default()
+        }
+    }
+
+    fn transition(&self) -> Transition {
+        if self.status == "resolved" {
+            Transition::Resolved
+        } else {
+            Transition::Opened
+        }
+    }
+}
+
+/// `5m`, `1h`, `3d`: a burn-rate window as people write it.
+fn window_text(window_ns: i64) -> String {
+    let seconds = window_ns / 1_000_000_000;
+    match seconds {
+        s if s % 86_400 == 0 && s > 0 => format!("{}d", s / 86_400),
+        s if s % 3_600 == 0 && s > 0 => format!("{}h", s / 3_600),
+        s if s % 60 == 0 && s > 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
 }
 
 #[derive(Debug, Default)]
@@ -67,6 +120,8 @@ struct State {
 pub struct AlertManager {
     slos: Vec<(Slo, Vec<BurnRule>)>,
     webhook: Option<WebhookSettings>,
+    /// `[notify]`'s sinks, when SLO alerts go there too.
+    notifier: Option<Arc<dyn IncidentNotifier>>,
     state: Mutex<State>,
 }
 
@@ -82,8 +137,15 @@ impl AlertManager {
         AlertManager {
             slos,
             webhook,
+            notifier: None,
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// Sends every transition to `notifier` too (enqueued, never waited for).
+    pub fn with_notifier(mut self, notifier: Arc<dyn IncidentNotifier>) -> AlertManager {
+        self.notifier = Some(notifier);
+        self
     }
 
     pub fn is_empty(&self) -> bool {
@@ -162,9 +224,14 @@ impl AlertManager {
         Ok(notifications)
     }
 
-    /// Posts each notification to the webhook, retrying; counts what was delivered.
-    /// Blocking: call from a blocking thread.
+    /// Hands each notification to the notifier (if any), then posts it to the `[alerts]`
+    /// webhook, retrying; counts what that webhook took. Blocking: call from a blocking thread.
     pub fn deliver(&self, notifications: &[Notification]) {
+        if let Some(notifier) = &self.notifier {
+            for notification in notifications {
+                notifier.notify(notification.transition(), &notification.to_notice());
+            }
+        }
         let Some(webhook) = &self.webhook else {
             return;
         };

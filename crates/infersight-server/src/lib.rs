@@ -6,6 +6,7 @@ pub mod actions;
 pub mod alerts;
 pub mod api;
 pub mod incidents;
+pub mod notify;
 pub mod periodic;
 pub mod queue;
 pub mod reports;

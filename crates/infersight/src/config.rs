@@ -37,6 +37,8 @@ pub struct Config {
     pub report: infersight_report::ReportConfig,
     /// Automatic actions on sustained SLI breaches (dry-run by default).
     pub actions: infersight_server::actions::ActionsConfig,
+    /// Where incident and SLO notifications go: Alertmanager, the signed webhook.
+    pub notify: infersight_server::notify::NotifyConfig,
     /// The duration settings above, parsed by `validate` when the configuration is loaded.
     #[serde(skip)]
     durations: Durations,
@@ -55,6 +57,7 @@ impl Default for Config {
             alerts: AlertsConfig::default(),
             report: infersight_report::ReportConfig::default(),
             actions: infersight_server::actions::ActionsConfig::default(),
+            notify: infersight_server::notify::NotifyConfig::default(),
             durations: Durations::default(),
         }
     }
@@ -428,6 +431,7 @@ pub fn load(file: Option<&Path>, env: &[(String, String)]) -> Result<Config, Con
         &mut config.actions,
         &mut errors,
     );
+    load_section("notify", raw.get("notify"), &mut config.notify, &mut errors);
     match raw.get("version") {
         Some(toml::Value::Integer(v)) => config.version = u32::try_from(*v).unwrap_or(u32::MAX),
         Some(other) => errors.push(format!(
@@ -619,6 +623,7 @@ impl Config {
                 .validate(&self.store.rollup_dimensions, self.store.rollups),
         );
         errors.extend(self.report.llm.validate());
+        errors.extend(self.notify.validate());
         if self.report.retrieval_limit == 0 {
             errors.push("report.retrieval_limit: must be at least 1".to_string());
         }

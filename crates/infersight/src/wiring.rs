@@ -1,6 +1,7 @@
 //! Wiring: turns the resolved configuration into running parts (store, pipeline stages,
 //! attribute mapper, scrape targets) so every command builds them the same way.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use infersight_ingest::receivers::prom_scrape::ScrapeTarget;
@@ -79,14 +80,25 @@ pub fn open_store(config: &Config) -> Result<Arc<Store>, CliError> {
     })
 }
 
-/// Scrapers, SLO alerting and automatic actions for `serve`, from the configuration.
-pub fn serve_extras(config: &Config) -> Result<infersight_server::serve::ServeExtras, CliError> {
+/// Scrapers, SLO alerting, automatic actions and notifications for `serve`, from the
+/// configuration. `counters` is where notifications are counted; `serve` (its listen address
+/// and API port, after flags) makes report links when `notify.external_url` is empty.
+pub fn serve_extras(
+    config: &Config,
+    counters: &Arc<Counters>,
+    serve: &infersight_server::ServeSettings,
+) -> Result<infersight_server::serve::ServeExtras, CliError> {
     let slos = config
         .slos()
         .map_err(|errors| CliError::usage(errors.join("; ")))?;
+    let notifier = notifier(config, counters, serve)?;
     let alerts = (!slos.is_empty()).then(|| {
         let webhook = config.alerts.webhook.settings();
-        Arc::new(infersight_server::alerts::AlertManager::new(slos, webhook))
+        let manager = infersight_server::alerts::AlertManager::new(slos, webhook);
+        Arc::new(match notifier.as_ref().filter(|n| n.takes_slo_alerts()) {
+            Some(notifier) => manager.with_notifier(notifier.clone()),
+            None => manager,
+        })
     });
     Ok(infersight_server::serve::ServeExtras {
         scrape_targets: scrape_targets(config),
@@ -98,8 +110,32 @@ pub fn serve_extras(config: &Config) -> Result<infersight_server::serve::ServeEx
             config.report.clone(),
         ))),
         access_audit: Some(access_audit(config)),
-        notifier: None,
+        notifier: notifier.map(|n| n as Arc<dyn infersight_model::notice::IncidentNotifier>),
     })
+}
+
+/// `[notify]`'s sinks, started (one delivery thread each); `None` when none is configured.
+pub fn notifier(
+    config: &Config,
+    counters: &Arc<Counters>,
+    serve: &infersight_server::ServeSettings,
+) -> Result<Option<Arc<infersight_server::notify::Notifier>>, CliError> {
+    let default_external_url = format!("http://{}", SocketAddr::new(serve.listen, serve.api_port));
+    let Some(settings) = config
+        .notify
+        .settings(&default_external_url)
+        .map_err(CliError::usage)?
+    else {
+        return Ok(None);
+    };
+    tracing::info!(
+        alertmanagers = settings.alertmanagers.len(),
+        signed_webhook = settings.webhook.is_some(),
+        "notifications on"
+    );
+    let notifier = infersight_server::notify::Notifier::start(&settings, Arc::clone(counters))
+        .map_err(|e| CliError::failed(format!("starting the notifier: {e}")))?;
+    Ok(Some(Arc::new(notifier)))
 }
 
 /// The access audit of the store in `store.data_dir` (`<data_dir>/audit/access.jsonl`), shared

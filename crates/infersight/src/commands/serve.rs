@@ -40,10 +40,11 @@ pub async fn run(args: ServeArgs) -> Result<i32, CliError> {
     let maintenance = store.spawn_maintenance(config.durations().maintenance_interval);
     let counters = Arc::new(Counters::new());
     let writer = wiring::batch_writer(&config, store.clone(), counters.clone())?;
+    let extras = wiring::serve_extras(&config, &counters, &settings)?;
     let data_dir = config.store.data_dir.display().to_string();
     let result = infersight_server::serve::serve_with(
         settings,
-        wiring::serve_extras(&config)?,
+        extras,
         store.clone() as Arc<dyn StorageBackend>,
         writer,
         wiring::mapper(&config),
