@@ -11,7 +11,7 @@ pub mod prometheus;
 pub mod receivers;
 
 pub use error::IngestError;
-pub use files::{FileFormat, FileOptions, FileSummary, read_file};
+pub use files::{FileFormat, FileOptions, FileStream, FileSummary, read_file, read_file_of_stream};
 pub use otlp::convert::{
     Converted, logs_to_batches, metrics_to_batches, traces_to_batches, traces_to_batches_with,
 };

@@ -156,6 +156,12 @@ fn set_column(record: &mut RequestRecord, column: RequestColumn, value: Converte
 /// Key in `attrs` of a request whose latency phases contradict each other (the value says how).
 pub const BREAKDOWN_MISMATCH_KEY: &str = "infersight.breakdown_mismatch";
 
+/// Key in `attrs` of a request row (and its span) kept by head sampling: how many requests it
+/// stands for (`1 / probability`, a number above 1; absent means 1). An attribute, not a column:
+/// segments are read with the table's one schema, so a new column would make every existing
+/// store unreadable, and the common unsampled row pays nothing.
+pub const SAMPLE_WEIGHT_KEY: &str = "infersight.sample_weight";
+
 /// Merges resource and span attributes into `attrs` JSON. Span attributes win a key conflict; the
 /// resource value is then kept under `resource.<key>` so it is not lost.
 ///

@@ -75,7 +75,8 @@ pub(super) fn read_lines(
             Ok(outcome) => outcome,
             Err(source) => {
                 in_order.drain(state)?;
-                state.flush()?;
+                // the stream stops here: the request rows held are handed on too
+                state.finish(true)?;
                 on_progress(bytes_read.get());
                 return Err(IngestError::Io {
                     path: path.to_path_buf(),

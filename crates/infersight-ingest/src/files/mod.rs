@@ -31,6 +31,7 @@ use infersight_model::TableBatch;
 use infersight_model::mapping::AttributeMapper;
 
 use crate::error::IngestError;
+use crate::otlp::tree::SpanTreeCache;
 use input::{OpenedFile, read_lines};
 use reader::FileReader;
 use workers::{InOrder, TraceDone, TraceJob, conversion_workers, convert_traces_worker};
@@ -141,6 +142,35 @@ pub fn read_file(
     on_batch: &mut dyn FnMut(Vec<TableBatch>) -> Result<(), String>,
     on_progress: &mut dyn FnMut(u64),
 ) -> Result<FileSummary, IngestError> {
+    let span_tree = SpanTreeCache::for_files();
+    let reading = FileStream {
+        span_tree: &span_tree,
+        last: true,
+    };
+    read_file_of_stream(path, options, mapper, reading, on_batch, on_progress)
+}
+
+/// Files read one after the other as one stream of telemetry: the span tree (and the request
+/// rows it holds until their request's spans have all been read, see
+/// [`crate::otlp::correlate`]) carries from file to file, so a gateway's spans in one file and
+/// the engine's in another make one request row.
+#[derive(Clone, Copy)]
+pub struct FileStream<'a> {
+    pub span_tree: &'a SpanTreeCache,
+    /// The stream's last file: every request row still held is handed on at its end (an earlier
+    /// file that fails hands them on too, since the stream stops there).
+    pub last: bool,
+}
+
+/// [`read_file`] for one file of a [`FileStream`].
+pub fn read_file_of_stream(
+    path: &Path,
+    options: &FileOptions,
+    mapper: &AttributeMapper,
+    stream: FileStream<'_>,
+    on_batch: &mut dyn FnMut(Vec<TableBatch>) -> Result<(), String>,
+    on_progress: &mut dyn FnMut(u64),
+) -> Result<FileSummary, IngestError> {
     let io_error = |source| IngestError::Io {
         path: path.to_path_buf(),
         source,
@@ -150,7 +180,7 @@ pub fn read_file(
         bytes_read,
         mtime_ns,
     } = input::open(path).map_err(io_error)?;
-    let mut state = FileReader::new(path, options, mapper, on_batch, mtime_ns);
+    let mut state = FileReader::new(path, options, mapper, on_batch, mtime_ns, stream.span_tree);
     let workers = conversion_workers();
     let jobs_capacity = 2 * workers;
     let (to_workers, jobs) = std::sync::mpsc::sync_channel::<TraceJob>(jobs_capacity);
@@ -180,7 +210,7 @@ pub fn read_file(
         in_order.drain(&mut state)?;
         // workers stop when the job channel closes; the scope joins them
         in_order.to_workers = None;
-        state.flush()?;
+        state.finish(stream.last)?;
         on_progress(bytes_read.get());
         Ok(state.summary)
     })

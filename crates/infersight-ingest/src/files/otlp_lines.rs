@@ -25,7 +25,7 @@ impl FileReader<'_> {
         // items and report the error).
         let converted = match otlp_signal(raw) {
             Some(OtlpSignal::Traces) => decode_json::<ExportTraceServiceRequest>(raw)
-                .and_then(|req| traces_to_batches_with(&req, self.mapper, Some(&self.span_tree))),
+                .and_then(|req| traces_to_batches_with(&req, self.mapper, Some(self.span_tree))),
             Some(OtlpSignal::Logs) => decode_json::<ExportLogsServiceRequest>(raw)
                 .and_then(|req| logs_to_batches(&req, self.mapper)),
             Some(OtlpSignal::Metrics) => decode_json::<ExportMetricsServiceRequest>(raw)
@@ -56,18 +56,20 @@ impl FileReader<'_> {
 
     /// The in-order half of a trace line converted by a worker: an export whose traces have phase
     /// spans in the cache is converted again with it; otherwise the worker's conversion is the
-    /// one the cache would have given, and the export's phase spans are remembered.
+    /// one the cache would have given, and the export's phase spans are remembered. Either way
+    /// its request rows go through the cache's hold, in reading order.
     pub(super) fn finish_trace_line(&mut self, done: TraceDone) -> Vec<u8> {
         let raw = done.raw.strip_suffix(b"\r").unwrap_or(&done.raw);
         let converted = match done.converted {
             // rare: decoded again, to be converted with the cache
             Ok((_, export)) if self.span_tree.knows_any_trace_of(&export) => {
                 decode_json::<ExportTraceServiceRequest>(raw).and_then(|request| {
-                    traces_to_batches_with(&request, self.mapper, Some(&self.span_tree))
+                    traces_to_batches_with(&request, self.mapper, Some(self.span_tree))
                 })
             }
             Ok((Ok(converted), export)) => {
-                self.span_tree.remember_export(export);
+                let released = self.span_tree.remember_export(export);
+                self.pending.requests.extend(released);
                 Ok(converted)
             }
             Ok((Err(e), _)) | Err(e) => Err(e),

@@ -42,8 +42,9 @@ pub(super) struct FileReader<'a> {
     pub(super) now: DateTime<Utc>,
     /// `{"log.file.path": …}`: the attrs of every raw line, and part of those of JSON log lines.
     pub(super) file_attrs: String,
-    /// Phase spans of earlier lines, for request spans written after their children.
-    pub(super) span_tree: SpanTreeCache,
+    /// Phase spans of earlier lines, for request spans written after their children, and the
+    /// request rows held until their request's other spans are read (maybe in a later file).
+    pub(super) span_tree: &'a SpanTreeCache,
 }
 
 impl<'a> FileReader<'a> {
@@ -53,6 +54,7 @@ impl<'a> FileReader<'a> {
         mapper: &'a AttributeMapper,
         on_batch: &'a mut dyn FnMut(Vec<TableBatch>) -> Result<(), String>,
         mtime_ns: i64,
+        span_tree: &'a SpanTreeCache,
     ) -> Self {
         FileReader {
             path_display: path.display().to_string(),
@@ -69,7 +71,7 @@ impl<'a> FileReader<'a> {
             now: Utc::now(),
             file_attrs: serde_json::json!({ FILE_PATH_ATTR: path.display().to_string() })
                 .to_string(),
-            span_tree: SpanTreeCache::default(),
+            span_tree,
         }
     }
 }
@@ -113,6 +115,15 @@ impl FileReader<'_> {
             FileFormat::JsonLines => self.json_line(raw),
             FileFormat::Raw | FileFormat::Auto => self.raw_line(raw),
         }
+    }
+
+    /// Releases every request row held (the last file of a stream is read) and flushes.
+    pub(super) fn finish(&mut self, drain_requests: bool) -> Result<(), IngestError> {
+        if drain_requests {
+            let rows = self.span_tree.drain_requests();
+            self.pending.requests.extend(rows);
+        }
+        self.flush()
     }
 
     /// Hands pending records to the sink, grouped by table (see [`merge_by_table`]).

@@ -6,7 +6,9 @@
 //! wrong type for a canonical column rejects the whole request, as a client bug should.
 
 use infersight_model::mapping::{AttributeMapper, MetricMapping, RequestColumn, canonical_metric};
-use infersight_model::normalize::{ChildEvidence, SpanFacts, attrs_json, normalize_request_with};
+use infersight_model::normalize::{
+    ChildEvidence, SAMPLE_WEIGHT_KEY, SpanFacts, attrs_json, normalize_request_with,
+};
 use infersight_model::{
     AttrValue, LogRecord, MetricRecord, RequestRecord, SpanRecord, Table, TableBatch, TokenRecord,
 };
@@ -22,8 +24,10 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 
+use super::correlate::{Candidate, ExportRequests, SpanLink};
+use super::sampling::sample_weight;
 use super::tokens::span_tokens;
-use super::tree::{ExportTraces, SpanTreeCache, TreeView};
+use super::tree::{ExportTraces, SpanTreeCache, TreeView, span_key, trace_key};
 use super::values::{Rejections, key_values_into};
 pub use super::values::{any_value_to_attr, key_values};
 use crate::error::IngestError;
@@ -209,11 +213,12 @@ fn status_name(code: i32) -> &'static str {
     }
 }
 
-/// Converts spans into the `spans` table (every valid span), the `requests` table (every span
-/// that `normalize_request` recognizes as an inference request) and the `tokens` table (the token
-/// events of valid spans, see [`super::tokens`]; a request span's token times also fill the
+/// Converts spans into the `spans` table (every valid span), the `requests` table (one row per
+/// inference request: the spans that `normalize_request` recognizes as one, merged by
+/// [`super::correlate`] when several describe the same request) and the `tokens` table (the
+/// token events of valid spans, see [`super::tokens`]; a request span's token times also fill the
 /// latency columns its attributes leave NULL, and so do the phase spans below it, see
-/// [`super::tree`]). Only the phase spans of this export count; see [`traces_to_batches_with`].
+/// [`super::tree`]). Only the spans of this export count; see [`traces_to_batches_with`].
 pub fn traces_to_batches(
     req: &ExportTraceServiceRequest,
     mapper: &AttributeMapper,
@@ -221,21 +226,29 @@ pub fn traces_to_batches(
     traces_to_batches_with(req, mapper, None)
 }
 
-/// [`traces_to_batches`] with a memory of earlier exports' phase spans: request spans find the
-/// phase spans exported before them, and this export's phase spans are remembered.
+/// [`traces_to_batches`] with a memory of earlier exports: request spans find the phase spans
+/// exported before them, and request rows are held by trace until the spans of their request
+/// have arrived (see [`super::correlate`]): the `requests` batch holds the rows released now,
+/// of this export or earlier ones.
 pub fn traces_to_batches_with(
     req: &ExportTraceServiceRequest,
     mapper: &AttributeMapper,
     span_tree: Option<&SpanTreeCache>,
 ) -> Result<Converted, IngestError> {
     let tree = TreeView::new(req, span_tree);
-    let converted = convert_traces(req, SpanAttributes::Copied, mapper, &tree)?;
+    let (mut converted, requests) = convert_traces(req, SpanAttributes::Copied, mapper, &tree)?;
     tree.remember();
+    let rows = match span_tree {
+        Some(cache) => cache.pass_requests(requests),
+        None => requests.merged(),
+    };
+    converted.add_requests(&rows);
     Ok(converted)
 }
 
-/// [`traces_to_batches`] for a reader that converts exports on several threads: the conversion,
-/// and what its in-order half needs to know of the export (see [`SpanTreeCache`]).
+/// [`traces_to_batches`] for a reader that converts exports on several threads: the conversion
+/// (without its request rows), and what its in-order half needs to know of the export, its
+/// request rows included (see [`SpanTreeCache`]).
 /// The export is consumed: attribute strings move into the rows instead of being copied.
 pub(crate) fn traces_to_batches_detached(
     mut req: ExportTraceServiceRequest,
@@ -243,16 +256,47 @@ pub(crate) fn traces_to_batches_detached(
 ) -> (Result<Converted, IngestError>, ExportTraces) {
     let attributes = SpanAttributes::take_from(&mut req);
     let tree = TreeView::new(&req, None);
-    let converted = convert_traces(&req, attributes, mapper, &tree);
-    (converted, ExportTraces::new(&req, tree.into_batch()))
+    match convert_traces(&req, attributes, mapper, &tree) {
+        Ok((converted, requests)) => (
+            Ok(converted),
+            ExportTraces::new(&req, tree.into_batch(), requests),
+        ),
+        Err(e) => (
+            Err(e),
+            ExportTraces::new(&req, tree.into_batch(), ExportRequests::default()),
+        ),
+    }
 }
 
+impl Converted {
+    /// Adds request rows as a `requests` batch, after the `spans` batch.
+    pub fn add_requests(&mut self, rows: &[RequestRecord]) {
+        if rows.is_empty() {
+            return;
+        }
+        let at = self
+            .batches
+            .iter()
+            .position(|b| b.table == Table::Spans)
+            .map_or(0, |i| i + 1);
+        self.batches.insert(
+            at,
+            TableBatch {
+                table: Table::Requests,
+                batch: RequestRecord::to_batch(rows),
+            },
+        );
+    }
+}
+
+/// The export's spans and tokens as batches, and its request candidates with every valid span's
+/// link, for [`super::correlate`] to merge.
 fn convert_traces(
     req: &ExportTraceServiceRequest,
     mut attributes: SpanAttributes,
     mapper: &AttributeMapper,
     tree: &TreeView<'_>,
-) -> Result<Converted, IngestError> {
+) -> Result<(Converted, ExportRequests), IngestError> {
     let span_count: usize = req
         .resource_spans
         .iter()
@@ -260,7 +304,10 @@ fn convert_traces(
         .map(|s| s.spans.len())
         .sum();
     let mut spans = Vec::with_capacity(span_count);
-    let mut requests = Vec::with_capacity(span_count);
+    let mut requests = ExportRequests {
+        links: Vec::with_capacity(span_count),
+        candidates: Vec::new(),
+    };
     let mut tokens: Vec<TokenRecord> = Vec::new();
     let mut rejections = Rejections::default();
     for resource_spans in &req.resource_spans {
@@ -290,6 +337,9 @@ fn convert_traces(
                     None => key_values(&span.attributes),
                 };
                 push_scope(&mut attrs, scope_spans.scope.as_ref());
+                if let Some(weight) = sample_weight(&span.trace_state, &attrs) {
+                    attrs.push((SAMPLE_WEIGHT_KEY.to_string(), AttrValue::Double(weight)));
+                }
                 let status = span.status.as_ref().map_or(0, |s| s.code);
                 let status = status_name(status).to_string();
                 let status_message = span
@@ -323,7 +373,16 @@ fn convert_traces(
                         start_ns,
                     ));
                 }
-                requests.extend(request);
+                // ids were checked above
+                let link = SpanLink {
+                    trace: trace_key(&span.trace_id).unwrap_or_default(),
+                    span: span_key(&span.span_id).unwrap_or_default(),
+                    parent: span_key(&span.parent_span_id).filter(|p| *p != 0),
+                };
+                requests.links.push(link);
+                if let Some(row) = request {
+                    requests.candidates.push(Candidate { link, row });
+                }
                 spans.push(SpanRecord {
                     ts: start_ns,
                     end_ts: end_ns,
@@ -348,25 +407,20 @@ fn convert_traces(
             batch: SpanRecord::to_batch(&spans),
         });
     }
-    if !requests.is_empty() {
-        batches.push(TableBatch {
-            table: Table::Requests,
-            batch: RequestRecord::to_batch(&requests),
-        });
-    }
     if !tokens.is_empty() {
         batches.push(TableBatch {
             table: Table::Tokens,
             batch: TokenRecord::to_batch(&tokens),
         });
     }
-    Ok(Converted {
+    let converted = Converted {
         batches,
         // Spans only: receivers report this against the request's span count.
         accepted: spans.len() as u64,
         rejected: rejections.count,
         rejection_message: rejections.message(),
-    })
+    };
+    Ok((converted, requests))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -998,8 +1052,9 @@ mod tests {
         };
         let mapper = AttributeMapper::default();
         let borrowed = traces_to_batches(&request, &mapper).unwrap();
-        let (consumed, _) = traces_to_batches_detached(request, &mapper);
-        let consumed = consumed.unwrap();
+        let (consumed, export) = traces_to_batches_detached(request, &mapper);
+        let mut consumed = consumed.unwrap();
+        consumed.add_requests(&export.into_requests().merged());
         assert_eq!(borrowed.accepted, 4);
         assert_eq!((consumed.accepted, consumed.rejected), (4, 1));
         assert_eq!(borrowed.batches.len(), consumed.batches.len());

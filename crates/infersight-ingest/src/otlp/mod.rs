@@ -5,9 +5,14 @@
 //! [`trace_json`] is the serde-free fast path of OTLP/JSON trace decoding.
 //! [`tree`] attributes phase spans (`queue`, `prefill`, `decode`) to the request span above them;
 //! [`values`] holds what the conversions share (attribute values, rejection tallies).
+//! [`correlate`] makes one `requests` row of the spans of one inference request (a gateway's, a
+//! router's, the engine's), across exports; [`sampling`] reads how many requests a head-sampled
+//! span stands for.
 
 pub mod convert;
+pub mod correlate;
 pub mod decode;
+pub mod sampling;
 pub mod tokens;
 pub mod trace_json;
 pub mod tree;

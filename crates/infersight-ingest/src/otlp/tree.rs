@@ -17,9 +17,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
+use infersight_model::RequestRecord;
 use infersight_model::breakdown::SpanPhases;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+
+use super::correlate::{ExportRequests, HoldLimits, RequestHold};
 
 /// How far up a phase span's ancestors are followed.
 pub const MAX_DEPTH: usize = 8;
@@ -78,11 +82,11 @@ impl PhaseNode {
     }
 }
 
-fn trace_key(bytes: &[u8]) -> Option<u128> {
+pub(crate) fn trace_key(bytes: &[u8]) -> Option<u128> {
     Some(u128::from_be_bytes(bytes.try_into().ok()?))
 }
 
-fn span_key(bytes: &[u8]) -> Option<u64> {
+pub(crate) fn span_key(bytes: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(bytes.try_into().ok()?))
 }
 
@@ -206,29 +210,70 @@ struct CacheInner {
     spans: usize,
 }
 
-/// Phase spans of recent exports, so that a request span exported after its children still
-/// finds them. Bounded: beyond `capacity` spans the oldest traces are forgotten.
+/// The span tree across exports: phase spans of recent exports, so that a request span exported
+/// after its children still finds them (bounded: beyond `capacity` spans the oldest traces are
+/// forgotten), and the request rows held until their request's other spans have arrived (see
+/// [`super::correlate`]).
 #[derive(Debug)]
 pub struct SpanTreeCache {
     inner: Mutex<CacheInner>,
     /// Spans held, readable without the lock (the common case is an empty cache).
     held: AtomicUsize,
     capacity: usize,
+    requests: Mutex<RequestHold>,
 }
 
 impl Default for SpanTreeCache {
+    /// A receiver's: request rows are held for a while of spans and of wall time.
     fn default() -> Self {
-        SpanTreeCache::new(DEFAULT_CACHE_SPANS)
+        SpanTreeCache::with_limits(DEFAULT_CACHE_SPANS, HoldLimits::for_receivers())
     }
 }
 
 impl SpanTreeCache {
     pub fn new(capacity: usize) -> SpanTreeCache {
+        SpanTreeCache::with_limits(capacity, HoldLimits::for_receivers())
+    }
+
+    /// A file reader's: request rows are held for a window of spans, not of time, so what is
+    /// stored does not depend on how fast the file is read.
+    pub fn for_files() -> SpanTreeCache {
+        SpanTreeCache::with_limits(DEFAULT_CACHE_SPANS, HoldLimits::for_files())
+    }
+
+    pub fn with_limits(capacity: usize, limits: HoldLimits) -> SpanTreeCache {
         SpanTreeCache {
             inner: Mutex::new(CacheInner::default()),
             held: AtomicUsize::new(0),
             capacity,
+            requests: Mutex::new(RequestHold::new(limits)),
         }
+    }
+
+    fn hold(&self) -> std::sync::MutexGuard<'_, RequestHold> {
+        // As for the phase spans: a panic under the lock leaves at worst a stale entry.
+        self.requests.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Holds an export's request candidates; returns the rows released now, merged.
+    pub fn pass_requests(&self, requests: ExportRequests) -> Vec<RequestRecord> {
+        let now = Instant::now();
+        self.hold().pass(requests, Some(now))
+    }
+
+    /// The held rows whose traces have been quiet long enough (a receiver's periodic tick).
+    pub fn release_due_requests(&self) -> Vec<RequestRecord> {
+        self.hold().release_due(Instant::now())
+    }
+
+    /// Every held row, merged as far as its spans allow (end of a file, shutdown).
+    pub fn drain_requests(&self) -> Vec<RequestRecord> {
+        self.hold().drain()
+    }
+
+    /// Spans and request candidates held for correlation.
+    pub fn held_requests(&self) -> usize {
+        self.hold().len()
     }
 
     /// Phase spans held now.
@@ -273,9 +318,17 @@ impl SpanTreeCache {
     }
 
     /// Remembers the phase spans of an export converted without the cache, as converting it with
-    /// the cache would have at its end.
-    pub fn remember_export(&self, export: ExportTraces) {
+    /// the cache would have at its end, and holds its request rows; returns the rows released.
+    pub fn remember_export(&self, export: ExportTraces) -> Vec<RequestRecord> {
         self.remember(export.tree);
+        self.pass_export_requests(export.requests)
+    }
+
+    /// Holds the request rows of an export whose phase spans need no remembering (converted
+    /// again with the cache); returns the rows released. Without a wall time: the file reader's
+    /// path, whose hold counts spans.
+    fn pass_export_requests(&self, requests: ExportRequests) -> Vec<RequestRecord> {
+        self.hold().pass(requests, None)
     }
 
     fn remember(&self, batch: BatchTree) {
@@ -308,17 +361,23 @@ impl SpanTreeCache {
 }
 
 /// What the in-order reader of a file needs of an export converted on another thread: the
-/// traces it touches and its phase spans, without the export itself (which is dropped where it
-/// was decoded).
+/// traces it touches, its phase spans and its request rows, without the export itself (which is
+/// dropped where it was decoded).
 #[derive(Debug, Default)]
 pub struct ExportTraces {
     traces: Vec<u128>,
     tree: BatchTree,
+    requests: ExportRequests,
 }
 
 impl ExportTraces {
-    /// The traces of `request`, with its phase spans as [`BatchTree::build`] found them.
-    pub fn new(request: &ExportTraceServiceRequest, tree: BatchTree) -> ExportTraces {
+    /// The traces of `request`, with its phase spans as [`BatchTree::build`] found them and its
+    /// request candidates.
+    pub fn new(
+        request: &ExportTraceServiceRequest,
+        tree: BatchTree,
+        requests: ExportRequests,
+    ) -> ExportTraces {
         let mut traces: Vec<u128> = request
             .resource_spans
             .iter()
@@ -328,7 +387,17 @@ impl ExportTraces {
             .collect();
         // spans of one trace are usually exported together
         traces.dedup();
-        ExportTraces { traces, tree }
+        ExportTraces {
+            traces,
+            tree,
+            requests,
+        }
+    }
+
+    /// The export's request candidates (tests compare them with a direct conversion's).
+    #[cfg(test)]
+    pub(crate) fn into_requests(self) -> ExportRequests {
+        self.requests
     }
 }
 

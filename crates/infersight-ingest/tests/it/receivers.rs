@@ -45,9 +45,12 @@ fn export(spans: usize) -> ExportTraceServiceRequest {
                         name: "llm".into(),
                         start_time_unix_nano: 1_700_000_000_000_000_000,
                         end_time_unix_nano: 1_700_000_001_000_000_000,
+                        // an engine's span (it knows a phase) and a trace's root: complete, so
+                        // its row is not held for spans of its request still to come
                         attributes: vec![
                             kv("gen_ai.request.model", s("m")),
                             kv("gen_ai.usage.input_tokens", i(3)),
+                            kv("gen_ai.latency.time_in_queue", crate::d(0.01)),
                         ],
                         ..Default::default()
                     })
