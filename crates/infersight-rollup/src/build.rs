@@ -1,6 +1,11 @@
 //! Building a rollup from `requests` batches at ingest: each row's dimension values are looked up
 //! (borrowed from the batch) in the combination index, its cell found, and its latencies added to
 //! the cell's sketches a chunk of rows at a time.
+//!
+//! A row kept by head sampling stands for several requests: its `attrs` carry
+//! [`SAMPLE_WEIGHT_KEY`] (`1 / probability`), and it is counted, and its latencies added, that
+//! many times ([`RowWeights`]), so request rates, error rates and quantiles estimate the traffic,
+//! not the sample.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, Hash, Hasher};
@@ -9,6 +14,8 @@ use arrow::array::{
     Array, AsArray, Float64Array, Int64Array, RecordBatch, StringArray, TimestampNanosecondArray,
 };
 use arrow::datatypes::{DataType, TimeUnit};
+
+use infersight_model::normalize::SAMPLE_WEIGHT_KEY;
 
 use crate::sli::LatencySli;
 use crate::{Cell, MINUTE_NS, OTHER, Rollup, RollupError};
@@ -178,6 +185,80 @@ struct RequestColumns<'a> {
     input: Option<&'a Int64Array>,
     output: Option<&'a Int64Array>,
     cached: Option<&'a Int64Array>,
+    weights: RowWeights<'a>,
+}
+
+/// The sampling weight of each row of a batch, as a whole count: a weight `w` counts
+/// `floor(w)` or `floor(w) + 1` times, the latter with probability `w - floor(w)` by a hash of
+/// the row's start time, so sums stay integers (cells and their sidecar format are unchanged)
+/// and their expectation is the weighted sum. The rounding adds at most 1/4 to a row's
+/// variance, far below the sampling's own `w (w - 1)`.
+pub(crate) struct RowWeights<'a> {
+    /// `None` when no row of the batch has a weight (checked once over the whole column).
+    attrs: Option<&'a StringArray>,
+}
+
+impl<'a> RowWeights<'a> {
+    fn read(batch: &'a RecordBatch) -> Result<Self, RollupError> {
+        let attrs = str_column(batch, "attrs")?.filter(|attrs| {
+            std::str::from_utf8(attrs.values().as_slice())
+                .is_ok_and(|text| text.contains(SAMPLE_WEIGHT_KEY))
+        });
+        Ok(RowWeights { attrs })
+    }
+
+    /// Whether every row counts once.
+    fn is_uniform(&self) -> bool {
+        self.attrs.is_none()
+    }
+
+    /// The weight of a row (1 without one), at least 1.
+    pub(crate) fn weight(&self, row: usize) -> f64 {
+        self.attrs
+            .filter(|attrs| attrs.is_valid(row))
+            .and_then(|attrs| weight_in_attrs(attrs.value(row)))
+            .unwrap_or(1.0)
+    }
+
+    /// How many times the row counts (see the type's doc); `ts` seeds its rounding.
+    fn count(&self, row: usize, ts: i64) -> u64 {
+        if self.is_uniform() {
+            return 1;
+        }
+        let weight = self.weight(row);
+        let whole = weight.floor();
+        let up = unit_hash(ts) < weight - whole;
+        // at most MAX_WEIGHT + 1
+        whole as u64 + u64::from(up)
+    }
+}
+
+/// The number after `"infersight.sample_weight":` in a row's `attrs`, if any, at least 1. The key
+/// is matched with its closing quote, so text inside a string value (where a quote is escaped)
+/// never matches.
+pub(crate) fn weight_in_attrs(attrs: &str) -> Option<f64> {
+    let (at, _) = attrs.match_indices(SAMPLE_WEIGHT_KEY).find(|&(at, key)| {
+        attrs[..at].ends_with('"') && attrs[at + key.len()..].starts_with("\":")
+    })?;
+    let rest = &attrs[at + SAMPLE_WEIGHT_KEY.len() + 2..];
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-')))
+        .unwrap_or(rest.len());
+    let weight: f64 = rest[..end].parse().ok()?;
+    (weight.is_finite() && weight >= 1.0).then_some(weight.min(MAX_WEIGHT))
+}
+
+/// Larger weights are taken as this (one row standing for four billion requests is a corrupt
+/// number, and sums must not overflow).
+const MAX_WEIGHT: f64 = 4_294_967_296.0;
+
+/// A hash of `value` uniform in [0, 1) (SplitMix64's finalizer).
+fn unit_hash(value: i64) -> f64 {
+    let mut z = (value as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
 impl<'a> RequestColumns<'a> {
@@ -209,6 +290,7 @@ impl<'a> RequestColumns<'a> {
             input: i64_column(batch, "input_tokens")?,
             output: i64_column(batch, "output_tokens")?,
             cached: i64_column(batch, "cached_tokens")?,
+            weights: RowWeights::read(batch)?,
         })
     }
 }
@@ -245,8 +327,8 @@ impl Staging {
         }
     }
 
-    /// Counts the row in its cell's integer sums.
-    fn count_row(&mut self, slot: u32, columns: &RequestColumns<'_>, row: usize) {
+    /// Counts the row in its cell's integer sums, `times` times (its sampling weight).
+    fn count_row(&mut self, slot: u32, columns: &RequestColumns<'_>, row: usize, times: u64) {
         let error = columns
             .status
             .is_some_and(|s| s.is_valid(row) && s.value(row) == "error");
@@ -254,12 +336,14 @@ impl Staging {
             .finish
             .is_some_and(|s| s.is_valid(row) && s.value(row) == "length");
         let counts = &mut self.counters[slot as usize];
-        counts[0] += 1;
-        counts[1] += u64::from(error);
-        counts[2] += u64::from(truncated);
-        counts[3] += sum_u64(columns.input, row);
-        counts[4] += sum_u64(columns.output, row);
-        counts[5] += sum_u64(columns.cached, row);
+        let add =
+            |sum: &mut u64, value: u64| *sum = sum.saturating_add(value.saturating_mul(times));
+        add(&mut counts[0], 1);
+        add(&mut counts[1], u64::from(error));
+        add(&mut counts[2], u64::from(truncated));
+        add(&mut counts[3], sum_u64(columns.input, row));
+        add(&mut counts[4], sum_u64(columns.output, row));
+        add(&mut counts[5], sum_u64(columns.cached, row));
     }
 }
 
@@ -276,6 +360,11 @@ struct ChunkOrder {
     placed: usize,
     /// One latency column's values in cell order.
     ordered: Vec<Option<f64>>,
+    /// Per row of the chunk, how many times it counts (its sampling weight); empty when every
+    /// row counts once.
+    times_of_row: Vec<u64>,
+    /// The same in cell order.
+    ordered_times: Vec<u64>,
 }
 
 impl Default for ChunkOrder {
@@ -286,6 +375,8 @@ impl Default for ChunkOrder {
             slot_starts: Vec::new(),
             placed: 0,
             ordered: Vec::with_capacity(ROWS_PER_CHUNK),
+            times_of_row: Vec::new(),
+            ordered_times: Vec::new(),
         }
     }
 }
@@ -317,7 +408,7 @@ impl ChunkOrder {
     }
 
     /// One latency column at a time: reads it in row order into cell order, then adds each
-    /// cell's run of values to its sketch.
+    /// cell's run of values to its sketch (each value as many times as its row counts).
     fn add_latencies(
         &mut self,
         latency: &[Option<&Float64Array>],
@@ -325,6 +416,16 @@ impl ChunkOrder {
         cells: &mut [Cell],
         stats: &mut AddStats,
     ) {
+        let weighted = !self.times_of_row.is_empty();
+        if weighted {
+            self.ordered_times.clear();
+            self.ordered_times.resize(self.placed, 1);
+            for (&times, &position) in self.times_of_row.iter().zip(&self.position_of_row) {
+                if position != NO_SLOT {
+                    self.ordered_times[position as usize] = times;
+                }
+            }
+        }
         for (sli, values) in latency.iter().enumerate() {
             let Some(values) = values else { continue };
             self.ordered.clear();
@@ -339,10 +440,21 @@ impl ChunkOrder {
                     continue;
                 }
                 let sketch = &mut cells[slot].sketches[sli];
-                for value in self.ordered[bounds[0] as usize..bounds[1] as usize]
-                    .iter()
-                    .flatten()
-                {
+                let run = bounds[0] as usize..bounds[1] as usize;
+                if weighted {
+                    for (value, &times) in self.ordered[run.clone()]
+                        .iter()
+                        .zip(&self.ordered_times[run])
+                    {
+                        if let Some(value) = value
+                            && !sketch.add_n(*value, times)
+                        {
+                            stats.invalid_values += 1;
+                        }
+                    }
+                    continue;
+                }
+                for value in self.ordered[run].iter().flatten() {
                     if !sketch.add(*value) {
                         stats.invalid_values += 1;
                     }
@@ -421,8 +533,24 @@ impl Rollup {
         for chunk_start in (0..batch.num_rows()).step_by(ROWS_PER_CHUNK) {
             let chunk = chunk_start..batch.num_rows().min(chunk_start + ROWS_PER_CHUNK);
             order.slot_of_row.clear();
+            order.times_of_row.clear();
             for row in chunk.clone() {
-                let slot = self.stage_row(&columns, row, &mut staging, &mut previous, &mut stats);
+                let times = if columns.weights.is_uniform() || columns.ts.is_null(row) {
+                    1
+                } else {
+                    columns.weights.count(row, columns.ts.value(row))
+                };
+                if !columns.weights.is_uniform() {
+                    order.times_of_row.push(times);
+                }
+                let slot = self.stage_row(
+                    &columns,
+                    row,
+                    times,
+                    &mut staging,
+                    &mut previous,
+                    &mut stats,
+                );
                 order.slot_of_row.push(slot);
             }
             order.sort_by_cell(staging.cells.len());
@@ -439,6 +567,7 @@ impl Rollup {
         &mut self,
         columns: &RequestColumns<'_>,
         row: usize,
+        times: u64,
         staging: &mut Staging,
         previous: &mut Option<(u32, bool)>,
         stats: &mut AddStats,
@@ -453,7 +582,7 @@ impl Rollup {
             self.folded_rows += 1;
         }
         let slot = staging.slot((minute, combo), &mut self.cells);
-        staging.count_row(slot, columns, row);
+        staging.count_row(slot, columns, row, times);
         stats.rows += 1;
         slot
     }

@@ -11,6 +11,7 @@ mod otlp_json;
 mod prom_scrape;
 mod prometheus;
 mod receivers;
+mod sampling;
 mod span_tree;
 mod trace_json;
 mod traces;
