@@ -10,6 +10,7 @@ mod audit;
 mod canary;
 mod cli;
 mod incidents_api;
+mod notify;
 mod prometheus;
 mod python_otel;
 mod rca;
