@@ -36,7 +36,9 @@ use input::{OpenedFile, read_lines};
 use reader::FileReader;
 use workers::{InOrder, TraceDone, TraceJob, conversion_workers, convert_traces_worker};
 
+pub use detect::detect_file_format;
 pub use json_lines::json_time_ns;
+pub use raw::{CONTEXT_SLACK_NS, RawTimes, YearSource};
 
 /// How the lines of a file are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -98,6 +100,12 @@ pub struct FileOptions {
     pub max_line_bytes: usize,
     /// Records per call of the batch sink (0 = the default).
     pub batch_rows: usize,
+    /// Year of the first year-less time of raw lines (vLLM, glog); found from the data when
+    /// `None` (see `raw`).
+    pub year: Option<i32>,
+    /// Time range (ns) of the data around the file (the store's, the files read before): places
+    /// year-less raw times and tells which raw lines fall outside it.
+    pub time_context_ns: Option<(i64, i64)>,
 }
 
 impl Default for FileOptions {
@@ -108,6 +116,8 @@ impl Default for FileOptions {
             worker: None,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             batch_rows: DEFAULT_BATCH_ROWS,
+            year: None,
+            time_context_ns: None,
         }
     }
 }
@@ -127,6 +137,9 @@ pub struct FileSummary {
     pub rejected: u64,
     /// The first few rejection reasons, each `path:line: reason`.
     pub first_errors: Vec<String>,
+    /// The times of raw text lines: their year's source, their range, those outside the data
+    /// around the file.
+    pub raw_times: RawTimes,
 }
 
 /// Reads one file and hands its records, converted to canonical batches, to `on_batch` every

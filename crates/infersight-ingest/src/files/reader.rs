@@ -4,13 +4,14 @@
 //! `json_lines`, `raw`); [`FileReader::flush`] hands what is pending to the caller's sink, grouped
 //! by table.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 use infersight_model::mapping::AttributeMapper;
 use infersight_model::{LogRecord, RequestRecord, Table, TableBatch};
 
 use super::detect::detect_format;
+use super::raw::RawState;
 use super::{
     DEFAULT_BATCH_ROWS, FILE_PATH_ATTR, FileFormat, FileOptions, FileSummary, MAX_FIRST_ERRORS,
 };
@@ -29,6 +30,7 @@ pub(super) struct Pending {
 }
 
 pub(super) struct FileReader<'a> {
+    pub(super) path: PathBuf,
     pub(super) path_display: String,
     pub(super) options: &'a FileOptions,
     pub(super) mapper: &'a AttributeMapper,
@@ -42,6 +44,8 @@ pub(super) struct FileReader<'a> {
     pub(super) now: DateTime<Utc>,
     /// `{"log.file.path": …}`: the attrs of every raw line, and part of those of JSON log lines.
     pub(super) file_attrs: String,
+    /// Where raw lines' year-less times are placed, and the attributes of their process tags.
+    pub(super) raw: RawState,
     /// Phase spans of earlier lines, for request spans written after their children, and the
     /// request rows held until their request's other spans are read (maybe in a later file).
     pub(super) span_tree: &'a SpanTreeCache,
@@ -57,6 +61,7 @@ impl<'a> FileReader<'a> {
         span_tree: &'a SpanTreeCache,
     ) -> Self {
         FileReader {
+            path: path.to_path_buf(),
             path_display: path.display().to_string(),
             options,
             mapper,
@@ -71,6 +76,7 @@ impl<'a> FileReader<'a> {
             now: Utc::now(),
             file_attrs: serde_json::json!({ FILE_PATH_ATTR: path.display().to_string() })
                 .to_string(),
+            raw: RawState::default(),
             span_tree,
         }
     }

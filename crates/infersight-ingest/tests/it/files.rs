@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use chrono::{Datelike, TimeZone, Timelike, Utc};
+use infersight_ingest::files::YearSource;
 use infersight_ingest::{FileFormat, FileOptions, FileSummary, IngestError, read_file};
 use infersight_model::mapping::AttributeMapper;
 use infersight_model::{
@@ -104,14 +105,8 @@ fn raw_text_plain_and_gzip_with_any_extension() {
     let plain = write(dir.path(), "server.log", RAW_LOG.as_bytes(), false);
     let gz = write(dir.path(), "server.log.gz", RAW_LOG.as_bytes(), true);
     let disguised = write(dir.path(), "server.txt", RAW_LOG.as_bytes(), true);
-    // A year-less time is in the current year unless that is more than a day ahead.
-    let now = Utc::now();
-    let this_year = Utc.with_ymd_and_hms(now.year(), 2, 21, 20, 6, 29).unwrap();
-    let expected_year = if this_year > now + chrono::Duration::days(1) {
-        now.year() - 1
-    } else {
-        now.year()
-    };
+    // The year-less times take the year of the file's own dated line (its last).
+    let expected_year = 2025;
     for path in [&plain, &gz, &disguised] {
         let result = read(path, &options());
         let summary = &result.summary;
@@ -119,6 +114,11 @@ fn raw_text_plain_and_gzip_with_any_extension() {
         assert_eq!((summary.lines, summary.records_read), (7, 6));
         assert_eq!((summary.records_stored, summary.rejected), (6, 0));
         assert!(summary.first_errors.is_empty());
+        assert_eq!(
+            summary.raw_times.year_source,
+            Some(YearSource::FileDates),
+            "{summary:?}"
+        );
         assert_eq!(result.last_progress, std::fs::metadata(path).unwrap().len());
         let logs = result.logs();
         assert_eq!(logs.len(), 6);
@@ -483,4 +483,186 @@ fn real_vllm_server_logs() {
     if checked == 0 {
         println!("skipped: no server_out.log under {}", runs.display());
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// year-less raw times (issue 19 class 11): ingested months later, they must still land in the
+// year of the data around them
+
+fn ns(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> i64 {
+    Utc.with_ymd_and_hms(y, mo, d, h, mi, s)
+        .unwrap()
+        .timestamp_nanos_opt()
+        .unwrap()
+}
+
+/// A vLLM 0.10 log of one engine: process-tagged and bare lines, a traceback, around `month-day`
+/// from 23:58 on, so it runs past midnight (and past New Year for 12-31).
+fn engine_log(month: u32, day: u32) -> String {
+    let (next_month, next_day) = if (month, day) == (12, 31) {
+        (1, 1)
+    } else {
+        (month, day + 1)
+    };
+    [
+        format!("(APIServer pid=4411) INFO {month:02}-{day:02} 23:58:01 [api_server.py:1] vLLM API server version 0.10.1.1"),
+        format!("(EngineCore_0 pid=4630) INFO {month:02}-{day:02} 23:59:02 [core.py:77] Initializing a V1 LLM engine"),
+        format!("(VllmWorker rank=1 pid=4702) WARNING {month:02}-{day:02} 23:59:59 [gpu_worker.py:9] KV cache is full, preempting"),
+        "Traceback (most recent call last):".to_string(),
+        format!("INFO {next_month:02}-{next_day:02} 00:00:03 [loggers.py:111] Engine 000: Avg prompt throughput: 1.0 tokens/s"),
+    ]
+    .join("\n")
+}
+
+fn set_mtime(path: &Path, ts_ns: i64) {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ts_ns as u64);
+    std::fs::File::options()
+        .append(true)
+        .open(path)
+        .unwrap()
+        .set_modified(at)
+        .unwrap();
+}
+
+#[test]
+fn year_less_raw_times_take_the_year_of_the_data_around_them() {
+    let dir = tempfile::tempdir().unwrap();
+    // the store's data of an incident in November two years ago; the log copied today
+    for (year, month, day) in [(2023, 11, 29), (2021, 6, 15), (2024, 12, 31)] {
+        let path = write(
+            dir.path(),
+            &format!("engine-{year}.log"),
+            engine_log(month, day).as_bytes(),
+            false,
+        );
+        let context = (
+            ns(year, month, day, 20, 0, 0),
+            ns(year, month, day, 23, 59, 0),
+        );
+        let options = FileOptions {
+            time_context_ns: Some(context),
+            ..options()
+        };
+        let result = read(&path, &options);
+        let times: Vec<i64> = result.logs().iter().map(|l| l.ts).collect();
+        let (next_year, next_month, next_day) = if (month, day) == (12, 31) {
+            (year + 1, 1, 1)
+        } else {
+            (year, month, day + 1)
+        };
+        assert_eq!(
+            times,
+            [
+                ns(year, month, day, 23, 58, 1),
+                ns(year, month, day, 23, 59, 2),
+                ns(year, month, day, 23, 59, 59),
+                ns(year, month, day, 23, 59, 59),
+                ns(next_year, next_month, next_day, 0, 0, 3),
+            ],
+            "{year}: {:?}",
+            result.summary.raw_times
+        );
+        let raw = &result.summary.raw_times;
+        assert_eq!(raw.year_source, Some(YearSource::Context));
+        assert_eq!(
+            (
+                raw.timed_lines,
+                raw.year_inferred_lines,
+                raw.outside_context
+            ),
+            (4, 4, 0)
+        );
+        assert_eq!(raw.range_ns, Some((times[0], times[4])));
+    }
+}
+
+#[test]
+fn the_year_comes_from_the_given_year_the_files_dates_or_its_mtime_in_that_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = engine_log(11, 29);
+    let first_year = |options: &FileOptions, path: &Path| {
+        let result = read(path, options);
+        let first = Utc.timestamp_nanos(result.logs()[0].ts);
+        (first.year(), result.summary.raw_times.clone())
+    };
+    // a file modified in December 2022, no data around it: the latest year not after that
+    let path = write(dir.path(), "a.log", log.as_bytes(), false);
+    set_mtime(&path, ns(2022, 12, 3, 0, 0, 0));
+    let (year, raw) = first_year(&options(), &path);
+    assert_eq!(
+        (year, raw.year_source),
+        (2022, Some(YearSource::FileModified))
+    );
+    set_mtime(&path, ns(2022, 11, 1, 0, 0, 0));
+    assert_eq!(
+        first_year(&options(), &path).0,
+        2021,
+        "not after the file's last change"
+    );
+    // a dated line of the file wins over the data around it and the mtime, even after the lines
+    let dated = format!("{log}\n2020-11-30 00:01:00,120 - ray - INFO - worker ready");
+    let path = write(dir.path(), "b.log", dated.as_bytes(), true);
+    let elsewhere = FileOptions {
+        time_context_ns: Some((ns(2023, 1, 1, 0, 0, 0), ns(2023, 2, 1, 0, 0, 0))),
+        ..options()
+    };
+    let (year, raw) = first_year(&elsewhere, &path);
+    assert_eq!((year, raw.year_source), (2020, Some(YearSource::FileDates)));
+    assert_eq!(
+        raw.outside_context, 5,
+        "all timed lines are outside the data around them"
+    );
+    // a given year wins over everything
+    let given = FileOptions {
+        year: Some(2019),
+        ..elsewhere
+    };
+    let (year, raw) = first_year(&given, &path);
+    assert_eq!((year, raw.year_source), (2019, Some(YearSource::Given)));
+}
+
+#[test]
+fn vllm_process_tags_parse_like_bare_lines_and_become_attributes() {
+    let dir = tempfile::tempdir().unwrap();
+    let tagged = engine_log(11, 29);
+    let bare: String = tagged
+        .lines()
+        .map(|line| match line.strip_prefix('(') {
+            Some(rest) => rest.split_once(") ").unwrap().1,
+            None => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let options = FileOptions {
+        year: Some(2023),
+        ..options()
+    };
+    let tagged_logs = read(
+        &write(dir.path(), "t.log", tagged.as_bytes(), false),
+        &options,
+    )
+    .logs();
+    let bare_logs = read(
+        &write(dir.path(), "b.log", bare.as_bytes(), false),
+        &options,
+    )
+    .logs();
+    let prefix = |logs: &[LogRecord]| -> Vec<(i64, Option<String>)> {
+        logs.iter().map(|l| (l.ts, l.severity.clone())).collect()
+    };
+    assert_eq!(prefix(&tagged_logs), prefix(&bare_logs));
+    let attrs: serde_json::Value = serde_json::from_str(&tagged_logs[2].attrs).unwrap();
+    assert_eq!(attrs["process.title"], "VllmWorker");
+    assert_eq!(attrs["process.pid"], 4702);
+    assert_eq!(attrs["rank"], 1);
+    assert!(attrs["log.file.path"].as_str().unwrap().ends_with("t.log"));
+    let attrs: serde_json::Value = serde_json::from_str(&tagged_logs[0].attrs).unwrap();
+    assert_eq!(
+        (attrs["process.title"].as_str(), attrs.get("rank")),
+        (Some("APIServer"), None)
+    );
+    assert!(
+        !tagged_logs[3].attrs.contains("process"),
+        "the traceback line has no tag"
+    );
 }
