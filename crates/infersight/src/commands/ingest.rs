@@ -2,6 +2,11 @@
 //! (gzip too). This thread reads, decodes and converts (`infersight_ingest::read_file`); a
 //! writer thread runs the pipeline stages and appends to the store, so the two halves overlap.
 //! Prints one summary row per file; rejected records make it exit 2.
+//!
+//! Files with telemetry are read before raw text logs, whatever the order given: a raw line's
+//! year-less time (vLLM, glog) is placed near the data around it (the store's time range and the
+//! files read before it; see `infersight_ingest::files`), unless `--year` says which year. Raw
+//! lines that still fall outside that data are reported in one warning.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -9,11 +14,13 @@ use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
 use std::thread::JoinHandle;
 
+use infersight_ingest::files::{CONTEXT_SLACK_NS, YearSource};
 use infersight_ingest::{FileFormat, FileOptions, FileSummary};
-use infersight_model::TableBatch;
 use infersight_model::append::Durability;
 use infersight_model::mapping::AttributeMapper;
 use infersight_model::telemetry::Counters;
+use infersight_model::time::format_rfc3339;
+use infersight_model::{Table, TableBatch};
 use infersight_pipeline::BatchWriter;
 use infersight_store::{StorageBackend, Store};
 use serde_json::json;
@@ -41,6 +48,11 @@ pub struct IngestArgs {
     /// Worker label for raw text logs.
     #[arg(long)]
     pub worker: Option<String>,
+    /// Year of raw log lines whose times have none (vLLM `INFO 11-29 02:17:03`, glog): the year
+    /// of a file's first such line, later lines following on [default: from the data around
+    /// them: dated lines of the file, the store and the other files, the file's mtime].
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1970..=2261))]
+    pub year: Option<i32>,
     #[command(flatten)]
     pub format: FormatArgs,
     /// Hide the progress bar.
@@ -88,7 +100,17 @@ fn ingest(config: Config, args: IngestArgs) -> Result<i32, CliError> {
     let options = file_options(&args);
     let bar = progress_bar(&args);
     let (to_writer, writer) = spawn_writer(writer, args.wal)?;
-    let (summaries, read_error) = read_files(&args.paths, &options, &mapper, to_writer, &bar);
+    let store_range = store_time_range(&store);
+    let (summaries, read_error, around) = read_files(
+        &args.paths,
+        &options,
+        &mapper,
+        ReadContext {
+            to_writer,
+            bar: &bar,
+            store_range,
+        },
+    );
     let written = writer
         .join()
         .unwrap_or_else(|_| Err("the store writer panicked".to_string()));
@@ -101,6 +123,7 @@ fn ingest(config: Config, args: IngestArgs) -> Result<i32, CliError> {
         return Err(fail_midway(&store, &bar, &summaries, format, error));
     }
     bar.finish_and_clear();
+    warn_raw_lines_outside(&summaries, around);
     store
         .close()
         .map_err(|e| CliError::failed(format!("closing the store: {e}")))?;
@@ -130,6 +153,7 @@ fn file_options(args: &IngestArgs) -> FileOptions {
         },
         service: args.service.clone(),
         worker: args.worker.clone(),
+        year: args.year,
         ..FileOptions::default()
     }
 }
@@ -179,23 +203,55 @@ fn spawn_writer(mut writer: BatchWriter, wal: bool) -> Result<WriterHandle, CliE
     Ok((to_writer, writer))
 }
 
-/// Reads the files in order into the writer until one fails; the channel closes on return.
+/// Where [`read_files`] sends what it reads, and the time range of the store before it.
+struct ReadContext<'a> {
+    to_writer: SyncSender<Vec<TableBatch>>,
+    bar: &'a indicatif::ProgressBar,
+    /// Earliest and latest row time (ns) of the store's segments before this load.
+    store_range: Option<(i64, i64)>,
+}
+
+/// What [`read_files`] read: a summary per file read (in the order of the paths), the error that
+/// stopped it, and the time range of the store and of the telemetry files' rows.
+type ReadOutcome = (
+    Vec<(PathBuf, FileSummary)>,
+    Option<CliError>,
+    Option<(i64, i64)>,
+);
+
+/// Reads the files into the writer until one fails, those with telemetry first (see the module
+/// doc); the channel closes on return.
 fn read_files(
     paths: &[PathBuf],
     options: &FileOptions,
     mapper: &AttributeMapper,
-    to_writer: SyncSender<Vec<TableBatch>>,
-    bar: &indicatif::ProgressBar,
-) -> (Vec<(PathBuf, FileSummary)>, Option<CliError>) {
+    context: ReadContext<'_>,
+) -> ReadOutcome {
+    let ReadContext {
+        to_writer,
+        bar,
+        store_range,
+    } = context;
     let mut summaries = Vec::new();
     let mut done_bytes = 0u64;
-    for path in paths {
+    let mut around = store_range;
+    let mut failure = None;
+    for (index, raw) in reading_order(paths, options.format) {
+        let path = &paths[index];
         let base = done_bytes;
+        let file_options = FileOptions {
+            time_context_ns: around,
+            ..options.clone()
+        };
         let result = infersight_ingest::read_file(
             path,
-            options,
+            &file_options,
             mapper,
             &mut |batches| {
+                // raw lines are placed by the data around them, they are not part of it
+                for batch in batches.iter().filter(|_| !raw) {
+                    around = union(around, batch_time_range(&batch.batch));
+                }
                 to_writer
                     .send(batches)
                     .map_err(|_| "the store writer stopped".to_string())
@@ -203,15 +259,104 @@ fn read_files(
             &mut |read| bar.set_position(base + read),
         );
         match result {
-            Ok(summary) => summaries.push((path.clone(), summary)),
+            Ok(summary) => summaries.push((index, path.clone(), summary)),
             Err(e) => {
-                let error = CliError::from_kind(e.kind(), format!("{}: {e}", path.display()));
-                return (summaries, Some(error));
+                failure = Some(CliError::from_kind(
+                    e.kind(),
+                    format!("{}: {e}", path.display()),
+                ));
+                break;
             }
         }
         done_bytes += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     }
-    (summaries, None)
+    summaries.sort_by_key(|(index, ..)| *index);
+    let summaries = summaries
+        .into_iter()
+        .map(|(_, path, summary)| (path, summary))
+        .collect();
+    (summaries, failure, around)
+}
+
+/// Indices of `paths` in reading order, each with whether it holds raw text logs: files of
+/// telemetry (OTLP, JSON lines) first, then raw text logs, each group in the given order. A file
+/// that cannot be opened keeps its place among the first (reading it reports the error).
+fn reading_order(paths: &[PathBuf], format: FileFormat) -> Vec<(usize, bool)> {
+    let is_raw = |path: &PathBuf| match format {
+        FileFormat::Auto => infersight_ingest::files::detect_file_format(path)
+            .is_ok_and(|detected| detected == FileFormat::Raw),
+        forced => forced == FileFormat::Raw,
+    };
+    let raw: Vec<bool> = paths.iter().map(is_raw).collect();
+    let mut order: Vec<usize> = (0..paths.len()).collect();
+    order.sort_by_key(|&index| raw[index]);
+    order.into_iter().map(|index| (index, raw[index])).collect()
+}
+
+/// Earliest and latest row time of the store's tables with telemetry, from the segments'
+/// metadata (rows not yet flushed are not counted).
+fn store_time_range(store: &Store) -> Option<(i64, i64)> {
+    [Table::Requests, Table::Spans, Table::Logs, Table::Metrics]
+        .into_iter()
+        .flat_map(|table| store.segments(table))
+        .filter(|segment| segment.rows > 0)
+        .map(|segment| Some((segment.min_ts_ns, segment.max_ts_ns)))
+        .fold(None, union)
+}
+
+/// Earliest and latest `ts` of a batch.
+fn batch_time_range(batch: &arrow::record_batch::RecordBatch) -> Option<(i64, i64)> {
+    let ts = batch
+        .column_by_name("ts")?
+        .as_any()
+        .downcast_ref::<arrow::array::TimestampNanosecondArray>()?;
+    Some((arrow::compute::min(ts)?, arrow::compute::max(ts)?))
+}
+
+fn union(a: Option<(i64, i64)>, b: Option<(i64, i64)>) -> Option<(i64, i64)> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+/// One warning for all files when raw lines fall outside the data around them (a wrong year, a
+/// log of another day): the RCA would find no log evidence for them.
+fn warn_raw_lines_outside(summaries: &[(PathBuf, FileSummary)], around: Option<(i64, i64)>) {
+    let raw = summaries.iter().map(|(_, summary)| &summary.raw_times);
+    let outside: u64 = raw.clone().map(|times| times.outside_context).sum();
+    if outside == 0 {
+        return;
+    }
+    let timed: u64 = raw.clone().map(|times| times.timed_lines).sum();
+    let year_inferred: u64 = raw.clone().map(|times| times.year_inferred_lines).sum();
+    let span = |range: Option<(i64, i64)>| {
+        range.map_or_else(String::new, |(from, to)| {
+            format!("{} .. {}", format_rfc3339(from), format_rfc3339(to))
+        })
+    };
+    let raw_range = span(raw.clone().map(|times| times.range_ns).fold(None, union));
+    let sources: Vec<String> = summaries
+        .iter()
+        .filter(|(_, summary)| summary.raw_times.outside_context > 0)
+        .map(|(path, summary)| {
+            let source = summary
+                .raw_times
+                .year_source
+                .map_or("from dated lines", YearSource::as_str);
+            format!("{} (year: {source})", path.display())
+        })
+        .collect();
+    let around = span(around);
+    let slack_minutes = CONTEXT_SLACK_NS / 60_000_000_000;
+    tracing::warn!(
+        files = %sources.join(", "),
+        "{outside} of {timed} raw log lines ({year_inferred} without a year in their time) lie \
+         more than {slack_minutes} min outside the data around them (the store and the other \
+         files: {around}); the raw lines span {raw_range}; if their year is wrong, ingest them \
+         again with --year YYYY"
+    );
 }
 
 /// What reached the store before the failure is kept: bulk loads skip the WAL, so it is

@@ -593,3 +593,73 @@ fn simulated_phase_spans_rebuild_the_breakdown() {
         );
     }
 }
+
+#[test]
+fn raw_lines_without_a_year_land_in_the_year_of_the_traces_they_come_with() {
+    // traces of 2023-11-29 07:00 UTC, ingested years later with the engine's year-less log given
+    // first on the command line
+    const TRACES_TS: u64 = 1_701_241_200_000_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let otlp = dir.path().join("traces.jsonl");
+    let line = serde_json::to_string(&request_spans("y", 5, TRACES_TS)).unwrap();
+    std::fs::write(&otlp, format!("{line}\n")).unwrap();
+    let raw = dir.path().join("engine.log");
+    let lines: Vec<String> = (0..4)
+        .map(|i| {
+            format!("(EngineCore_0 pid=7) INFO 11-29 07:0{i}:30 [loggers.py:1] Running: {i} reqs")
+        })
+        .collect();
+    std::fs::write(&raw, lines.join("\n")).unwrap();
+    let ingest = |data: &std::path::Path, extra: &[&str], files: &[&std::path::Path]| {
+        let mut args = vec![
+            "ingest",
+            "--data",
+            data.to_str().unwrap(),
+            "--format",
+            "json",
+        ];
+        args.extend(extra);
+        args.extend(files.iter().map(|f| f.to_str().unwrap()));
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        out
+    };
+    let years = |data: &std::path::Path| {
+        let out = run(&[
+            "query",
+            "--data",
+            data.to_str().unwrap(),
+            "--format",
+            "csv",
+            "SELECT DISTINCT CAST(date_part('year', ts) AS BIGINT) AS y FROM logs ORDER BY y",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        stdout(&out).trim().to_string()
+    };
+    // the log given first: the traces are read first all the same
+    let out = ingest(&data, &[], &[&raw, &otlp]);
+    assert!(!stderr(&out).contains("raw log lines"), "{}", stderr(&out));
+    let summary: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let first = summary["files"][0]["path"].as_str().unwrap();
+    assert!(
+        first.ends_with("engine.log"),
+        "summaries in the given order: {summary}"
+    );
+    assert_eq!(years(&data), "y\n2023");
+    // the log loaded later, alone: the store's time range places it
+    let later = dir.path().join("data-later");
+    ingest(&later, &[], &[&otlp]);
+    let out = ingest(&later, &[], &[&raw]);
+    assert!(!stderr(&out).contains("raw log lines"), "{}", stderr(&out));
+    assert_eq!(years(&later), "y\n2023");
+    // a wrong --year is obeyed and warned about, with both ranges
+    let out = ingest(&later, &["--year", "2021"], &[&raw]);
+    let err = stderr(&out);
+    assert!(err.contains("4 of 4 raw log lines"), "{err}");
+    assert!(
+        err.contains("2023-11-29") && err.contains("2021-11-29"),
+        "both ranges: {err}"
+    );
+    assert_eq!(years(&later), "y\n2021\n2023");
+}
