@@ -419,7 +419,11 @@ const fn metric(
     }
 }
 
-/// Engine metric names (vLLM old and new, SGLang, TGI, Triton, DCGM) → canonical metric names.
+/// Engine metric names (vLLM old and new, SGLang, TGI, Triton) and device metric names (DCGM,
+/// OTel `hw.*`, nvidia-smi exporters) → canonical metric names. GPU memory has four canonical
+/// names whatever the source: used, free and total bytes and the used fraction of capacity
+/// (`gpu_memory_usage_ratio`); [`GpuMemory`] says how the fraction follows from what a source
+/// reports.
 pub static METRIC_NAMES: &[MetricMapping] = &[
     metric(
         "vllm:time_to_first_token_seconds",
@@ -687,7 +691,161 @@ pub static METRIC_NAMES: &[MetricMapping] = &[
     ),
     metric("DCGM_FI_DEV_POWER_USAGE", "gpu_power_watts", 1.0, "dcgm"),
     metric("DCGM_FI_DEV_SM_CLOCK", "gpu_sm_clock_hertz", 1e6, "dcgm"),
+    // OTel hardware semantic conventions (`hw.*`, the device in the `hw.id` point attribute,
+    // the worker in the resource), as exported over OTLP and as an OTel Collector Prometheus
+    // exporter names them (dots to underscores, the unit appended).
+    metric("hw.gpu.memory.usage", "gpu_memory_used_bytes", 1.0, HW),
+    metric(
+        "hw_gpu_memory_usage_bytes",
+        "gpu_memory_used_bytes",
+        1.0,
+        HW,
+    ),
+    metric("hw.gpu.memory.limit", "gpu_memory_total_bytes", 1.0, HW),
+    metric(
+        "hw_gpu_memory_limit_bytes",
+        "gpu_memory_total_bytes",
+        1.0,
+        HW,
+    ),
+    metric(
+        "hw.gpu.memory.utilization",
+        "gpu_memory_usage_ratio",
+        1.0,
+        HW,
+    ),
+    metric(
+        "hw_gpu_memory_utilization_ratio",
+        "gpu_memory_usage_ratio",
+        1.0,
+        HW,
+    ),
+    metric("hw.gpu.utilization", "gpu_utilization_ratio", 1.0, HW),
+    metric("hw_gpu_utilization_ratio", "gpu_utilization_ratio", 1.0, HW),
+    metric("hw.errors", "hw_errors_total", 1.0, HW),
+    metric("hw_errors_total", "hw_errors_total", 1.0, HW),
+    metric("hw.power", "hw_power_watts", 1.0, HW),
+    metric("hw_power_watts", "hw_power_watts", 1.0, HW),
+    metric("hw.energy", "hw_energy_joules_total", 1.0, HW),
+    metric("hw_energy_joules_total", "hw_energy_joules_total", 1.0, HW),
+    metric("hw.temperature", "hw_temperature_celsius", 1.0, HW),
+    metric("hw_temperature_celsius", "hw_temperature_celsius", 1.0, HW),
+    // GPU collectors that extend the `hw.gpu.*` namespace (OpenLIT's, for one).
+    metric("hw.gpu.memory.free", "gpu_memory_free_bytes", 1.0, HW),
+    metric("hw.gpu.temperature", "gpu_temperature_celsius", 1.0, HW),
+    metric("hw.gpu.power.draw", "gpu_power_watts", 1.0, HW),
+    metric("hw.gpu.clock.graphics", "gpu_sm_clock_hertz", 1e6, HW),
+    // nvidia-smi exporters: utkuozdemir/nvidia_gpu_exporter (bytes, ratios) and the NVML
+    // exporters (`nvidia_gpu_*`: bytes, MB, duty cycle in percent).
+    metric(
+        "nvidia_smi_memory_used_bytes",
+        "gpu_memory_used_bytes",
+        1.0,
+        NVSMI,
+    ),
+    metric(
+        "nvidia_smi_memory_free_bytes",
+        "gpu_memory_free_bytes",
+        1.0,
+        NVSMI,
+    ),
+    metric(
+        "nvidia_smi_memory_total_bytes",
+        "gpu_memory_total_bytes",
+        1.0,
+        NVSMI,
+    ),
+    metric(
+        "nvidia_smi_utilization_gpu_ratio",
+        "gpu_utilization_ratio",
+        1.0,
+        NVSMI,
+    ),
+    metric(
+        "nvidia_smi_temperature_gpu",
+        "gpu_temperature_celsius",
+        1.0,
+        NVSMI,
+    ),
+    metric("nvidia_smi_power_draw_watts", "gpu_power_watts", 1.0, NVSMI),
+    metric(
+        "nvidia_gpu_memory_used_bytes",
+        "gpu_memory_used_bytes",
+        1.0,
+        NVSMI,
+    ),
+    metric(
+        "nvidia_gpu_memory_total_bytes",
+        "gpu_memory_total_bytes",
+        1.0,
+        NVSMI,
+    ),
+    metric(
+        "nvidia_gpu_memory_used_mb",
+        "gpu_memory_used_bytes",
+        1_048_576.0,
+        NVSMI,
+    ),
+    metric(
+        "nvidia_gpu_memory_total_mb",
+        "gpu_memory_total_bytes",
+        1_048_576.0,
+        NVSMI,
+    ),
+    metric(
+        "nvidia_gpu_duty_cycle",
+        "gpu_utilization_ratio",
+        0.01,
+        NVSMI,
+    ),
 ];
+
+const HW: &str = "otel-hw";
+const NVSMI: &str = "nvidia-smi";
+
+/// One device's GPU memory at one time, in canonical units (bytes, a fraction), as far as its
+/// sources report it: DCGM reports used and free, nvidia-smi used, free and total, the OTel
+/// hardware conventions usage and limit (and perhaps the used fraction).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct GpuMemory {
+    pub used_bytes: Option<f64>,
+    pub free_bytes: Option<f64>,
+    pub total_bytes: Option<f64>,
+    /// `gpu_memory_usage_ratio`: the used fraction of capacity, 0..=1.
+    pub usage_ratio: Option<f64>,
+}
+
+impl GpuMemory {
+    /// Canonical names of the four series, in the order of the fields.
+    pub const NAMES: [&'static str; 4] = [
+        "gpu_memory_used_bytes",
+        "gpu_memory_free_bytes",
+        "gpu_memory_total_bytes",
+        "gpu_memory_usage_ratio",
+    ];
+
+    /// The used fraction of capacity: used / total, else used / (used + free), else the
+    /// reported ratio (a percentage above 1 is read as percent). Memory is judged as this
+    /// fraction wherever capacity is known, so that sources in bytes, MiB or ratios agree and a
+    /// leak is measured against the room the device has.
+    pub fn fraction(&self) -> Option<f64> {
+        let positive = |v: Option<f64>| v.filter(|v| v.is_finite() && *v >= 0.0);
+        let used = positive(self.used_bytes);
+        let from_total = used
+            .zip(positive(self.total_bytes).filter(|t| *t > 0.0))
+            .map(|(u, t)| u / t);
+        let from_free = || {
+            used.zip(positive(self.free_bytes))
+                .filter(|(u, f)| u + f > 0.0)
+                .map(|(u, f)| u / (u + f))
+        };
+        let reported = || positive(self.usage_ratio).map(|r| if r > 1.0 { r / 100.0 } else { r });
+        from_total
+            .or_else(from_free)
+            .or_else(reported)
+            .map(|f| f.clamp(0.0, 1.0))
+    }
+}
 
 /// Maps an engine metric name to its canonical name. Histogram and summary series suffixes
 /// (`_bucket`, `_sum`, `_count`, `_created`) are stripped before the lookup and kept on the result.
@@ -777,6 +935,88 @@ mod tests {
         let (m, suffix) = canonical_metric("vllm:time_to_first_token_seconds_bucket").unwrap();
         assert_eq!((m.canonical, suffix), ("ttft_seconds", "_bucket"));
         assert!(canonical_metric("my_app_requests").is_none());
+    }
+
+    #[test]
+    fn device_metric_conventions_map_to_one_set_of_gpu_names() {
+        // the OTel hardware conventions over OTLP and through a Prometheus exporter, DCGM and
+        // nvidia-smi exporters: each memory and utilization source lands on a canonical name
+        let expected = [
+            ("hw.gpu.memory.usage", "gpu_memory_used_bytes", 1.0),
+            ("hw_gpu_memory_usage_bytes", "gpu_memory_used_bytes", 1.0),
+            ("hw.gpu.memory.limit", "gpu_memory_total_bytes", 1.0),
+            ("hw.gpu.memory.utilization", "gpu_memory_usage_ratio", 1.0),
+            ("hw.gpu.utilization", "gpu_utilization_ratio", 1.0),
+            ("hw_gpu_utilization_ratio", "gpu_utilization_ratio", 1.0),
+            ("hw.errors", "hw_errors_total", 1.0),
+            ("hw.power", "hw_power_watts", 1.0),
+            ("hw.temperature", "hw_temperature_celsius", 1.0),
+            ("DCGM_FI_DEV_FB_USED", "gpu_memory_used_bytes", 1_048_576.0),
+            ("DCGM_FI_DEV_FB_FREE", "gpu_memory_free_bytes", 1_048_576.0),
+            (
+                "nvidia_smi_memory_total_bytes",
+                "gpu_memory_total_bytes",
+                1.0,
+            ),
+            (
+                "nvidia_gpu_memory_used_mb",
+                "gpu_memory_used_bytes",
+                1_048_576.0,
+            ),
+            ("nvidia_gpu_duty_cycle", "gpu_utilization_ratio", 0.01),
+        ];
+        for (source, canonical, scale) in expected {
+            let (m, suffix) = canonical_metric(source).unwrap();
+            assert_eq!(
+                (m.canonical, m.scale, suffix),
+                (canonical, scale, ""),
+                "{source}"
+            );
+        }
+        for name in GpuMemory::NAMES {
+            assert!(
+                METRIC_NAMES.iter().any(|m| m.canonical == name),
+                "{name} has no source"
+            );
+        }
+    }
+
+    #[test]
+    fn gpu_memory_fraction_from_any_pair_of_sources() {
+        let gib = 1_073_741_824.0;
+        let of = |used, free, total, ratio| {
+            GpuMemory {
+                used_bytes: used,
+                free_bytes: free,
+                total_bytes: total,
+                usage_ratio: ratio,
+            }
+            .fraction()
+        };
+        let close = |got: Option<f64>, want: f64| {
+            assert!(
+                got.is_some_and(|g| (g - want).abs() < 1e-9),
+                "{got:?} vs {want}"
+            )
+        };
+        close(of(Some(20.0 * gib), None, Some(80.0 * gib), None), 0.25);
+        close(of(Some(20.0 * gib), Some(60.0 * gib), None, None), 0.25);
+        // total wins over free, free over a reported ratio
+        close(
+            of(Some(20.0 * gib), Some(0.0), Some(80.0 * gib), Some(0.9)),
+            0.25,
+        );
+        close(
+            of(Some(20.0 * gib), Some(60.0 * gib), None, Some(0.9)),
+            0.25,
+        );
+        close(of(None, None, None, Some(0.4)), 0.4);
+        close(of(None, None, None, Some(40.0)), 0.4);
+        // used bytes alone, a zero capacity or nothing: no fraction
+        assert_eq!(of(Some(gib), None, None, None), None);
+        assert_eq!(of(Some(0.0), Some(0.0), Some(0.0), None), None);
+        assert_eq!(of(None, Some(gib), Some(gib), None), None);
+        assert_eq!(of(Some(f64::NAN), None, Some(gib), None), None);
     }
 
     #[test]
