@@ -81,11 +81,11 @@ pub struct HoldLimits {
     /// Spans held at most; beyond it the oldest traces are released early.
     pub capacity_spans: usize,
     /// Released at once when complete: an engine's row (one that knows latency phases) whose
-    /// spans up to the trace's root have all arrived, so nothing above it can still come. A
-    /// receiver wants this (rows reach the store without waiting out the linger); what it
-    /// releases then is what waiting would have, unless a span of another trace names the
-    /// same request later (a gateway that lost the trace context): that span's row is then
-    /// dropped as a duplicate instead of merged.
+    /// spans up to the trace's root have all arrived, so nothing above it can still come. Rows
+    /// then reach the store without waiting out the linger and a bulk load holds next to
+    /// nothing; what is released is what waiting would have given, unless a span of another
+    /// trace names the same request later (a gateway that lost the trace context): that span's
+    /// row is then dropped as a duplicate instead of merged (counted once either way).
     pub release_complete: bool,
 }
 
@@ -99,21 +99,22 @@ impl HoldLimits {
         }
     }
 
-    /// What a file reader uses: a window of spans, no wall time.
+    /// What a file reader uses: a window of spans, no wall time (what is stored must not depend
+    /// on how fast the file is read), complete requests at once (a bulk load of engine spans
+    /// holds nothing).
     pub fn for_files() -> HoldLimits {
         HoldLimits {
             linger_spans: DEFAULT_LINGER_SPANS,
             linger: None,
             capacity_spans: DEFAULT_HOLD_SPANS,
-            release_complete: false,
+            release_complete: true,
         }
     }
 
-    /// What a receiver uses: a window of spans and of wall time, and complete requests at once.
+    /// What a receiver uses: a window of spans and of wall time, complete requests at once.
     pub fn for_receivers() -> HoldLimits {
         HoldLimits {
             linger: Some(DEFAULT_LINGER),
-            release_complete: true,
             ..HoldLimits::for_files()
         }
     }
@@ -202,7 +203,15 @@ impl RequestHold {
         let ExportRequests { links, candidates } = export;
         self.clock += links.len() as u64;
         let touched = (self.clock, now);
+        let (candidates, alone, mut released) = if self.limits.release_complete {
+            self.take_alone(candidates)
+        } else {
+            (candidates, HashSet::new(), Vec::new())
+        };
         for link in links {
+            if alone.contains(&link.trace) {
+                continue;
+            }
             let id = self.entry_of_trace(link.trace, touched);
             let key = (link.trace, link.span);
             let new = match link.parent {
@@ -226,11 +235,51 @@ impl RequestHold {
             }
             with_candidates.push(id);
         }
-        let mut released = self.release(now, false);
+        released.extend(self.release(now, false));
         if self.limits.release_complete {
             released.extend(self.release_complete(with_candidates));
         }
+        sort_rows(&mut released);
         released
+    }
+
+    /// The common case, released without being held: an engine's row (it knows phases) whose
+    /// span is its trace's root, alone of its trace in the export, of a trace and request id
+    /// nothing is held for. Returns the other candidates, the traces of those released, and
+    /// their rows.
+    fn take_alone(
+        &mut self,
+        candidates: Vec<Candidate>,
+    ) -> (Vec<Candidate>, HashSet<u128>, Vec<RequestRecord>) {
+        let mut per_trace: HashMap<u128, usize> = HashMap::with_capacity(candidates.len());
+        for candidate in &candidates {
+            *per_trace.entry(candidate.link.trace).or_default() += 1;
+        }
+        let mut rest = Vec::new();
+        let mut alone = HashSet::new();
+        let mut rows = Vec::new();
+        for candidate in candidates {
+            let trace = candidate.link.trace;
+            let is_alone = candidate.link.parent.is_none()
+                && per_trace.get(&trace) == Some(&1)
+                && breakdown_score(&candidate.row) > 0
+                && !self.by_trace.contains_key(&trace)
+                && candidate
+                    .row
+                    .request_id
+                    .as_ref()
+                    .is_none_or(|id| !self.by_request.contains_key(id));
+            if !is_alone {
+                rest.push(candidate);
+                continue;
+            }
+            alone.insert(trace);
+            if !self.is_released_duplicate(&candidate.row) {
+                self.remember_released(&candidate.row);
+                rows.push(candidate.row);
+            }
+        }
+        (rest, alone, rows)
     }
 
     /// Releases the traces due at `now` (for a receiver's periodic tick).
@@ -376,7 +425,6 @@ impl RequestHold {
                 released.extend(self.merge_entry(entry));
             }
         }
-        sort_rows(&mut released);
         released
     }
 
