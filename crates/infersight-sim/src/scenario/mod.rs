@@ -284,9 +284,9 @@ impl Plan {
                 "grows to the 60 s gateway timeout; requests time out (error.type=timeout)",
             )],
             Scenario::CachePollution => vec![cause(
-                cache_victim_dims(),
-                "ttft_ms p50",
-                "+≈130 ms (12k-token system prompt no longer cached); caused by tenant hooli's scans",
+                dims(&[("tenant", CACHE_SCANNER)]),
+                "ttft_ms p50 of the victim tenant on prefix-caching workers",
+                "the polluter: its scans evict the victims' 12k-token system prompt from the prefix cache (+≈130 ms TTFT on the victims' prefix-caching slice)",
             )],
             Scenario::InjectionResonance => vec![cause(
                 dims(&[("tenant", INJECTION_TENANT)]),
@@ -506,7 +506,8 @@ pub struct GroundTruth {
     /// for `healthy`.
     pub expected_runbooks: Vec<String>,
     pub dimension_attributes: crate::config::DimensionNames,
-    /// The variations of the run (see [`crate::variation`]); absent when there are none.
+    /// The variations that took effect in the run (see [`crate::variation`]; one that does not
+    /// apply to the scenario is left out); absent when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub variations: Vec<crate::variation::Variation>,
 }

@@ -273,6 +273,9 @@ impl Simulator {
     pub fn ground_truth(&self) -> GroundTruth {
         let mut truth = self.plan.ground_truth(&self.config, &self.fleet);
         self.conventions.restate(&mut truth);
+        // The variations that took effect: one that does not apply to the scenario is left out.
+        let scenario = self.config.scenario;
+        truth.variations.retain(|v| v.applies_to(scenario));
         truth
     }
 

@@ -129,17 +129,10 @@ impl Variation {
         }
     }
 
-    /// Whether the variation only renames or moves attributes (the fault, its reach and the
-    /// data's completeness unchanged).
-    pub fn only_renames(self) -> bool {
-        matches!(
-            self,
-            Variation::Openinference
-                | Variation::CustomNames
-                | Variation::ResourceDims
-                | Variation::HwMetrics
-                | Variation::ProcessTags
-        )
+    /// Whether the variation only renames span attributes (same span, same values, same
+    /// fault): the attribute dialects and a team's own names.
+    pub fn renames_span_attributes(self) -> bool {
+        matches!(self, Variation::Openinference | Variation::CustomNames)
     }
 
     /// Whether the variation changes anything in `scenario` that the ground truth or the data

@@ -344,3 +344,21 @@ fn variation_lists_parse_mix_by_seed_and_reject_conflicts() {
         assert!(variation::check_combination(&variation::mix(n)).is_ok());
     }
 }
+
+#[test]
+fn the_truth_lists_only_the_variations_that_took_effect() {
+    let config = small(
+        Scenario::SlowWorker,
+        &[
+            Variation::OnePod,
+            Variation::ThrottledPod,
+            Variation::Rollout,
+        ],
+    );
+    let truth = truth_of(&config);
+    assert_eq!(truth.variations, vec![Variation::Rollout]);
+    assert_eq!(truth.root_causes.len(), 1, "{:?}", truth.root_causes);
+    let plain = truth_of(&small(Scenario::SlowWorker, &[]));
+    assert!(plain.variations.is_empty());
+    assert_eq!(plain.root_causes, truth.root_causes);
+}
