@@ -14,13 +14,22 @@ use crate::{RcaContext, RcaReport, RootCause, SLICE_SPIKE_FACTOR, Signal};
 /// A latency spike confined to `subject` (too small to move the fleet's SLIs): its p50 or p99
 /// e2e or TTFT in the incident at least [`SLICE_SPIKE_FACTOR`] × the baseline's, with at least
 /// 30 requests on each side (a slice's p50 over hundreds of requests moves little by chance).
+/// `leaf_rollup`, when the causes came from one (attribute dimensions), is read instead of the
+/// store's rollups, which lack those dimensions.
 pub(crate) fn slice_latency_spike(
     store: &dyn infersight_store::StorageBackend,
+    leaf_rollup: Option<&Rollup>,
     ctx: &RcaContext,
     subject: &BTreeMap<String, String>,
 ) -> Result<Option<Signal>, QueryError> {
-    let parts = store.rollups(TimeRange::ALL)?;
-    let refs: Vec<&Rollup> = parts.iter().map(Arc::as_ref).collect();
+    let parts = match leaf_rollup {
+        Some(_) => Vec::new(),
+        None => store.rollups(TimeRange::ALL)?,
+    };
+    let refs: Vec<&Rollup> = match leaf_rollup {
+        Some(rollup) => vec![rollup],
+        None => parts.iter().map(Arc::as_ref).collect(),
+    };
     let filters: Vec<(String, String)> = subject
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))

@@ -7,12 +7,50 @@ use std::sync::Arc;
 
 use infersight_model::signal::SignalKind;
 use infersight_query::{QueryEngine, QueryError};
+use infersight_rollup::Rollup;
+use infersight_store::TimeRange;
 
 use crate::advice::{advice, derived_signals, promote_signals, slice_latency_spike};
-use crate::windows::localize_incident;
+use crate::attributes::attribute_rollup;
+use crate::windows::{Localized, localize_incident, relocalize};
 use crate::{
     RcaReport, RcaRequest, Signal, collect_signals, lineage, log_evidence, sequence_evidence,
 };
+
+/// When the first pass (over the stored rollups) found a symptom, localizes it again over the
+/// rollup's dimensions and the attribute dimensions of the windows' raw rows (see
+/// [`crate::attributes`]); returns the result and that rollup, or the first pass unchanged when
+/// no attribute qualifies.
+async fn with_attribute_dimensions(
+    engine: &QueryEngine,
+    request: RcaRequest,
+    localized: Localized,
+) -> Result<(Localized, Option<Arc<Rollup>>), QueryError> {
+    let found_symptom = localized
+        .report
+        .as_ref()
+        .is_some_and(|r| r.symptom.is_some());
+    let Some(chosen) = localized.chosen.clone().filter(|_| found_symptom) else {
+        return Ok((localized, None));
+    };
+    let range = TimeRange {
+        since_ns: chosen.baseline.since_ns,
+        until_ns: chosen.incident.until_ns,
+    };
+    let Some(attributes) = attribute_rollup(engine, range, &chosen.dimensions).await? else {
+        return Ok((localized, None));
+    };
+    tracing::debug!(keys = ?attributes.keys, "attribute dimensions");
+    let rollup = Arc::new(attributes.rollup);
+    let store = Arc::clone(engine.store());
+    let leaf_rollup = Arc::clone(&rollup);
+    let again = tokio::task::spawn_blocking(move || {
+        relocalize(store.as_ref(), request, &chosen, leaf_rollup.as_ref())
+    })
+    .await
+    .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))??;
+    Ok((again, Some(rollup)))
+}
 
 /// Runs the root-cause engine (blocking parts on a blocking thread).
 pub async fn analyse(engine: &QueryEngine, request: RcaRequest) -> Result<RcaReport, QueryError> {
@@ -21,6 +59,7 @@ pub async fn analyse(engine: &QueryEngine, request: RcaRequest) -> Result<RcaRep
     let localized = tokio::task::spawn_blocking(move || localize_incident(store.as_ref(), request))
         .await
         .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))??;
+    let (localized, leaf_rollup) = with_attribute_dimensions(engine, request, localized).await?;
     let Some(mut report) = localized.report else {
         return Ok(RcaReport {
             symptom: None,
@@ -75,13 +114,16 @@ pub async fn analyse(engine: &QueryEngine, request: RcaRequest) -> Result<RcaRep
     {
         let store = Arc::clone(engine.store());
         let (subject, ctx2) = (top.dimensions.clone(), ctx.clone());
+        let leaf_rollup = leaf_rollup.clone();
         let spike = tokio::task::spawn_blocking(move || {
-            slice_latency_spike(store.as_ref(), &ctx2, &subject)
+            slice_latency_spike(store.as_ref(), leaf_rollup.as_deref(), &ctx2, &subject)
         })
         .await
         .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))??;
         signals.extend(spike);
     }
+    // the polluter is the cause of what localization found where its pollution shows
+    crate::signals::polluters_first(&mut report, &signals);
     report.signals = signals;
     report.log_evidence = log_evidence(engine, &ctx).await?;
     report

@@ -16,6 +16,9 @@ pub(crate) struct Leaves<'a> {
     pub(crate) values: &'a [Vec<String>],
     pub(crate) base: &'a [Cell],
     pub(crate) incident: &'a [Cell],
+    /// Per leaf, what stands in for an empty baseline (its peers at the same time, or what it
+    /// replaced), when anything does.
+    pub(crate) stand_in: Vec<Option<&'a Cell>>,
     pub(crate) event_of: &'a (dyn Fn(&Cell) -> f64 + Send + Sync),
     pub(crate) denominator_of: &'a (dyn Fn(&Cell) -> f64 + Send + Sync),
 }
@@ -35,16 +38,37 @@ impl Leaves<'_> {
                 .push((self.event_of)(&self.incident[leaf]));
             measure
                 .numerator_forecast
-                .push((self.event_of)(&self.base[leaf]));
+                .push(self.baseline_value(leaf, self.event_of));
             measure
                 .denominator_real
                 .push((self.denominator_of)(&self.incident[leaf]));
             measure
                 .denominator_forecast
-                .push((self.denominator_of)(&self.base[leaf]));
+                .push(self.baseline_value(leaf, self.denominator_of));
         }
         localize_derived(&table, &measure, params)
             .map_err(|e| QueryError::Internal(format!("localization: {e}")))
+    }
+
+    /// `value` of the leaf's baseline cell; of its stand-in scaled to the leaf's own incident
+    /// requests (the stand-in's rates, at the leaf's volume), when it has one.
+    fn baseline_value(&self, leaf: usize, value: &(dyn Fn(&Cell) -> f64 + Send + Sync)) -> f64 {
+        match self.stand_in[leaf] {
+            Some(cell) if cell.requests > 0 => {
+                value(cell) * self.incident[leaf].requests as f64 / cell.requests as f64
+            }
+            _ => value(&self.base[leaf]),
+        }
+    }
+
+    /// Whether every leaf of `subset` under `elements` is compared with a stand-in (nothing of
+    /// it existed in the baseline).
+    pub(crate) fn all_stand_in(&self, subset: &[usize], elements: &[(String, String)]) -> bool {
+        let mut under = subset
+            .iter()
+            .filter(|&&leaf| self.matches(leaf, elements))
+            .peekable();
+        under.peek().is_some() && under.all(|&leaf| self.stand_in[leaf].is_some())
     }
 
     /// The slice `elements` (among `subset`) as a demand shift, when its requests' mean prompt
@@ -56,8 +80,8 @@ impl Leaves<'_> {
     ) -> Option<DemandShift> {
         let (mut base, mut inc) = ((0u64, 0u64), (0u64, 0u64));
         for &leaf in subset.iter().filter(|&&leaf| self.matches(leaf, elements)) {
-            base.0 += self.base[leaf].requests;
-            base.1 += self.base[leaf].input_tokens;
+            base.0 += self.baseline_value(leaf, &|c: &Cell| c.requests as f64) as u64;
+            base.1 += self.baseline_value(leaf, &|c: &Cell| c.input_tokens as f64) as u64;
             inc.0 += self.incident[leaf].requests;
             inc.1 += self.incident[leaf].input_tokens;
         }

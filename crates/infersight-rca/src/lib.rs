@@ -43,6 +43,7 @@
 
 pub mod advice;
 pub mod analyse;
+pub mod attributes;
 pub mod contract;
 pub mod error;
 pub mod incidents;

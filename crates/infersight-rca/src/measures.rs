@@ -3,7 +3,7 @@
 //! fleet cells the onset detector reads.
 
 use infersight_analytics::detect::{ChangeKind, DetectParams, Direction, detect_change};
-use infersight_rollup::{Cell, LatencySli, Rollup, merge_range};
+use infersight_rollup::{Cell, LatencySli, Rollup, combination_totals, merge_range};
 
 use crate::{DAY_NS, MINUTE_NS, THRESHOLD_QUANTILE};
 
@@ -27,6 +27,40 @@ pub(crate) struct Measure {
     pub(crate) eligible: fn(&Cell) -> bool,
     /// The fleet SLI value shown as the symptom (baseline, incident).
     pub(crate) fleet_values: (f64, f64),
+    /// For a latency measure, the threshold an event is over (the baseline p95, ms).
+    pub(crate) threshold_ms: Option<f64>,
+}
+
+impl Measure {
+    /// What changed, in words with numbers that differ and their units: for a latency measure
+    /// the share of requests over the baseline p95 (what was localized) and the p99 when it
+    /// moved visibly; for a rate, the rate in percent.
+    pub(crate) fn change_text(&self, baseline: &Cell, incident: &Cell) -> String {
+        let share = |c: &Cell| {
+            let d = (self.denominator_of)(c);
+            if d > 0.0 {
+                (self.event_of)(c) / d * 100.0
+            } else {
+                0.0
+            }
+        };
+        let (before, after) = (share(baseline), share(incident));
+        match self.threshold_ms {
+            Some(threshold) => {
+                let (p99_before, p99_after) = self.fleet_values;
+                let p99 = if format!("{p99_before:.0}") != format!("{p99_after:.0}") {
+                    format!(", p99 {p99_before:.0} ms → {p99_after:.0} ms")
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{}: requests over {threshold:.0} ms (the baseline p95) rose from {before:.1} % to {after:.1} %{p99}",
+                    self.name
+                )
+            }
+            None => format!("{} rose from {before:.2} % to {after:.2} %", self.name),
+        }
+    }
 }
 
 pub(crate) fn latency_measure(
@@ -53,6 +87,7 @@ pub(crate) fn latency_measure(
         // excess would otherwise be blamed on them
         eligible: |base| base.requests > 0,
         fleet_values: (p99(baseline), p99(incident)),
+        threshold_ms: Some(threshold),
     })
 }
 
@@ -87,6 +122,7 @@ pub(crate) fn cache_miss_measure(baseline: &Cell, incident: &Cell) -> Option<Mea
         // (workers without prefix caching) would make the noise model think the data exact
         eligible: |base| base.cached_tokens > 0,
         fleet_values: (miss(baseline), miss(incident)),
+        threshold_ms: None,
     })
 }
 
@@ -112,6 +148,7 @@ pub(crate) fn measures(baseline: &Cell, incident: &Cell) -> Vec<Measure> {
             rate(baseline.errors, baseline.requests),
             rate(incident.errors, incident.requests),
         ),
+        threshold_ms: None,
     });
     out.push(Measure {
         name: "abort_rate".into(),
@@ -126,6 +163,7 @@ pub(crate) fn measures(baseline: &Cell, incident: &Cell) -> Vec<Measure> {
             rate(baseline.truncated, baseline.requests),
             rate(incident.truncated, incident.requests),
         ),
+        threshold_ms: None,
     });
     out.extend(cache_miss_measure(baseline, incident));
     out
@@ -230,4 +268,166 @@ pub(crate) fn choose_onset(parts: &[&Rollup], first: i64, end: i64) -> Option<(i
     best_shift
         .or(best_spike)
         .map(|(_, onset, name)| (onset, name))
+}
+
+/// Most slices whose own series the onset detector reads when no fleet series changed.
+pub(crate) const MAX_ONSET_SLICES: usize = 64;
+/// At most this many slice onsets are tried, most significant first.
+pub(crate) const MAX_SLICE_ONSETS: usize = 5;
+/// A slice must carry at least this share of the reference's requests to get its own series.
+pub(crate) const MIN_ONSET_SLICE_SHARE: f64 = 0.01;
+
+/// Per-minute counts of one slice (one value of one dimension).
+#[derive(Clone, Default)]
+struct SliceMinute {
+    requests: f64,
+    errors: f64,
+    truncated: f64,
+    /// Requests over the fleet's reference p95 of TTFT, e2e and queue time, and how many had
+    /// each.
+    over: [f64; 3],
+    counted: [f64; 3],
+}
+
+/// The onset of a change confined to a slice too small to move any fleet series (one version,
+/// one pod, one model: a few percent of the traffic): the same series as [`choose_onset`], per
+/// value of every rollup dimension that carries at least [`MIN_ONSET_SLICE_SHARE`] of the
+/// reference's requests (the [`MAX_ONSET_SLICES`] largest), over the fleet's reference
+/// thresholds. Only a confirmed level shift counts (many series are read, so a lone spike is
+/// more likely chance); the [`MAX_SLICE_ONSETS`] most significant, best first, each named
+/// `sli of dim=value` (the caller keeps the first a symptom confirms).
+pub(crate) fn choose_slice_onsets(parts: &[&Rollup], first: i64, end: i64) -> Vec<(i64, String)> {
+    let reference_end = first + (end - first) / 3;
+    let reference = merge_range(parts, &[], Some(first), Some(reference_end));
+    let slis = [LatencySli::Ttft, LatencySli::E2e, LatencySli::Queue];
+    let thresholds: Vec<Option<f64>> = slis
+        .iter()
+        .map(|s| reference.sketch(*s).quantile(THRESHOLD_QUANTILE))
+        .collect();
+    let Some(slices) = onset_slices(parts, first, reference_end, reference.requests) else {
+        return Vec::new();
+    };
+    let index: std::collections::HashMap<&(usize, String), usize> =
+        slices.iter().enumerate().map(|(i, s)| (s, i)).collect();
+    let mut series: Vec<Vec<(i64, SliceMinute)>> = vec![Vec::new(); slices.len()];
+    let mut minute = first;
+    while minute < end {
+        let (_, combos) = combination_totals(parts, Some(minute), Some(minute + MINUTE_NS));
+        let mut counts: Vec<Option<SliceMinute>> = vec![None; slices.len()];
+        for (values, cell) in &combos {
+            let mut over = [0.0; 3];
+            let mut counted = [0.0; 3];
+            for (k, sli) in slis.iter().enumerate() {
+                let sketch = cell.sketch(*sli);
+                counted[k] = sketch.count() as f64;
+                if let Some(t) = thresholds[k] {
+                    over[k] = (sketch.count() - sketch.count_at_most(t)) as f64;
+                }
+            }
+            for (d, value) in values.iter().enumerate() {
+                let Some(&i) = index.get(&(d, value.clone())) else {
+                    continue;
+                };
+                let slot = counts[i].get_or_insert_with(SliceMinute::default);
+                slot.requests += cell.requests as f64;
+                slot.errors += cell.errors as f64;
+                slot.truncated += cell.truncated as f64;
+                for k in 0..3 {
+                    slot.over[k] += over[k];
+                    slot.counted[k] += counted[k];
+                }
+            }
+        }
+        for (i, count) in counts.into_iter().enumerate() {
+            if let Some(count) = count.filter(|c| c.requests > 0.0) {
+                series[i].push((minute, count));
+            }
+        }
+        minute += MINUTE_NS;
+    }
+    let names = parts
+        .first()
+        .map(|p| p.dimensions().to_vec())
+        .unwrap_or_default();
+    let mut found: Vec<(f64, i64, String)> = Vec::new();
+    for ((dim, value), points) in slices.iter().zip(&series) {
+        let ratio = |num: fn(&SliceMinute) -> (f64, f64)| -> Vec<(i64, f64)> {
+            points
+                .iter()
+                .filter_map(|(m, c)| {
+                    let (n, d) = num(c);
+                    (d > 0.0).then(|| (*m, n / d))
+                })
+                .collect()
+        };
+        let candidates: [(&str, Vec<(i64, f64)>); 5] = [
+            ("ttft", ratio(|c| (c.over[0], c.counted[0]))),
+            ("e2e", ratio(|c| (c.over[1], c.counted[1]))),
+            ("queue", ratio(|c| (c.over[2], c.counted[2]))),
+            ("error_rate", ratio(|c| (c.errors, c.requests))),
+            ("abort_rate", ratio(|c| (c.truncated, c.requests))),
+        ];
+        for (sli, points) in candidates {
+            let Some((z, onset)) = level_shift(&points, reference_end) else {
+                continue;
+            };
+            let dim_name = names.get(*dim).map_or("?", String::as_str);
+            found.push((z, onset, format!("{sli} of {dim_name}={value}")));
+        }
+    }
+    found.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.2.cmp(&b.2)));
+    found
+        .into_iter()
+        .take(MAX_SLICE_ONSETS)
+        .map(|(_, onset, name)| (onset, name))
+        .collect()
+}
+
+/// The slices (dimension index, value) that get their own onset series.
+fn onset_slices(
+    parts: &[&Rollup],
+    first: i64,
+    reference_end: i64,
+    reference_requests: u64,
+) -> Option<Vec<(usize, String)>> {
+    if reference_requests == 0 {
+        return None;
+    }
+    let (_, combos) = combination_totals(parts, Some(first), Some(reference_end));
+    let mut requests: std::collections::BTreeMap<(usize, String), u64> =
+        std::collections::BTreeMap::new();
+    for (values, cell) in &combos {
+        for (d, value) in values.iter().enumerate() {
+            *requests.entry((d, value.clone())).or_default() += cell.requests;
+        }
+    }
+    let mut slices: Vec<((usize, String), u64)> = requests
+        .into_iter()
+        .filter(|(_, n)| {
+            *n < reference_requests
+                && *n as f64 >= MIN_ONSET_SLICE_SHARE * reference_requests as f64
+        })
+        .collect();
+    slices.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    slices.truncate(MAX_ONSET_SLICES);
+    (!slices.is_empty()).then(|| slices.into_iter().map(|(s, _)| s).collect())
+}
+
+/// A confirmed upward level shift of `points` against the data before `reference_end`:
+/// `(peak z, onset)`.
+fn level_shift(points: &[(i64, f64)], reference_end: i64) -> Option<(f64, i64)> {
+    if points.len() < 20 {
+        return None;
+    }
+    let params = DetectParams {
+        direction: Direction::Up,
+        baseline_end_ns: Some(reference_end),
+        min_baseline_points: 10,
+        risk_q: 1e-5,
+        period_ns: Some(DAY_NS),
+        ..DetectParams::default()
+    };
+    let change = detect_change(points, &params).ok()??;
+    (change.kind == ChangeKind::LevelShift && change.confirmed)
+        .then_some((change.peak_z, change.onset_ns))
 }

@@ -12,7 +12,7 @@ use infersight_rollup::{Cell, Rollup, combination_totals, merge_range};
 use infersight_store::TimeRange;
 
 use crate::leaves::{DemandShift, Leaves, backfit};
-use crate::measures::{Measure, choose_onset, fleet_z, measures};
+use crate::measures::{Measure, choose_onset, choose_slice_onsets, fleet_z, measures};
 use crate::{
     DEMAND_SHIFT_PASSES, EXPLANATION_MIN_FACTOR, EXPLANATION_MIN_RISE, MIN_SYMPTOM_Z, MINUTE_NS,
     RcaContext, RcaReport, RcaRequest, RootCause, Signal, Symptom, Window,
@@ -23,6 +23,19 @@ pub(crate) struct Localized {
     pub(crate) context: RcaContext,
     /// Slices set aside because their prompts grew (see the module doc), as signals.
     pub(crate) demand_shifts: Vec<Signal>,
+    /// The windows analysed and the stored rollups' dimensions, for a second pass over
+    /// attribute dimensions; `None` when there was no data.
+    pub(crate) chosen: Option<Chosen>,
+}
+
+/// The windows one analysis settled on.
+#[derive(Debug, Clone)]
+pub(crate) struct Chosen {
+    pub(crate) incident: TimeRange,
+    pub(crate) baseline: TimeRange,
+    pub(crate) detected: Option<String>,
+    /// Dimensions of the stored rollups.
+    pub(crate) dimensions: Vec<String>,
 }
 
 pub(crate) fn localize_incident(
@@ -42,6 +55,7 @@ pub(crate) fn localize_incident(
             report: None,
             context: empty_context(),
             demand_shifts: Vec::new(),
+            chosen: None,
         });
     };
     let data_end = last_minute + MINUTE_NS;
@@ -68,25 +82,73 @@ pub(crate) fn localize_incident(
     };
     let windows = Windows {
         refs: &refs,
+        leaf_refs: None,
         request,
         first_minute,
         data_end,
     };
     let result = windows.analyse(incident, detected.clone())?;
-    // a change that no SLI confirms against its baseline was a false alarm of the detector:
-    // look at the data as if nothing had changed fleet-wide
-    if detected.is_some()
-        && request.incident.is_none()
-        && result.report.as_ref().is_some_and(|r| r.symptom.is_none())
-    {
+    let confirmed = |l: &Localized| l.report.as_ref().is_some_and(|r| r.symptom.is_some());
+    if request.incident.is_some() || confirmed(&result) {
+        return Ok(result);
+    }
+    // no fleet series changed, or its change was a false alarm of the detector (no SLI
+    // confirms it against its baseline): a change confined to a slice, the first whose window
+    // a symptom confirms; else look at the data as if nothing had changed
+    for (onset, series) in choose_slice_onsets(&refs, first_minute, data_end) {
+        let window = TimeRange {
+            since_ns: Some(onset),
+            until_ns: Some(data_end),
+        };
+        let sliced = windows.analyse(window, Some(series))?;
+        if confirmed(&sliced) {
+            return Ok(sliced);
+        }
+    }
+    if detected.is_some() {
         return windows.analyse(fallback(), None);
     }
     Ok(result)
 }
 
+/// Localizes again the windows `chosen` settled on, with leaves from `leaf_rollup` (the rows of
+/// those windows rolled up over more dimensions: see `attributes`); fleet totals still come from
+/// the stored rollups.
+pub(crate) fn relocalize(
+    store: &dyn infersight_store::StorageBackend,
+    request: RcaRequest,
+    chosen: &Chosen,
+    leaf_rollup: &Rollup,
+) -> Result<Localized, QueryError> {
+    let parts: Vec<Arc<Rollup>> = store.rollups(TimeRange::ALL)?;
+    let refs: Vec<&Rollup> = parts.iter().map(Arc::as_ref).collect();
+    let bounds = refs.iter().filter_map(|r| r.minute_bounds()).fold(
+        None,
+        |acc: Option<(i64, i64)>, (lo, hi)| {
+            Some(acc.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))))
+        },
+    );
+    let (first_minute, last_minute) = bounds.unwrap_or((0, 0));
+    let request = RcaRequest {
+        baseline: Some(chosen.baseline),
+        ..request
+    };
+    let leaf_refs = [leaf_rollup];
+    let windows = Windows {
+        refs: &refs,
+        leaf_refs: Some(&leaf_refs),
+        request,
+        first_minute,
+        data_end: last_minute + MINUTE_NS,
+    };
+    windows.analyse(chosen.incident, chosen.detected.clone())
+}
+
 /// The data and the caller's request, for analysing one choice of incident window.
 pub(crate) struct Windows<'a> {
     pub(crate) refs: &'a [&'a Rollup],
+    /// Where the leaves come from, when not from `refs`.
+    pub(crate) leaf_refs: Option<&'a [&'a Rollup]>,
     pub(crate) request: RcaRequest,
     pub(crate) first_minute: i64,
     pub(crate) data_end: i64,
@@ -106,6 +168,15 @@ impl Windows<'_> {
         let base_total = merge_range(refs, &[], baseline.since_ns, baseline.until_ns);
         let inc_total = merge_range(refs, &[], incident.since_ns, incident.until_ns);
         let mut report = self.empty_report(incident, baseline, detected.as_deref());
+        let chosen = Some(Chosen {
+            incident,
+            baseline,
+            detected: detected.clone(),
+            dimensions: refs
+                .first()
+                .map(|r| r.dimensions().to_vec())
+                .unwrap_or_default(),
+        });
         if base_total.requests == 0 || inc_total.requests == 0 {
             report.verdict = "not enough requests in the baseline or the incident window".into();
             return Ok(Localized {
@@ -117,9 +188,16 @@ impl Windows<'_> {
                     ..empty_context()
                 },
                 demand_shifts: Vec::new(),
+                chosen,
             });
         }
-        let cells = LeafCells::of(refs, baseline, incident);
+        let base_dimensions = refs.first().map_or(0, |r| r.dimensions().len());
+        let cells = LeafCells::of(
+            self.leaf_refs.unwrap_or(refs),
+            baseline,
+            incident,
+            base_dimensions,
+        );
         let mut scored: Vec<(f64, Measure)> = measures(&base_total, &inc_total)
             .into_iter()
             .map(|m| (fleet_z(&m, &base_total, &inc_total), m))
@@ -156,7 +234,18 @@ impl Windows<'_> {
             ..
         } = findings;
         report.fleet_wide = fleet_wide && causes.is_empty();
-        report.verdict = verdict(symptom.as_ref(), causes.first(), detected.as_deref(), onset);
+        let change = symptom.as_ref().and_then(|s| {
+            scored
+                .iter()
+                .find(|(_, m)| m.name == s.sli)
+                .map(|(_, m)| m.change_text(&base_total, &inc_total))
+        });
+        report.verdict = verdict(
+            change.as_deref(),
+            causes.first(),
+            detected.as_deref(),
+            onset,
+        );
         report.symptom = symptom;
         let context = RcaContext {
             baseline,
@@ -176,6 +265,7 @@ impl Windows<'_> {
             report: Some(report),
             context,
             demand_shifts,
+            chosen,
         })
     }
 
@@ -215,6 +305,8 @@ impl Windows<'_> {
             baseline_window: Some(window(baseline)),
             window_source: match (&self.request.incident, detected) {
                 (Some(_), _) => "given".into(),
+                // a slice's series is named `sli of dim=value`
+                (None, Some(sli)) if sli.contains('=') => format!("change in the {sli}"),
                 (None, Some(sli)) => format!("change in the fleet's {sli}"),
                 (None, None) => "fallback: last third (no fleet series changed)".into(),
             },
@@ -244,10 +336,22 @@ struct LeafCells {
     values: Vec<Vec<String>>,
     base: Vec<Cell>,
     incident: Vec<Cell>,
+    /// For a leaf without baseline traffic that carries a value new in the incident (a version,
+    /// build or pod that did not exist before): what stands in for its baseline (see
+    /// [`stand_ins`]): an index into `stand_in_cells`.
+    stand_in: Vec<Option<usize>>,
+    stand_in_cells: Vec<Cell>,
 }
 
 impl LeafCells {
-    fn of(refs: &[&Rollup], baseline: TimeRange, incident: TimeRange) -> LeafCells {
+    /// The leaves of `refs` in both windows; dimensions from `extra_from` on (attribute
+    /// dimensions) that split the leaves as an earlier one does, or not at all, are dropped.
+    fn of(
+        refs: &[&Rollup],
+        baseline: TimeRange,
+        incident: TimeRange,
+        extra_from: usize,
+    ) -> LeafCells {
         let (dims, base_leaves) = combination_totals(refs, baseline.since_ns, baseline.until_ns);
         let (_, inc_leaves) = combination_totals(refs, incident.since_ns, incident.until_ns);
         let mut leaf_of: BTreeMap<Vec<String>, usize> = BTreeMap::new();
@@ -256,6 +360,8 @@ impl LeafCells {
             values: Vec::new(),
             base: Vec::new(),
             incident: Vec::new(),
+            stand_in: Vec::new(),
+            stand_in_cells: Vec::new(),
         };
         for (values, cell, is_incident) in base_leaves
             .iter()
@@ -274,7 +380,37 @@ impl LeafCells {
                 cells.base[leaf].merge(cell);
             }
         }
+        cells.drop_redundant(extra_from);
+        (cells.stand_in, cells.stand_in_cells) =
+            stand_ins(&cells.values, &cells.base, &cells.incident);
         cells
+    }
+
+    /// Drops dimensions from `extra_from` on that take one value on every leaf, or map one to
+    /// one onto an earlier dimension's values (the same split under another name).
+    fn drop_redundant(&mut self, extra_from: usize) {
+        let mut keep: Vec<bool> = vec![true; self.dims.len()];
+        for d in extra_from..self.dims.len() {
+            let distinct: std::collections::BTreeSet<&String> =
+                self.values.iter().map(|v| &v[d]).collect();
+            if distinct.len() <= 1 || (0..d).any(|e| keep[e] && one_to_one(&self.values, d, e)) {
+                keep[d] = false;
+            }
+        }
+        if keep.iter().all(|k| *k) {
+            return;
+        }
+        let pick = |row: &Vec<String>| -> Vec<String> {
+            row.iter()
+                .zip(&keep)
+                .filter(|(_, k)| **k)
+                .map(|(v, _)| v.clone())
+                .collect()
+        };
+        self.dims = pick(&self.dims);
+        for row in &mut self.values {
+            *row = pick(row);
+        }
     }
 
     /// The leaves as `measure` counts them.
@@ -284,10 +420,104 @@ impl LeafCells {
             values: &self.values,
             base: &self.base,
             incident: &self.incident,
+            stand_in: self
+                .stand_in
+                .iter()
+                .map(|s| s.map(|i| &self.stand_in_cells[i]))
+                .collect(),
             event_of: &*measure.event_of,
             denominator_of: &*measure.denominator_of,
         }
     }
+
+    /// The leaf's baseline cell, or what stands in for it.
+    fn baseline_of(&self, leaf: usize) -> &Cell {
+        match self.stand_in[leaf] {
+            Some(i) => &self.stand_in_cells[i],
+            None => &self.base[leaf],
+        }
+    }
+}
+
+/// Whether dimensions `a` and `b` determine each other's value on every leaf.
+fn one_to_one(values: &[Vec<String>], a: usize, b: usize) -> bool {
+    let mut forward: BTreeMap<&String, &String> = BTreeMap::new();
+    let mut backward: BTreeMap<&String, &String> = BTreeMap::new();
+    values.iter().all(|row| {
+        *forward.entry(&row[a]).or_insert(&row[b]) == &row[b]
+            && *backward.entry(&row[b]).or_insert(&row[a]) == &row[a]
+    })
+}
+
+/// Fewest requests a stand-in baseline must hold.
+const MIN_STAND_IN_REQUESTS: u64 = 20;
+
+/// Stand-in baselines for leaves that have incident traffic but none in the baseline and carry
+/// a value no baseline leaf has (a rollout: a version, build or pod that exists only from the
+/// incident on). Its peers at the same time stand in: the incident cells of the leaves that
+/// agree with it on every other dimension and hold old values where it holds new ones (the
+/// same tenants and models on the old version); without such peers, what it replaced: the
+/// baseline cells of the leaves that agree with it on every other dimension. `None` for every
+/// other leaf, and where neither holds [`MIN_STAND_IN_REQUESTS`].
+fn stand_ins(
+    values: &[Vec<String>],
+    base: &[Cell],
+    incident: &[Cell],
+) -> (Vec<Option<usize>>, Vec<Cell>) {
+    let n_dims = values.first().map_or(0, Vec::len);
+    let old: Vec<std::collections::BTreeSet<&String>> = (0..n_dims)
+        .map(|d| {
+            values
+                .iter()
+                .zip(base)
+                .filter(|(_, cell)| cell.requests > 0)
+                .map(|(row, _)| &row[d])
+                .collect()
+        })
+        .collect();
+    let mut out: Vec<Option<usize>> = vec![None; values.len()];
+    let mut cells: Vec<Cell> = Vec::new();
+    // leaves with the same new dimensions and the same other values share their stand-in
+    let mut by_key: BTreeMap<(Vec<bool>, Vec<&String>), Option<usize>> = BTreeMap::new();
+    for leaf in 0..values.len() {
+        if base[leaf].requests > 0 || incident[leaf].requests == 0 {
+            continue;
+        }
+        let new: Vec<bool> = (0..n_dims)
+            .map(|d| !old[d].contains(&values[leaf][d]))
+            .collect();
+        if !new.iter().any(|n| *n) {
+            continue;
+        }
+        let others: Vec<&String> = (0..n_dims)
+            .filter(|&d| !new[d])
+            .map(|d| &values[leaf][d])
+            .collect();
+        let stand_in = by_key.entry((new.clone(), others)).or_insert_with(|| {
+            let agrees =
+                |row: &Vec<String>| (0..n_dims).all(|d| new[d] || row[d] == values[leaf][d]);
+            let mut peers = Cell::default();
+            for (p, row) in values.iter().enumerate() {
+                if agrees(row) && (0..n_dims).all(|d| !new[d] || old[d].contains(&row[d])) {
+                    peers.merge(&incident[p]);
+                }
+            }
+            if peers.requests < MIN_STAND_IN_REQUESTS {
+                peers = Cell::default();
+                for (p, row) in values.iter().enumerate() {
+                    if agrees(row) {
+                        peers.merge(&base[p]);
+                    }
+                }
+            }
+            (peers.requests >= MIN_STAND_IN_REQUESTS).then(|| {
+                cells.push(peers);
+                cells.len() - 1
+            })
+        });
+        out[leaf] = *stand_in;
+    }
+    (out, cells)
 }
 
 /// What the measures localized so far found, in the order they were localized.
@@ -314,7 +544,7 @@ impl Findings {
     ) -> Result<(), QueryError> {
         let leaves = cells.leaves(measure);
         let mut all: Vec<usize> = (0..cells.values.len())
-            .filter(|&leaf| (measure.eligible)(&cells.base[leaf]))
+            .filter(|&leaf| (measure.eligible)(cells.baseline_of(leaf)))
             .collect();
         let result = localize_apart_from_demand_shifts(
             &leaves,
@@ -343,7 +573,8 @@ impl Findings {
                 }
                 cause.elements = leaves.specialize(&all, cause.elements);
             }
-            let evidence = evidence(measure, z, &cause);
+            let peers = leaves.all_stand_in(&all, &cause.elements);
+            let evidence = evidence(measure, z, &cause, peers);
             self.add_cause(&cause, evidence, measure.explanatory);
         }
         if self.symptom.is_none() && !measure.explanatory {
@@ -442,10 +673,13 @@ fn localize_apart_from_demand_shifts(
 }
 
 /// One line of evidence for a cause `measure` found: the slice's rate in both windows.
+/// `peers`: the slice did not exist in the baseline, its peers at the same time (or what it
+/// replaced) stand in for it.
 fn evidence(
     measure: &Measure,
     z: f64,
     cause: &infersight_analytics::localize::RootCause,
+    peers: bool,
 ) -> String {
     let fleet = if measure.explanatory {
         format!(
@@ -456,8 +690,13 @@ fn evidence(
     } else {
         format!("fleet z {z:.1}")
     };
+    let compared = if peers {
+        "for its peers (new in the incident: same other attributes at the same time, or what it replaced)"
+    } else {
+        "in the baseline"
+    };
     format!(
-        "{}: {:.1} % of the slice's {} in the incident vs {:.1} % in the baseline ({fleet}); {:.0} % of the excess",
+        "{}: {:.1} % of the slice's {} in the incident vs {:.1} % {compared} ({fleet}); {:.0} % of the excess",
         measure.event,
         cause.real * 100.0,
         measure.unit,
@@ -466,14 +705,14 @@ fn evidence(
     )
 }
 
-/// The report's one-line verdict.
+/// The report's one-line verdict; `change` says what the symptom measure did.
 fn verdict(
-    symptom: Option<&Symptom>,
+    change: Option<&str>,
     top: Option<&RootCause>,
     detected: Option<&str>,
     onset: i64,
 ) -> String {
-    match (symptom, top) {
+    match (change, top) {
         (None, _) => match detected {
             Some(sli) => format!(
                 "{sli} changed at {} but no SLI moved significantly against the baseline: nothing to blame",
@@ -481,20 +720,14 @@ fn verdict(
             ),
             None => "no anomaly: SLIs are within their baseline; nothing to blame".into(),
         },
-        (Some(symptom), Some(top)) => format!(
-            "{} rose from {:.3} to {:.3} since {}; most likely cause: {} ({})",
-            symptom.sli,
-            symptom.baseline,
-            symptom.current,
+        (Some(change), Some(top)) => format!(
+            "{change} since {}; most likely cause: {} ({})",
             format_rfc3339(onset),
             Subject::describe(&top.dimensions),
             top.evidence[0]
         ),
-        (Some(symptom), None) => format!(
-            "{} rose from {:.3} to {:.3} since {} across the whole fleet: no specific slice explains it",
-            symptom.sli,
-            symptom.baseline,
-            symptom.current,
+        (Some(change), None) => format!(
+            "{change} since {} across the whole fleet: no specific slice explains it",
             format_rfc3339(onset)
         ),
     }

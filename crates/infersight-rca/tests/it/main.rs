@@ -4,6 +4,7 @@
 // Test code: a failed step should fail the test loudly, so unwrapping is fine here.
 #![allow(clippy::unwrap_used)]
 
+mod fleets;
 mod logs;
 mod prompts;
 mod support;
