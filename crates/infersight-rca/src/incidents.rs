@@ -47,6 +47,54 @@ impl std::fmt::Display for IncidentStatus {
     }
 }
 
+/// Where an episode opened by the watcher stands (`crate::watch`); a person's judgement is
+/// [`IncidentStatus`], apart from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IncidentState {
+    /// Detections still fire (or fired within the last quiet steps).
+    Open,
+    /// Quiet for the configured number of steps.
+    Resolved,
+}
+
+impl IncidentState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IncidentState::Open => "open",
+            IncidentState::Resolved => "resolved",
+        }
+    }
+}
+
+/// One event in an auto-opened incident's life: onset, detection, verdict updates, further
+/// detections, actions, resolution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimelineEntry {
+    /// RFC 3339, on the watcher's clock (simulated time in a replay).
+    pub at: String,
+    /// `onset`, `detected`, `detection`, `verdict`, `action`, `resolved`.
+    pub event: String,
+    pub detail: String,
+}
+
+/// What the watcher knows of an incident it opened: absent on incidents a person asked for
+/// (`infersight rca`, `POST /api/v1/rca`) and on incidents stored before the watcher existed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WatchRecord {
+    pub state: IncidentState,
+    /// RFC 3339: the earliest onset of the episode's detections.
+    pub onset: String,
+    /// RFC 3339: the step at which the first detection was confirmed.
+    pub detected_at: String,
+    /// RFC 3339: the step at which it resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_at: Option<String>,
+    /// What fired, one line each (`kind subject: detail`), in order of first firing.
+    pub detections: Vec<String>,
+    pub timeline: Vec<TimelineEntry>,
+}
+
 /// One stored RCA verdict.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Incident {
@@ -59,6 +107,9 @@ pub struct Incident {
     /// What the person who confirmed or rejected it said (the fix that worked, why it was wrong).
     pub note: Option<String>,
     pub rca: RcaReport,
+    /// Set when the watcher opened the incident (see [`WatchRecord`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<WatchRecord>,
 }
 
 /// The incidents of one data directory.
@@ -109,6 +160,41 @@ impl IncidentStore {
 
     /// Stores a new, open incident for `rca`.
     pub fn create(&self, rca: &RcaReport) -> Result<Incident, RcaError> {
+        self.create_with(rca, None)
+    }
+
+    /// Stores a new incident for `rca` that the watcher opened, with its record.
+    pub fn create_watched(
+        &self,
+        rca: &RcaReport,
+        watch: WatchRecord,
+    ) -> Result<Incident, RcaError> {
+        self.create_with(rca, Some(watch))
+    }
+
+    /// Rewrites an incident the watcher keeps up to date (a new verdict, a detection, its
+    /// resolution); a person's judgement stored meanwhile is kept.
+    pub fn update_watched(
+        &self,
+        id: &str,
+        rca: &RcaReport,
+        watch: &WatchRecord,
+    ) -> Result<Incident, RcaError> {
+        let mut incident = self.get(id)?;
+        incident.rca = rca.clone();
+        incident.rca.incident_id = None;
+        incident.watch = Some(watch.clone());
+        incident.updated_at = timestamp_now();
+        durable::write_atomic_concurrent(&self.path_of(id), &incident_bytes(&incident)?)
+            .map_err(durable_error)?;
+        Ok(incident)
+    }
+
+    fn create_with(
+        &self,
+        rca: &RcaReport,
+        watch: Option<WatchRecord>,
+    ) -> Result<Incident, RcaError> {
         std::fs::create_dir_all(&self.dir).map_err(|e| RcaError::io(&self.dir, e))?;
         let onset_ns = rca
             .symptom
@@ -125,7 +211,9 @@ impl IncidentStore {
             status: IncidentStatus::Open,
             note: None,
             rca: rca.clone(),
+            watch,
         };
+        incident.rca.incident_id = None;
         let counter = CREATE_COUNTER.fetch_add(1, Ordering::Relaxed);
         for attempt in 0..MAX_ID_ATTEMPTS {
             let mut hasher = DefaultHasher::new();

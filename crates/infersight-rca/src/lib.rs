@@ -52,6 +52,7 @@ pub mod logs;
 pub mod measures;
 pub mod record;
 pub mod signals;
+pub mod watch;
 pub mod windows;
 
 use infersight_store::TimeRange;
@@ -59,7 +60,9 @@ use infersight_store::TimeRange;
 pub use analyse::analyse;
 pub use contract::{LogEvidence, RcaReport, RcaRequest, RootCause, Signal, Symptom, Window};
 pub use error::RcaError;
-pub use incidents::{Incident, IncidentStatus, IncidentStore};
+pub use incidents::{
+    Incident, IncidentState, IncidentStatus, IncidentStore, TimelineEntry, WatchRecord,
+};
 pub use infersight_model::signal::{SignalKind, Subject};
 pub use logs::{LineageSummary, SequenceAnomaly, lineage, log_evidence, sequence_evidence};
 pub use record::{RecordedRca, analyse_and_record};

@@ -80,6 +80,11 @@ pub fn summary(incident: &Incident) -> serde_json::Value {
         "onset": rca.symptom.as_ref().map(|s| infersight_model::time::format_rfc3339(s.onset)),
         "root_causes": rca.root_causes.iter().map(|c| &c.dimensions).collect::<Vec<_>>(),
         "signals": rca.signals.iter().map(|s| &s.kind).collect::<Vec<_>>(),
+        // opened by the watcher: its episode's state and when it was detected (null otherwise)
+        "origin": if incident.watch.is_some() { "watch" } else { "rca" },
+        "state": incident.watch.as_ref().map(|w| w.state),
+        "detected_at": incident.watch.as_ref().map(|w| &w.detected_at),
+        "resolved_at": incident.watch.as_ref().and_then(|w| w.resolved_at.as_ref()),
     })
 }
 
@@ -488,5 +493,65 @@ mod tests {
         let d = service.knowledge_for(&first).unwrap();
         assert!(Arc::ptr_eq(&a, &d));
         assert!(Arc::ptr_eq(&c, &service.knowledge_for(&second).unwrap()));
+    }
+
+    #[tokio::test]
+    async fn incidents_the_watcher_opened_are_listed_with_state_and_detection_time() {
+        use infersight_rca::{IncidentState, WatchRecord};
+        let f = fixture(true);
+        let service = f.state.reports.clone().unwrap();
+        let rca = infersight_rca::analyse(&f.state.engine, Default::default())
+            .await
+            .unwrap();
+        let manual = service.create(rca.clone()).await.unwrap();
+        let mut record = WatchRecord {
+            state: IncidentState::Open,
+            onset: "2025-11-29T02:20:00.000Z".into(),
+            detected_at: "2025-11-29T02:22:00.000Z".into(),
+            resolved_at: None,
+            detections: vec!["sli_change (fleet): ttft rose".into()],
+            timeline: Vec::new(),
+        };
+        let watched = service
+            .incidents()
+            .create_watched(&rca, record.clone())
+            .unwrap();
+        let (status, _, body) = call(&f.state, "GET", "/api/v1/incidents", "").await;
+        assert_eq!(status, StatusCode::OK);
+        let list = json_of(&body);
+        let row = |id: &str| {
+            list["incidents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["id"] == id)
+                .cloned()
+                .unwrap()
+        };
+        let auto = row(&watched.id);
+        assert_eq!(auto["origin"], "watch");
+        assert_eq!(auto["state"], "open");
+        assert_eq!(auto["detected_at"], "2025-11-29T02:22:00.000Z");
+        assert_eq!(auto["resolved_at"], serde_json::Value::Null);
+        let asked = row(&manual.id);
+        assert_eq!(asked["origin"], "rca");
+        assert_eq!(asked["state"], serde_json::Value::Null);
+
+        record.state = IncidentState::Resolved;
+        record.resolved_at = Some("2025-11-29T02:40:00.000Z".into());
+        service
+            .incidents()
+            .update_watched(&watched.id, &rca, &record)
+            .unwrap();
+        let (_, _, body) = call(
+            &f.state,
+            "GET",
+            &format!("/api/v1/incidents/{}", watched.id),
+            "",
+        )
+        .await;
+        let shown = json_of(&body);
+        assert_eq!(shown["watch"]["state"], "resolved", "{shown}");
+        assert_eq!(shown["watch"]["resolved_at"], "2025-11-29T02:40:00.000Z");
     }
 }

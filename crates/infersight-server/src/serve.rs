@@ -110,6 +110,9 @@ pub struct ServeExtras {
     /// Where incident transitions go (Alertmanager, the signed webhook: `crate::notify`); SLO
     /// alerts already hold it. `None`: nowhere.
     pub notifier: Option<Arc<dyn infersight_model::notice::IncidentNotifier>>,
+    /// The watcher (`infersight_rca::watch`): detections on a fixed step open incidents by
+    /// themselves, stored with `reports`' incidents and handed to `notifier`. `None`: off.
+    pub watch: Option<infersight_rca::watch::WatchSettings>,
 }
 
 /// [`serve`] with [`ServeExtras`]: scrapers feeding the same ingest queue, the SLO evaluation
@@ -138,6 +141,7 @@ pub async fn serve_with(
         servers: spawn_servers(listeners, &receiver_state, api_app, &stop, ended_tx),
         alert_task: spawn_alert_loop(&extras, &store, &stop),
         action_task: spawn_action_loop(&extras, &store, &stop),
+        watch_task: spawn_watch_loop(&extras, &store, &stop),
         scrapers: spawn_scrapers(
             extras.scrape_targets,
             &settings,
@@ -364,6 +368,45 @@ fn spawn_action_loop(
     })
 }
 
+/// The watcher's loop, when it is on: one step every `step_ns` on the wall clock (the first at
+/// once; a late step delays the next), each step's failure logged, until `stop`. Its blocking
+/// parts run on blocking threads inside the step; ingest never waits for it.
+fn spawn_watch_loop(
+    extras: &ServeExtras,
+    store: &Arc<dyn StorageBackend>,
+    stop: &Stop,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let settings = extras.watch.clone()?;
+    let incidents = extras.reports.as_ref().map(|r| r.incidents().clone());
+    let interval =
+        std::time::Duration::from_nanos(u64::try_from(settings.step_ns).unwrap_or(30_000_000_000));
+    let mut watcher =
+        match infersight_rca::watch::Watcher::new(settings, incidents, extras.notifier.clone()) {
+            Ok(watcher) => watcher,
+            Err(error) => {
+                tracing::error!(%error, "the watcher is off: bad settings");
+                return None;
+            }
+        };
+    let engine = QueryEngine::new(store.clone());
+    let shutdown = stop.stopped();
+    Some(tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                _ = ticker.tick() => {}
+            }
+            let now = infersight_model::time::now_ns();
+            if let Err(error) = watcher.step(&engine, now).await {
+                tracing::warn!(%error, "watch step failed");
+            }
+        }
+    }))
+}
+
 /// The Prometheus scrapers, feeding the ingest queue until `stop`.
 fn spawn_scrapers(
     scrape_targets: Vec<ScrapeTarget>,
@@ -390,6 +433,7 @@ struct Running {
     servers: [(&'static str, ServerTask); 3],
     alert_task: Option<tokio::task::JoinHandle<()>>,
     action_task: Option<tokio::task::JoinHandle<()>>,
+    watch_task: Option<tokio::task::JoinHandle<()>>,
     scrapers: Vec<tokio::task::JoinHandle<()>>,
     /// The ingest queue's worker thread.
     worker: std::thread::JoinHandle<()>,
@@ -415,6 +459,12 @@ impl Running {
             && let Err(e) = task.await
         {
             tracing::error!(error = %e, "the action evaluation task failed");
+        }
+        // a step in progress ends (its incident write done) before the store closes
+        if let Some(task) = self.watch_task
+            && let Err(e) = task.await
+        {
+            tracing::error!(error = %e, "the watch task failed");
         }
         let mut first_error = None;
         for (name, task) in self.servers {

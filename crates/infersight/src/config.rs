@@ -39,6 +39,8 @@ pub struct Config {
     pub actions: infersight_server::actions::ActionsConfig,
     /// Where incident and SLO notifications go: Alertmanager, the signed webhook.
     pub notify: infersight_server::notify::NotifyConfig,
+    /// The watcher inside `serve` (and `infersight watch`): step, history, watermarks.
+    pub watch: WatchConfig,
     /// The duration settings above, parsed by `validate` when the configuration is loaded.
     #[serde(skip)]
     durations: Durations,
@@ -58,6 +60,7 @@ impl Default for Config {
             report: infersight_report::ReportConfig::default(),
             actions: infersight_server::actions::ActionsConfig::default(),
             notify: infersight_server::notify::NotifyConfig::default(),
+            watch: WatchConfig::default(),
             durations: Durations::default(),
         }
     }
@@ -298,6 +301,89 @@ impl Default for SloConfig {
     }
 }
 
+/// `[watch]`: the watcher that opens incidents by itself (`infersight_rca::watch`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WatchConfig {
+    /// Run the watcher inside `serve`.
+    pub enabled: bool,
+    /// Evaluation step.
+    pub step: String,
+    /// SLI history the baseline is learnt from (two days make it seasonal).
+    pub history: String,
+    /// Quiet steps before an incident resolves.
+    pub resolve_after_steps: u32,
+    /// How often an open incident's verdict is recomputed.
+    pub refresh_every: String,
+    /// How often the resource and behaviour detectors run.
+    pub behaviour_every: String,
+    /// Watermarks; 0 turns one off.
+    pub gpu_memory_used_fraction: f64,
+    pub kv_cache_usage_ratio: f64,
+    pub preemptions_per_minute: f64,
+    pub requests_waiting: f64,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        let s = infersight_rca::watch::WatchSettings::default();
+        let w = s.watermarks;
+        Self {
+            enabled: true,
+            step: "30s".into(),
+            history: "49h".into(),
+            resolve_after_steps: s.resolve_after_steps,
+            refresh_every: "5m".into(),
+            behaviour_every: "2m".into(),
+            gpu_memory_used_fraction: w.gpu_memory_used_fraction.unwrap_or(0.0),
+            kv_cache_usage_ratio: w.kv_cache_usage_ratio.unwrap_or(0.0),
+            preemptions_per_minute: w.preemptions_per_minute.unwrap_or(0.0),
+            requests_waiting: w.requests_waiting.unwrap_or(0.0),
+        }
+    }
+}
+
+impl Config {
+    /// The watcher's settings (with the SLOs of `[alerts]`); every problem names `watch.KEY`.
+    pub fn watch_settings(&self) -> Result<infersight_rca::watch::WatchSettings, Vec<String>> {
+        let w = &self.watch;
+        let mut errors = Vec::new();
+        let mut ns = |key: &str, text: &str| {
+            parse_duration(&mut errors, &format!("watch.{key}"), text)
+                .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        };
+        let (step_ns, history_ns) = (ns("step", &w.step), ns("history", &w.history));
+        let (refresh_every_ns, behaviour_every_ns) = (
+            ns("refresh_every", &w.refresh_every),
+            ns("behaviour_every", &w.behaviour_every),
+        );
+        let on = |v: f64| (v != 0.0).then_some(v);
+        let settings = infersight_rca::watch::WatchSettings {
+            step_ns,
+            history_ns,
+            resolve_after_steps: w.resolve_after_steps,
+            refresh_every_ns,
+            behaviour_every_ns,
+            watermarks: infersight_rca::watch::Watermarks {
+                gpu_memory_used_fraction: on(w.gpu_memory_used_fraction),
+                kv_cache_usage_ratio: on(w.kv_cache_usage_ratio),
+                preemptions_per_minute: on(w.preemptions_per_minute),
+                requests_waiting: on(w.requests_waiting),
+            },
+            slos: self.slos().unwrap_or_default(),
+            ..infersight_rca::watch::WatchSettings::default()
+        };
+        if errors.is_empty() {
+            errors.extend(settings.problems());
+        }
+        if errors.is_empty() {
+            Ok(settings)
+        } else {
+            Err(errors)
+        }
+    }
+}
+
 /// Every problem found while loading, each with where it is (`section.key`) and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigErrors(pub Vec<String>);
@@ -432,6 +518,7 @@ pub fn load(file: Option<&Path>, env: &[(String, String)]) -> Result<Config, Con
         &mut errors,
     );
     load_section("notify", raw.get("notify"), &mut config.notify, &mut errors);
+    load_section("watch", raw.get("watch"), &mut config.watch, &mut errors);
     match raw.get("version") {
         Some(toml::Value::Integer(v)) => config.version = u32::try_from(*v).unwrap_or(u32::MAX),
         Some(other) => errors.push(format!(
@@ -624,6 +711,9 @@ impl Config {
         );
         errors.extend(self.report.llm.validate());
         errors.extend(self.notify.validate());
+        if let Err(problems) = self.watch_settings() {
+            errors.extend(problems);
+        }
         if self.report.retrieval_limit == 0 {
             errors.push("report.retrieval_limit: must be at least 1".to_string());
         }

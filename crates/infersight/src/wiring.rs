@@ -100,6 +100,15 @@ pub fn serve_extras(
             None => manager,
         })
     });
+    let watch = if config.watch.enabled && config.store.rollups {
+        Some(
+            config
+                .watch_settings()
+                .map_err(|errors| CliError::usage(errors.join("; ")))?,
+        )
+    } else {
+        None
+    };
     Ok(infersight_server::serve::ServeExtras {
         scrape_targets: scrape_targets(config),
         alerts,
@@ -111,6 +120,7 @@ pub fn serve_extras(
         ))),
         access_audit: Some(access_audit(config)),
         notifier: notifier.map(|n| n as Arc<dyn infersight_model::notice::IncidentNotifier>),
+        watch,
     })
 }
 

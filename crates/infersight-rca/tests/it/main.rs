@@ -8,3 +8,4 @@ mod fleets;
 mod logs;
 mod prompts;
 mod support;
+mod watch;

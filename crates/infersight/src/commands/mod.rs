@@ -23,6 +23,7 @@ mod sli;
 mod store;
 mod templates;
 mod validate;
+mod watch;
 
 use clap::{Parser, Subcommand};
 
@@ -88,6 +89,9 @@ pub enum Command {
     BenchGen(bench_gen::BenchGenArgs),
     /// Store maintenance: statistics, flush, compaction, retention.
     Store(store::StoreArgs),
+    /// Replay the watcher of `serve` over stored data as if live, step by step, and print the
+    /// incidents it would have opened (detection time, verdict, top cause).
+    Watch(watch::WatchArgs),
 }
 
 impl Command {
@@ -122,5 +126,6 @@ pub async fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Mapping => mapping::run(),
         Command::BenchGen(args) => bench_gen::run(args).await,
         Command::Store(args) => store::run(args).await,
+        Command::Watch(args) => watch::run(args).await,
     }
 }

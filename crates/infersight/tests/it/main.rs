@@ -22,3 +22,4 @@ mod sli;
 mod support;
 mod ui;
 mod ui_logs;
+mod watch;

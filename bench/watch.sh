@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Detection delay (MTTD) and verdicts of the watcher (`infersight watch`, the replay of the
+# watcher `serve` runs) on the simulator: for each scenario and seed, `simulate` (30 min, 8
+# workers, 10 req/s, Poisson arrivals: the fleet of crates/infersight/tests/it/rca.rs; the fault
+# starts at minute 20), `ingest` (traces, metrics, and the [PROMPT] lines for the prompt
+# scenarios, as rca.rs does), `watch --format json` over the whole run, then a check against
+# ground_truth.json: the first incident detected at or after the onset, its delay, whether its
+# top causes are the ground truth's (rca.rs's rule), the expected signal kinds it lacks, and the
+# incidents opened before the onset (false alarms).
+#
+# Usage: bench/watch.sh [SCENARIOS (comma-separated, default all)] [SEEDS (default 1,2)]
+#        HEALTHY_HOURS=N bench/watch.sh healthy   # one long healthy run instead (incidents/day)
+# Env: INFERSIGHT (binary, default target/debug/infersight), OUT (work folder, default a temp dir).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN="${INFERSIGHT:-$PWD/target/debug/infersight}"
+OUT="${OUT:-$(mktemp -d /tmp/infersight-watch.XXXXXX)}"
+ALL="lora_kv_regression,gpu_memory_leak,batching_misconfig,cache_pollution,injection_resonance,truncation_surge,trace_context_loss,flow_control_stall,preemption_storm,slow_worker,two_causes,prompt_drift,healthy"
+SCENARIOS="${1:-$ALL}"
+SEEDS="${2:-1,2}"
+PROMPT_SCENARIOS=" prompt_drift healthy injection_resonance truncation_surge "
+mkdir -p "$OUT"
+echo "work folder: $OUT" >&2
+
+prompt_lines() { # the [PROMPT] lines of the raw engine logs, one file
+  cat "$1"/raw/* | grep -F '[PROMPT]' > "$1/prompts.log" || true
+  echo "$1/prompts.log"
+}
+
+run_one() { # scenario seed duration
+  local scenario=$1 seed=$2 duration=$3
+  local sim="$OUT/$scenario-$seed" data="$OUT/$scenario-$seed-data"
+  rm -rf "$sim" "$data"
+  local start=()
+  if [[ "$PROMPT_SCENARIOS" == *" $scenario "* ]]; then
+    # raw vLLM lines carry no year: date the run in the most recent past (as rca.rs does)
+    local minutes=${duration%[mh]}
+    if [[ $duration == *h ]]; then minutes=$(( minutes * 60 )); fi
+    minutes=$(( minutes + 5 ))
+    start=(--start $(( ( $(date +%s) - minutes * 60 ) / 60 * 60 )))
+  fi
+  "$BIN" simulate --scenario "$scenario" --seed "$seed" --duration "$duration" --workers 8 \
+    --rate 10 --arrivals poisson --quiet --format json --out "$sim" "${start[@]}" > /dev/null
+  local inputs=("$sim/traces.jsonl" "$sim/metrics.jsonl")
+  if [[ "$PROMPT_SCENARIOS" == *" $scenario "* ]]; then inputs+=("$(prompt_lines "$sim")"); fi
+  "$BIN" ingest --quiet --data "$data" "${inputs[@]}" > /dev/null
+  local since until
+  since=$(python3 -c "import json;print(json.load(open('$sim/ground_truth.json'))['start'])")
+  until=$(python3 -c "import json;print(json.load(open('$sim/ground_truth.json'))['end'])")
+  local t0=$SECONDS
+  "$BIN" watch --data "$data" --since "$since" --until "$until" --format json > "$sim/watch.json"
+  echo "$(( SECONDS - t0 ))" > "$sim/watch_seconds"
+}
+
+judge() { # scenario seed
+  python3 - "$OUT/$1-$2" <<'EOF'
+import json, sys
+from datetime import datetime
+d = sys.argv[1]
+truth = json.load(open(f"{d}/ground_truth.json"))
+incidents = json.load(open(f"{d}/watch.json"))
+secs = open(f"{d}/watch_seconds").read().strip()
+ts = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+name = f"{truth['scenario']} seed {truth['seed']}"
+if not truth["fault"]:
+    hours = (ts(truth["end"]) - ts(truth["start"])) / 3600
+    print(f"{name:32} healthy: {len(incidents)} incident(s) in {hours:.1f} h "
+          f"({len(incidents) * 24 / hours:.1f}/day)  replay {secs}s")
+    for i in incidents:
+        print(f"    false alarm at {i['detected_at']}: {[x['key'] for x in i['detections']]}")
+    sys.exit(0)
+onset = ts(truth["incident_window"]["start"])
+early = [i for i in incidents if ts(i["detected_at"]) < onset and (i["resolved_at"] and ts(i["resolved_at"]) < onset)]
+hit = next((i for i in incidents if i not in early), None)
+if hit is None:
+    print(f"{name:32} MISSED  (false alarms before onset: {len(early)})  replay {secs}s")
+    sys.exit(0)
+mttd = (ts(hit["detected_at"]) - onset) / 60
+subject = lambda v: tuple(sorted((v or {}).items()))
+want = [subject(c["dimensions"]) for c in truth["root_causes"]]
+got = [subject(c["dimensions"]) for c in hit["rca"]["root_causes"]]
+top_ok = all(w in got[: len(want)] for w in want)
+kinds = {s["kind"] for s in hit["rca"]["signals"]}
+missing = sorted({e["kind"] for e in truth["expected_signals"]} - kinds)
+fleet = any(x["kind"] == "sli_change" and not x["subject"] for x in hit["detections"])
+limit = 2 if fleet else 5
+first = hit["detections"][0]["key"] if hit["detections"] else "-"
+print(f"{name:32} mttd {mttd:+5.1f} min (limit {limit}: {'ok' if mttd <= limit else 'LATE'})  "
+      f"top cause {'ok' if top_ok else 'WRONG ' + str(got[:2]) + ' want ' + str(want)}  "
+      f"missing kinds {missing or '-'}  first {first}  early {len(early)}  replay {secs}s")
+EOF
+}
+
+if [[ "${HEALTHY_HOURS:-}" != "" ]]; then
+  run_one healthy 1 "${HEALTHY_HOURS}h"
+  judge healthy 1
+  exit 0
+fi
+for scenario in ${SCENARIOS//,/ }; do
+  for seed in ${SEEDS//,/ }; do
+    run_one "$scenario" "$seed" 30m
+    judge "$scenario" "$seed"
+  done
+done

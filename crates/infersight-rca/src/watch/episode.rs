@@ -1,0 +1,398 @@
+//! Incidents that open by themselves (step 5 of [`super`]): one incident per episode. The first
+//! step with a detection opens it (onset: the earliest onset among what fired, at most an hour
+//! back) and runs the RCA with the onset as the incident window's start and the hour before it
+//! as baseline; detections of later steps join it; the verdict is refreshed every
+//! `refresh_every_ns` while it is open; after `resolve_after_steps` steps without any detection
+//! it resolves with a last verdict over the episode (onset to its last detection). Every
+//! transition is stored (`IncidentStore::create_watched` / `update_watched`) and handed to the
+//! notifier.
+
+use infersight_model::notice::{IncidentNotice, IncidentNotifier, Severity, Transition as Change};
+use infersight_model::time::format_rfc3339;
+use infersight_query::QueryEngine;
+use infersight_store::TimeRange;
+use serde::Serialize;
+
+use super::{Detection, MINUTE_NS, WatchSettings};
+use crate::incidents::{IncidentState, TimelineEntry, WatchRecord};
+use crate::{IncidentStore, RcaError, RcaReport, RcaRequest, analyse};
+
+/// The longest look back for an episode's onset (a slow trend's onset may be far back).
+const MAX_ONSET_LOOKBACK_NS: i64 = 60 * MINUTE_NS;
+/// The RCA's baseline: the hour before the onset.
+const BASELINE_NS: i64 = 60 * MINUTE_NS;
+
+/// One incident the watcher opened, as it stands.
+#[derive(Debug, Clone, Serialize)]
+pub struct EpisodeReport {
+    /// The stored incident's id; `None` when the watcher stores nothing (a dry-run replay).
+    pub incident_id: Option<String>,
+    pub state: IncidentState,
+    #[serde(rename = "onset", serialize_with = "ser_ts")]
+    pub onset_ns: i64,
+    #[serde(rename = "detected_at", serialize_with = "ser_ts")]
+    pub detected_ns: i64,
+    #[serde(rename = "resolved_at", serialize_with = "ser_opt_ts")]
+    pub resolved_ns: Option<i64>,
+    /// Each thing that fired, at its first firing.
+    pub detections: Vec<Detection>,
+    pub timeline: Vec<TimelineEntry>,
+    /// The verdict when the incident opened (one line).
+    pub first_verdict: String,
+    /// The latest verdict.
+    pub rca: RcaReport,
+}
+
+impl EpisodeReport {
+    fn record(&self) -> WatchRecord {
+        WatchRecord {
+            state: self.state,
+            onset: format_rfc3339(self.onset_ns),
+            detected_at: format_rfc3339(self.detected_ns),
+            resolved_at: self.resolved_ns.map(format_rfc3339),
+            detections: self.detections.iter().map(Detection::line).collect(),
+            timeline: self.timeline.clone(),
+        }
+    }
+
+    /// The notice receivers get (Alertmanager labels and annotations, the webhook body).
+    pub fn notice(&self) -> IncidentNotice {
+        let cause = self
+            .rca
+            .root_causes
+            .first()
+            .map(|c| c.dimensions.clone())
+            .unwrap_or_default();
+        let from_subjects = |key: &str| {
+            cause.get(key).cloned().or_else(|| {
+                self.detections
+                    .iter()
+                    .find_map(|d| d.subject.get(key).cloned())
+            })
+        };
+        let paging = self
+            .detections
+            .iter()
+            .any(|d| d.kind == "sli_change" || d.key.ends_with("/page"));
+        let summary = match (&self.rca.symptom, cause.is_empty()) {
+            (Some(s), false) => format!(
+                "{} {:.0} → {:.0} since {} on {cause}",
+                s.sli,
+                s.baseline,
+                s.current,
+                format_rfc3339(self.onset_ns)
+            ),
+            (Some(s), true) => format!(
+                "{} {:.0} → {:.0} since {}",
+                s.sli,
+                s.baseline,
+                s.current,
+                format_rfc3339(self.onset_ns)
+            ),
+            (None, _) => self
+                .detections
+                .first()
+                .map_or_else(|| "incident".to_string(), Detection::line),
+        };
+        let mut description = self.rca.verdict.clone();
+        if let Some(first) = self.rca.suggestions.first() {
+            description.push_str("\nfirst step: ");
+            description.push_str(first);
+        }
+        IncidentNotice {
+            incident_id: self
+                .incident_id
+                .clone()
+                .unwrap_or_else(|| format!("watch-{}", self.onset_ns / 1_000_000_000)),
+            alertname: "InferenceIncident".into(),
+            severity: if paging {
+                Severity::Critical
+            } else {
+                Severity::Warning
+            },
+            summary,
+            description,
+            model: from_subjects("model"),
+            worker: from_subjects("worker"),
+            cause,
+            onset_ns: self.onset_ns,
+            detected_ns: self.detected_ns,
+            resolved_ns: self.resolved_ns,
+            report_path: self
+                .incident_id
+                .as_ref()
+                .map(|id| format!("/api/v1/incidents/{id}/report")),
+            extra_labels: Default::default(),
+        }
+    }
+
+    fn push(&mut self, at_ns: i64, event: &str, detail: String) {
+        self.timeline.push(TimelineEntry {
+            at: format_rfc3339(at_ns),
+            event: event.into(),
+            detail,
+        });
+    }
+}
+
+fn ser_ts<S: serde::Serializer>(ns: &i64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_rfc3339(*ns))
+}
+
+fn ser_opt_ts<S: serde::Serializer>(ns: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+    match ns {
+        Some(ns) => s.serialize_str(&format_rfc3339(*ns)),
+        None => s.serialize_none(),
+    }
+}
+
+/// A transition of one incident, as the step made it.
+#[derive(Debug, Clone)]
+pub struct Transition {
+    pub change: Change,
+    pub report: EpisodeReport,
+}
+
+/// The open episode.
+#[derive(Debug, Clone)]
+struct Open {
+    report: EpisodeReport,
+    quiet_steps: u32,
+    last_refresh_ns: i64,
+    /// The last step with a detection (the episode's end when it resolves).
+    last_active_ns: i64,
+}
+
+/// Every episode of this watcher.
+#[derive(Debug, Clone, Default)]
+pub struct Episodes {
+    closed: Vec<EpisodeReport>,
+    open: Option<Open>,
+}
+
+impl Episodes {
+    pub fn open_onset(&self) -> Option<i64> {
+        self.open.as_ref().map(|o| o.report.onset_ns)
+    }
+
+    pub fn open_id(&self) -> Option<String> {
+        self.open
+            .as_ref()
+            .and_then(|o| o.report.incident_id.clone())
+    }
+
+    pub fn reports(&self) -> Vec<EpisodeReport> {
+        let mut out = self.closed.clone();
+        out.extend(self.open.as_ref().map(|o| o.report.clone()));
+        out
+    }
+
+    /// Opens, updates or resolves the incident after a step at `now_ns` found `detections`.
+    pub async fn advance(
+        &mut self,
+        engine: &QueryEngine,
+        settings: &WatchSettings,
+        now_ns: i64,
+        detections: &[Detection],
+        store: Option<&IncidentStore>,
+        notifier: Option<&dyn IncidentNotifier>,
+    ) -> Result<Vec<Transition>, RcaError> {
+        let end_ns = now_ns.div_euclid(MINUTE_NS) * MINUTE_NS;
+        let Some(mut open) = self.open.take() else {
+            if detections.is_empty() {
+                return Ok(Vec::new());
+            }
+            let opened = open_episode(engine, now_ns, end_ns, detections, store).await?;
+            let transition = emit(Change::Opened, &opened.report, notifier);
+            self.open = Some(opened);
+            return Ok(vec![transition]);
+        };
+        let mut changed = false;
+        for d in detections {
+            if !open
+                .report
+                .detections
+                .iter()
+                .any(|known| known.key == d.key)
+            {
+                open.report.push(now_ns, "detection", d.line());
+                open.report.detections.push(d.clone());
+                changed = true;
+            }
+        }
+        if detections.is_empty() {
+            open.quiet_steps += 1;
+        } else {
+            open.quiet_steps = 0;
+            open.last_active_ns = end_ns;
+        }
+        if open.quiet_steps >= settings.resolve_after_steps {
+            let until = open.last_active_ns.max(open.report.onset_ns + MINUTE_NS);
+            refresh(engine, &mut open.report, until, now_ns).await?;
+            open.report.state = IncidentState::Resolved;
+            open.report.resolved_ns = Some(now_ns);
+            open.report.push(
+                now_ns,
+                "resolved",
+                format!("quiet for {} steps", open.quiet_steps),
+            );
+            save(store, &open.report).await?;
+            let transition = emit(Change::Resolved, &open.report, notifier);
+            self.closed.push(open.report);
+            return Ok(vec![transition]);
+        }
+        if now_ns - open.last_refresh_ns >= settings.refresh_every_ns {
+            changed |= refresh(engine, &mut open.report, end_ns, now_ns).await?;
+            open.last_refresh_ns = now_ns;
+        }
+        let mut out = Vec::new();
+        if changed {
+            save(store, &open.report).await?;
+            out.push(emit(Change::Updated, &open.report, notifier));
+        }
+        self.open = Some(open);
+        Ok(out)
+    }
+
+    /// The open incident's verdict over everything up to `now_ns` (the end of a replay).
+    pub async fn refresh_final(
+        &mut self,
+        engine: &QueryEngine,
+        now_ns: i64,
+        store: Option<&IncidentStore>,
+        notifier: Option<&dyn IncidentNotifier>,
+    ) -> Result<Vec<Transition>, RcaError> {
+        let Some(open) = self.open.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let end_ns = now_ns.div_euclid(MINUTE_NS) * MINUTE_NS;
+        if !refresh(engine, &mut open.report, end_ns, now_ns).await? {
+            return Ok(Vec::new());
+        }
+        open.last_refresh_ns = now_ns;
+        save(store, &open.report).await?;
+        Ok(vec![emit(Change::Updated, &open.report, notifier)])
+    }
+}
+
+/// A new episode from the detections of the step at `now_ns`, with its first verdict, stored.
+async fn open_episode(
+    engine: &QueryEngine,
+    now_ns: i64,
+    end_ns: i64,
+    detections: &[Detection],
+    store: Option<&IncidentStore>,
+) -> Result<Open, RcaError> {
+    let earliest = detections
+        .iter()
+        .map(|d| d.onset_ns)
+        .min()
+        .unwrap_or(end_ns);
+    let onset_ns = earliest
+        .div_euclid(MINUTE_NS)
+        .saturating_mul(MINUTE_NS)
+        .max(end_ns - MAX_ONSET_LOOKBACK_NS)
+        .min(end_ns - MINUTE_NS);
+    let rca = verdict(engine, onset_ns, end_ns).await?;
+    let mut report = EpisodeReport {
+        incident_id: None,
+        state: IncidentState::Open,
+        onset_ns,
+        detected_ns: now_ns,
+        resolved_ns: None,
+        detections: Vec::new(),
+        timeline: Vec::new(),
+        first_verdict: rca.verdict.clone(),
+        rca,
+    };
+    report.push(onset_ns, "onset", "earliest onset of what fired".into());
+    for d in detections {
+        report.push(now_ns, "detected", d.line());
+        report.detections.push(d.clone());
+    }
+    report.push(now_ns, "verdict", report.rca.verdict.clone());
+    if let Some(store) = store {
+        let (rca, record, store) = (report.rca.clone(), report.record(), store.clone());
+        let incident = tokio::task::spawn_blocking(move || store.create_watched(&rca, record))
+            .await
+            .map_err(|e| RcaError::Io(format!("incident store task failed: {e}")))??;
+        report.incident_id = Some(incident.id.clone());
+        report.rca.incident_id = Some(incident.id);
+    }
+    Ok(Open {
+        report,
+        quiet_steps: 0,
+        last_refresh_ns: now_ns,
+        last_active_ns: end_ns,
+    })
+}
+
+/// The RCA over `[onset, until)` against the hour before the onset.
+async fn verdict(
+    engine: &QueryEngine,
+    onset_ns: i64,
+    until_ns: i64,
+) -> Result<RcaReport, RcaError> {
+    let request = RcaRequest {
+        incident: Some(TimeRange {
+            since_ns: Some(onset_ns),
+            until_ns: Some(until_ns.max(onset_ns + MINUTE_NS)),
+        }),
+        baseline: Some(TimeRange {
+            since_ns: Some(onset_ns - BASELINE_NS),
+            until_ns: Some(onset_ns),
+        }),
+    };
+    Ok(analyse(engine, request).await?)
+}
+
+/// Recomputes the verdict over `[onset, until_ns)`; true when its one line changed.
+async fn refresh(
+    engine: &QueryEngine,
+    report: &mut EpisodeReport,
+    until_ns: i64,
+    now_ns: i64,
+) -> Result<bool, RcaError> {
+    let mut rca = verdict(engine, report.onset_ns, until_ns).await?;
+    rca.incident_id = report.incident_id.clone();
+    let changed = rca.verdict != report.rca.verdict;
+    if changed {
+        report.push(now_ns, "verdict", rca.verdict.clone());
+    }
+    report.rca = rca;
+    Ok(changed)
+}
+
+/// Writes the incident as it stands (when there is a store).
+async fn save(store: Option<&IncidentStore>, report: &EpisodeReport) -> Result<(), RcaError> {
+    let (Some(store), Some(id)) = (store, report.incident_id.clone()) else {
+        return Ok(());
+    };
+    let (rca, record, store) = (report.rca.clone(), report.record(), store.clone());
+    tokio::task::spawn_blocking(move || store.update_watched(&id, &rca, &record))
+        .await
+        .map_err(|e| RcaError::Io(format!("incident store task failed: {e}")))??;
+    Ok(())
+}
+
+/// Hands the transition to the notifier (which only enqueues) and returns it.
+fn emit(
+    change: Change,
+    report: &EpisodeReport,
+    notifier: Option<&dyn IncidentNotifier>,
+) -> Transition {
+    if let Some(notifier) = notifier {
+        notifier.notify(change, &report.notice());
+    }
+    tracing::info!(
+        incident = report.incident_id.as_deref().unwrap_or("-"),
+        transition = change.as_str(),
+        onset = %format_rfc3339(report.onset_ns),
+        verdict = %report.rca.verdict,
+        "watch"
+    );
+    Transition {
+        change,
+        report: report.clone(),
+    }
+}
