@@ -19,6 +19,9 @@
 //! - Rank: significant rises by `lift × ln(support)`, ties by lead; then templates whose rise
 //!   (likelihood ratio ≥ [`MIN_STEP_LLR`]) preceded the onset although the incident as a whole
 //!   is not significant for them, by lead. At most [`MAX_EVIDENCE`].
+//! - Lines: only lines about what the system did ([`system_lines`]): prompt and response lines
+//!   follow the users' text (a burst of new chats is a burst of new templates), the same rule as
+//!   for log sequences.
 //! - Slice: with a localized slice, `worker` filters the logs directly; other attributes join
 //!   logs to the slice's `requests` by `request_id` (the column, else the `request_id` attribute
 //!   `parse` lifts from engine lines) or `trace_id`, and also admit the logs of
@@ -256,6 +259,14 @@ async fn log_bounds(engine: &QueryEngine) -> Result<Option<(i64, i64)>, QueryErr
 }
 
 /// `'text'` with quotes doubled.
+/// The SQL condition, over the `log_class` column named `log_class`, that keeps the lines about
+/// what the system did and leaves out users' text: prompt and response lines (`prompt_input`,
+/// `response_output`) have templates that follow what users wrote, and the online miner keeps
+/// minting new ones for them. Template evidence and log sequences both read logs through it.
+pub(super) fn system_lines(log_class: &str) -> String {
+    format!("({log_class} IS NULL OR {log_class} NOT IN ('prompt_input', 'response_output'))")
+}
+
 pub(super) fn sql_string(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }
@@ -401,6 +412,7 @@ async fn collect_counts(
         let (with, joins, mut conditions) = slice.sql_parts();
         conditions.insert(0, ts_between("l.ts", scan_range));
         conditions.insert(1, "l.template_id IS NOT NULL".into());
+        conditions.insert(2, system_lines("l.log_class"));
         let sql = format!(
             "{with}SELECT l.template_id, CAST(l.ts AS BIGINT) / {MINUTE_NS} AS minute, count(*) AS records, \
              sum(CASE WHEN {} THEN 1 ELSE 0 END) AS in_baseline, \

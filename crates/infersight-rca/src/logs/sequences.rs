@@ -8,9 +8,10 @@
 //! - Session: the records of one `request_id` (the column, else the `request_id` attribute
 //!   `parse` lifts from engine lines), else one `trace_id`, with a template id, in time order
 //!   (ties by record order); it belongs to the window of its first record. Prompt and response
-//!   lines (`log_class` `prompt_input`, `response_output`) are left out: their templates follow
-//!   the users' text, not what the system did, and the online miner keeps minting new ones. Records without such
-//!   a key are not in any session. Sessions that start in the incident's last
+//!   lines (`log_class` `prompt_input`, `response_output`) are left out by
+//!   [`super::system_lines`]: their templates follow the users' text, not what the system did,
+//!   and the online miner keeps minting new ones. Records without such a key are not in any
+//!   session. Sessions that start in the incident's last
 //!   [`END_GRACE_NS`] are left out (they may still be running where the data ends, and would
 //!   look cut short). At most [`MAX_SESSION_EVENTS`] events per session and
 //!   [`MAX_RECORDS`] records in all are read (the newest are dropped first when over).
@@ -37,7 +38,9 @@ use infersight_analytics::sequence::{
 };
 
 use super::stats::ln_poisson_upper_tail;
-use super::{FAMILY_ALPHA, MIN_SUPPORT, i64_column, optional, string_column, ts_between};
+use super::{
+    FAMILY_ALPHA, MIN_SUPPORT, i64_column, optional, string_column, system_lines, ts_between,
+};
 use crate::RcaContext;
 use crate::contract::SequenceAnomaly;
 use infersight_query::QueryEngine;
@@ -128,10 +131,11 @@ async fn read_sessions(
         "SELECT COALESCE(request_id, CAST(json_get(attrs, 'request_id') AS VARCHAR), trace_id) AS session, \
            CAST(ts AS BIGINT) AS t, template_id, worker FROM logs \
          WHERE {} AND template_id IS NOT NULL \
-           AND (log_class IS NULL OR log_class NOT IN ('prompt_input', 'response_output')) \
+           AND {} \
            AND COALESCE(request_id, CAST(json_get(attrs, 'request_id') AS VARCHAR), trace_id) IS NOT NULL \
          ORDER BY t LIMIT {MAX_RECORDS}",
-        ts_between("ts", range)
+        ts_between("ts", range),
+        system_lines("log_class")
     );
     let output = engine.sql(&sql).await?;
     let mut interner = EventInterner::new();

@@ -1,5 +1,6 @@
 //! Lineage over a real store in a temporary directory (the lineage graph is crate-internal until
-//! the report walks it, so it is tested here rather than in `tests/it`).
+//! the report walks it, so it is tested here rather than in `tests/it`), and which lines template
+//! evidence reads.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -7,7 +8,7 @@ use std::sync::Arc;
 use infersight_model::{LogRecord, RequestRecord, Table, TableBatch};
 use infersight_store::{StorageBackend, Store, StoreOptions, TimeRange};
 
-use super::lineage;
+use super::{MAX_EVIDENCE, lineage, log_evidence};
 use crate::RcaContext;
 use infersight_query::QueryEngine;
 
@@ -176,4 +177,73 @@ async fn lineage_of_no_seeds_or_no_data_is_empty() {
     assert!(graph.edges.is_empty());
     let graph = lineage(&engine, &context(), &[]).await.unwrap();
     assert!(graph.nodes.is_empty());
+}
+
+/// Chat content mixed with engine events, as a fleet logs them: users' prompts and responses
+/// under templates the online miner keeps minting (new ones as new users arrive in the
+/// incident), steady engine stats lines, and one engine event whose rate rises at the onset.
+fn chat_and_engine_logs(seed: u64) -> Vec<LogRecord> {
+    let mut state = seed;
+    let mut next = move || {
+        // SplitMix64: deterministic per seed
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut logs = Vec::new();
+    for minute in 0..40 {
+        let at = |second: i64| BASE_NS + minute * MINUTE_NS + second * 1_000_000_000;
+        let incident = minute >= 30;
+        logs.push(log(at(0), "engine-stats", "w1", None, "{}"));
+        // chat lines: a few users per minute, each chat a prompt and a response line under a
+        // template of its own text; more and newer users in the incident
+        let chats = if incident { 8 } else { 2 };
+        for chat in 0..chats {
+            let user = next() % if incident { 12 } else { 4 } + if incident { 100 } else { 0 };
+            let second = 1 + chat * 5;
+            for (class, kind) in [("prompt_input", "prompt"), ("response_output", "response")] {
+                let mut line = log(at(second), &format!("{kind}-user{user}"), "w1", None, "{}");
+                line.log_class = Some(class.into());
+                logs.push(line);
+            }
+        }
+        // the engine event: once in the baseline, five a minute in the incident
+        if (incident && next() % 10 < 9) || minute == 10 {
+            for k in 0..if incident { 5 } else { 1 } {
+                logs.push(log(at(50 + k), "kv-preempt", "w1", None, "{}"));
+            }
+        }
+    }
+    logs
+}
+
+#[tokio::test]
+async fn template_evidence_leaves_users_text_out() {
+    for seed in [1, 2, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(StoreOptions::new(dir.path())).unwrap());
+        let logs = chat_and_engine_logs(seed);
+        let chat_templates: std::collections::BTreeSet<String> = logs
+            .iter()
+            .filter(|l| l.log_class.is_some())
+            .filter_map(|l| l.template_id.clone())
+            .collect();
+        store
+            .append(&[TableBatch {
+                table: Table::Logs,
+                batch: LogRecord::to_batch(&logs),
+            }])
+            .unwrap();
+        let engine = QueryEngine::new(store as Arc<dyn StorageBackend>);
+        let evidence = log_evidence(&engine, &context()).await.unwrap();
+        let ids: Vec<&str> = evidence.iter().map(|e| e.template_id.as_str()).collect();
+        assert!(evidence.len() <= MAX_EVIDENCE);
+        assert_eq!(ids.first(), Some(&"kv-preempt"), "seed {seed}: {ids:?}");
+        assert!(
+            ids.iter().all(|id| !chat_templates.contains(*id)),
+            "seed {seed}: users' text in the evidence: {ids:?}"
+        );
+    }
 }
