@@ -1,13 +1,16 @@
 //! Network receivers: OTLP/HTTP (`:4318`) and OTLP/gRPC (`:4317`), which are pushed to, and the
 //! Prometheus scrape receiver, which pulls. They decode and convert with this crate's protocol
 //! layer and hand canonical batches to a [`Sink`] (the server's ingest queue); the push receivers
-//! answer the client only once the sink has made them durable.
+//! answer the client only once the sink has made them durable. [`HeldRequests`] hands on the
+//! request rows held for spans of their request still to come when no export carries them.
 
+pub mod held;
 pub mod otlp_grpc;
 pub mod otlp_http;
 pub mod prom_scrape;
 pub mod sink;
 
+pub use held::HeldRequests;
 pub use sink::{Sink, SinkError, SinkFuture};
 
 use std::sync::Arc;

@@ -484,3 +484,70 @@ fn files_of_one_stream_merge_a_request_split_between_them() {
         assert_one_request(row, n as u32, &layout, false);
     }
 }
+
+/// Keeps the request rows it is given.
+#[derive(Default)]
+struct RowSink {
+    rows: std::sync::Mutex<Vec<RequestRecord>>,
+}
+
+impl infersight_ingest::Sink for RowSink {
+    fn submit(&self, batches: Vec<TableBatch>) -> infersight_ingest::SinkFuture {
+        for batch in batches.iter().filter(|b| b.table == Table::Requests) {
+            let rows = RequestRecord::from_batch(&batch.batch).unwrap();
+            self.rows.lock().unwrap().extend(rows);
+        }
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// A receiver's held rows reach the sink without another export: by the tick once their trace
+/// has been quiet for the linger, and all of them at shutdown.
+#[tokio::test]
+async fn held_rows_reach_the_sink_by_tick_and_at_shutdown() {
+    use infersight_ingest::otlp::correlate::HoldLimits;
+    use infersight_ingest::receivers::{HeldRequests, ReceiverState};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let sink = Arc::new(RowSink::default());
+    let limits = HoldLimits {
+        linger: Some(Duration::from_millis(50)),
+        ..HoldLimits::for_receivers()
+    };
+    let state = ReceiverState {
+        sink: sink.clone(),
+        mapper: Arc::new(AttributeMapper::default()),
+        span_tree: Arc::new(SpanTreeCache::with_limits(1024, limits)),
+        counters: Arc::new(infersight_model::telemetry::Counters::new()),
+        max_body_bytes: 1 << 20,
+        in_flight: Arc::new(tokio::sync::Semaphore::new(4)),
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let held = HeldRequests::spawn(&state, Duration::from_millis(10), async {
+        let _ = stop_rx.await;
+    });
+    let mapper = AttributeMapper::default();
+    // a gateway's span alone: held for its engine's
+    let gateway = export(request_spans(1, &[Service::Gateway], false));
+    let converted = traces_to_batches_with(&gateway, &mapper, Some(&state.span_tree)).unwrap();
+    assert!(requests_of(&converted).is_empty());
+    let mut waited = Duration::ZERO;
+    while sink.rows.lock().unwrap().is_empty() && waited < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        waited += Duration::from_millis(10);
+    }
+    assert_eq!(sink.rows.lock().unwrap().len(), 1, "released by the tick");
+
+    // an engine span whose parent never comes: held until shutdown at the latest
+    let mut orphan = request_spans(2, &[Service::Gateway, Service::Engine], false);
+    orphan.remove(0);
+    let converted =
+        traces_to_batches_with(&export(orphan), &mapper, Some(&state.span_tree)).unwrap();
+    assert!(requests_of(&converted).is_empty());
+    stop_tx.send(()).unwrap();
+    held.finish().await;
+    let rows = sink.rows.lock().unwrap();
+    assert_eq!(rows.len(), 2, "drained at shutdown");
+    assert_eq!(state.span_tree.held_requests(), 0);
+}
