@@ -3,9 +3,12 @@
 //! query per subject), judged by the detectors of `infersight_analytics::detect`.
 //!
 //! What each signal reads, and the thresholds added on top of the detectors' defaults:
-//! - `gpu_memory_leak` per worker: `gpu_memory_used_bytes` and `gpu_utilization_ratio` samples
-//!   of the incident (extended back to at least [`MIN_TREND_POINTS`] samples), the worker's mean
-//!   e2e per minute as latency evidence.
+//! - `gpu_memory_leak` per worker, judged per device (the `device` column, else the OTel
+//!   `hw.id` label) and reported for the worker: the used fraction of the device's capacity
+//!   (`GpuMemory::fraction`: used / total, used / (used + free) or the reported ratio, whatever
+//!   the convention; used bytes only where no capacity is reported) and `gpu_utilization_ratio`
+//!   (the busiest series of the device at each sample) of the incident, extended back to at
+//!   least [`MIN_TREND_POINTS`] samples; the worker's mean e2e per minute as latency evidence.
 //! - `queue_buildup` per (model, model_version) from `requests` (mean `queue_ms` against
 //!   arrivals per minute) and per worker from `requests_waiting`; queue rise ≥ 250 ms or ≥ 2
 //!   waiting requests.
@@ -32,8 +35,16 @@
 //!   baseline's prompts falling by ≥ 30 %, output-length 3σ outliers as corroboration; the
 //!   detail holds numbers only, never prompt text.
 //! - `error_burst` per worker and per (model, model_version): errored requests per minute.
-//! - `trace_context_loss` per (service, service.version): share of root spans without any child
-//!   span in their trace (a version new in the incident is judged against its service's baseline).
+//! - `trace_context_loss` per service and attribute: entry spans (no parent among the stored
+//!   spans: roots, or orphans of a client that exports nothing) are broken when they have no
+//!   child, their trace reaches no other service, or their trace has a second entry (a span
+//!   whose parent is missing); at most [`ENTRY_SAMPLE`] per service and side are read with their
+//!   attributes. The service as a whole and each group of its entries by a low-cardinality
+//!   attribute (resource or span, whatever it is named) whose broken share jumped (own baseline,
+//!   or the service's for a group new in the incident) compete; the group that best sets the
+//!   broken entries apart (F1) is the subject, ties going to a value new in the incident, then to
+//!   the service as a whole, then to a key naming a build, then to an OTel resource key, then
+//!   to fewer distinct values.
 //! - `flow_control_stall` per (service, service.version): root-span duration minus the engine's
 //!   e2e for requests with ≥ 256 output tokens; fires when the incident median of the per-minute
 //!   means is ≥ 100 ms and ≥ 5 robust σ above the service's baseline.
@@ -49,13 +60,15 @@ use arrow::datatypes::DataType;
 use infersight_analytics::detect::stats::{mad, median};
 use infersight_analytics::detect::{
     CachePollutionParams, CountSample, DetectParams, ErrorBurstParams, Finding, KvCacheInput,
-    KvCacheParams, LeakParams, MemoryInput, PromptDriftParams, PromptSample, ProportionParams,
-    QueueInput, QueueParams, ResonanceInput, ResonanceParams, TenantCacheSeries, cache_pollution,
-    error_burst, gpu_memory_leak, kv_cache_pressure, orphan_spans, prompt_drift, prompt_features,
-    queue_buildup, resonance, truncation_surge,
+    KvCacheParams, LeakParams, MemoryInput, MemoryUnit, PromptDriftParams, PromptSample,
+    ProportionParams, QueueInput, QueueParams, ResonanceInput, ResonanceParams, TenantCacheSeries,
+    cache_pollution, context_loss, error_burst, gpu_memory_leak, kv_cache_pressure, prompt_drift,
+    prompt_features, queue_buildup, resonance, truncation_surge,
 };
 
-use crate::{RcaContext, Signal};
+use crate::{RcaContext, RcaReport, RootCause, Signal};
+use infersight_model::RequestRecord;
+use infersight_model::attrs::{ValueTexts, read_attrs};
 use infersight_query::QueryEngine;
 use infersight_query::QueryError;
 
@@ -82,11 +95,26 @@ const PROMPT_PRESAMPLE: i64 = 8_192;
 const PROMPT_SAMPLE: i64 = 256;
 /// MinHash slots per prompt.
 const PROMPT_HASHES: usize = 64;
+/// Request rows sampled to find attributes that play the tenant's part.
+const TENANT_KEY_SAMPLE: i64 = 4_096;
+/// Most attributes judged as tenants, and most distinct values of one.
+const MAX_TENANT_KEYS: usize = 4;
+const MAX_TENANT_VALUES: usize = 64;
+/// Entry spans sampled per service and side of the split for trace-context loss.
+const ENTRY_SAMPLE: i64 = 4_096;
+/// Parents and the rest of a trace are looked up this far beyond the window.
+const TRACE_MARGIN_NS: i64 = 5 * MINUTE_NS;
+/// An attribute key with more distinct values (among a service's sampled entry spans) is an
+/// identifier, not a group.
+const MAX_KEY_VALUES: usize = 32;
+/// Two groups whose F1 differs by at most this much fit the broken entries equally well.
+const F1_TIE: f64 = 0.02;
 /// Requests are joined to prompt lines within the window widened by this much (a line is
 /// written when the engine starts the request, the request row is dated at its span's start).
 const PROMPT_JOIN_MARGIN_NS: i64 = 5 * MINUTE_NS;
 
 type Series = Vec<(i64, f64)>;
+use infersight_model::mapping::GpuMemory;
 use infersight_model::signal::{SignalKind, Subject};
 type StallPoint = (i64, f64, f64);
 
@@ -107,8 +135,17 @@ pub async fn collect_signals(
         &per_worker,
     ));
     signals.extend(worker_signals_from_metrics);
-    let tenants = read_tenant_minutes(engine, &window).await?;
+    let tenants = read_tenant_minutes(engine, &window, &TenantSource::Column).await?;
     signals.extend(tenant_signals(&tenants, &window));
+    let attribute_tenants = if tenants.len() < 2 {
+        tenant_attribute_keys(engine, &window).await?
+    } else {
+        Vec::new()
+    };
+    for source in attribute_tenants {
+        let by_value = read_tenant_minutes(engine, &window, &source).await?;
+        signals.extend(cache_pollution_signals(&source, &by_value, &window));
+    }
     signals.extend(prompt_drift_signals(engine, &window).await?);
     signals.extend(trace_signals(engine, &window).await?);
     signals.sort_by(|a, b| b.strength.total_cmp(&a.strength));
@@ -450,12 +487,20 @@ fn worker_signals(data: &WorkerMinutes, w: &Window) -> Vec<Signal> {
 
 // ------------------------------------------------------------------------ metrics per worker
 
-/// Per worker, canonical metric name → samples.
-type MetricSamples = BTreeMap<String, BTreeMap<String, Series>>;
+/// One worker's metric samples: canonical name → samples for the worker's own series, and per
+/// device (`device` column, else the OTel `hw.id` label) the GPU series.
+#[derive(Debug, Default)]
+struct WorkerMetrics {
+    names: BTreeMap<String, Series>,
+    devices: BTreeMap<String, BTreeMap<String, Series>>,
+}
 
-const LEAK_METRICS: [&str; 5] = [
-    "gpu_memory_used_bytes",
-    "gpu_utilization_ratio",
+/// Per worker, its samples.
+type MetricSamples = BTreeMap<String, WorkerMetrics>;
+
+/// GPU series, read per device: the four memory names of [`GpuMemory::NAMES`] and utilization.
+const GPU_UTILIZATION: &str = "gpu_utilization_ratio";
+const WORKER_METRICS: [&str; 3] = [
     "kv_cache_usage_ratio",
     "preemptions_total",
     "requests_waiting",
@@ -465,36 +510,118 @@ async fn read_metric_samples(
     engine: &QueryEngine,
     w: &Window,
 ) -> Result<MetricSamples, QueryError> {
-    let names = LEAK_METRICS
-        .iter()
-        .map(|n| format!("'{n}'"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    // One sample per (worker, name, scrape time): devices of one worker are averaged (memory
-    // and counters summed would need device identity; one GPU per worker is the common case).
+    let quoted = |names: &[&str]| {
+        names
+            .iter()
+            .map(|n| format!("'{n}'"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut gpu_names = GpuMemory::NAMES.to_vec();
+    gpu_names.push(GPU_UTILIZATION);
+    let (gpu, worker) = (quoted(&gpu_names), quoted(&WORKER_METRICS));
+    // One sample per (worker, device, name, scrape time): a worker's own series are averaged
+    // over what else tells them apart (an engine index); a GPU's utilization takes the busiest
+    // of its series (OTel `hw.gpu.utilization` has one per task: general, encoder, decoder).
     let sql = format!(
-        "SELECT worker, name, ts, avg(value) AS value FROM metrics \
-         WHERE {} AND name IN ({names}) AND worker IS NOT NULL AND worker <> '' \
-         GROUP BY worker, name, ts",
+        "SELECT worker, CASE WHEN name IN ({gpu}) \
+           THEN COALESCE(NULLIF(device, ''), json_get(labels, 'hw.id'), '') ELSE '' END AS device, \
+           name, ts, avg(value) AS value, max(value) AS peak FROM metrics \
+         WHERE {} AND name IN ({gpu}, {worker}) AND worker IS NOT NULL AND worker <> '' \
+         GROUP BY 1, 2, 3, 4",
         w.predicate("ts")
     );
     let rows = Rows::query(engine, &sql).await?;
     let mut out: MetricSamples = BTreeMap::new();
-    rows.for_each(&["worker", "name"], &["value"], &["ts"], |s, f, i| {
-        if let (Some(worker), Some(name), Some(value), Some(ts)) = (s[0], s[1], f[0], i[0]) {
-            out.entry(worker.to_string())
-                .or_default()
-                .entry(name.to_string())
-                .or_default()
-                .push((ts, value));
-        }
-    })?;
-    for names in out.values_mut() {
-        for series in names.values_mut() {
-            sort_series(series);
+    rows.for_each(
+        &["worker", "device", "name"],
+        &["value", "peak"],
+        &["ts"],
+        |s, f, i| {
+            let (Some(worker), Some(name), Some(value), Some(ts)) = (s[0], s[2], f[0], i[0]) else {
+                return;
+            };
+            let entry = out.entry(worker.to_string()).or_default();
+            if gpu_names.contains(&name) {
+                let value = if name == GPU_UTILIZATION {
+                    f[1].unwrap_or(value)
+                } else {
+                    value
+                };
+                entry
+                    .devices
+                    .entry(s[1].unwrap_or("").to_string())
+                    .or_default()
+                    .entry(name.to_string())
+                    .or_default()
+                    .push((ts, value));
+            } else {
+                entry
+                    .names
+                    .entry(name.to_string())
+                    .or_default()
+                    .push((ts, value));
+            }
+        },
+    )?;
+    for metrics in out.values_mut() {
+        metrics.names.values_mut().for_each(sort_series);
+        for names in metrics.devices.values_mut() {
+            names.values_mut().for_each(sort_series);
         }
     }
     Ok(out)
+}
+
+/// A device's memory as the leak detector judges it: the used fraction of capacity at each
+/// sample where a source gives one ([`GpuMemory::fraction`]; a capacity reported at other times
+/// than usage is carried to the nearest usage sample), else the used bytes.
+fn device_memory(names: &BTreeMap<String, Series>) -> (Series, MemoryUnit) {
+    let empty = Series::new();
+    let get = |name: &str| names.get(name).unwrap_or(&empty);
+    let [used_name, free_name, total_name, ratio_name] = GpuMemory::NAMES;
+    let (used, free, total, ratio) = (
+        get(used_name),
+        get(free_name),
+        get(total_name),
+        get(ratio_name),
+    );
+    let at = |series: &Series, ts: i64| {
+        series
+            .binary_search_by_key(&ts, |p| p.0)
+            .ok()
+            .map(|i| series[i].1)
+    };
+    // the capacity of the device: the sample nearest in time (it rarely changes)
+    let nearest = |series: &Series, ts: i64| {
+        let i = series.partition_point(|p| p.0 < ts);
+        [i.checked_sub(1), Some(i)]
+            .into_iter()
+            .flatten()
+            .filter_map(|j| series.get(j))
+            .min_by_key(|p| (p.0 - ts).unsigned_abs())
+            .map(|p| p.1)
+    };
+    let mut times: Vec<i64> = used.iter().chain(ratio).map(|p| p.0).collect();
+    times.sort_unstable();
+    times.dedup();
+    let fraction: Series = times
+        .iter()
+        .filter_map(|&ts| {
+            let memory = GpuMemory {
+                used_bytes: at(used, ts),
+                free_bytes: at(free, ts),
+                total_bytes: nearest(total, ts),
+                usage_ratio: at(ratio, ts),
+            };
+            memory.fraction().map(|f| (ts, f))
+        })
+        .collect();
+    if fraction.len() * 2 >= times.len() && !fraction.is_empty() {
+        (fraction, MemoryUnit::FractionOfCapacity)
+    } else {
+        (used.clone(), MemoryUnit::Bytes)
+    }
 }
 
 /// Per-sample increases of a cumulative counter (a drop is a reset: the new value counts).
@@ -592,6 +719,58 @@ fn per_minute(samples: &[(i64, f64)], fold: impl Fn(f64, f64) -> f64) -> Series 
     out
 }
 
+/// The strongest GPU-memory leak among a worker's devices, judged on the incident extended back
+/// until the trend has [`MIN_TREND_POINTS`] samples.
+fn worker_memory_leak(
+    worker: &str,
+    metrics: &WorkerMetrics,
+    latency: &Series,
+    params: &LeakParams,
+    w: &Window,
+) -> Option<Signal> {
+    let mut best: Option<(Finding, &str)> = None;
+    for (device, names) in &metrics.devices {
+        let (memory, unit) = device_memory(names);
+        if memory.is_empty() {
+            continue;
+        }
+        let in_incident = memory.iter().filter(|p| p.0 >= w.split_ns).count();
+        let take = in_incident.max(MIN_TREND_POINTS).min(memory.len());
+        let memory_window = &memory[memory.len() - take..];
+        let from = memory_window[0].0;
+        let utilization: Series = names
+            .get(GPU_UTILIZATION)
+            .into_iter()
+            .flatten()
+            .filter(|p| p.0 >= from)
+            .map(|p| (p.0, p.1.clamp(0.0, 1.0)))
+            .collect();
+        let latency: Series = latency.iter().copied().filter(|p| p.0 >= from).collect();
+        let input = MemoryInput {
+            worker,
+            memory: memory_window,
+            unit,
+            utilization: &utilization,
+            latency_ms: &latency,
+        };
+        if let Ok(Some(finding)) = gpu_memory_leak(&input, params)
+            && best.as_ref().is_none_or(|(b, _)| finding.score > b.score)
+        {
+            best = Some((finding, device));
+        }
+    }
+    let (finding, device) = best?;
+    let mut s = signal(
+        &finding,
+        subject(&[("worker", worker)]),
+        SignalKind::GpuMemoryLeak,
+    );
+    if !device.is_empty() {
+        s.detail = format!("device {device}: {}", finding.detail);
+    }
+    Some(s)
+}
+
 fn metric_signals(metrics: &MetricSamples, requests: &WorkerMinutes, w: &Window) -> Vec<Signal> {
     let mut out = Vec::new();
     let by_worker = requests.group(|k| (!k.0.is_empty()).then(|| k.0.clone()));
@@ -605,45 +784,19 @@ fn metric_signals(metrics: &MetricSamples, requests: &WorkerMinutes, w: &Window)
         ..QueueParams::default()
     };
     let empty = Series::new();
-    for (worker, names) in metrics.iter().take(MAX_SUBJECTS * 4) {
+    for (worker, metrics) in metrics.iter().take(MAX_SUBJECTS * 4) {
+        let names = &metrics.names;
         let get = |name: &str| names.get(name).unwrap_or(&empty);
-        // GPU memory: the incident, extended back until the trend has enough samples.
-        let memory = get("gpu_memory_used_bytes");
-        if !memory.is_empty() {
-            let in_incident = memory.iter().filter(|p| p.0 >= w.split_ns).count();
-            let take = in_incident.max(MIN_TREND_POINTS).min(memory.len());
-            let memory_window = &memory[memory.len() - take..];
-            let from = memory_window[0].0;
-            let utilization: Series = get("gpu_utilization_ratio")
-                .iter()
-                .filter(|p| p.0 >= from)
-                .map(|p| (p.0, p.1.clamp(0.0, 1.0)))
-                .collect();
-            let latency: Series = by_worker
-                .get(worker)
-                .map(|m| {
-                    m.iter()
-                        .filter(|(t, c)| **t >= from && c.requests > 0.0)
-                        .map(|(t, c)| (*t, c.e2e_sum_ms / c.requests))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let input = MemoryInput {
-                worker,
-                memory_bytes: memory_window,
-                utilization: &utilization,
-                latency_ms: &latency,
-            };
-            if !utilization.is_empty()
-                && let Ok(Some(finding)) = gpu_memory_leak(&input, &leak)
-            {
-                out.push(signal(
-                    &finding,
-                    subject(&[("worker", worker)]),
-                    SignalKind::GpuMemoryLeak,
-                ));
-            }
-        }
+        let latency: Series = by_worker
+            .get(worker)
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, c)| c.requests > 0.0)
+                    .map(|(t, c)| (*t, c.e2e_sum_ms / c.requests))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.extend(worker_memory_leak(worker, metrics, &latency, &leak, w));
         // KV usage: the per-minute peak (a scrape catches a lightly loaded worker between
         // bursts, but the pool filling up within the minute is what preempts); preemptions:
         // per-minute increases of the counter.
@@ -706,20 +859,24 @@ struct TenantMinute {
     drafted: f64,
 }
 
+/// Per value of the tenant dimension (`source`: the `tenant` column, or an attribute that plays
+/// the tenant's part) and minute, the tenant-side counts.
 async fn read_tenant_minutes(
     engine: &QueryEngine,
     w: &Window,
+    source: &TenantSource,
 ) -> Result<BTreeMap<String, BTreeMap<i64, TenantMinute>>, QueryError> {
     let p = w.predicate("ts");
+    let tenant = source.sql();
     // Prefix-cache workers: those that served any cached token in the window; only their
     // requests say anything about a tenant's prefix-cache hit rate.
     let sql = format!(
         "WITH caching AS (SELECT worker AS caching_worker FROM requests WHERE {p} \
            GROUP BY worker HAVING sum(cached_tokens) > 0), \
-         r AS (SELECT tenant, ts, worker, cached_tokens, input_tokens, spec_draft_tokens, \
+         r AS (SELECT {tenant} AS tenant, ts, worker, cached_tokens, input_tokens, spec_draft_tokens, \
            spec_accepted_tokens, \
            COALESCE(json_get(attrs, 'serving.guardrail.injection_score'), json_get(attrs, 'guardrail.injection_score')) AS injection \
-           FROM requests WHERE {p} AND tenant IS NOT NULL AND tenant <> '') \
+           FROM requests WHERE {p} AND {tenant} IS NOT NULL AND {tenant} <> '') \
          SELECT r.tenant AS tenant, date_trunc('minute', r.ts) AS minute, count(*) AS n, \
            sum(CASE WHEN caching_worker IS NOT NULL THEN COALESCE(cached_tokens, 0) ELSE 0 END) AS cached, \
            sum(CASE WHEN caching_worker IS NOT NULL THEN COALESCE(input_tokens, 0) ELSE 0 END) AS input, \
@@ -768,14 +925,118 @@ async fn read_tenant_minutes(
     Ok(out)
 }
 
-fn tenant_signals(data: &BTreeMap<String, BTreeMap<i64, TenantMinute>>, w: &Window) -> Vec<Signal> {
-    let mut out = Vec::new();
+/// Where a request's tenant is read: the `tenant` column (the mapped names: `tenant`,
+/// `tenant.id`, …), or an attribute that plays the tenant's part in a fleet whose tenant key is
+/// in no mapping table (`user.org`, an API key's hash).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TenantSource {
+    Column,
+    Attribute(String),
+}
+
+impl TenantSource {
+    /// The SQL expression of a request's tenant.
+    fn sql(&self) -> String {
+        match self {
+            TenantSource::Column => "tenant".into(),
+            TenantSource::Attribute(key) => {
+                format!("json_get(attrs, '{}')", key.replace('\'', "''"))
+            }
+        }
+    }
+
+    /// The subject key of a tenant of this source.
+    fn key(&self) -> &str {
+        match self {
+            TenantSource::Column => "tenant",
+            TenantSource::Attribute(key) => key,
+        }
+    }
+}
+
+/// Attribute keys of `requests` that may play the tenant's part (read when the `tenant` column
+/// holds fewer than two tenants): scalar keys of at most [`MAX_TENANT_VALUES`] distinct values (at
+/// least two) on at least half of a sample of the window's rows, that are not a canonical
+/// column; keys whose name says who sends (org, tenant, customer, account, user, team, project,
+/// client, key) first, then by more distinct values; at most [`MAX_TENANT_KEYS`].
+async fn tenant_attribute_keys(
+    engine: &QueryEngine,
+    w: &Window,
+) -> Result<Vec<TenantSource>, QueryError> {
+    let p = w.predicate("ts");
+    let sql = format!(
+        "WITH r AS (SELECT ts, tenant, attrs, row_number() OVER (ORDER BY ts) AS rn, \
+           count(*) OVER () AS n FROM requests WHERE {p}) \
+         SELECT tenant, attrs FROM r WHERE (rn - 1) % ((n + {TENANT_KEY_SAMPLE} - 1) / {TENANT_KEY_SAMPLE}) = 0"
+    );
+    let rows = Rows::query(engine, &sql).await?;
+    let mut tenants: Vec<String> = Vec::new();
+    let mut rows_read = 0usize;
+    let mut values: BTreeMap<String, (usize, Vec<String>)> = BTreeMap::new();
+    let mut texts = ValueTexts::default();
+    rows.for_each(&["tenant", "attrs"], &[], &[], |s, _, _| {
+        rows_read += 1;
+        if let Some(t) = s[0].filter(|t| !t.is_empty())
+            && tenants.len() < 2
+            && !tenants.iter().any(|known| known == t)
+        {
+            tenants.push(t.to_string());
+        }
+        let mut entries = Vec::new();
+        if !read_attrs(s[1].unwrap_or("{}"), &mut entries) {
+            return;
+        }
+        for (key, value) in &entries {
+            let Some(text) = texts.text(value) else {
+                continue;
+            };
+            let (count, seen) = values.entry(key.to_string()).or_default();
+            *count += 1;
+            if seen.len() <= MAX_TENANT_VALUES && !seen.iter().any(|v| v == text) {
+                seen.push(text.to_string());
+            }
+        }
+    })?;
+    if tenants.len() >= 2 {
+        return Ok(Vec::new());
+    }
+    let sender = |key: &str| {
+        let key = key.to_ascii_lowercase();
+        [
+            "org", "tenant", "customer", "account", "user", "team", "project", "client", "key",
+        ]
+        .iter()
+        .any(|word| key.split(['.', '_', '-', '/']).any(|part| part == *word))
+    };
+    let mut keys: Vec<(bool, usize, String)> = values
+        .into_iter()
+        .filter(|(key, (count, seen))| {
+            (2..=MAX_TENANT_VALUES).contains(&seen.len())
+                && 2 * count >= rows_read
+                && RequestRecord::COLUMNS.iter().all(|c| c != key)
+        })
+        .map(|(key, (_, seen))| (!sender(&key), usize::MAX - seen.len(), key))
+        .collect();
+    keys.sort();
+    Ok(keys
+        .into_iter()
+        .take(MAX_TENANT_KEYS)
+        .map(|(_, _, key)| TenantSource::Attribute(key))
+        .collect())
+}
+
+/// Cache pollution among the tenants of `source`: one signal per polluter (the subject), its
+/// victims and their hit rates in the detail.
+fn cache_pollution_signals(
+    source: &TenantSource,
+    data: &BTreeMap<String, BTreeMap<i64, TenantMinute>>,
+    w: &Window,
+) -> Vec<Signal> {
     let weights: BTreeMap<String, f64> = data
         .iter()
         .map(|(t, m)| (t.clone(), m.values().map(|c| c.requests).sum()))
         .collect();
     let tenants = busiest(&weights);
-    // cache pollution
     let mut hit_rates: Vec<Series> = Vec::new();
     let mut entropies: Vec<Series> = Vec::new();
     for tenant in &tenants {
@@ -814,36 +1075,66 @@ fn tenant_signals(data: &BTreeMap<String, BTreeMap<i64, TenantMinute>>, w: &Wind
             access_entropy_bits: &entropies[i],
         })
         .collect();
-    if let Ok(findings) = cache_pollution(&inputs, w.split_ns, &params) {
-        // One signal per polluter, naming its victims.
-        let mut by_polluter: BTreeMap<String, Vec<Finding>> = BTreeMap::new();
-        for finding in findings {
-            let polluter = finding
-                .subject
-                .iter()
-                .find(|(k, _)| k == "polluter")
-                .map(|(_, v)| v.clone())
-                .unwrap_or_default();
-            by_polluter.entry(polluter).or_default().push(finding);
-        }
-        for (polluter, findings) in by_polluter {
-            let Some(strongest) = findings.iter().max_by(|a, b| a.score.total_cmp(&b.score)) else {
-                continue;
-            };
-            let mut s = signal(
-                strongest,
-                subject(&[("tenant", &polluter)]),
-                SignalKind::CachePollution,
-            );
-            s.onset = findings.iter().map(|f| f.onset_ns).min().unwrap_or(s.onset);
-            s.detail = findings
-                .iter()
-                .map(|f| f.detail.clone())
-                .collect::<Vec<_>>()
-                .join("; ");
-            out.push(s);
-        }
+    let Ok(findings) = cache_pollution(&inputs, w.split_ns, &params) else {
+        return Vec::new();
+    };
+    // One signal per polluter, naming its victims.
+    let mut by_polluter: BTreeMap<String, Vec<Finding>> = BTreeMap::new();
+    for finding in findings {
+        let polluter = finding
+            .subject
+            .iter()
+            .find(|(k, _)| k == "polluter")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        by_polluter.entry(polluter).or_default().push(finding);
     }
+    let key = source.key();
+    let mut out = Vec::new();
+    for (polluter, findings) in by_polluter {
+        let Some(strongest) = findings.iter().max_by(|a, b| a.score.total_cmp(&b.score)) else {
+            continue;
+        };
+        let mut s = signal(
+            strongest,
+            subject(&[(key, &polluter)]),
+            SignalKind::CachePollution,
+        );
+        s.onset = findings.iter().map(|f| f.onset_ns).min().unwrap_or(s.onset);
+        let value = |f: &Finding, name: &str| f.evidence_value(name).unwrap_or(f64::NAN);
+        let victims: Vec<String> = findings
+            .iter()
+            .map(|f| {
+                let victim = f
+                    .subject
+                    .iter()
+                    .find(|(k, _)| k == "tenant")
+                    .map_or("", |(_, v)| v.as_str());
+                format!(
+                    "{key}={victim} {:.2} → {:.2}",
+                    value(f, "victim_hit_rate_before"),
+                    value(f, "victim_hit_rate_after")
+                )
+            })
+            .collect();
+        s.detail = format!(
+            "{key}={polluter} polluted the prefix cache: its access entropy rose {:.1} → {:.1} bits (distinct prefix blocks it misses) as the prefix-cache hit rate of its victims fell ({})",
+            value(strongest, "polluter_entropy_before_bits"),
+            value(strongest, "polluter_entropy_after_bits"),
+            victims.join(", ")
+        );
+        out.push(s);
+    }
+    out
+}
+
+fn tenant_signals(data: &BTreeMap<String, BTreeMap<i64, TenantMinute>>, w: &Window) -> Vec<Signal> {
+    let mut out = cache_pollution_signals(&TenantSource::Column, data, w);
+    let weights: BTreeMap<String, f64> = data
+        .iter()
+        .map(|(t, m)| (t.clone(), m.values().map(|c| c.requests).sum()))
+        .collect();
+    let tenants = busiest(&weights);
     // resonance: shares, not counts, so that load swings do not look like a rise
     let params = ResonanceParams {
         detect: DetectParams {
@@ -892,6 +1183,67 @@ fn tenant_signals(data: &BTreeMap<String, BTreeMap<i64, TenantMinute>>, w: &Wind
         }
     }
     out
+}
+
+/// Cache pollution names its cause: the polluting tenant. Localization finds where the effect
+/// shows (the victims' slice, the prefix-caching pool: their time to first token rose), so when
+/// a `cache_pollution` signal names a polluter that is not already the top cause, the polluter
+/// becomes the first root cause, with the signal (victims and their hit rates) as evidence, and
+/// the localized causes follow as the context where the pollution shows. The verdict says so.
+pub(crate) fn polluters_first(report: &mut RcaReport, signals: &[Signal]) {
+    let Some(pollution) = signals
+        .iter()
+        .filter(|s| s.kind == SignalKind::CachePollution && !s.subject.is_empty())
+        .max_by(|a, b| a.strength.total_cmp(&b.strength))
+    else {
+        return;
+    };
+    // No localized cause: the signals were promoted already, strongest first.
+    let Some(top) = report.root_causes.first() else {
+        return;
+    };
+    if report.symptom.is_none() || top.dimensions == pollution.subject {
+        return;
+    }
+    let polluter = pollution.subject.to_string();
+    let effects: Vec<RootCause> = report
+        .root_causes
+        .drain(..)
+        .filter(|c| c.dimensions != pollution.subject)
+        .collect();
+    let shown_on: Vec<String> = effects.iter().map(|c| c.dimensions.to_string()).collect();
+    let mut evidence = vec![format!("{} signal: {}", pollution.kind, pollution.detail)];
+    if !shown_on.is_empty() {
+        evidence.push(format!("the effect shows on {}", shown_on.join("; ")));
+    }
+    report.root_causes.push(RootCause {
+        rank: 1,
+        dimensions: pollution.subject.clone(),
+        explained_fraction: effects.first().map_or(0.0, |c| c.explained_fraction),
+        score: pollution.strength,
+        evidence,
+    });
+    for (i, mut cause) in effects.into_iter().enumerate() {
+        cause.rank = i + 2;
+        cause
+            .evidence
+            .push(format!("where {polluter}'s cache pollution shows"));
+        report.root_causes.push(cause);
+    }
+    let change = report
+        .verdict
+        .split_once("; most likely cause: ")
+        .map_or(report.verdict.as_str(), |(change, _)| change)
+        .to_string();
+    report.verdict = format!(
+        "{change}; most likely cause: {polluter} (cache pollution: {}){}",
+        pollution.detail,
+        if shown_on.is_empty() {
+            String::new()
+        } else {
+            format!("; it shows on {}", shown_on.join("; "))
+        }
+    );
 }
 
 // ------------------------------------------------------------------------ prompts per tenant
@@ -1026,95 +1378,301 @@ async fn prompt_drift_signals(engine: &QueryEngine, w: &Window) -> Result<Vec<Si
 
 async fn trace_signals(engine: &QueryEngine, w: &Window) -> Result<Vec<Signal>, QueryError> {
     let mut out = Vec::new();
-    let p = w.predicate("ts");
-    // Root spans and whether their trace holds any child of theirs.
-    let sql = format!(
-        "WITH roots AS (SELECT trace_id, span_id, service, ts, \
-           COALESCE(json_get(attrs, 'service.version'), '') AS version FROM spans \
-           WHERE {p} AND (parent_span_id IS NULL OR parent_span_id = '')), \
-         parents AS (SELECT DISTINCT trace_id AS c_trace, parent_span_id AS c_parent FROM spans \
-           WHERE {p} AND parent_span_id IS NOT NULL AND parent_span_id <> '') \
-         SELECT COALESCE(service, '') AS service, version, date_trunc('minute', ts) AS minute, \
-           count(*) AS n, sum(CASE WHEN c_trace IS NULL THEN 1 ELSE 0 END) AS childless \
-         FROM roots LEFT JOIN parents ON roots.trace_id = parents.c_trace AND roots.span_id = parents.c_parent \
-         GROUP BY 1, 2, 3"
-    );
-    let rows = Rows::query(engine, &sql).await?;
-    // (service, version) → minute → (childless, total)
-    let mut cells: BTreeMap<(String, String), BTreeMap<i64, (u64, u64)>> = BTreeMap::new();
-    rows.for_each(
-        &["service", "version"],
-        &[],
-        &["minute", "n", "childless"],
-        |s, _, i| {
-            if let (Some(minute), Some(n)) = (i[0], i[1]) {
-                let key = (
-                    s[0].unwrap_or("").to_string(),
-                    s[1].unwrap_or("").to_string(),
-                );
-                let cell = cells.entry(key).or_default().entry(minute).or_default();
-                cell.0 += i[2].unwrap_or(0).max(0) as u64;
-                cell.1 += n.max(0) as u64;
-            }
-        },
-    )?;
-    let mut service_baseline: BTreeMap<String, BTreeMap<i64, (u64, u64)>> = BTreeMap::new();
-    for ((service, _), minutes) in &cells {
-        let target = service_baseline.entry(service.clone()).or_default();
-        for (t, (h, n)) in minutes.iter().filter(|(t, _)| **t < w.split_ns) {
-            let cell = target.entry(*t).or_default();
-            cell.0 += h;
-            cell.1 += n;
-        }
-    }
-    let params = ProportionParams::default();
-    let weights: BTreeMap<(String, String), f64> = cells
+    let entries = read_entry_spans(engine, w).await?;
+    let weights: BTreeMap<String, f64> = entries
         .iter()
-        .map(|(k, m)| (k.clone(), m.values().map(|c| c.1 as f64).sum()))
+        .map(|(service, sample)| (service.clone(), sample.len() as f64))
         .collect();
-    for key in busiest(&weights) {
-        let (service, version) = &key;
-        let minutes = &cells[&key];
-        let own_baseline: u64 = minutes
-            .iter()
-            .filter(|(t, _)| **t < w.split_ns)
-            .map(|(_, c)| c.1)
-            .sum();
-        let baseline = if own_baseline >= params.min_baseline_total {
-            minutes
-                .range(..w.split_ns)
-                .map(|(t, c)| (*t, *c))
-                .collect::<Vec<_>>()
+    for service in busiest(&weights) {
+        out.extend(context_loss_of_service(&service, &entries[&service], w));
+    }
+    out.extend(flow_control_stalls(engine, w).await?);
+    Ok(out)
+}
+
+/// A span where a trace enters the store (no parent among the stored spans: a root, or an
+/// orphan whose parent never arrived), sampled for [`context_loss_of_service`].
+#[derive(Debug)]
+struct EntrySpan {
+    ts_ns: i64,
+    /// The trace lost its context at this entry: the entry has no child, its trace reaches no
+    /// other service, or the trace has another entry (a span whose parent is missing).
+    broken: bool,
+    /// Scalar attributes (resource and span) as text.
+    attrs: Vec<(String, String)>,
+}
+
+/// The SQL of [`read_entry_spans`]: entry spans flagged broken or not, at most
+/// [`ENTRY_SAMPLE`] per service and side of the split (evenly spaced in time), with their
+/// attributes. Parents and the rest of a trace are looked up in the window widened by
+/// [`TRACE_MARGIN_NS`], so that traces crossing its edges are whole.
+fn entry_span_sql(w: &Window) -> String {
+    let p = w.predicate("ts");
+    let wide = w.widened_predicate("ts", TRACE_MARGIN_NS);
+    let split = w.split_ns;
+    format!(
+        "WITH s AS (SELECT trace_id, span_id, parent_span_id, COALESCE(service, '') AS service, ts \
+           FROM spans WHERE {wide} AND trace_id IS NOT NULL AND span_id IS NOT NULL), \
+         known AS (SELECT DISTINCT trace_id AS k_trace, span_id AS k_span FROM s), \
+         entries AS (SELECT s.trace_id, s.span_id, s.service, s.ts FROM s \
+           LEFT JOIN known ON s.trace_id = known.k_trace AND s.parent_span_id = known.k_span \
+           WHERE known.k_span IS NULL AND {p}), \
+         facts AS (SELECT trace_id AS f_trace, count(DISTINCT service) AS services FROM s GROUP BY trace_id), \
+         entry_counts AS (SELECT trace_id AS e_trace, count(*) AS n_entries FROM entries GROUP BY trace_id), \
+         parents AS (SELECT DISTINCT trace_id AS c_trace, parent_span_id AS c_parent FROM s \
+           WHERE parent_span_id IS NOT NULL AND parent_span_id <> ''), \
+         flagged AS (SELECT trace_id, span_id, service, ts, \
+           CASE WHEN c_trace IS NULL OR services < 2 OR n_entries > 1 THEN 1 ELSE 0 END AS broken, \
+           CASE WHEN ts < to_timestamp_nanos({split}) THEN 0 ELSE 1 END AS side \
+           FROM entries JOIN facts ON entries.trace_id = facts.f_trace \
+           JOIN entry_counts ON entries.trace_id = entry_counts.e_trace \
+           LEFT JOIN parents ON entries.trace_id = parents.c_trace AND entries.span_id = parents.c_parent), \
+         numbered AS (SELECT trace_id, span_id, service, ts, broken, side, \
+           row_number() OVER (PARTITION BY service, side ORDER BY ts, span_id) AS rn, \
+           count(*) OVER (PARTITION BY service, side) AS n FROM flagged), \
+         sampled AS (SELECT trace_id AS x_trace, span_id AS x_span, service, ts AS x_ts, broken \
+           FROM numbered WHERE (rn - 1) % ((n + {ENTRY_SAMPLE} - 1) / {ENTRY_SAMPLE}) = 0) \
+         SELECT sampled.service AS service, sampled.x_ts AS ts, sampled.broken AS broken, spans.attrs AS attrs \
+         FROM sampled JOIN spans ON spans.trace_id = sampled.x_trace AND spans.span_id = sampled.x_span \
+         WHERE {spans_p} ORDER BY service, ts, attrs",
+        spans_p = w.predicate("spans.ts"),
+    )
+}
+
+/// Entry spans per service (see [`entry_span_sql`]), in time order.
+async fn read_entry_spans(
+    engine: &QueryEngine,
+    w: &Window,
+) -> Result<BTreeMap<String, Vec<EntrySpan>>, QueryError> {
+    let rows = Rows::query(engine, &entry_span_sql(w)).await?;
+    let mut out: BTreeMap<String, Vec<EntrySpan>> = BTreeMap::new();
+    let mut texts = ValueTexts::default();
+    rows.for_each(&["service", "attrs"], &[], &["ts", "broken"], |s, _, i| {
+        let (Some(service), Some(ts_ns)) = (s[0], i[0]) else {
+            return;
+        };
+        let mut entries = Vec::new();
+        let mut attrs = Vec::new();
+        if read_attrs(s[1].unwrap_or("{}"), &mut entries) {
+            for (key, value) in &entries {
+                if let Some(text) = texts.text(value) {
+                    attrs.push((key.to_string(), text.to_string()));
+                }
+            }
+        }
+        out.entry(service.to_string()).or_default().push(EntrySpan {
+            ts_ns,
+            broken: i[1].unwrap_or(0) != 0,
+            attrs,
+        });
+    })?;
+    Ok(out)
+}
+
+/// A group of a service's entry spans: the whole service, or those with one attribute value.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct EntryGroup {
+    key: String,
+    value: String,
+}
+
+/// How well a group that lost context describes the service's broken entries of the incident.
+#[derive(Debug)]
+struct GroupFit {
+    group: Option<EntryGroup>,
+    finding: Finding,
+    /// F1 of "in the group" as a predictor of "broken", over the incident's entries.
+    f1: f64,
+    /// Share of the incident's broken entries in the group.
+    recall: f64,
+    /// The value never occurs in the baseline (a rollout: a new build, a new pod).
+    new_value: bool,
+    /// The key names a build (`service.version`, `deployment.version`, …): what a rollout changes.
+    names_a_build: bool,
+    /// The key is an OTel resource convention (`service.*`, `k8s.*`, …): of two keys that split
+    /// the entries alike, the one every tool knows.
+    standard_key: bool,
+    /// Distinct values of the key among the service's entries.
+    cardinality: usize,
+}
+
+impl GroupFit {
+    /// Orders fits from best to worst: F1 (within [`F1_TIE`]), then a value new in the incident,
+    /// then the service as a whole over an attribute value that is not new, then a build key,
+    /// then an OTel resource key, then fewer distinct values, then the key's name.
+    fn better_than(&self, other: &GroupFit) -> bool {
+        if (self.f1 - other.f1).abs() > F1_TIE {
+            return self.f1 > other.f1;
+        }
+        let rank = |f: &GroupFit| {
+            (
+                !f.new_value,
+                f.group.is_some(),
+                !f.names_a_build,
+                !f.standard_key,
+                f.cardinality,
+                f.group.clone(),
+            )
+        };
+        rank(self) < rank(other)
+    }
+}
+
+/// Trace-context loss of one service: among the service as a whole and the groups of its entry
+/// spans by any low-cardinality attribute (resource or span: a build, a pod, a region, whatever
+/// it is named), those whose share of broken entries jumped (own baseline, or the service's for
+/// a group new in the incident); the one that best sets the broken entries apart is the subject.
+fn context_loss_of_service(service: &str, entries: &[EntrySpan], w: &Window) -> Option<Signal> {
+    let params = ProportionParams::default();
+    let incident: Vec<&EntrySpan> = entries.iter().filter(|e| e.ts_ns >= w.split_ns).collect();
+    let broken_total = incident.iter().filter(|e| e.broken).count();
+    if broken_total == 0 {
+        return None;
+    }
+    let per_minute = |pick: &dyn Fn(&EntrySpan) -> bool, side: Option<bool>| {
+        let mut minutes: BTreeMap<i64, (u64, u64)> = BTreeMap::new();
+        for e in entries.iter().filter(|e| pick(e)) {
+            if side.is_some_and(|incident| (e.ts_ns >= w.split_ns) != incident) {
+                continue;
+            }
+            let cell = minutes
+                .entry(e.ts_ns.div_euclid(MINUTE_NS) * MINUTE_NS)
+                .or_default();
+            cell.0 += u64::from(e.broken);
+            cell.1 += 1;
+        }
+        minutes
+    };
+    let service_baseline = per_minute(&|_| true, Some(false));
+    let judge = |group: Option<EntryGroup>, cardinality: usize| -> Option<GroupFit> {
+        let member = |e: &EntrySpan| {
+            group
+                .as_ref()
+                .is_none_or(|g| e.attrs.iter().any(|(k, v)| *k == g.key && *v == g.value))
+        };
+        let own_baseline = per_minute(&member, Some(false));
+        let own_total: u64 = own_baseline.values().map(|c| c.1).sum();
+        let baseline = if own_total >= params.min_baseline_total {
+            own_baseline
         } else {
-            service_baseline
-                .get(service)
-                .map(|m| m.iter().map(|(t, c)| (*t, *c)).collect())
-                .unwrap_or_default()
+            service_baseline.clone()
         };
         let counts: Vec<CountSample> = baseline
             .into_iter()
-            .chain(minutes.range(w.split_ns..).map(|(t, c)| (*t, *c)))
+            .chain(per_minute(&member, Some(true)))
             .map(|(ts_ns, (hits, total))| CountSample {
                 ts_ns,
                 hits: hits.min(total),
                 total,
             })
             .collect();
-        if let Ok(Some(finding)) = orphan_spans(service, version, &counts, w.split_ns, &params) {
-            let mut s = signal(
-                &finding,
-                subject(&[("service", service), ("service.version", version)]),
-                SignalKind::TraceContextLoss,
+        let mut pairs = vec![("service", service)];
+        if let Some(g) = &group {
+            pairs.push((g.key.as_str(), g.value.as_str()));
+        }
+        let finding = context_loss(&pairs, &counts, w.split_ns, &params).ok()??;
+        let members = incident.iter().filter(|e| member(e)).count();
+        let hits = incident.iter().filter(|e| e.broken && member(e)).count();
+        let f1 = 2.0 * hits as f64 / (broken_total + members).max(1) as f64;
+        Some(GroupFit {
+            recall: hits as f64 / broken_total as f64,
+            new_value: own_total == 0,
+            names_a_build: group.as_ref().is_some_and(|g| is_build_key(&g.key)),
+            standard_key: group
+                .as_ref()
+                .is_some_and(|g| is_resource_convention(&g.key)),
+            group,
+            finding,
+            f1,
+            cardinality,
+        })
+    };
+    let mut best: Option<GroupFit> = judge(None, 1);
+    for (key, values) in candidate_keys(entries) {
+        let cardinality = values.len();
+        for value in values {
+            let fit = judge(
+                Some(EntryGroup {
+                    key: key.clone(),
+                    value,
+                }),
+                cardinality,
             );
-            s.detail = format!(
-                "share of root spans without child spans: {}",
-                finding.detail
-            );
-            out.push(s);
+            if let Some(fit) = fit
+                && best.as_ref().is_none_or(|b| fit.better_than(b))
+            {
+                best = Some(fit);
+            }
         }
     }
-    out.extend(flow_control_stalls(engine, w).await?);
-    Ok(out)
+    let fit = best?;
+    let mut pairs = vec![("service", service)];
+    if let Some(g) = &fit.group {
+        pairs.push((g.key.as_str(), g.value.as_str()));
+    }
+    let mut s = signal(&fit.finding, subject(&pairs), SignalKind::TraceContextLoss);
+    s.detail = format!(
+        "share of entry spans (no stored parent) whose trace lost its context (no child, no other service reached, or a second entry): {}; this group holds {:.0} % of {service}'s broken entries in the incident",
+        fit.finding.detail,
+        100.0 * fit.recall,
+    );
+    Some(s)
+}
+/// Keys of entry-span attributes that can set a group apart: scalar values, at most
+/// [`MAX_KEY_VALUES`] distinct ones, not on every entry with one value; each with its values.
+fn candidate_keys(entries: &[EntrySpan]) -> BTreeMap<String, Vec<String>> {
+    let mut values: BTreeMap<&str, (usize, Vec<&str>)> = BTreeMap::new();
+    for entry in entries {
+        for (key, value) in &entry.attrs {
+            let (count, seen) = values.entry(key.as_str()).or_default();
+            *count += 1;
+            if seen.len() <= MAX_KEY_VALUES && !seen.contains(&value.as_str()) {
+                seen.push(value.as_str());
+            }
+        }
+    }
+    values
+        .into_iter()
+        .filter(|(_, (count, seen))| {
+            seen.len() <= MAX_KEY_VALUES && (seen.len() > 1 || *count < entries.len())
+        })
+        .map(|(key, (_, mut seen))| {
+            seen.sort_unstable();
+            (
+                key.to_string(),
+                seen.into_iter().map(str::to_string).collect(),
+            )
+        })
+        .collect()
+}
+
+/// A key of the OTel resource semantic conventions (the namespaces that describe what emits
+/// telemetry).
+fn is_resource_convention(key: &str) -> bool {
+    const NAMESPACES: [&str; 9] = [
+        "service.",
+        "deployment.",
+        "k8s.",
+        "host.",
+        "container.",
+        "cloud.",
+        "process.",
+        "os.",
+        "faas.",
+    ];
+    NAMESPACES.iter().any(|ns| key.starts_with(ns))
+}
+
+/// A key naming a build (`service.version`, `deployment.version`, `app.kubernetes.io/version`,
+/// `build_id`): the OTel and Kubernetes spellings of what a rollout changes.
+fn is_build_key(key: &str) -> bool {
+    let last = key
+        .rsplit(['.', '/', '_'])
+        .next()
+        .unwrap_or(key)
+        .to_ascii_lowercase();
+    matches!(last.as_str(), "version" | "revision" | "build" | "commit")
+        || key.to_ascii_lowercase().ends_with("build_id")
 }
 
 /// Client-side time beyond the engine's for long outputs, per (service, version) of the root
@@ -1227,6 +1785,96 @@ mod tests {
         assert_eq!(prompt_body("request_id=1 tenant=acme"), "");
         assert_eq!(prompt_body("=x y"), "=x y");
         assert_eq!(prompt_body(""), "");
+    }
+
+    fn report_with(causes: &[&[(&str, &str)]]) -> RcaReport {
+        RcaReport {
+            symptom: Some(crate::Symptom {
+                sli: "ttft".into(),
+                baseline: 300.0,
+                current: 450.0,
+                onset: 0,
+                z: 12.0,
+            }),
+            root_causes: causes
+                .iter()
+                .enumerate()
+                .map(|(i, pairs)| RootCause {
+                    rank: i + 1,
+                    dimensions: subject(pairs),
+                    explained_fraction: 0.7,
+                    score: 9.0,
+                    evidence: vec!["ttft over the baseline p95".into()],
+                })
+                .collect(),
+            signals: Vec::new(),
+            log_evidence: Vec::new(),
+            log_sequences: Vec::new(),
+            suggestions: Vec::new(),
+            checklist: Vec::new(),
+            fleet_wide: false,
+            incident_window: None,
+            baseline_window: None,
+            window_source: "given".into(),
+            verdict: "p99 ttft rose from 300 to 450 ms since 2026-01-01T00:00:00Z; most likely cause: k8s.deployment.name=prefix-pool (ttft over the baseline p95)".into(),
+            elapsed_ms: 0.0,
+            timings_ms: BTreeMap::new(),
+            incident_id: None,
+        }
+    }
+
+    fn pollution_signal(pairs: &[(&str, &str)]) -> Signal {
+        Signal {
+            kind: SignalKind::CachePollution,
+            subject: subject(pairs),
+            onset: 0,
+            strength: 6.0,
+            detail: "user.org=scanco polluted the prefix cache".into(),
+        }
+    }
+
+    #[test]
+    fn the_polluter_leads_and_where_it_shows_follows() {
+        // localization found the pool the victims are served from; the signal found the polluter
+        let mut report = report_with(&[
+            &[("k8s.deployment.name", "prefix-pool")],
+            &[("user.org", "scanco")],
+        ]);
+        let signals = [pollution_signal(&[("user.org", "scanco")])];
+        polluters_first(&mut report, &signals);
+        let causes: Vec<String> = report
+            .root_causes
+            .iter()
+            .map(|c| format!("{} {}", c.rank, c.dimensions))
+            .collect();
+        assert_eq!(
+            causes,
+            ["1 user.org=scanco", "2 k8s.deployment.name=prefix-pool"]
+        );
+        assert!(report.root_causes[0].evidence[0].starts_with("cache_pollution signal: "));
+        assert!(report.root_causes[0].evidence[1].contains("prefix-pool"));
+        assert!(
+            report.verdict.starts_with(
+                "p99 ttft rose from 300 to 450 ms since 2026-01-01T00:00:00Z; most likely cause: user.org=scanco (cache pollution: "
+            ),
+            "{}",
+            report.verdict
+        );
+        assert!(
+            report
+                .verdict
+                .ends_with("; it shows on k8s.deployment.name=prefix-pool")
+        );
+        // nothing changes when the polluter already leads, or without a pollution signal
+        let before = report.verdict.clone();
+        polluters_first(&mut report, &signals);
+        assert_eq!(report.verdict, before);
+        let mut plain = report_with(&[&[("worker", "backend-1")]]);
+        polluters_first(&mut plain, &[]);
+        assert_eq!(
+            plain.root_causes[0].dimensions,
+            subject(&[("worker", "backend-1")])
+        );
     }
 
     #[test]

@@ -41,10 +41,10 @@
 //!
 //! | detector | kind(s) | method |
 //! |---|---|---|
-//! | [`gpu_memory_leak`] | `gpu_memory_leak` | Theil–Sen slope + Mann–Kendall trend test (one-sided p < `alpha`) of memory, relative growth ≥ `min_growth_fraction`, median utilization ≤ `max_utilization`; Spearman ρ of memory with the worker's latency as evidence and confidence |
+//! | [`gpu_memory_leak`] | `gpu_memory_leak` | Theil–Sen slope + Mann–Kendall trend test (one-sided p < `alpha`) of memory, relative growth ≥ `min_growth_fraction`, load ruled out (median utilization ≤ `max_utilization`, or memory and utilization not rising together: Spearman ρ < `max_load_correlation`); memory as a fraction of capacity where known; Spearman ρ of memory with the worker's latency as evidence and confidence |
 //! | [`queue_buildup`] | `queue_buildup` | Mann–Kendall on the queue and on queue/arrivals (Little's law: a queue that grows faster than arrivals means service rate < arrival rate), growth ≥ `min_growth_ratio`, still rising in the last half |
 //! | [`kv_cache_pressure`] | `kv_cache_pressure`, `preemption_storm` | share of current minutes with KV usage ≥ `high_watermark`; preemptions: Poisson tail of the current count given the baseline rate, ratio ≥ `min_ratio`, while KV usage is high |
-//! | [`cache_pollution`] | `cache_pollution` | victim tenant's prefix-cache hit rate drops (robust: median shift beyond `band_z` standard errors of the two medians, from the baseline's MAD, and ≥ `min_hit_rate_drop`) while another tenant's access entropy (Shannon, bits; [`access_entropy`]) rises, onsets within `coincidence_ns`; Spearman ρ between the two as evidence |
+//! | [`cache_pollution`] | `cache_pollution` | victim tenant's prefix-cache hit rate drops (robust: median shift beyond `band_z` standard errors of the two medians, from the baseline's MAD, and ≥ `min_hit_rate_drop`) while another tenant's access entropy (Shannon, bits; [`access_entropy`]) rises, onsets within `coincidence_ns`; the polluter is the tenant whose distinct missed blocks (2^entropy) grew most, and no polluter is a victim; Spearman ρ between the two as evidence |
 //! | [`truncation_surge`] | `truncation_surge` | two-proportion z-test of finish_reason=length rate, current vs baseline, per model |
 //! | [`orphan_spans`] | `trace_context_loss` | the same proportion test on the share of spans whose parent is missing ([`count_orphans`]), per service/version |
 //! | [`resonance`] | `resonance` | [`detect_change`] upward on injection score, rejection-sampling failures and spec-decode rollbacks; all three onsets within `common_window_ns` and every pairwise Spearman ρ ≥ `min_correlation` |
@@ -68,9 +68,10 @@ pub use change::{
 pub use drift::{PromptDriftParams, PromptFeatures, PromptSample, prompt_drift, prompt_features};
 pub use resource::{
     CachePollutionParams, CountSample, ErrorBurstParams, KvCacheInput, KvCacheParams, LeakParams,
-    MemoryInput, ProportionParams, QueueInput, QueueParams, ResonanceInput, ResonanceParams,
-    SpanRef, TenantCacheSeries, access_entropy, cache_pollution, count_orphans, error_burst,
-    gpu_memory_leak, kv_cache_pressure, orphan_spans, queue_buildup, resonance, truncation_surge,
+    MemoryInput, MemoryUnit, ProportionParams, QueueInput, QueueParams, ResonanceInput,
+    ResonanceParams, SpanRef, TenantCacheSeries, access_entropy, cache_pollution, context_loss,
+    count_orphans, error_burst, gpu_memory_leak, kv_cache_pressure, orphan_spans, queue_buildup,
+    resonance, truncation_surge,
 };
 pub use spot::{GpdFit, SpotThreshold, fit_gpd, spot_threshold};
 

@@ -84,12 +84,24 @@ fn trend_points(points: &[(i64, f64)], max_points: usize) -> Vec<(f64, f64)> {
 
 // ------------------------------------------------------------------------ gpu memory leak
 
+/// What a memory series measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryUnit {
+    /// Bytes used (the capacity is unknown).
+    Bytes,
+    /// The used fraction of the device's capacity, 0..=1 (used / limit, used / (used + free) or
+    /// a reported ratio): what memory is judged as whenever the capacity is known.
+    FractionOfCapacity,
+}
+
 /// One worker's GPU memory, utilization and request latency.
 #[derive(Debug, Clone, Copy)]
 pub struct MemoryInput<'a> {
     pub worker: &'a str,
-    pub memory_bytes: &'a [(i64, f64)],
-    /// GPU utilization as a fraction, 0..=1.
+    /// Memory in use, in `unit`.
+    pub memory: &'a [(i64, f64)],
+    pub unit: MemoryUnit,
+    /// GPU utilization as a fraction, 0..=1; may be empty (then load is not ruled out).
     pub utilization: &'a [(i64, f64)],
     /// Latency of this worker's requests per step (e.g. p99 e2e, ms); may be empty.
     pub latency_ms: &'a [(i64, f64)],
@@ -101,12 +113,15 @@ pub struct LeakParams {
     pub alpha: f64,
     /// Growth over the window relative to the start level.
     pub min_growth_fraction: f64,
-    /// Median utilization at or below this is "low".
+    /// Median utilization at or below this is "low": growth then cannot be load.
     pub max_utilization: f64,
+    /// Above `max_utilization`, growth is load (not a leak) when memory and utilization rise
+    /// together: their Spearman ρ at or above this.
+    pub max_load_correlation: f64,
     pub min_points: usize,
     /// Longer series are averaged down to this many points for the O(n²) statistics.
     pub max_trend_points: usize,
-    /// Bucket used to pair memory with latency.
+    /// Bucket used to pair memory with latency and utilization.
     pub step_ns: i64,
 }
 
@@ -116,6 +131,7 @@ impl Default for LeakParams {
             alpha: 1e-3,
             min_growth_fraction: 0.05,
             max_utilization: 0.5,
+            max_load_correlation: 0.5,
             min_points: 20,
             max_trend_points: 512,
             step_ns: MINUTE_NS,
@@ -123,9 +139,30 @@ impl Default for LeakParams {
     }
 }
 
-/// GPU-memory leak: sustained monotone growth while utilization stays low. Magnitude: growth
-/// in bytes over the window (Theil–Sen slope × duration); score: Mann–Kendall z; confidence:
-/// 1 − p. Evidence includes `latency_spearman`, the rank correlation of memory with latency.
+/// The GPU's utilization over the memory window: its median and its rank correlation with
+/// memory (`None`: no utilization sample in the window).
+fn utilization_in_window(
+    memory: &[(i64, f64)],
+    utilization: &[(i64, f64)],
+    step_ns: i64,
+) -> Option<(f64, Option<f64>)> {
+    let (first_ns, last_ns) = (memory.first()?.0, memory.last()?.0);
+    let window: Points = utilization
+        .iter()
+        .copied()
+        .filter(|p| p.0 >= first_ns && p.0 <= last_ns)
+        .collect();
+    let median_utilization = median(&values(&window))?;
+    let (xs, ys) = align(memory, &window, step_ns);
+    Some((median_utilization, spearman(&xs, &ys)))
+}
+
+/// GPU-memory leak: sustained monotone growth that load does not explain (utilization low, or
+/// not rising with memory; no utilization series: not ruled out). Memory is judged in its
+/// unit, a fraction of capacity whenever the capacity is known. Magnitude: growth over the
+/// window (Theil–Sen slope × duration, in the memory's unit); score: Mann–Kendall z;
+/// confidence: 1 − p. Evidence includes `latency_spearman`, the rank correlation of memory
+/// with latency, and for a fraction the `hours_to_full` at the current slope.
 pub fn gpu_memory_leak(
     input: &MemoryInput<'_>,
     params: &LeakParams,
@@ -133,7 +170,16 @@ pub fn gpu_memory_leak(
     if !(params.alpha > 0.0 && params.alpha < 1.0) {
         return Err(bad_param("alpha", "must lie in (0, 1)"));
     }
-    let memory = finite("memory_bytes", input.memory_bytes)?;
+    if input.unit == MemoryUnit::FractionOfCapacity {
+        check_range(
+            "memory",
+            input.memory,
+            0.0,
+            1.0 + 1e-9,
+            "0..=1 (a fraction)",
+        )?;
+    }
+    let memory = finite("memory", input.memory)?;
     check_range(
         "utilization",
         input.utilization,
@@ -145,24 +191,13 @@ pub fn gpu_memory_leak(
     let latency = finite("latency_ms", input.latency_ms)?;
     if memory.len() < params.min_points.max(3) {
         return Err(DetectError::TooShort {
-            series: "memory_bytes",
+            series: "memory",
             needed: params.min_points.max(3),
             got: memory.len(),
         });
     }
     let (first_ns, last_ns) = (memory[0].0, memory[memory.len() - 1].0);
-    let window_utilization: Vec<f64> = utilization
-        .iter()
-        .filter(|p| p.0 >= first_ns && p.0 <= last_ns)
-        .map(|p| p.1)
-        .collect();
-    let Some(median_utilization) = median(&window_utilization) else {
-        return Err(DetectError::TooShort {
-            series: "utilization",
-            needed: 1,
-            got: 0,
-        });
-    };
+    let load = utilization_in_window(&memory, &utilization, params.step_ns);
     let trend = trend_points(&memory, params.max_trend_points);
     let slope_per_hour = theil_sen_slope(&trend).unwrap_or(0.0);
     let trend_values: Vec<f64> = trend.iter().map(|p| p.1).collect();
@@ -176,20 +211,35 @@ pub fn gpu_memory_leak(
     let grows = slope_per_hour > 0.0
         && mk.p_increasing < params.alpha
         && relative.is_none_or(|r| r >= params.min_growth_fraction);
-    if !grows || median_utilization > params.max_utilization {
+    let is_load = load.is_some_and(|(median_utilization, rho)| {
+        median_utilization > params.max_utilization
+            && rho.is_none_or(|r| r >= params.max_load_correlation)
+    });
+    if !grows || is_load {
         return Ok(None);
     }
     let (xs, ys) = align(&memory, &latency, params.step_ns);
     let rho = spearman(&xs, &ys);
+    let [slope_name, growth_name, start_name, end_name] = leak_evidence_names(input.unit);
     let mut evidence = vec![
-        ev("slope_bytes_per_hour", slope_per_hour),
-        ev("growth_bytes", growth),
-        ev("start_bytes", start_level),
-        ev("end_bytes", end_level),
+        ev(slope_name, slope_per_hour),
+        ev(growth_name, growth),
+        ev(start_name, start_level),
+        ev(end_name, end_level),
         ev("mann_kendall_z", mk.z),
         ev("p_value", mk.p_increasing),
-        ev("median_utilization", median_utilization),
     ];
+    if let Some((median_utilization, load_rho)) = load {
+        evidence.push(ev("median_utilization", median_utilization));
+        if let Some(r) = load_rho {
+            evidence.push(ev("utilization_spearman", r));
+        }
+    }
+    let hours_to_full = (input.unit == MemoryUnit::FractionOfCapacity)
+        .then(|| (1.0 - end_level).max(0.0) / slope_per_hour);
+    if let Some(h) = hours_to_full {
+        evidence.push(ev("hours_to_full", h));
+    }
     if let Some(rho) = rho {
         evidence.push(ev("latency_spearman", rho));
         evidence.push(ev("latency_pairs", xs.len() as f64));
@@ -205,15 +255,59 @@ pub fn gpu_memory_leak(
         score: mk.z,
         confidence: 1.0 - mk.p_increasing,
         evidence,
-        detail: format!(
-            "gpu memory grows {:.3e} bytes/h ({:+.1} % over the window) at median utilization {:.0} %{}",
-            slope_per_hour,
-            100.0 * relative.unwrap_or(0.0),
-            100.0 * median_utilization,
-            rho.map(|r| format!("; latency rank correlation {r:.2}"))
+        detail: leak_detail(input.unit, slope_per_hour, start_level, end_level, relative)
+            + &load.map_or_else(
+                || "; no utilization reported".to_string(),
+                |(u, _)| format!(" at median utilization {:.0} %", 100.0 * u),
+            )
+            + &hours_to_full
+                .filter(|h| h.is_finite())
+                .map(|h| format!("; full in {h:.1} h at this rate"))
                 .unwrap_or_default()
-        ),
+            + &rho
+                .map(|r| format!("; latency rank correlation {r:.2}"))
+                .unwrap_or_default(),
     }))
+}
+
+/// Evidence names of the slope, growth, start and end levels, which carry the memory's unit.
+fn leak_evidence_names(unit: MemoryUnit) -> [&'static str; 4] {
+    match unit {
+        MemoryUnit::Bytes => [
+            "slope_bytes_per_hour",
+            "growth_bytes",
+            "start_bytes",
+            "end_bytes",
+        ],
+        MemoryUnit::FractionOfCapacity => [
+            "slope_fraction_per_hour",
+            "growth_fraction",
+            "start_fraction",
+            "end_fraction",
+        ],
+    }
+}
+
+fn leak_detail(
+    unit: MemoryUnit,
+    slope_per_hour: f64,
+    start_level: f64,
+    end_level: f64,
+    relative: Option<f64>,
+) -> String {
+    match unit {
+        MemoryUnit::Bytes => format!(
+            "gpu memory grows {:.3e} bytes/h ({:+.1} % over the window)",
+            slope_per_hour,
+            100.0 * relative.unwrap_or(0.0)
+        ),
+        MemoryUnit::FractionOfCapacity => format!(
+            "gpu memory grows from {:.0} % to {:.0} % of capacity ({:+.1} points/h)",
+            100.0 * start_level,
+            100.0 * end_level,
+            100.0 * slope_per_hour
+        ),
+    }
 }
 
 // ------------------------------------------------------------------------ queue build-up
@@ -617,9 +711,17 @@ fn robust_shift(
     }))
 }
 
+/// Distinct blocks a tenant's misses grew by, from its access-entropy shift (entropy of a
+/// uniform access over `n` blocks is log2 n): 2^after − 2^before.
+fn blocks_added(rise: &Shift) -> f64 {
+    rise.after.exp2() - rise.before.exp2()
+}
+
 /// Cache pollution: a victim tenant's hit rate drops while another tenant's access entropy
-/// rises, with onsets within `coincidence_ns`. One finding per victim (the polluter with the
-/// closest onset); magnitude is the hit-rate change (negative).
+/// rises, with onsets within `coincidence_ns`. One finding per victim; its polluter is, among
+/// the tenants whose entropy rose, the one whose distinct missed blocks grew most
+/// ([`blocks_added`]: victims' entropy rises too, as they miss more); a polluter is nobody's
+/// victim. Magnitude is the hit-rate change (negative).
 pub fn cache_pollution(
     tenants: &[TenantCacheSeries<'_>],
     current_from_ns: i64,
@@ -661,13 +763,15 @@ pub fn cache_pollution(
     let mut findings = Vec::new();
     for (victim, drop) in drops.iter().enumerate() {
         let Some(drop) = drop else { continue };
+        // Victims miss more too, so their entropy rises with the polluter's: the polluter is
+        // the one whose distinct missed blocks (2^entropy) grew most, which is what evicts.
         let polluter = rises
             .iter()
             .enumerate()
             .filter(|(other, _)| *other != victim)
             .filter_map(|(other, rise)| rise.as_ref().map(|r| (other, r)))
             .filter(|(_, rise)| (rise.onset_ns - drop.onset_ns).abs() <= params.coincidence_ns)
-            .min_by_key(|(_, rise)| (rise.onset_ns - drop.onset_ns).abs());
+            .max_by(|a, b| blocks_added(a.1).total_cmp(&blocks_added(b.1)));
         let Some((polluter, rise)) = polluter else {
             continue;
         };
@@ -689,6 +793,7 @@ pub fn cache_pollution(
                 "onset_gap_seconds",
                 (rise.onset_ns - drop.onset_ns) as f64 / 1e9,
             ),
+            ev("polluter_blocks_added", blocks_added(rise)),
         ];
         if let Some(rho) = rho {
             evidence.push(ev("hit_rate_entropy_spearman", rho));
@@ -718,6 +823,18 @@ pub fn cache_pollution(
             ),
         });
     }
+    // A polluter is no one's victim: its own hit rate may fall as it floods the cache.
+    let polluters: HashSet<String> = findings
+        .iter()
+        .filter_map(|f| f.subject.iter().find(|(k, _)| k == "polluter"))
+        .map(|(_, v)| v.clone())
+        .collect();
+    findings.retain(|f| {
+        f.subject
+            .iter()
+            .find(|(k, _)| k == "tenant")
+            .is_none_or(|(_, v)| !polluters.contains(v))
+    });
     Ok(findings)
 }
 
@@ -862,9 +979,26 @@ pub fn orphan_spans(
     current_from_ns: i64,
     params: &ProportionParams,
 ) -> Result<Option<Finding>, DetectError> {
+    context_loss(
+        &[("service", service), ("version", version)],
+        counts,
+        current_from_ns,
+        params,
+    )
+}
+
+/// Trace context loss of any group of spans (a service, a build, a pod: `subject_pairs`): the
+/// share of its spans that lost their trace context (`hits`: orphans, or entry spans whose trace
+/// no longer reaches another service) jumps. Two-proportion z-test as [`truncation_surge`].
+pub fn context_loss(
+    subject_pairs: &[(&str, &str)],
+    counts: &[CountSample],
+    current_from_ns: i64,
+    params: &ProportionParams,
+) -> Result<Option<Finding>, DetectError> {
     proportion_surge(
         SignalKind::TraceContextLoss,
-        &[("service", service), ("version", version)],
+        subject_pairs,
         "orphan span",
         counts,
         current_from_ns,

@@ -3,7 +3,7 @@
 use crate::support::Rng;
 use infersight_analytics::detect::{
     CachePollutionParams, ChangeKind, CountSample, DetectError, DetectParams, Direction,
-    ErrorBurstParams, KvCacheInput, KvCacheParams, LeakParams, MINUTE_NS, MemoryInput,
+    ErrorBurstParams, KvCacheInput, KvCacheParams, LeakParams, MINUTE_NS, MemoryInput, MemoryUnit,
     PromptDriftParams, PromptSample, ProportionParams, QueueInput, QueueParams, ResonanceInput,
     ResonanceParams, SignalKind, SpanRef, TenantCacheSeries, ThresholdMethod, access_entropy,
     cache_pollution, count_orphans, detect_change, error_burst, fit_gpd, gpu_memory_leak,
@@ -221,8 +221,23 @@ fn spot_threshold_is_close_to_the_analytic_quantile() {
 
 // ------------------------------------------------------------------------ resources
 
+fn leak_input<'a>(
+    memory: &'a [(i64, f64)],
+    unit: MemoryUnit,
+    utilization: &'a [(i64, f64)],
+    latency_ms: &'a [(i64, f64)],
+) -> MemoryInput<'a> {
+    MemoryInput {
+        worker: "w-3",
+        memory,
+        unit,
+        utilization,
+        latency_ms,
+    }
+}
+
 #[test]
-fn gpu_memory_leak_needs_growth_at_low_utilization() {
+fn gpu_memory_leak_needs_growth_that_load_does_not_explain() {
     let mut rng = Rng(5);
     let memory = series(240, |i| {
         if i < 60 {
@@ -235,59 +250,88 @@ fn gpu_memory_leak_needs_growth_at_low_utilization() {
         300.0 + if i < 60 { 0.0 } else { (i - 60) as f64 } + 10.0 * rng.normal()
     });
     let low = series(240, |_| 0.2 + 0.05 * rng.uniform());
-    let high = series(240, |_| 0.85 + 0.05 * rng.uniform());
+    // a busy worker whose load is steady: its memory growth is still a leak
+    let busy_steady = series(240, |_| 0.85 + 0.05 * rng.uniform());
+    // a worker whose load rises with its memory: growth explained by load
+    let busy_rising = series(240, |i| {
+        (0.55 + 0.4 * (i.saturating_sub(60)) as f64 / 180.0 + 0.01 * rng.normal()).clamp(0.0, 1.0)
+    });
     let params = LeakParams::default();
-    let finding = gpu_memory_leak(
-        &MemoryInput {
-            worker: "w-3",
-            memory_bytes: &memory,
-            utilization: &low,
-            latency_ms: &latency,
-        },
-        &params,
-    )
-    .unwrap()
-    .expect("leak found");
+    let bytes = MemoryUnit::Bytes;
+    let finding = gpu_memory_leak(&leak_input(&memory, bytes, &low, &latency), &params)
+        .unwrap()
+        .expect("leak found");
     assert_eq!(finding.kind, SignalKind::GpuMemoryLeak);
     assert_eq!(finding.subject, vec![("worker".into(), "w-3".into())]);
     assert!(finding.evidence_value("latency_spearman").unwrap() > 0.5);
+    assert!(finding.evidence_value("growth_bytes").unwrap() > 1e9);
     assert!((finding.onset_ns - minute(60)).abs() <= 15 * MINUTE_NS);
 
-    let busy = gpu_memory_leak(
-        &MemoryInput {
-            worker: "w-3",
-            memory_bytes: &memory,
-            utilization: &high,
-            latency_ms: &latency,
-        },
-        &params,
-    )
-    .unwrap();
-    assert!(busy.is_none(), "growth at high utilization is not a leak");
+    let steady = gpu_memory_leak(&leak_input(&memory, bytes, &busy_steady, &latency), &params)
+        .unwrap()
+        .expect("growth at a steady high load is a leak");
+    assert!(steady.evidence_value("median_utilization").unwrap() > 0.8);
+    let rising =
+        gpu_memory_leak(&leak_input(&memory, bytes, &busy_rising, &latency), &params).unwrap();
+    assert!(rising.is_none(), "growth with rising load is not a leak");
+    // no utilization series: load is not ruled out, the trend alone decides
+    assert!(
+        gpu_memory_leak(&leak_input(&memory, bytes, &[], &[]), &params)
+            .unwrap()
+            .is_some()
+    );
 
     let flat = series(240, |_| 40e9 + 5e7 * rng.normal());
-    let none = gpu_memory_leak(
-        &MemoryInput {
-            worker: "w-3",
-            memory_bytes: &flat,
-            utilization: &low,
-            latency_ms: &[],
-        },
-        &params,
-    )
-    .unwrap();
+    let none = gpu_memory_leak(&leak_input(&flat, bytes, &low, &[]), &params).unwrap();
     assert!(none.is_none());
 
     let percent = series(240, |_| 20.0);
     assert!(matches!(
+        gpu_memory_leak(&leak_input(&memory, bytes, &percent, &[]), &params),
+        Err(DetectError::OutOfRange { .. })
+    ));
+}
+
+#[test]
+fn gpu_memory_leak_judges_a_fraction_of_capacity() {
+    // 80 GB devices: used / limit from 50 % climbing to ≈ 80 %
+    let mut rng = Rng(11);
+    let fraction = series(240, |i| {
+        let grow = if i < 60 {
+            0.0
+        } else {
+            0.3 * (i - 60) as f64 / 180.0
+        };
+        (0.5 + grow + 0.002 * rng.normal()).clamp(0.0, 1.0)
+    });
+    let low = series(240, |_| 0.1 + 0.05 * rng.uniform());
+    let finding = gpu_memory_leak(
+        &leak_input(&fraction, MemoryUnit::FractionOfCapacity, &low, &[]),
+        &LeakParams::default(),
+    )
+    .unwrap()
+    .expect("leak found");
+    let end = finding.evidence_value("end_fraction").unwrap();
+    assert!((end - 0.8).abs() < 0.03, "{end}");
+    let hours = finding.evidence_value("hours_to_full").unwrap();
+    // ≈ 0.1 of capacity per hour in the last three hours, 0.2 left
+    assert!((1.0..4.0).contains(&hours), "{hours}");
+    assert!(
+        finding.detail.contains("% of capacity"),
+        "{}",
+        finding.detail
+    );
+    // a fraction above 1 is a unit error, not a leak
+    let bytes_as_fraction = series(240, |i| 40e9 + 1e7 * i as f64);
+    assert!(matches!(
         gpu_memory_leak(
-            &MemoryInput {
-                worker: "w",
-                memory_bytes: &memory,
-                utilization: &percent,
-                latency_ms: &[]
-            },
-            &params
+            &leak_input(
+                &bytes_as_fraction,
+                MemoryUnit::FractionOfCapacity,
+                &low,
+                &[]
+            ),
+            &LeakParams::default()
         ),
         Err(DetectError::OutOfRange { .. })
     ));
@@ -481,6 +525,65 @@ fn cache_pollution_needs_another_tenants_entropy_rise() {
 /// A victim served a few requests a minute: its per-minute hit rate is noisy (σ ≈ 0.15), so a
 /// drop of 0.4 is within 3σ of single points, yet twelve minutes at the new level are a plain
 /// shift. The same noise without a drop, or a drop for two minutes only, is no finding.
+#[test]
+fn cache_pollution_blames_the_tenant_that_added_most_blocks_not_a_victim() {
+    // the victims miss more as well, so their entropy (of the blocks they miss) rises more in
+    // bits than the polluter's, which scanned a lot already; the polluter added the most
+    // distinct blocks, and no victim is named a polluter of another victim
+    for seed in 1..=4 {
+        let mut rng = Rng(seed);
+        let step = |rng: &mut Rng, before: f64, after: f64, noise: f64| {
+            series(90, |i| {
+                (if i < 60 { before } else { after }) + noise * rng.normal()
+            })
+        };
+        let victim_hits: Vec<_> = (0..3)
+            .map(|_| {
+                step(&mut rng, 0.8, 0.15, 0.02)
+                    .into_iter()
+                    .map(|(t, v)| (t, v.clamp(0.0, 1.0)))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        // victims: 3.7 → 5.9 bits (13 → 60 blocks); polluter: 6.9 → 8.2 bits (120 → 300 blocks)
+        let victim_entropy: Vec<_> = (0..3).map(|_| step(&mut rng, 3.7, 5.9, 0.1)).collect();
+        let polluter_hits: Vec<_> = step(&mut rng, 0.1, 0.02, 0.01)
+            .into_iter()
+            .map(|(t, v)| (t, v.clamp(0.0, 1.0)))
+            .collect();
+        let polluter_entropy = step(&mut rng, 6.9, 8.2, 0.1);
+        let mut tenants: Vec<TenantCacheSeries<'_>> = ["v1", "v2", "v3"]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| TenantCacheSeries {
+                tenant: name,
+                hit_rate: &victim_hits[i],
+                access_entropy_bits: &victim_entropy[i],
+            })
+            .collect();
+        tenants.push(TenantCacheSeries {
+            tenant: "scanner",
+            hit_rate: &polluter_hits,
+            access_entropy_bits: &polluter_entropy,
+        });
+        let findings =
+            cache_pollution(&tenants, minute(60), &CachePollutionParams::default()).unwrap();
+        let pairs: Vec<(String, String)> = findings
+            .iter()
+            .map(|f| (f.subject[0].1.clone(), f.subject[1].1.clone()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("v1".to_string(), "scanner".to_string()),
+                ("v2".into(), "scanner".into()),
+                ("v3".into(), "scanner".into())
+            ],
+            "seed {seed}"
+        );
+    }
+}
+
 #[test]
 fn cache_pollution_finds_a_noisy_victims_sustained_drop() {
     for seed in 1..=8 {

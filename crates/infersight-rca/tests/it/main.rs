@@ -6,6 +6,9 @@
 
 mod fleets;
 mod logs;
+mod memory;
+mod pollution;
 mod prompts;
 mod support;
+mod traces;
 mod watch;

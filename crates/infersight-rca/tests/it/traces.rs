@@ -1,0 +1,331 @@
+//! The `trace_context_loss` signal over hand-made `spans`: a build of the proxy in front of the
+//! engines stops propagating trace context, and the signal names the attribute that sets its
+//! spans apart (whatever it is called), whether the proxy's spans are roots or orphans of an
+//! unexported client, whether the proxy has spans of its own below its entry span, and whether
+//! the engine then starts traces of its own or keeps the trace id under a parent that does not
+//! exist. A fleet whose context is intact raises nothing.
+
+use infersight_model::rng::SplitMix64;
+use infersight_model::{SpanRecord, Table, TableBatch};
+use infersight_rca::{Signal, SignalKind, collect_signals};
+use infersight_store::StorageBackend;
+
+use crate::support::{EngineOf, MINUTE_NS, TestStore, base_ns, rca_context};
+
+const PROXY: &str = "edge-router";
+const ENGINE: &str = "llm-backend";
+
+/// How the broken build loses the context, and how the fleet's spans are laid out.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    /// The proxy's entry span has a parent from a client that does not export spans.
+    client_parent: bool,
+    /// The proxy has an outgoing (client) span of its own below its entry span.
+    proxy_child: bool,
+    /// The broken build sends the right trace id with a parent span id that does not exist
+    /// (the engine's spans are orphans); otherwise no context at all (the engine starts a trace).
+    bogus_parent: bool,
+}
+
+/// A proxy pod: its name, the attribute its build is told by, and whether the build is broken.
+struct Pod {
+    name: &'static str,
+    build_key: &'static str,
+    build: &'static str,
+    from_incident: bool,
+    broken: bool,
+}
+
+struct Ids(SplitMix64);
+
+impl Ids {
+    fn hex(&mut self, bytes: usize) -> String {
+        (0..bytes)
+            .map(|_| format!("{:02x}", self.0.next_u64() as u8))
+            .collect()
+    }
+}
+
+fn span(
+    ts: i64,
+    trace: &str,
+    id: &str,
+    parent: Option<&str>,
+    service: &str,
+    attrs: String,
+) -> SpanRecord {
+    SpanRecord {
+        ts,
+        end_ts: Some(ts + 900_000_000),
+        duration_ms: Some(900.0),
+        trace_id: Some(trace.to_string()),
+        span_id: Some(id.to_string()),
+        parent_span_id: parent.map(str::to_string),
+        name: Some("POST /v1/chat/completions".into()),
+        kind: Some("server".into()),
+        service: Some(service.to_string()),
+        status: Some("ok".into()),
+        attrs,
+        ..Default::default()
+    }
+}
+
+/// One request's spans through `pod` at `ts`.
+fn request_spans(
+    ids: &mut Ids,
+    ts: i64,
+    pod: &Pod,
+    layout: Layout,
+    engine_pod: usize,
+) -> Vec<SpanRecord> {
+    let trace = ids.hex(16);
+    let client = ids.hex(8);
+    let entry = ids.hex(8);
+    let proxy_attrs = format!(
+        r#"{{"http.route":"/v1/chat/completions","k8s.pod.name":"{}","{}":"{}","service.name":"{PROXY}","tenant.id":"org-{}"}}"#,
+        pod.name,
+        pod.build_key,
+        pod.build,
+        ts % 3
+    );
+    let mut spans = vec![span(
+        ts,
+        &trace,
+        &entry,
+        layout.client_parent.then_some(client.as_str()),
+        PROXY,
+        proxy_attrs.clone(),
+    )];
+    let mut upstream = entry.clone();
+    if layout.proxy_child {
+        let outgoing = ids.hex(8);
+        spans.push(span(
+            ts + 1_000_000,
+            &trace,
+            &outgoing,
+            Some(&entry),
+            PROXY,
+            proxy_attrs,
+        ));
+        upstream = outgoing;
+    }
+    let engine_attrs = format!(
+        r#"{{"gen_ai.request.model":"mistral-7b","k8s.pod.name":"backend-{engine_pod}","service.name":"{ENGINE}","service.version":"0.10.1.1"}}"#
+    );
+    let lost = pod.broken && pod.from_incident;
+    let (engine_trace, parent) = match (lost, layout.bogus_parent) {
+        (false, _) => (trace.clone(), Some(upstream)),
+        (true, true) => (trace.clone(), Some(ids.hex(8))),
+        (true, false) => (ids.hex(16), None),
+    };
+    let engine_span = ids.hex(8);
+    spans.push(span(
+        ts + 2_000_000,
+        &engine_trace,
+        &engine_span,
+        parent.as_deref(),
+        ENGINE,
+        engine_attrs.clone(),
+    ));
+    let step = ids.hex(8);
+    spans.push(span(
+        ts + 3_000_000,
+        &engine_trace,
+        &step,
+        Some(&engine_span),
+        ENGINE,
+        engine_attrs,
+    ));
+    spans
+}
+
+/// 90 minutes: three proxy pods on build "old" for the first hour; from minute 60 `pods`
+/// (the incident's pods) take over, some on the broken build.
+fn fleet(
+    layout: Layout,
+    seed: u64,
+    incident_pods: &[Pod],
+    baseline_pods: &[Pod],
+) -> Vec<SpanRecord> {
+    let mut ids = Ids(SplitMix64::new(seed));
+    let mut spans = Vec::new();
+    for minute in 0..90 {
+        let pods = if minute < 60 {
+            baseline_pods
+        } else {
+            incident_pods
+        };
+        for (p, pod) in pods.iter().enumerate() {
+            for k in 0..4 {
+                let ts = base_ns() + minute * MINUTE_NS + (p as i64 * 4 + k) * 4_000_000_000;
+                let engine_pod = (ids.0.next_u64() % 4) as usize;
+                spans.extend(request_spans(&mut ids, ts, pod, layout, engine_pod));
+            }
+        }
+    }
+    spans
+}
+
+fn pod(
+    name: &'static str,
+    build_key: &'static str,
+    build: &'static str,
+    incident: bool,
+    broken: bool,
+) -> Pod {
+    Pod {
+        name,
+        build_key,
+        build,
+        from_incident: incident,
+        broken,
+    }
+}
+
+async fn losses(spans: &[SpanRecord]) -> Vec<Signal> {
+    let store = TestStore::new();
+    store
+        .append(&[TableBatch {
+            table: Table::Spans,
+            batch: SpanRecord::to_batch(spans),
+        }])
+        .unwrap();
+    collect_signals(&store.engine(), &rca_context("errors", Vec::new()))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.kind == SignalKind::TraceContextLoss)
+        .collect()
+}
+
+const LAYOUTS: [Layout; 4] = [
+    Layout {
+        client_parent: false,
+        proxy_child: false,
+        bogus_parent: false,
+    },
+    Layout {
+        client_parent: true,
+        proxy_child: true,
+        bogus_parent: false,
+    },
+    Layout {
+        client_parent: false,
+        proxy_child: true,
+        bogus_parent: true,
+    },
+    Layout {
+        client_parent: true,
+        proxy_child: false,
+        bogus_parent: true,
+    },
+];
+
+#[tokio::test]
+async fn a_build_that_drops_trace_context_is_named_by_its_attribute() {
+    // a canary pod on a new `service.version` (its pod name is new as well: the build key wins
+    // the tie), and two pods of a new build told by a key of the team's own
+    let canary = (
+        vec![
+            pod(
+                "edge-router-6f9-a",
+                "service.version",
+                "3.1.0",
+                false,
+                false,
+            ),
+            pod(
+                "edge-router-6f9-b",
+                "service.version",
+                "3.1.0",
+                false,
+                false,
+            ),
+            pod("edge-router-7c2-x", "service.version", "3.2.0", true, true),
+        ],
+        "service.version",
+        "3.2.0",
+    );
+    let fleet_sha = (
+        vec![
+            pod(
+                "edge-router-6f9-a",
+                "deploy.git_sha",
+                "4be1d0c",
+                false,
+                false,
+            ),
+            pod("edge-router-81d-p", "deploy.git_sha", "9a7f3e2", true, true),
+            pod("edge-router-81d-q", "deploy.git_sha", "9a7f3e2", true, true),
+        ],
+        "deploy.git_sha",
+        "9a7f3e2",
+    );
+    for (incident_pods, key, value) in [canary, fleet_sha] {
+        let baseline_pods = [
+            pod(
+                "edge-router-6f9-a",
+                key,
+                incident_pods[0].build,
+                false,
+                false,
+            ),
+            pod(
+                "edge-router-6f9-b",
+                key,
+                incident_pods[0].build,
+                false,
+                false,
+            ),
+            pod(
+                "edge-router-6f9-c",
+                key,
+                incident_pods[0].build,
+                false,
+                false,
+            ),
+        ];
+        for layout in LAYOUTS {
+            for seed in [3, 4] {
+                let signals = losses(&fleet(layout, seed, &incident_pods, &baseline_pods)).await;
+                let context = format!("{key} {layout:?} seed {seed}: {signals:#?}");
+                let top = signals.first().expect(&context);
+                assert_eq!(
+                    top.subject.get("service").map(String::as_str),
+                    Some(PROXY),
+                    "{context}"
+                );
+                assert_eq!(
+                    top.subject.get(key).map(String::as_str),
+                    Some(value),
+                    "{context}"
+                );
+                assert_eq!(top.subject.len(), 2, "{context}");
+                assert!(
+                    signals
+                        .iter()
+                        .all(|s| s.subject.get("service").map(String::as_str) != Some(ENGINE)),
+                    "the engine only receives the lost context: {context}"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn intact_trace_context_raises_no_loss() {
+    let pods = [
+        pod(
+            "edge-router-6f9-a",
+            "service.version",
+            "3.1.0",
+            false,
+            false,
+        ),
+        pod("edge-router-7c2-x", "service.version", "3.2.0", true, false),
+    ];
+    for layout in LAYOUTS {
+        let signals = losses(&fleet(layout, 5, &pods, &pods[..1])).await;
+        assert!(signals.is_empty(), "{layout:?}: {signals:#?}");
+    }
+}
