@@ -159,10 +159,8 @@ impl NotifyConfig {
                 errors.push(format!("notify.webhook_secret_env: {problem}"));
             }
         }
-        if !self.external_url.is_empty()
-            && !(self.external_url.starts_with("http://")
-                || self.external_url.starts_with("https://"))
-        {
+        let web_url = |url: &str| url.starts_with("http://") || url.starts_with("https://");
+        if !self.external_url.is_empty() && !web_url(&self.external_url) {
             errors.push(format!(
                 "notify.external_url: `{}` must start with http:// or https://",
                 self.external_url
