@@ -22,4 +22,5 @@ mod sli;
 mod support;
 mod ui;
 mod ui_logs;
+mod variations;
 mod watch;

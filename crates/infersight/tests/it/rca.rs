@@ -74,13 +74,15 @@ fn prompt_lines(sim: &Path) -> std::path::PathBuf {
     out
 }
 
-/// Simulates `scenario` with `seed`, ingests it and returns (ground truth, rca report, the
-/// incident report built from the stored verdict).
-fn simulate_and_analyse(
+/// Simulates `scenario` with `seed` (plus `extra` flags for `simulate`, e.g. a variation),
+/// ingests it and returns (ground truth, rca report, the incident report built from the stored
+/// verdict).
+pub(crate) fn simulate_and_analyse(
     dir: &Path,
     scenario: &str,
     seed: u64,
     rate: &str,
+    extra: &[&str],
 ) -> (Value, Value, Value) {
     let sim = dir.join(format!("{scenario}-{seed}"));
     let data = dir.join(format!("{scenario}-{seed}-data"));
@@ -116,6 +118,7 @@ fn simulate_and_analyse(
     if with_prompts {
         simulate.extend(["--start", &start_s]);
     }
+    simulate.extend_from_slice(extra);
     let out = run(&simulate);
     ok(&out, "simulate");
     // Other logs are left out: the signals read requests, spans, metrics and prompts only.
@@ -195,7 +198,7 @@ fn check_runbook(scenario: &str, seed: u64, truth: &Value, full: &Value) {
     );
 }
 
-fn subject_of(value: &Value) -> BTreeMap<String, String> {
+pub(crate) fn subject_of(value: &Value) -> BTreeMap<String, String> {
     value
         .as_object()
         .map(|o| {
@@ -228,7 +231,7 @@ fn check_scenario(scenario: &str, seeds: &[u64], check_causes: bool) {
     // tell a three-attribute slice from its two-attribute parent
     let rate = "10";
     for &seed in seeds {
-        let (truth, report, full) = simulate_and_analyse(dir.path(), scenario, seed, rate);
+        let (truth, report, full) = simulate_and_analyse(dir.path(), scenario, seed, rate, &[]);
         check_runbook(scenario, seed, &truth, &full);
         let signals = report["signals"].as_array().cloned().unwrap_or_default();
         for signal in &signals {
