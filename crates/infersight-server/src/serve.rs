@@ -18,6 +18,7 @@ use crate::api::{self, ApiState};
 use crate::queue::IngestQueue;
 use infersight_ingest::receivers::ReceiverState;
 use infersight_ingest::receivers::Sink;
+use infersight_ingest::receivers::held::{self, HeldRequests};
 use infersight_ingest::receivers::otlp_grpc::{self, GrpcReceiver};
 use infersight_ingest::receivers::otlp_http;
 use infersight_ingest::receivers::prom_scrape::{self, ScrapeTarget};
@@ -148,10 +149,11 @@ pub async fn serve_with(
             &receiver_state,
             scrape_stop,
         ),
+        held_requests: HeldRequests::spawn(&receiver_state, held::DEFAULT_TICK, stop.stopped()),
         worker,
     };
-    // Only the servers and scrapers may hold queue handles now, so the worker exits once they
-    // stop.
+    // Only the servers, scrapers and the held-request release may hold queue handles now, so
+    // the worker exits once they stop.
     drop(receiver_state);
     drop(queue);
     on_bound(addrs);
@@ -435,6 +437,8 @@ struct Running {
     action_task: Option<tokio::task::JoinHandle<()>>,
     watch_task: Option<tokio::task::JoinHandle<()>>,
     scrapers: Vec<tokio::task::JoinHandle<()>>,
+    /// Request rows held for spans of their request still to come (`ingest::otlp::correlate`).
+    held_requests: HeldRequests,
     /// The ingest queue's worker thread.
     worker: std::thread::JoinHandle<()>,
 }
@@ -476,6 +480,8 @@ impl Running {
                 });
             }
         }
+        // No export comes any more: the rows still held go in before the queue closes.
+        self.held_requests.finish().await;
         // Every queue handle is gone once the servers stopped: the worker drains and exits.
         let worker = self.worker;
         let _ = tokio::task::spawn_blocking(move || worker.join()).await;

@@ -15,7 +15,7 @@ use std::sync::mpsc::SyncSender;
 use std::thread::JoinHandle;
 
 use infersight_ingest::files::{CONTEXT_SLACK_NS, YearSource};
-use infersight_ingest::{FileFormat, FileOptions, FileSummary};
+use infersight_ingest::{FileFormat, FileOptions, FileStream, FileSummary, SpanTreeCache};
 use infersight_model::append::Durability;
 use infersight_model::mapping::AttributeMapper;
 use infersight_model::telemetry::Counters;
@@ -220,7 +220,8 @@ type ReadOutcome = (
 );
 
 /// Reads the files into the writer until one fails, those with telemetry first (see the module
-/// doc); the channel closes on return.
+/// doc), as one stream: a request whose spans are split between files (each service's export in
+/// its own file) is one row. The channel closes on return.
 fn read_files(
     paths: &[PathBuf],
     options: &FileOptions,
@@ -236,17 +237,25 @@ fn read_files(
     let mut done_bytes = 0u64;
     let mut around = store_range;
     let mut failure = None;
-    for (index, raw) in reading_order(paths, options.format) {
+    let span_tree = SpanTreeCache::for_files();
+    let order = reading_order(paths, options.format);
+    let files = order.len();
+    for (position, (index, raw)) in order.into_iter().enumerate() {
         let path = &paths[index];
+        let stream = FileStream {
+            span_tree: &span_tree,
+            last: position + 1 == files,
+        };
         let base = done_bytes;
         let file_options = FileOptions {
             time_context_ns: around,
             ..options.clone()
         };
-        let result = infersight_ingest::read_file(
+        let result = infersight_ingest::read_file_of_stream(
             path,
             &file_options,
             mapper,
+            stream,
             &mut |batches| {
                 // raw lines are placed by the data around them, they are not part of it
                 for batch in batches.iter().filter(|_| !raw) {

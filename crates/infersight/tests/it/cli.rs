@@ -663,3 +663,85 @@ fn raw_lines_without_a_year_land_in_the_year_of_the_traces_they_come_with() {
     );
     assert_eq!(years(&later), "y\n2021\n2023");
 }
+
+/// One OTLP/JSON export line of one service's spans.
+fn service_export(service: &str, spans: Vec<serde_json::Value>) -> String {
+    serde_json::json!({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
+        "scopeSpans": [{"spans": spans}]
+    }]})
+    .to_string()
+}
+
+/// A gateway's spans in one file, the engine's in another (each service exports on its own), the
+/// engine's file first: the store's `requests` table, what the RCA reads, has one row per
+/// request, with the engine's timings and the gateway's tenant, and `service` is no dimension.
+#[test]
+fn ingest_of_a_gateway_file_and_an_engine_file_stores_one_row_per_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (engine, gateway) = (dir.path().join("engine.jsonl"), dir.path().join("gw.jsonl"));
+    let (mut engine_lines, mut gateway_lines) = (Vec::new(), Vec::new());
+    let kv = |key: &str, value: serde_json::Value| serde_json::json!({"key": key, "value": value});
+    for n in 0..30u64 {
+        let trace = format!("{:032x}", 0xabc0_0000 + n);
+        let (root, child) = (
+            format!("{:016x}", 0x1000 + n),
+            format!("{:016x}", 0x2000 + n),
+        );
+        let start = TS + n * 100_000_000;
+        let time = |offset_ms: u64| ((start + offset_ms * 1_000_000).to_string());
+        let id = serde_json::json!({"stringValue": format!("chatcmpl-{n}")});
+        let model = serde_json::json!({"stringValue": "llama-3-8b"});
+        gateway_lines.push(service_export(
+            "llm-gateway",
+            vec![serde_json::json!({
+                "traceId": trace, "spanId": root, "name": "POST /v1/chat/completions",
+                "startTimeUnixNano": time(0), "endTimeUnixNano": time(1_010),
+                "attributes": [
+                    kv("gen_ai.request.model", model.clone()),
+                    kv("gen_ai.response.id", id.clone()),
+                    kv("tenant.id", serde_json::json!({"stringValue": format!("t{}", n % 2)})),
+                ]
+            })],
+        ));
+        engine_lines.push(service_export(
+            "vllm-engine",
+            vec![serde_json::json!({
+                "traceId": trace, "spanId": child, "parentSpanId": root, "name": "llm_request",
+                "startTimeUnixNano": time(5), "endTimeUnixNano": time(1_005),
+                "attributes": [
+                    kv("gen_ai.request.model", model),
+                    kv("gen_ai.request.id", id),
+                    kv("gen_ai.latency.time_in_queue", serde_json::json!({"doubleValue": 0.05})),
+                    kv("gen_ai.latency.time_to_first_token", serde_json::json!({"doubleValue": 0.2})),
+                    kv("gen_ai.latency.e2e", serde_json::json!({"doubleValue": 1.0})),
+                ]
+            })],
+        ));
+    }
+    std::fs::write(&engine, engine_lines.join("\n")).unwrap();
+    std::fs::write(&gateway, gateway_lines.join("\n")).unwrap();
+    let out = run(&[
+        "ingest",
+        "--data",
+        data.to_str().unwrap(),
+        engine.to_str().unwrap(),
+        gateway.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = run(&[
+        "query",
+        "--data",
+        data.to_str().unwrap(),
+        "--format",
+        "csv",
+        "SELECT count(*) AS n, count(DISTINCT service) AS services, count(tenant) AS tenants, \
+         count(ttft_ms) AS timed, (SELECT count(*) FROM spans) AS spans FROM requests",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).trim(),
+        "n,services,tenants,timed,spans\n30,1,30,30,60"
+    );
+}
