@@ -157,8 +157,9 @@ pub struct RequestHold {
     /// an earlier one whose clock is not the entry's own is stale.
     touches: VecDeque<(u64, Option<Instant>, u64)>,
     /// Request ids of released rows, with what the row knew, oldest first.
-    released_ids: HashMap<String, RowShape>,
-    released_order: VecDeque<String>,
+    /// (By the id's hash: a row costs no copy of its strings.)
+    released_ids: HashMap<u64, RowShape>,
+    released_order: VecDeque<u64>,
     next_entry: u64,
     clock: u64,
     held: usize,
@@ -298,7 +299,7 @@ impl RequestHold {
         let Some(released) = row
             .request_id
             .as_ref()
-            .and_then(|id| self.released_ids.get(id))
+            .and_then(|id| self.released_ids.get(&text_hash(id)))
         else {
             return false;
         };
@@ -474,12 +475,9 @@ impl RequestHold {
         let Some(id) = row.request_id.as_ref().filter(|r| !r.is_empty()) else {
             return;
         };
-        if self
-            .released_ids
-            .insert(id.clone(), RowShape::of(row))
-            .is_none()
-        {
-            self.released_order.push_back(id.clone());
+        let key = text_hash(id);
+        if self.released_ids.insert(key, RowShape::of(row)).is_none() {
+            self.released_order.push_back(key);
         }
         while self.released_order.len() > REMEMBERED_RELEASED_IDS {
             if let Some(oldest) = self.released_order.pop_front() {
@@ -615,7 +613,16 @@ struct RowShape {
     score: usize,
     start_ns: i64,
     end_ns: i64,
-    model: Option<String>,
+    /// The model's name's hash.
+    model: Option<u64>,
+}
+
+/// A 64-bit hash of a text (ids and names compared without keeping them).
+fn text_hash(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
 }
 
 impl RowShape {
@@ -628,7 +635,7 @@ impl RowShape {
             score: breakdown_score(row),
             start_ns: row.ts,
             end_ns: row.ts.saturating_add(e2e_ns),
-            model: row.model.clone(),
+            model: row.model.as_deref().map(text_hash),
         }
     }
 
