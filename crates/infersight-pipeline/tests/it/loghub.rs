@@ -4,14 +4,14 @@
 
 use infersight_pipeline::stages::template::MinerConfig;
 
-use crate::loghub_score;
+use crate::loghub_score::{self, Headers};
 
 #[test]
 fn loghub_2k_grouping_and_parsing_accuracy() {
     let Some(dir) = loghub_score::loghub_dir() else {
         return;
     };
-    let scores = loghub_score::score_all(&dir, &MinerConfig::default());
+    let scores = loghub_score::score_all(&dir, &MinerConfig::default(), Headers::Spec);
     for score in &scores {
         eprintln!(
             "{:<10} GA {:.4}  PA {:.4}  groups {}/{}",

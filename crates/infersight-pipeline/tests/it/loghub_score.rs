@@ -1,6 +1,7 @@
 //! Loghub-2k scoring shared by the accuracy test and `examples/loghub_eval.rs`: reads the raw
-//! logs and the corrected ground truth from `../shared/data/loghub_2k`, mines with ONE miner
-//! configuration, and computes GA and PA as defined in `shared/data/README.md`.
+//! logs and the corrected ground truth from `../shared/data/loghub_2k` (every system found there,
+//! not only the ten shared ones), mines with ONE miner configuration, with the format spec or with
+//! header detection, and computes GA and PA as defined in `shared/data/README.md`.
 
 #![allow(dead_code)]
 
@@ -120,8 +121,49 @@ pub fn grouping_accuracy(predicted: &[&str], truth: &[&str]) -> f64 {
     correct as f64 / truth.len() as f64
 }
 
+/// How the content of a raw line is found before mining.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Headers {
+    /// The system's Loghub format spec (`LOGHUB_FORMATS`); for a system without one, the ground
+    /// truth's `Content` column (what a perfect spec yields).
+    Spec,
+    /// Automatic header detection, no per-system input at all.
+    Detect,
+}
+
+impl Headers {
+    pub fn name(self) -> &'static str {
+        match self {
+            Headers::Spec => "format spec",
+            Headers::Detect => "header detection",
+        }
+    }
+}
+
+/// The systems of `dir`: every `S/S_2k.log` with its corrected ground truth, in name order (the
+/// ten shared ones, or any other Loghub-2k system put beside them).
+pub fn systems(dir: &Path) -> Vec<String> {
+    let mut systems: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|entry| entry.file_name().into_string().ok())
+                .filter(|name| {
+                    dir.join(name).join(format!("{name}_2k.log")).is_file()
+                        && dir
+                            .join(name)
+                            .join(format!("{name}_2k.log_structured_corrected.csv"))
+                            .is_file()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    systems.sort();
+    systems
+}
+
 pub struct SystemScore {
-    pub system: &'static str,
+    pub system: String,
     pub lines: usize,
     pub ga: f64,
     pub pa: f64,
@@ -132,54 +174,94 @@ pub struct SystemScore {
     pub truth: Truth,
 }
 
-pub fn score_system(
-    dir: &Path,
-    system: &'static str,
-    spec: &str,
-    config: &MinerConfig,
-) -> SystemScore {
-    let raw = std::fs::read_to_string(dir.join(system).join(format!("{system}_2k.log"))).unwrap();
-    let lines: Vec<&str> = raw.lines().collect();
-    let format = LogFormat::parse(spec).unwrap();
-    let truth = read_truth(dir, system);
-    assert_eq!(lines.len(), truth.templates.len(), "{system}: line count");
-    let content_mismatches = lines
-        .iter()
-        .zip(&truth.contents)
-        .filter(|(line, content)| format.content(line).map(normalize) != Some(normalize(content)))
-        .count();
-    let mined = mine_lines(lines.iter().copied(), config, Some(&format));
-    let predicted: Vec<&str> = mined.iter().map(|m| m.template_id.as_str()).collect();
-    let true_groups: Vec<&str> = truth.templates.iter().map(String::as_str).collect();
-    let ga = grouping_accuracy(&predicted, &true_groups);
-    let pa = mined
-        .iter()
-        .zip(&truth.templates)
-        .filter(|(mined, truth)| normalize(&mined.template) == normalize(truth))
-        .count() as f64
-        / lines.len() as f64;
-    let mut distinct_predicted = predicted.clone();
-    distinct_predicted.sort_unstable();
-    distinct_predicted.dedup();
-    let mut distinct_truth = true_groups.clone();
-    distinct_truth.sort_unstable();
-    distinct_truth.dedup();
-    SystemScore {
-        system,
-        lines: lines.len(),
-        ga,
-        pa,
-        predicted_groups: distinct_predicted.len(),
-        true_groups: distinct_truth.len(),
-        content_mismatches,
-        mined,
-        truth,
+/// Raw lines and ground truth of one system, read once and scored under many configurations.
+pub struct SystemData {
+    pub system: String,
+    pub raw: String,
+    pub format: Option<LogFormat>,
+    pub truth: Truth,
+}
+
+impl SystemData {
+    pub fn read(dir: &Path, system: &str) -> SystemData {
+        let raw =
+            std::fs::read_to_string(dir.join(system).join(format!("{system}_2k.log"))).unwrap();
+        let format = SYSTEMS
+            .iter()
+            .find(|(name, _)| *name == system)
+            .map(|(_, spec)| LogFormat::parse(spec).unwrap());
+        SystemData {
+            system: system.to_string(),
+            raw,
+            format,
+            truth: read_truth(dir, system),
+        }
+    }
+
+    pub fn score(&self, config: &MinerConfig, headers: Headers) -> SystemScore {
+        let lines: Vec<&str> = self.raw.lines().collect();
+        let truth = &self.truth;
+        assert_eq!(
+            lines.len(),
+            truth.templates.len(),
+            "{}: line count",
+            self.system
+        );
+        let content_mismatches = match &self.format {
+            Some(format) => lines
+                .iter()
+                .zip(&truth.contents)
+                .filter(|(line, content)| {
+                    format.content(line).map(normalize) != Some(normalize(content))
+                })
+                .count(),
+            None => 0,
+        };
+        let mined = match (headers, &self.format) {
+            (Headers::Spec, Some(format)) => {
+                mine_lines(lines.iter().copied(), config, Some(format))
+            }
+            (Headers::Spec, None) => {
+                mine_lines(truth.contents.iter().map(String::as_str), config, None)
+            }
+            (Headers::Detect, _) => mine_lines(lines.iter().copied(), config, None),
+        };
+        let predicted: Vec<&str> = mined.iter().map(|m| m.template_id.as_str()).collect();
+        let true_groups: Vec<&str> = truth.templates.iter().map(String::as_str).collect();
+        let ga = grouping_accuracy(&predicted, &true_groups);
+        let pa = mined
+            .iter()
+            .zip(&truth.templates)
+            .filter(|(mined, truth)| normalize(&mined.template) == normalize(truth))
+            .count() as f64
+            / lines.len() as f64;
+        let distinct = |groups: &[&str]| {
+            let mut groups = groups.to_vec();
+            groups.sort_unstable();
+            groups.dedup();
+            groups.len()
+        };
+        SystemScore {
+            system: self.system.clone(),
+            lines: lines.len(),
+            ga,
+            pa,
+            predicted_groups: distinct(&predicted),
+            true_groups: distinct(&true_groups),
+            content_mismatches,
+            mined,
+            truth: Truth {
+                contents: truth.contents.clone(),
+                templates: truth.templates.clone(),
+            },
+        }
     }
 }
 
-pub fn score_all(dir: &Path, config: &MinerConfig) -> Vec<SystemScore> {
-    SYSTEMS
+/// Every system of `dir` with one configuration.
+pub fn score_all(dir: &Path, config: &MinerConfig, headers: Headers) -> Vec<SystemScore> {
+    systems(dir)
         .iter()
-        .map(|(system, spec)| score_system(dir, system, spec, config))
+        .map(|system| SystemData::read(dir, system).score(config, headers))
         .collect()
 }
