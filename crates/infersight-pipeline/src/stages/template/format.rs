@@ -254,12 +254,21 @@ fn level_of<'a>(token: &str, core: &'a str) -> Option<&'a str> {
         .then_some(core)
 }
 
+/// One-letter levels (Android's logcat: `D WindowManager: …`), accepted only after a timestamp.
+const LETTER_LEVELS: &[&str] = &["V", "D", "I", "W", "E", "F"];
+
 /// Automatic header detection for lines without a format spec: leading timestamp tokens
 /// (dates, times, month and weekday names, epoch-like numbers next to them), a level
-/// (`INFO`, `[error]`), bare pids, and a component token that ends with `:` or `]`
-/// (`dfs.DataNode$PacketResponder:`, `llm_engine.py:123]`). Content is what follows.
+/// (`INFO`, `[error]`, a logcat letter after a timestamp), bare pids, lone `-` separators, a
+/// host between or after timestamp parts (syslog's `Jun 14 15:16:01 host proc[pid]:`), upper-case
+/// facility words before a level (`RAS KERNEL INFO`), and a component token that ends with `:` or
+/// `]` (`dfs.DataNode$PacketResponder:`, `llm_engine.py:123]`, `[thread] org.Logger:`). A
+/// `time|component|pid|` prefix is a header too. Content is what follows.
 pub fn detect_header(line: &str) -> DetectedHeader<'_> {
     let line = line.trim_end_matches(['\r', '\n']);
+    if let Some(header) = pipe_header(line) {
+        return header;
+    }
     let mut header = DetectedHeader {
         content: line,
         ..DetectedHeader::default()
@@ -269,54 +278,51 @@ pub fn detect_header(line: &str) -> DetectedHeader<'_> {
     let mut offset = 0;
     let mut tokens_seen = 0;
     let bytes = line.as_bytes();
-    loop {
-        while offset < bytes.len() && bytes[offset].is_ascii_whitespace() {
-            offset += 1;
-        }
-        if offset >= bytes.len() || tokens_seen >= 8 {
+    while let Some((start, end)) = next_token(bytes, offset) {
+        if tokens_seen >= 12 {
             break;
         }
-        let start = offset;
-        // A bracketed group may contain spaces: `[Sun Dec 04 04:47:44 2005]`.
-        let end = if bytes[start] == b'[' {
-            // Only a `]` within 40 bytes closes the group: search no further than that.
-            let window = &bytes[start..bytes.len().min(start + 40)];
-            match window.iter().position(|&byte| byte == b']') {
-                Some(close) => start + close + 1,
-                None => token_end(bytes, start),
-            }
-        } else {
-            token_end(bytes, start)
-        };
         let token = &line[start..end];
         offset = end;
         tokens_seen += 1;
-        let bracketed_time = token.starts_with('[') && {
-            let inner = token.trim_start_matches('[').trim_end_matches(']');
-            inner.split_ascii_whitespace().any(is_timestampish)
-                && inner
-                    .split_ascii_whitespace()
-                    .all(|t| is_timestampish(t) || t.bytes().all(|b| b.is_ascii_digit()))
-        };
+        let after_header = timestamp_span.is_some() || header.level.is_some();
         let core = strip_brackets(token);
-        if is_timestampish_core(core) || bracketed_time {
+        // After the level, a bare number starts the message (`INFO 1234567 exceptions`).
+        let number_after_level = header.level.is_some() && core.bytes().all(|b| b.is_ascii_digit());
+        if (is_timestampish_core(core) && !number_after_level) || is_bracketed_time(token) {
             timestamp_span = Some(timestamp_span.map_or((start, end), |(s, _)| (s, end)));
+        } else if (token == "-" && (after_header || tokens_seen == 1))
+            || (tokens_seen == 1
+                && level_of(token, core).is_none()
+                && is_label_before_timestamp(line, token, end))
+        {
+            // A separator (`- INFO [x] - message`) or a leading alert label (`- 1117838570 …`,
+            // `KERNDTLB 1117838570 …`).
         } else if header.level.is_none()
-            && let Some(level) = level_of(token, core)
+            && let Some(level) = level_of(token, core).or_else(|| {
+                (timestamp_span.is_some() && LETTER_LEVELS.contains(&token)).then_some(token)
+            })
         {
             header.level = Some(level);
-        } else if (timestamp_span.is_some() || header.level.is_some())
+        } else if after_header
+            && header.level.is_none()
             && token.bytes().all(|b| b.is_ascii_digit())
         {
-            // A pid or thread id between the timestamp and the message.
-        } else if (timestamp_span.is_some() || header.level.is_some())
-            && token.len() > 1
-            && (token.ends_with(':') || token.ends_with(']'))
-            && end < bytes.len()
-        {
-            header.component = Some(token.trim_end_matches([':', ']']).trim_start_matches('['));
-            consumed_end = end;
+            // A pid or thread id between the timestamp and the level (after the level, a number
+            // starts the message: `INFO 109 alignment exceptions`).
+        } else if after_header && is_component(token) && end < bytes.len() {
+            let (component, component_end) = logger_after_thread(line, token, end);
+            header.component = Some(component);
+            consumed_end = separator_after(bytes, component_end);
             break;
+        } else if after_header && header.level.is_none() && facility_before_level(line, end) {
+            // `RAS KERNEL INFO`: upper-case words right before the level.
+        } else if timestamp_span.is_some()
+            && header.level.is_none()
+            && is_host_like(token)
+            && host_ends_here(line, end)
+        {
+            // A host between timestamp parts or before the process: `dn228`, `combo`.
         } else {
             break;
         }
@@ -328,6 +334,173 @@ pub fn detect_header(line: &str) -> DetectedHeader<'_> {
     header.timestamp = timestamp_span.map(|(start, end)| &line[start..end]);
     header.content = line[consumed_end..].trim_start();
     header
+}
+
+/// The next token from `offset`: a bracketed group may contain spaces and nested brackets
+/// (`[Sun Dec 04 04:47:44 2005]`, `[QuorumPeer[myid=1]/0:0:0:0:0:0:0:0:2181:Election@774]`) and
+/// ends at its matching `]` within 200 bytes; other tokens end at whitespace.
+fn next_token(bytes: &[u8], mut offset: usize) -> Option<(usize, usize)> {
+    while offset < bytes.len() && bytes[offset].is_ascii_whitespace() {
+        offset += 1;
+    }
+    if offset >= bytes.len() {
+        return None;
+    }
+    let start = offset;
+    if bytes[start] == b'[' {
+        let window = &bytes[start..bytes.len().min(start + 200)];
+        let mut depth = 0usize;
+        for (at, &byte) in window.iter().enumerate() {
+            match byte {
+                b'[' => depth += 1,
+                b']' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        // The group and what is glued to it (`[main]:`).
+                        return Some((start, token_end(bytes, start + at + 1)));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Some((start, token_end(bytes, start)))
+}
+
+/// `[Sun Dec 04 04:47:44 2005]`: a bracketed group of timestamp parts and numbers.
+fn is_bracketed_time(token: &str) -> bool {
+    token.starts_with('[') && {
+        let inner = token.trim_start_matches('[').trim_end_matches(']');
+        inner.split_ascii_whitespace().any(is_timestampish)
+            && inner
+                .split_ascii_whitespace()
+                .all(|t| is_timestampish(t) || t.bytes().all(|b| b.is_ascii_digit()))
+    }
+}
+
+/// A component: a token that ends with `:` or `]` (`sshd[24200]:`, `[main]`, `metrics.py:360]`).
+fn is_component(token: &str) -> bool {
+    token.len() > 1 && (token.ends_with(':') || token.ends_with(']'))
+}
+
+/// After a bracketed thread (`[main]`), a logger name that ends with `:` is the component
+/// (`[main] org.apache.hadoop.Foo: msg`); returns the component and where it ends.
+fn logger_after_thread<'a>(line: &'a str, token: &'a str, end: usize) -> (&'a str, usize) {
+    let bracketed = token.trim_end_matches([':', ']']).trim_start_matches('[');
+    if token.starts_with('[')
+        && token.ends_with(']')
+        && let Some((start, logger_end)) = next_token(line.as_bytes(), end)
+        && logger_end < line.len()
+    {
+        let logger = &line[start..logger_end];
+        let name = &logger[..logger.len().saturating_sub(1)];
+        if logger.ends_with(':')
+            && name.len() > 1
+            && name.contains('.')
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'$' | b'-'))
+        {
+            return (name, logger_end);
+        }
+    }
+    (bracketed, end)
+}
+
+/// Past a lone `-` separator after the component (`[x@1] - message`), if there is one.
+fn separator_after(bytes: &[u8], end: usize) -> usize {
+    match next_token(bytes, end) {
+        Some((start, separator_end)) if &bytes[start..separator_end] == b"-" => separator_end,
+        _ => end,
+    }
+}
+
+/// The token that ends at `end` is an upper-case word, and a level follows within two more
+/// upper-case words (`RAS KERNEL INFO`).
+fn facility_before_level(line: &str, end: usize) -> bool {
+    let start = line[..end]
+        .rfind(|c: char| c.is_ascii_whitespace())
+        .map_or(0, |at| at + 1);
+    let word = &line[start..end];
+    if !(2..=12).contains(&word.len()) || !word.bytes().all(|b| b.is_ascii_uppercase()) {
+        return false;
+    }
+    let mut offset = end;
+    for _ in 0..3 {
+        let Some((next_start, next_end)) = next_token(line.as_bytes(), offset) else {
+            return false;
+        };
+        let next = &line[next_start..next_end];
+        if level_of(next, next).is_some() {
+            return true;
+        }
+        if !next.bytes().all(|b| b.is_ascii_uppercase()) {
+            return false;
+        }
+        offset = next_end;
+    }
+    false
+}
+
+/// A first token of upper-case letters and `_` followed by a timestamp: an alert label.
+fn is_label_before_timestamp(line: &str, token: &str, end: usize) -> bool {
+    token.len() > 1
+        && token.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+        && next_token(line.as_bytes(), end)
+            .is_some_and(|(start, next_end)| is_timestampish(&line[start..next_end]))
+}
+
+/// A host name as headers print it: letters, digits and `.-_/:`, with a letter or digit first.
+fn is_host_like(token: &str) -> bool {
+    token.len() > 1
+        && token.as_bytes()[0].is_ascii_alphanumeric()
+        && !token.ends_with(':')
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b'/' | b':'))
+}
+
+/// What follows a host candidate ending at `end` makes it one: more timestamp parts, another
+/// host-like token then a timestamp or component, a component (`proc[pid]:`), or facility words
+/// before a level.
+fn host_ends_here(line: &str, end: usize) -> bool {
+    let Some((start, next_end)) = next_token(line.as_bytes(), end) else {
+        return false;
+    };
+    let next = &line[start..next_end];
+    is_timestampish(next)
+        || (is_component(next) && next_end < line.len() && !next.starts_with('['))
+        || facility_before_level(line, next_end)
+}
+
+/// `20171223-22:15:29:606|Step_LSC|30002312|message`: a timestamp field then `|`-separated
+/// fields without spaces (a component, a pid) before the content; the pid ends the header.
+fn pipe_header(line: &str) -> Option<DetectedHeader<'_>> {
+    let first_bar = line.find('|')?;
+    let timestamp = &line[..first_bar];
+    if timestamp.contains(char::is_whitespace) || !is_timestampish(timestamp) {
+        return None;
+    }
+    let mut header = DetectedHeader {
+        content: line,
+        timestamp: Some(timestamp),
+        ..DetectedHeader::default()
+    };
+    let mut rest = &line[first_bar + 1..];
+    for _ in 0..3 {
+        let Some(bar) = rest.find('|') else { break };
+        let field = &rest[..bar];
+        if field.is_empty() || field.contains(char::is_whitespace) {
+            break;
+        }
+        rest = &rest[bar + 1..];
+        if field.bytes().all(|b| b.is_ascii_digit()) {
+            break;
+        }
+        header.component.get_or_insert(field);
+    }
+    header.content = rest.trim_start();
+    Some(header)
 }
 
 fn token_end(bytes: &[u8], start: usize) -> usize {

@@ -23,6 +23,8 @@ pub enum ParamType {
     Hex,
     Uuid,
     Ip,
+    /// A host name or `host:port` (`proxy.example.com:5070`, `localhost:8080`).
+    Host,
     Path,
     Url,
     Duration,
@@ -46,6 +48,7 @@ impl ParamType {
             ParamType::Hex => "hex",
             ParamType::Uuid => "uuid",
             ParamType::Ip => "ip",
+            ParamType::Host => "host",
             ParamType::Path => "path",
             ParamType::Url => "url",
             ParamType::Duration => "duration",
@@ -197,11 +200,18 @@ const DURATION_UNITS: &[&[u8]] = &[
     b"min",
     b"h",
 ];
+/// Unit words written apart from their number (`12 seconds`, `0 bytes`, `3 hrs`), compared
+/// without case, besides [`DURATION_UNITS`] and [`SIZE_UNITS`].
+const UNIT_WORDS: &[&[u8]] = &[
+    b"byte", b"bytes", b"msec", b"msecs", b"usec", b"usecs", b"nsec", b"second", b"seconds",
+    b"mins", b"minute", b"minutes", b"hr", b"hrs", b"hour", b"hours", b"day", b"days", b"millis",
+    b"kbps", b"mbps", b"gbps", b"rpm",
+];
 const SIZE_UNITS: &[&[u8]] = &[
     b"b", b"k", b"kb", b"kib", b"m", b"mb", b"mib", b"g", b"gb", b"gib", b"t", b"tb", b"tib",
 ];
 
-/// A number followed by a unit: `12ms`, `1.5s`, `64KB`, `3%`.
+/// A number followed by a unit: `12ms`, `1.5s`, `64KB`, `3%`, `10seconds`.
 fn number_with_unit(bytes: &[u8]) -> Option<ParamType> {
     let split = bytes.iter().rposition(u8::is_ascii_digit)? + 1;
     if split == bytes.len() || split == 0 {
@@ -212,18 +222,20 @@ fn number_with_unit(bytes: &[u8]) -> Option<ParamType> {
     if unit == b"%" {
         return Some(ParamType::Float);
     }
-    if unit.len() > 4 {
+    if unit.len() > 7 {
         return None;
     }
-    let mut lower = [0u8; 4];
+    let mut lower = [0u8; 7];
     for (slot, byte) in lower.iter_mut().zip(unit) {
         *slot = byte.to_ascii_lowercase();
     }
     let lower = &lower[..unit.len()];
     if DURATION_UNITS.contains(&unit) {
         Some(ParamType::Duration)
-    } else if SIZE_UNITS.contains(&lower) {
+    } else if SIZE_UNITS.contains(&lower) || lower.starts_with(b"byte") {
         Some(ParamType::Size)
+    } else if UNIT_WORDS.contains(&lower) {
+        Some(ParamType::Duration)
     } else {
         None
     }
@@ -239,14 +251,15 @@ pub(crate) fn is_unit_word(word: &str) -> bool {
     if unit == b"%" || DURATION_UNITS.contains(&unit) {
         return true;
     }
-    if unit.is_empty() || unit.len() > 4 {
+    if unit.is_empty() || unit.len() > 7 {
         return false;
     }
-    let mut lower = [0u8; 4];
+    let mut lower = [0u8; 7];
     for (slot, byte) in lower.iter_mut().zip(unit) {
         *slot = byte.to_ascii_lowercase();
     }
-    SIZE_UNITS.contains(&&lower[..unit.len()])
+    let lower = &lower[..unit.len()];
+    SIZE_UNITS.contains(&lower) || UNIT_WORDS.contains(&lower)
 }
 
 /// `10.0.0.1`, `10.0.0.1:8080`, `/10.0.0.1:8080`.
@@ -273,6 +286,155 @@ fn is_ipv4(bytes: &[u8]) -> bool {
         }
     }
     parts == 4
+}
+
+/// Top-level domains that end host names in logs. A short list on purpose: a dotted name whose
+/// last label is a file extension or a package (`core.py`, `java.util`, `com.apple.xpc`) is no
+/// host.
+const HOST_TLDS: &[&[u8]] = &[
+    b"com",
+    b"net",
+    b"org",
+    b"edu",
+    b"gov",
+    b"mil",
+    b"io",
+    b"us",
+    b"uk",
+    b"hk",
+    b"cn",
+    b"jp",
+    b"de",
+    b"fr",
+    b"ru",
+    b"br",
+    b"au",
+    b"ca",
+    b"eu",
+    b"tw",
+    b"kr",
+    b"nl",
+    b"biz",
+    b"local",
+    b"lan",
+    b"internal",
+    b"intranet",
+    b"corp",
+    b"arpa",
+    b"cloud",
+    b"localdomain",
+];
+
+/// Is `label` (any case) one of [`HOST_TLDS`]?
+fn is_tld(label: &[u8]) -> bool {
+    if label.len() < 2 || label.len() > 11 {
+        return false;
+    }
+    let mut lower = [0u8; 11];
+    for (slot, byte) in lower.iter_mut().zip(label) {
+        *slot = byte.to_ascii_lowercase();
+    }
+    HOST_TLDS.contains(&&lower[..label.len()])
+}
+
+/// Cheap gate for digit-free tokens: does the token end (before closing punctuation) in `.tld`?
+/// Only then can it hold a host name, so other dotted words (`org.apache.Foo`, `done.`) skip the
+/// host check.
+#[inline]
+fn may_end_in_host(bytes: &[u8]) -> bool {
+    let mut end = bytes.len();
+    while end > 0 && (is_close_wrapper(bytes[end - 1]) || bytes[end - 1] == b'/') {
+        end -= 1;
+    }
+    let mut start = end;
+    while start > 0 && bytes[start - 1].is_ascii_alphabetic() {
+        start -= 1;
+    }
+    start > 1 && bytes[start - 1] == b'.' && is_tld(&bytes[start..end])
+}
+
+/// `proxy.example.com`, `ip-10-0-0-1.ec2.internal`, `NODE-7.fareast.corp.example.com`: labels of
+/// letters, digits and `-`, the last one a known top-level domain (`.io` only with three labels or
+/// more: `java.io` is a package).
+fn is_host_name(bytes: &[u8]) -> bool {
+    if bytes.len() < 4 || bytes.len() > 253 {
+        return false;
+    }
+    let mut labels = 0;
+    let mut last: &[u8] = &[];
+    for label in bytes.split(|&b| b == b'.') {
+        if label.is_empty()
+            || label.len() > 63
+            || label[0] == b'-'
+            || !label
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || *b == b'-')
+        {
+            return false;
+        }
+        labels += 1;
+        last = label;
+    }
+    labels >= 2 && is_tld(last) && (labels >= 3 || !last.eq_ignore_ascii_case(b"io"))
+}
+
+/// `host:port` with a host name, `localhost` or an IPv4 address, and a port of 1-5 digits.
+fn is_host_port(bytes: &[u8]) -> bool {
+    let Some(colon) = bytes.iter().rposition(|&b| b == b':') else {
+        return false;
+    };
+    let (host, port) = (&bytes[..colon], &bytes[colon + 1..]);
+    (1..=5).contains(&port.len())
+        && all_digits(port)
+        && (host.eq_ignore_ascii_case(b"localhost") || is_host_name(host) || is_ipv4(host))
+}
+
+/// `fe80::1c2a:3bff:fe4d:5e6f%en0`, `2001:db8::1`, `::1`: hex groups of at most four digits
+/// separated by `:`, with `::` or eight groups, an optional `%interface` suffix.
+fn is_ipv6(bytes: &[u8]) -> bool {
+    let address = match bytes.iter().position(|&b| b == b'%') {
+        Some(percent) => &bytes[..percent],
+        None => bytes,
+    };
+    let compressed = address.windows(2).any(|pair| pair == b"::");
+    let mut groups = 0;
+    for group in address.split(|&b| b == b':') {
+        if group.len() > 4 || !group.iter().all(u8::is_ascii_hexdigit) {
+            return false;
+        }
+        groups += usize::from(!group.is_empty());
+    }
+    address.len() >= 3 && groups <= 8 && (compressed || groups == 8)
+}
+
+/// `00:1a:2b:3c:4d:5e` or `00-1A-2B-3C-4D-5E`: six or more two-digit hex groups (MAC, EUI-64
+/// and longer hardware ids).
+fn is_mac(bytes: &[u8]) -> bool {
+    bytes.len() >= 17
+        && bytes.len() % 3 == 2
+        && matches!(bytes[2], b':' | b'-')
+        && bytes.iter().enumerate().all(|(index, &byte)| {
+            if index % 3 == 2 {
+                byte == bytes[2]
+            } else {
+                byte.is_ascii_hexdigit()
+            }
+        })
+}
+
+/// A Windows path: `C:\Windows\...` or `\\server\share\...`.
+fn is_windows_path(bytes: &[u8]) -> bool {
+    (bytes.len() > 3 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' && bytes[2] == b'\\')
+        || (bytes.len() > 2 && bytes[0] == b'\\' && bytes[1] == b'\\')
+}
+
+/// Does the token hold a Windows path somewhere (`(C:\x)`, `Core:C:\x`)? The gate before
+/// [`is_windows_path`] for tokens without digits.
+#[inline]
+fn may_hold_windows_path(bytes: &[u8]) -> bool {
+    bytes
+        .windows(2)
+        .any(|pair| pair == b":\\" || pair == b"\\\\")
 }
 
 /// 8-4-4-4-12 hex digits.
@@ -346,6 +508,15 @@ fn classify_value(bytes: &[u8], shape: u8) -> Option<ParamType> {
     if bytes.len() > 8 && has_colon && has_scheme_separator(bytes) {
         return Some(ParamType::Url);
     }
+    if (first == b'\\' || has_colon) && is_windows_path(bytes) {
+        return Some(ParamType::Path);
+    }
+    if has_colon && is_mac(bytes) {
+        return Some(ParamType::Hex);
+    }
+    if (has_colon && is_host_port(bytes)) || (shape & class::DOT != 0 && is_host_name(bytes)) {
+        return Some(ParamType::Host);
+    }
     if shape & class::DIGIT == 0 {
         return None;
     }
@@ -366,6 +537,9 @@ fn classify_value(bytes: &[u8], shape: u8) -> Option<ParamType> {
     }
     if has_colon && is_clock(bytes) {
         return Some(ParamType::Time);
+    }
+    if has_colon && is_ipv6(bytes) {
+        return Some(ParamType::Ip);
     }
     if bytes.starts_with(b"blk_") {
         return Some(ParamType::BlockId);
@@ -409,6 +583,9 @@ pub(crate) fn needs_mask_shaped(bytes: &[u8], shape: u8) -> bool {
     bytes.first() == Some(&b'/')
         || shape & class::DIGIT != 0
         || (shape & class::BOOL_START != 0 && may_hold_bool(bytes))
+        || (shape & class::DOT != 0 && may_end_in_host(bytes))
+        || (shape & class::COLON != 0 && may_hold_windows_path(bytes))
+        || bytes.starts_with(b"\\\\")
 }
 
 /// Writes the masked form of `token` into `out` (cleared first) and returns the type of its first
@@ -442,6 +619,14 @@ pub(crate) fn mask_token_shaped(token: &str, shape: u8, out: &mut String) -> Opt
         out.push_str(&token[end..]);
         return Some(kind);
     }
+    // `key=value` with a value that is one as a whole (`client=10.0.0.1:4242`, `node=a.example.com`):
+    // the value becomes one `<*>`, as the ground truth writes it, rather than one per segment.
+    if let Some((value_start, kind)) = keyed_value(bytes, start, end) {
+        out.push_str(&token[..value_start]);
+        out.push_str(WILDCARD);
+        out.push_str(&token[end..]);
+        return Some(kind);
+    }
     // Segment masking: split at delimiters, replace every segment that holds a value by `<*>`.
     // `out` is the token with those segments replaced; `copied` is where the part of the token not
     // yet written to `out` starts (delimiters are ASCII, so every cut is a char boundary).
@@ -471,6 +656,8 @@ pub(crate) fn mask_token_shaped(token: &str, shape: u8, out: &mut String) -> Opt
             })
         } else if segment_shape & class::DIGIT != 0 {
             classify_segment(segment, segment_shape)
+        } else if segment_shape & class::DOT != 0 && is_host_name(segment) {
+            Some(ParamType::Host)
         } else if is_bool_literal(segment) {
             Some(ParamType::Bool)
         } else {
@@ -489,6 +676,25 @@ pub(crate) fn mask_token_shaped(token: &str, shape: u8, out: &mut String) -> Opt
     }
     out.push_str(&token[copied..]);
     first_kind
+}
+
+/// For a core `bytes[start..end]` of the form `key=value`, with an identifier key (letters,
+/// digits, `_`, `-`, `.`, starting with a letter) and a value that [`classify_value`] types as a
+/// whole: where the value starts, and its type.
+fn keyed_value(bytes: &[u8], start: usize, end: usize) -> Option<(usize, ParamType)> {
+    let core = &bytes[start..end];
+    let equals = core.iter().position(|&byte| byte == b'=')?;
+    let (key, value) = (&core[..equals], &core[equals + 1..]);
+    if !key.first().is_some_and(u8::is_ascii_alphabetic)
+        || !key
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        || value.is_empty()
+    {
+        return None;
+    }
+    let kind = classify_value(value, shape_of(value))?;
+    Some((start + equals + 1, kind))
 }
 
 /// Is the `.` at `index` part of a run of dots? A run is a delimiter (`instruction......0`), a

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::config::MinerConfig;
+use super::fold::{PhraseTokens, phrase_end};
 use super::mask::{
     BYTE_CLASS, ParamType, WILDCARD, class, is_clock, is_delimiter, is_unit_word,
     mask_token_shaped, needs_mask_shaped, param_type,
@@ -191,6 +192,11 @@ pub(crate) struct Symbols {
     partial: Vec<Option<(u32, u32)>>,
     /// Token contains `<*>` (whole or partial): routed to the `<*>` child of the tree.
     variable: Vec<bool>,
+    /// Token contains `<*>` or a digit: never a key of the tree (Drain's rule: `eth0`, `dn228`
+    /// are as likely parameters as words, and a parameter as a key splits one event over leaves).
+    keyless: Vec<bool>,
+    /// A folded variable phrase: a variable token with a space in it (see `fold`).
+    phrase: Vec<bool>,
 }
 
 impl Default for Symbols {
@@ -201,6 +207,8 @@ impl Default for Symbols {
             slots: vec![0; 1024],
             partial: Vec::new(),
             variable: Vec::new(),
+            keyless: Vec::new(),
+            phrase: Vec::new(),
         }
     }
 }
@@ -248,6 +256,9 @@ impl Symbols {
         });
         self.partial.push(partial);
         self.variable.push(wild_count > 0);
+        self.keyless
+            .push(wild_count > 0 || text.bytes().any(|byte| byte.is_ascii_digit()));
+        self.phrase.push(wild_count > 0 && text.contains(' '));
         self.slots[slot] = tag << 32 | u64::from(sym + 1);
         if self.spans.len() * 2 > self.slots.len() {
             self.grow();
@@ -329,6 +340,16 @@ impl Symbols {
             }
             None => false,
         }
+    }
+
+    /// Two forms of one parameter: a folded phrase (see `fold`: `<*> bytes`, `<<*> sec`,
+    /// `<*> <*> <*>`) against a value or another phrase. Counts as a match when a line is compared
+    /// with a template: a parameter's form must not decide which event a line is. (Other variable
+    /// tokens, `<*>|<*>` or `uid=<*>`, are structure, compared as text.)
+    #[inline]
+    fn same_parameter(&self, pattern: Sym, token: Sym) -> bool {
+        let phrase = |sym: Sym| self.phrase[sym as usize];
+        (phrase(pattern) && (token == WILD || phrase(token))) || (pattern == WILD && phrase(token))
     }
 
     /// The most specific pattern covering both tokens: a shared key or bracket stays literal
@@ -470,10 +491,103 @@ impl WordCache {
     }
 }
 
+/// The miner's tokenized line as [`PhraseTokens`].
+struct LineTokens<'a> {
+    content: &'a str,
+    spans: &'a [TokenSpan],
+    line: &'a [Sym],
+    symbols: &'a Symbols,
+}
+
+impl PhraseTokens for LineTokens<'_> {
+    fn count(&self) -> usize {
+        self.line.len()
+    }
+    fn raw(&self, index: usize) -> &str {
+        let span = self.spans[index];
+        &self.content[span.start as usize..span.end as usize]
+    }
+    fn is_whole_value(&self, index: usize) -> bool {
+        self.line[index] == WILD
+    }
+    fn ends_in_value(&self, index: usize) -> bool {
+        let sym = self.line[index];
+        sym == WILD || (self.symbols.is_variable(sym) && self.symbols.text(sym).ends_with(WILDCARD))
+    }
+}
+
+/// The masked tokens of a line whose parameters are read, as [`PhraseTokens`]: the same folding
+/// decisions as when the line was mined, without interning.
+struct MaskedTokens<'a> {
+    content: &'a str,
+    spans: &'a [TokenSpan],
+    /// Per token: masked to exactly `<*>`, masked text ends in `<*>`.
+    roles: Vec<(bool, bool)>,
+}
+
+impl PhraseTokens for MaskedTokens<'_> {
+    fn count(&self) -> usize {
+        self.spans.len()
+    }
+    fn raw(&self, index: usize) -> &str {
+        let span = self.spans[index];
+        &self.content[span.start as usize..span.end as usize]
+    }
+    fn is_whole_value(&self, index: usize) -> bool {
+        self.roles[index].0
+    }
+    fn ends_in_value(&self, index: usize) -> bool {
+        self.roles[index].1
+    }
+}
+
+/// The spans of `content` as the miner folds them (see `fold`).
+fn folded_spans(content: &str, max_tokens: usize) -> Vec<TokenSpan> {
+    let mut spans = Vec::new();
+    split_tokens(content, max_tokens, &mut spans);
+    let mut buffer = String::new();
+    let roles = spans
+        .iter()
+        .map(|span| {
+            if span.date {
+                return (true, true);
+            }
+            let token = &content[span.start as usize..span.end as usize];
+            if !needs_mask_shaped(token.as_bytes(), span.shape) {
+                return (false, false);
+            }
+            mask_token_shaped(token, span.shape, &mut buffer);
+            (buffer == WILDCARD, buffer.ends_with(WILDCARD))
+        })
+        .collect();
+    let tokens = MaskedTokens {
+        content,
+        spans: &spans,
+        roles,
+    };
+    let mut folded = Vec::with_capacity(spans.len());
+    let mut index = 0;
+    while index < spans.len() {
+        let end = phrase_end(&tokens, index);
+        folded.push(TokenSpan {
+            start: spans[index].start,
+            end: spans[end - 1].end,
+            shape: spans[index..end]
+                .iter()
+                .fold(0, |shape, span| shape | span.shape),
+            date: end == index + 1 && spans[index].date,
+        });
+        index = end;
+    }
+    folded
+}
+
 /// A template as read back from the store.
 pub(crate) struct RestoredCluster<'a> {
     pub(crate) id: &'a str,
     pub(crate) template: &'a str,
+    /// The template's tokens when one of them is a folded phrase (else the template's words).
+    pub(crate) tokens: Option<&'a [String]>,
     pub(crate) count: u64,
     pub(crate) first_seen: Option<i64>,
     pub(crate) last_seen: Option<i64>,
@@ -635,6 +749,7 @@ impl Miner {
         self.line_kinds.clear();
         let mut spans = std::mem::take(&mut self.spans);
         split_tokens(content, self.config.max_tokens, &mut spans);
+        let mut any_variable = false;
         for span in &spans {
             let (sym, kind) = if span.date {
                 (WILD, Some(ParamType::Time))
@@ -659,10 +774,63 @@ impl Miner {
                     }
                 }
             };
+            any_variable |= sym == WILD || self.symbols.is_variable(sym);
             self.line.push(sym);
             self.line_kinds.push(kind);
         }
         self.spans = spans;
+        if any_variable {
+            self.fold_phrases(content);
+        }
+    }
+
+    /// Folds the variable phrases of the tokenized line (see `fold`) into one token each: the
+    /// masked texts joined by one space, the type of the first variable, one span.
+    fn fold_phrases(&mut self, content: &str) {
+        let count = self.line.len();
+        let mut written = 0;
+        let mut index = 0;
+        while index < count {
+            let end = phrase_end(
+                &LineTokens {
+                    content,
+                    spans: &self.spans,
+                    line: &self.line,
+                    symbols: &self.symbols,
+                },
+                index,
+            );
+            if end > index + 1 {
+                let mut text = String::new();
+                for (position, &sym) in self.line[index..end].iter().enumerate() {
+                    if position > 0 {
+                        text.push(' ');
+                    }
+                    text.push_str(self.symbols.text(sym));
+                }
+                let kind = self.line_kinds[index..end].iter().find_map(|&kind| kind);
+                let span = TokenSpan {
+                    start: self.spans[index].start,
+                    end: self.spans[end - 1].end,
+                    shape: self.spans[index..end]
+                        .iter()
+                        .fold(0, |shape, span| shape | span.shape),
+                    date: false,
+                };
+                self.line[written] = self.symbols.intern(&text);
+                self.line_kinds[written] = kind;
+                self.spans[written] = span;
+            } else {
+                self.line[written] = self.line[index];
+                self.line_kinds[written] = self.line_kinds[index];
+                self.spans[written] = self.spans[index];
+            }
+            written += 1;
+            index = end;
+        }
+        self.line.truncate(written);
+        self.line_kinds.truncate(written);
+        self.spans.truncate(written);
     }
 
     /// The symbol of one whitespace token after masking, and the type of its first variable.
@@ -681,7 +849,7 @@ impl Miner {
 
     #[inline]
     fn tree_key(&self, sym: Sym) -> Sym {
-        if self.symbols.is_variable(sym) {
+        if self.symbols.keyless[sym as usize] {
             WILD
         } else {
             sym
@@ -744,7 +912,9 @@ impl Miner {
                     if self.symbols.is_variable(token) {
                         equal += 1;
                     }
-                } else if self.symbols.fits(pattern, token) {
+                } else if self.symbols.fits(pattern, token)
+                    || self.symbols.same_parameter(pattern, token)
+                {
                     equal += 1;
                 }
             }
@@ -882,7 +1052,7 @@ impl Miner {
         let depth = self.config.tree_depth;
         let mut node = self.roots.entry(tokens.len()).or_default();
         for &sym in tokens.iter().take(depth) {
-            let mut key = if self.symbols.is_variable(sym) {
+            let mut key = if self.symbols.keyless[sym as usize] {
                 WILD
             } else {
                 sym
@@ -981,15 +1151,20 @@ impl Miner {
     pub fn params(&self, cluster: ClusterRef, content: &str) -> Vec<(String, ParamType)> {
         let cluster = &self.clusters[self.resolve(cluster).0 as usize];
         let mut params = Vec::new();
-        let mut spans = Vec::new();
-        split_tokens(content, self.config.max_tokens, &mut spans);
+        let spans = folded_spans(content, self.config.max_tokens);
         let mut tokens = spans
             .iter()
             .map(|span| &content[span.start as usize..span.end as usize]);
         for (position, &sym) in cluster.tokens.iter().enumerate() {
             let Some(token) = tokens.next() else { break };
+            // A folded phrase (`1024 bytes (1.0 KB)`) holds spaces: its type is the template's.
+            let folded = token.contains(char::is_whitespace);
             if sym == WILD {
-                params.push((token.to_string(), param_type(token)));
+                let kind = match cluster.param_types[position] {
+                    Some(kind) if folded => kind,
+                    _ => param_type(token),
+                };
+                params.push((token.to_string(), kind));
             } else if self.symbols.is_variable(sym) {
                 let value = match self.symbols.partial[sym as usize] {
                     Some((prefix, suffix))
@@ -1001,6 +1176,7 @@ impl Miner {
                     }
                     _ => token,
                 };
+                let value = value.trim();
                 let kind = cluster.param_types[position].unwrap_or_else(|| param_type(value));
                 params.push((value.to_string(), kind));
             }
@@ -1129,8 +1305,9 @@ impl Miner {
     /// The index of the sample of `parent` to split at, if any qualifies: at most
     /// `split_max_values` distinct words (two at least, or one at a position already split
     /// before), `split_min_lines` lines, every word with at least `split_min_share` of them, and
-    /// not all of them units after a variable (`384.0 B`). The position with the fewest words
-    /// wins (then the first).
+    /// not all of them units after a variable (`384.0 B`), nor any of them shaped like a parameter
+    /// (a digit in it: `eth0`/`eth1`, `dn228`, `r2` are values of an open set that happens to be
+    /// small here, never event words). The position with the fewest words wins (then the first).
     fn split_candidate(&self, parent: u32) -> Option<usize> {
         let config = &self.config;
         let children = self.split_children.get(&parent);
@@ -1161,11 +1338,15 @@ impl Miner {
                     && values
                         .iter()
                         .all(|&(value, _)| is_unit_word(self.symbols.text(value)));
+                let parameter_like = values
+                    .iter()
+                    .any(|&(value, _)| self.symbols.bytes(value).iter().any(u8::is_ascii_digit));
                 let total = sample.total();
                 let enough_values =
                     values.len() >= 2 || (values.len() == 1 && split_before(sample.position));
                 in_template
                     && !units
+                    && !parameter_like
                     && enough_values
                     && values.len() <= config.split_max_values
                     && total >= config.split_min_lines
@@ -1342,11 +1523,18 @@ impl Miner {
     /// Restores a template from the store (ids, counts and texts exactly as saved).
     pub(crate) fn restore(&mut self, saved: RestoredCluster<'_>) -> u32 {
         let index = self.clusters.len() as u32;
-        let tokens: Vec<Sym> = saved
-            .template
-            .split_ascii_whitespace()
-            .map(|token| self.symbols.intern(token))
-            .collect();
+        // A folded phrase is one token with spaces in it: the store lists such templates' tokens.
+        let tokens: Vec<Sym> = match saved.tokens {
+            Some(tokens) => tokens
+                .iter()
+                .map(|token| self.symbols.intern(token))
+                .collect(),
+            None => saved
+                .template
+                .split_ascii_whitespace()
+                .map(|token| self.symbols.intern(token))
+                .collect(),
+        };
         let mut param_types = saved.param_types;
         param_types.resize(tokens.len(), None);
         self.ids.insert(saved.id.to_string(), index);
@@ -1371,6 +1559,22 @@ impl Miner {
             self.insert_into_tree(index);
         }
         index
+    }
+
+    /// The tokens of a template when one of them is a folded phrase (holds a space), for the
+    /// store: its text alone would split such a token into several.
+    pub(crate) fn phrase_tokens(&self, cluster: &Cluster) -> Option<Vec<String>> {
+        cluster
+            .tokens
+            .iter()
+            .any(|&sym| self.symbols.text(sym).contains(' '))
+            .then(|| {
+                cluster
+                    .tokens
+                    .iter()
+                    .map(|&sym| self.symbols.text(sym).to_string())
+                    .collect()
+            })
     }
 
     pub fn live_clusters(&self) -> usize {

@@ -2,11 +2,13 @@
 //! with an online Drain-family miner, and keeps the templates in a persisted store.
 //!
 //! Flow inside: `format` splits headers off raw lines (CLI path; bodies arriving through the
-//! pipeline are already content), `mask` masks typed variables per token, `miner` routes the
-//! masked tokens through the prefix tree, `store` persists templates with stable ids, and
+//! pipeline are already content), `mask` masks typed variables per token, `fold` joins a
+//! parameter written as several tokens into one, `miner` routes the masked tokens through the
+//! prefix tree, `store` persists templates with stable ids, and
 //! `stage` applies it all to `logs` batches.
 
 mod config;
+mod fold;
 mod format;
 mod mask;
 mod miner;
@@ -25,3 +27,5 @@ pub use store::{
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod unseen_tests;

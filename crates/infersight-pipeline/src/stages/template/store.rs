@@ -21,8 +21,10 @@ use super::miner::{ClusterRef, Miner, RestoredCluster, SplitFrom, ValueSample};
 use crate::error::PipelineError;
 
 /// Version of the `templates.json` layout. Version 2 added `split_from` and `value_samples`
-/// (optional: version 1 files are read as they are; they hold no split evidence).
-pub const STORE_VERSION: u32 = 2;
+/// (optional: version 1 files are read as they are; they hold no split evidence); version 3
+/// `tokens`, listed for templates with a folded variable phrase (a token with spaces, `<*> bytes`),
+/// optional too.
+pub const STORE_VERSION: u32 = 3;
 
 /// One template as listed by `infersight templates list`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,6 +81,10 @@ struct StoredTemplate {
     /// Per token position; `null` where the token is constant.
     param_types: Vec<Option<ParamType>>,
     merged_into: Option<String>,
+    /// The template's tokens, when one of them holds a space (a folded phrase); otherwise the
+    /// tokens are the template's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tokens: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     split_from: Option<StoredSplit>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -172,7 +178,15 @@ impl TemplateStore {
                     store_error(&path, format!("corrupt store: unknown merge target `{id}`"))
                 })?),
             };
-            let tokens = template.template.split_ascii_whitespace().count();
+            let tokens = match &template.tokens {
+                Some(tokens) => {
+                    if tokens.iter().any(|token| token.trim().is_empty()) {
+                        return Err(corrupt("an empty token".into()));
+                    }
+                    tokens.len()
+                }
+                None => template.template.split_ascii_whitespace().count(),
+            };
             let split_from = match &template.split_from {
                 None => None,
                 Some(split) => {
@@ -217,6 +231,7 @@ impl TemplateStore {
             store.miner.restore(RestoredCluster {
                 id: &template.template_id,
                 template: &template.template,
+                tokens: template.tokens.as_deref(),
                 count: template.count,
                 first_seen: template.first_seen,
                 last_seen: template.last_seen,
@@ -276,6 +291,7 @@ impl TemplateStore {
                     merged_into: cluster
                         .merged_into
                         .map(|index| clusters[index as usize].id.clone()),
+                    tokens: self.miner.phrase_tokens(cluster),
                     split_from: cluster.split_from.map(|split| StoredSplit {
                         template_id: clusters[split.parent as usize].id.clone(),
                         position: split.position,
