@@ -28,7 +28,7 @@ fn rows(minutes: i64, fault: bool) -> Vec<RequestRecord> {
         for i in 0..600 {
             let ts = START_NS + minute * MINUTE_NS + i * 100_000_000;
             let worker = rng.below(8);
-            let model = if worker % 2 == 0 {
+            let model = if worker.is_multiple_of(2) {
                 "phi-3-mini"
             } else {
                 "llama-3-8b"
