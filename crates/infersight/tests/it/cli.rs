@@ -690,7 +690,7 @@ fn ingest_of_a_gateway_file_and_an_engine_file_stores_one_row_per_request() {
             format!("{:016x}", 0x2000 + n),
         );
         let start = TS + n * 100_000_000;
-        let time = |offset_ms: u64| ((start + offset_ms * 1_000_000).to_string());
+        let time = |offset_ms: u64| (start + offset_ms * 1_000_000).to_string();
         let id = serde_json::json!({"stringValue": format!("chatcmpl-{n}")});
         let model = serde_json::json!({"stringValue": "llama-3-8b"});
         gateway_lines.push(service_export(
