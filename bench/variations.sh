@@ -5,7 +5,7 @@
 # `[PROMPT]` lines for the scenarios whose prompts the RCA reads, then dated 35 minutes ago).
 # A cell is right when the top-ranked root causes are the ground truth's combinations (none for
 # `healthy`), keys compared through the mapping table (`infersight mapping`: a mapped attribute
-# and its column are one dimension). Prints a table (R right, W wrong, - the variation does not
+# and its column are one dimension); a combination the truth lists as equivalent is as right. Prints a table (R right, W wrong, - the variation does not
 # apply, ? not run) and the verdict of each wrong cell; cells as JSON lines in $OUT/cells.jsonl,
 # one variation's column after another (the plain column, `none`, last).
 #   SEEDS="1 2"  SCENARIOS="lora_kv_regression healthy"  VARIATIONS="none rollout"  JOBS=2
@@ -49,6 +49,11 @@ def run(args):
 def canonical(causes):
     return [{MAPPED.get(k, k): v for k, v in c["dimensions"].items()} for c in causes or []]
 
+def alternatives(cause):
+    """The cause and the combinations the ground truth lists as selecting the same requests."""
+    return [{MAPPED.get(k, k): v for k, v in d.items()}
+            for d in [cause["dimensions"], *cause.get("equivalent", [])]]
+
 def applies(scenario, variation):
     """Whether the variation takes effect (the ground truth lists the ones that do)."""
     if variation == "none":
@@ -83,7 +88,8 @@ def cell(scenario, variation, seed):
     truth = json.load(open(f"{sim}/ground_truth.json"))
     want, got = canonical(truth["root_causes"]), canonical(report.get("root_causes"))
     top = got[: len(want)]
-    right = (not got) if not want else all(w in top for w in want)
+    right = (not got) if not want else all(
+        any(a in top for a in alternatives(c)) for c in truth["root_causes"])
     subprocess.run(["rm", "-rf", base], check=True)
     return {"scenario": scenario, "variation": variation, "seed": seed, "right": right,
             "want": want, "got": got, "verdict": report.get("verdict"),

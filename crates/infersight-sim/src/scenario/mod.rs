@@ -416,6 +416,7 @@ fn cause(dimensions: BTreeMap<String, String>, sli: &str, effect: &str) -> RootC
         dimensions,
         sli: sli.to_string(),
         effect: effect.to_string(),
+        equivalent: Vec::new(),
     }
 }
 
@@ -477,6 +478,11 @@ pub struct RootCauseTruth {
     pub dimensions: BTreeMap<String, String>,
     pub sli: String,
     pub effect: String,
+    /// Other combinations that select the same requests in the data (under a variation that
+    /// tells one setting by several attributes: the deployment for model and revision, the node
+    /// for the pod); a report naming one of them is as right. Absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub equivalent: Vec<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

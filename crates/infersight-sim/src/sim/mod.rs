@@ -36,6 +36,7 @@ use crate::rng::Rng;
 use crate::scenario::{CACHE_SCANNER, GroundTruth, Plan, Reach, WorkerCondition};
 use crate::sink::TelemetrySink;
 use crate::variation::Conventions;
+use crate::variation::conventions::{deployment_name, node_name};
 
 /// What a run produced.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -504,7 +505,9 @@ impl Simulator {
 
 /// A worker's resource. With dimensions on the resource (`resource_dims`) it says what a
 /// Kubernetes deployment would: the model revision as `service.version` (a rollout's build once
-/// `after_incident_start`), the deployment, pod, node and region, and the KV policy.
+/// `after_incident_start`), the deployment, pod, node and region, and the KV policy. The engine
+/// build is left to the scope's version there: on small fleets it coincides with the revision
+/// on some slices, and the ground truth could not tell which of the two a report should name.
 fn worker_resource(
     worker: &WorkerSpec,
     conventions: &Conventions,
@@ -515,12 +518,14 @@ fn worker_resource(
         return otlp::resource(vec![
             s("service.name", worker.runtime.name()),
             s("service.version", version),
-            s("k8s.deployment.name", format!("{}-{version}", worker.model)),
+            s(
+                "k8s.deployment.name",
+                deployment_name(worker.model, version),
+            ),
             s("k8s.pod.name", worker.name.clone()),
-            s("host.name", format!("gpu-node-{:02}", worker.index)),
+            s("host.name", node_name(&worker.name)),
             s("cloud.region", worker.region),
             s(&conventions.dims.kv_cache_policy, worker.kv_policy.name()),
-            s("engine.version", worker.engine_version),
             s("host.gpu.model", worker.gpu.name),
             s("serving.lora.loaded", worker.loaded_adapters),
         ]);

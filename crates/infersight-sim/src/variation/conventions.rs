@@ -191,6 +191,11 @@ impl Conventions {
         truth.dimension_attributes = self.dims.clone();
         let restate = |dims: &mut BTreeMap<String, String>| *dims = self.restate_dims(dims);
         for cause in &mut truth.root_causes {
+            cause.equivalent = self
+                .equivalents(&cause.dimensions)
+                .iter()
+                .map(|dims| self.restate_dims(dims))
+                .collect();
             restate(&mut cause.dimensions);
         }
         for signal in &mut truth.expected_signals {
@@ -198,20 +203,54 @@ impl Conventions {
         }
     }
 
+    /// Combinations (canonical names) that select the same requests as `dims` because the
+    /// resource tells one setting by several attributes: `k8s.deployment.name` for a model and
+    /// its revision, `host.name` for a pod.
+    fn equivalents(&self, dims: &BTreeMap<String, String>) -> Vec<BTreeMap<String, String>> {
+        if !self.dims_on_resource() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        if let (Some(model), Some(version)) = (dims.get("model"), dims.get("model_version")) {
+            let mut alternative = dims.clone();
+            alternative.remove("model");
+            alternative.remove("model_version");
+            alternative.insert(
+                "k8s.deployment.name".to_string(),
+                deployment_name(model, self.version_value(version)),
+            );
+            out.push(alternative);
+        }
+        if let Some(pod) = dims.get("worker") {
+            let mut alternative = dims.clone();
+            alternative.remove("worker");
+            alternative.insert("host.name".to_string(), node_name(pod));
+            out.push(alternative);
+        }
+        out
+    }
+
     fn restate_dims(&self, dims: &BTreeMap<String, String>) -> BTreeMap<String, String> {
         dims.iter()
             .map(|(key, value)| {
-                let value = if self.has(Variation::Rollout)
-                    && key == "model_version"
-                    && value == ROLLED_OUT_VERSION
-                {
-                    ROLLOUT_VERSION.to_string()
+                let value = if key == "model_version" {
+                    self.version_value(value)
                 } else {
-                    value.clone()
+                    value
                 };
-                (self.data_name(key), value)
+                (self.data_name(key), value.to_string())
             })
             .collect()
+    }
+
+    /// The revision the data reports for the ground truth's `version`: the rollout's build for
+    /// the revision it replaced.
+    fn version_value<'a>(&self, version: &'a str) -> &'a str {
+        if self.has(Variation::Rollout) && version == ROLLED_OUT_VERSION {
+            ROLLOUT_VERSION
+        } else {
+            version
+        }
     }
 
     /// The attribute name the data carries for a canonical dimension of the ground truth, when a
@@ -230,6 +269,16 @@ impl Conventions {
         };
         name.to_string()
     }
+}
+
+/// The Kubernetes deployment of a model revision (`resource_dims`).
+pub fn deployment_name(model: &str, version: &str) -> String {
+    format!("{model}-{version}")
+}
+
+/// The node a pod runs on (`resource_dims`; one pod per node).
+pub fn node_name(pod: &str) -> String {
+    format!("node-{pod}")
 }
 
 /// OTel consistent probability sampling: the rejection threshold `T = (1 − p) · 2⁵⁶` (a trace

@@ -362,3 +362,32 @@ fn the_truth_lists_only_the_variations_that_took_effect() {
     assert!(plain.variations.is_empty());
     assert_eq!(plain.root_causes, truth.root_causes);
 }
+
+#[test]
+fn equivalent_combinations_select_the_same_requests() {
+    let mapper = AttributeMapper::default();
+    for scenario in [Scenario::BatchingMisconfig, Scenario::SlowWorker] {
+        let config = small(scenario, &[Variation::ResourceDims, Variation::Rollout]);
+        let truth = truth_of(&config);
+        let rows = engine_rows(&run_memory(config).traces);
+        for cause in &truth.root_causes {
+            assert!(!cause.equivalent.is_empty(), "{scenario:?}: {cause:?}");
+            let selected: Vec<bool> = rows
+                .iter()
+                .map(|r| matches(r, &cause.dimensions, &mapper))
+                .collect();
+            assert!(selected.iter().filter(|s| **s).count() > 50);
+            for alternative in &cause.equivalent {
+                let same = rows
+                    .iter()
+                    .zip(&selected)
+                    .all(|(r, s)| matches(r, alternative, &mapper) == *s);
+                assert!(
+                    same,
+                    "{scenario:?}: {alternative:?} ≠ {:?}",
+                    cause.dimensions
+                );
+            }
+        }
+    }
+}
