@@ -393,8 +393,7 @@ fn logger_after_thread<'a>(line: &'a str, token: &'a str, end: usize) -> (&'a st
         && logger_end < line.len()
     {
         let logger = &line[start..logger_end];
-        let name = &logger[..logger.len().saturating_sub(1)];
-        if logger.ends_with(':')
+        if let Some(name) = logger.strip_suffix(':')
             && name.len() > 1
             && name.contains('.')
             && name

@@ -529,3 +529,20 @@ fn typed_masks_for_hosts_macs_windows_paths_and_units() {
     assert_eq!(masked("status:200"), "status:<*>");
     assert_eq!(param_type("proxy.example.com:5070"), ParamType::Host);
 }
+
+proptest::proptest! {
+    /// Header detection, masking, folding and parameter reading never panic, whatever the bytes
+    /// (multi-byte characters next to brackets, colons, pipes and units included).
+    #[test]
+    fn arbitrary_lines_never_panic(
+        lines in proptest::collection::vec("[a-zA-Z0-9 :|\\[\\]().=<>/\\\\%,é漢-]{0,60}", 1..8)
+    ) {
+        let mut store = TemplateStore::new(MinerConfig::default());
+        for line in &lines {
+            let content = line_content(line, None);
+            let cluster = store.mine(content, None);
+            let _ = store.miner().params(cluster, content);
+        }
+        store.miner_mut().compact();
+    }
+}
