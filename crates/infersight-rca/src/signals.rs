@@ -9,6 +9,8 @@
 //!   the convention; used bytes only where no capacity is reported) and `gpu_utilization_ratio`
 //!   (the busiest series of the device at each sample) of the incident, extended back to at
 //!   least [`MIN_TREND_POINTS`] samples; the worker's mean e2e per minute as latency evidence.
+//!   A metrics worker that serves no request (a node agent's `host.name`) hands its signals to
+//!   the request worker whose rows carry that name as an attribute value (the pod on the host).
 //! - `queue_buildup` per (model, model_version) from `requests` (mean `queue_ms` against
 //!   arrivals per minute) and per worker from `requests_waiting`; queue rise ≥ 250 ms or ≥ 2
 //!   waiting requests.
@@ -128,7 +130,14 @@ pub async fn collect_signals(
     let per_worker = read_worker_minutes(engine, &window).await?;
     signals.extend(worker_signals(&per_worker, &window));
     let metrics = read_metric_samples(engine, &window).await?;
-    let worker_signals_from_metrics = metric_signals(&metrics, &per_worker, &window);
+    let mut worker_signals_from_metrics = metric_signals(&metrics, &per_worker, &window);
+    attribute_to_request_workers(
+        engine,
+        &window,
+        &per_worker,
+        &mut worker_signals_from_metrics,
+    )
+    .await?;
     signals.extend(slice_queue_buildups(
         &signals,
         &worker_signals_from_metrics,
@@ -622,6 +631,53 @@ fn device_memory(names: &BTreeMap<String, Series>) -> (Series, MemoryUnit) {
     } else {
         (used.clone(), MemoryUnit::Bytes)
     }
+}
+
+/// A worker of metrics that serves no request is a host, a node or an exporter (device metrics
+/// of a node agent carry `host.name`, the requests the pod's name): a signal on it is
+/// attributed to the one request worker whose rows carry its name as an attribute value (the
+/// pod on that host), and names the pods when several do.
+async fn attribute_to_request_workers(
+    engine: &QueryEngine,
+    w: &Window,
+    requests: &WorkerMinutes,
+    signals: &mut [Signal],
+) -> Result<(), QueryError> {
+    let serving: std::collections::BTreeSet<&str> =
+        requests.cells.keys().map(|k| k.0.as_str()).collect();
+    for s in signals.iter_mut() {
+        let Some(host) = s.subject.get("worker").cloned() else {
+            continue;
+        };
+        if serving.contains(host.as_str()) || serving.is_empty() {
+            continue;
+        }
+        // the host's name as a whole JSON string value of `attrs`
+        let needle = serde_json::Value::String(host.clone())
+            .to_string()
+            .replace('\'', "''");
+        let sql = format!(
+            "SELECT worker, count(*) AS n FROM requests WHERE {} AND worker IS NOT NULL \
+               AND worker <> '' AND strpos(attrs, ':{needle}') > 0 GROUP BY worker ORDER BY worker",
+            w.predicate("ts")
+        );
+        let rows = Rows::query(engine, &sql).await?;
+        let mut pods = Vec::new();
+        rows.for_each(&["worker"], &[], &[], |r, _, _| {
+            pods.extend(r[0].map(str::to_string));
+        })?;
+        match pods.as_slice() {
+            [] => {}
+            [pod] => {
+                s.subject = subject(&[("worker", pod)]);
+                s.detail = format!("{} (reported by {host}, which serves {pod})", s.detail);
+            }
+            many => {
+                s.detail = format!("{} (pods on {host}: {})", s.detail, many.join(", "));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Per-sample increases of a cumulative counter (a drop is a reset: the new value counts).

@@ -2,9 +2,10 @@
 //! (OTel hardware `hw.gpu.*`, DCGM, nvidia-smi exporters; bytes, MiB, ratios; usage with a
 //! limit or with free memory, or a used fraction alone): rows carry the canonical names and
 //! scales the ingest gives each source name (`infersight_model::mapping::canonical_metric`),
-//! the worker from the resource's pod name, the device in a label (`hw.id`) or the `device`
-//! column. The leaking pod is found whatever the convention; pods whose memory is flat, or
-//! grows with their load, are not.
+//! the worker from the resource's pod name (or the host's name, when a node agent reports the
+//! devices: the pod is then the one whose requests carry that host), the device in a label
+//! (`hw.id`) or the `device` column. The leaking pod is found whatever the convention; pods
+//! whose memory is flat, or grows with their load, are not.
 
 use infersight_model::mapping::canonical_metric;
 use infersight_model::rng::SplitMix64;
@@ -133,6 +134,7 @@ fn device_rows(
 fn fleet(
     convention: Convention,
     seed: u64,
+    by_host: bool,
 ) -> (Vec<MetricRecord>, Vec<infersight_model::RequestRecord>) {
     let mut rng = SplitMix64::new(seed);
     let mut metrics = Vec::new();
@@ -151,17 +153,19 @@ fn fleet(
                     _ => (0.5, 0.6),
                 };
                 let utilization = (utilization + (rng.uniform() - 0.5) * 0.02).clamp(0.0, 1.0);
+                let host = format!("gpu-node-{p}");
                 metrics.extend(device_rows(
                     convention,
                     ts,
-                    pod,
+                    if by_host { &host } else { pod },
                     device,
                     fraction * CAPACITY + noise,
                     utilization,
                 ));
             }
             let slowdown = if p == 1 { 2_000.0 * after } else { 0.0 };
-            let mut r = request(ts, "llama-3.1-8b", 900.0 + slowdown, "{}");
+            let attrs = format!(r#"{{"host.name":"gpu-node-{p}","k8s.pod.name":"{pod}"}}"#);
+            let mut r = request(ts, "llama-3.1-8b", 900.0 + slowdown, &attrs);
             r.worker = Some(pod.to_string());
             requests.push(r);
         }
@@ -177,9 +181,9 @@ async fn a_leaking_pod_is_found_whatever_the_gpu_metric_convention() {
         Convention::Dcgm,
         Convention::NvidiaSmi,
     ] {
-        for seed in [1, 2] {
+        for (seed, by_host) in [(1, false), (2, false), (3, true)] {
             let store = TestStore::new();
-            let (metrics, requests) = fleet(convention, seed);
+            let (metrics, requests) = fleet(convention, seed, by_host);
             store
                 .append(&[TableBatch {
                     table: Table::Metrics,
@@ -194,7 +198,7 @@ async fn a_leaking_pod_is_found_whatever_the_gpu_metric_convention() {
                 .iter()
                 .filter(|s| s.kind == SignalKind::GpuMemoryLeak)
                 .collect();
-            let context = format!("{convention:?} seed {seed}: {leaks:#?}");
+            let context = format!("{convention:?} seed {seed} by host {by_host}: {leaks:#?}");
             assert_eq!(leaks.len(), 1, "{context}");
             assert_eq!(
                 leaks[0].subject.get("worker").map(String::as_str),
