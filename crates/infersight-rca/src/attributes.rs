@@ -155,7 +155,7 @@ async fn read_rows(
 /// written in whole micro- or milliseconds still spread over its residues.
 fn sample_stride(at_least: u64) -> u64 {
     let mut stride = at_least.max(2);
-    while stride % 2 == 0 || stride % 5 == 0 {
+    while stride.is_multiple_of(2) || stride.is_multiple_of(5) {
         stride += 1;
     }
     stride
@@ -178,7 +178,8 @@ struct KeyStats {
 }
 
 impl KeyStats {
-    fn new() -> KeyStats {
+    /// No value seen yet: integral until a text value arrives.
+    fn unseen() -> KeyStats {
         KeyStats {
             integral: true,
             ..KeyStats::default()
@@ -189,15 +190,13 @@ impl KeyStats {
         self.rows += 1;
         match value {
             AttrsValue::NotScalar => self.measurement = true,
-            AttrsValue::Number(token) => {
-                if token.parse::<f64>().is_ok_and(|n| n.fract() != 0.0) {
-                    self.measurement = true;
-                }
+            AttrsValue::Number(token) if token.parse::<f64>().is_ok_and(|n| n.fract() != 0.0) => {
+                self.measurement = true;
             }
-            AttrsValue::Scalar(serde_json::Value::Number(n)) => {
-                if n.as_f64().is_some_and(|n| n.fract() != 0.0) {
-                    self.measurement = true;
-                }
+            AttrsValue::Scalar(serde_json::Value::Number(n))
+                if n.as_f64().is_some_and(|n| n.fract() != 0.0) =>
+            {
+                self.measurement = true;
             }
             AttrsValue::Text(_) => self.integral = false,
             _ => {}
@@ -221,12 +220,11 @@ impl KeyStats {
     }
 
     fn qualifies(&self, scanned_rows: u64) -> bool {
-        !self.too_many
-            && !self.measurement
-            && self.values.len() >= 2
-            && !(self.integral && self.varies_within_worker)
-            && self.rows as f64 >= MIN_PRESENT_SHARE * scanned_rows as f64
-            && self.rows >= 20
+        let ruled_out = self.too_many
+            || self.measurement
+            || self.values.len() < 2
+            || (self.integral && self.varies_within_worker);
+        !ruled_out && self.rows as f64 >= MIN_PRESENT_SHARE * scanned_rows as f64 && self.rows >= 20
     }
 }
 
@@ -271,7 +269,7 @@ fn discover(batches: &[RecordBatch]) -> Vec<String> {
                 let text = text.to_string();
                 stats
                     .entry(key.to_string())
-                    .or_insert_with(KeyStats::new)
+                    .or_insert_with(KeyStats::unseen)
                     .count(value, &text, worker);
             }
         }
