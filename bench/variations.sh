@@ -41,7 +41,8 @@ SCENARIOS = os.environ["SCENARIOS"].split()
 VARIATIONS = os.environ["VARIATIONS"].split()
 # the scenarios whose prompt lines are ingested (as crates/infersight/tests/it/rca.rs does)
 PROMPT_SCENARIOS = {"prompt_drift", "healthy", "injection_resonance", "truncation_surge"}
-MAPPED = dict(re.findall(r"^\| `([^`]+)` \| `([a-z_0-9]+)` \|", open(f"{OUT}/mapping.md").read(), re.M))
+MAPPED = {} if os.environ["TABLE_ONLY"] else dict(re.findall(
+    r"^\| `([^`]+)` \| `([a-z_0-9]+)` \|", open(f"{OUT}/mapping.md").read(), re.M))
 
 def run(args):
     return subprocess.run([BIN, *args], check=True, capture_output=True, text=True).stdout

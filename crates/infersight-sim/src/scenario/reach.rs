@@ -71,6 +71,19 @@ impl Reach {
     pub fn restate(&self, fleet: &Fleet, truth: &mut GroundTruth) {
         for cause in &mut truth.root_causes {
             let narrowed = self.narrowed(fleet, &cause.dimensions);
+            // A region of a small fleet may hold one pod of the slice: the pod is as right.
+            let pods: Vec<&WorkerSpec> = fleet
+                .workers
+                .iter()
+                .filter(|w| self.only_region.is_some_and(|r| r == w.region))
+                .filter(|w| names(cause, w))
+                .collect();
+            if let [pod] = pods.as_slice() {
+                let mut alternative = cause.dimensions.clone();
+                alternative.retain(|key, _| !WORKER_KEYS.contains(&key.as_str()));
+                alternative.extend(dims_of_worker(pod));
+                cause.equivalent.push(alternative);
+            }
             for expected in &mut truth.expected_signals {
                 if expected.subject == cause.dimensions {
                     expected.subject = narrowed.clone();

@@ -191,11 +191,9 @@ impl Conventions {
         truth.dimension_attributes = self.dims.clone();
         let restate = |dims: &mut BTreeMap<String, String>| *dims = self.restate_dims(dims);
         for cause in &mut truth.root_causes {
-            cause.equivalent = self
-                .equivalents(&cause.dimensions)
-                .iter()
-                .map(|dims| self.restate_dims(dims))
-                .collect();
+            let mut equivalent = std::mem::take(&mut cause.equivalent);
+            equivalent.extend(self.equivalents(&cause.dimensions));
+            cause.equivalent = equivalent.iter().map(|d| self.restate_dims(d)).collect();
             restate(&mut cause.dimensions);
         }
         for signal in &mut truth.expected_signals {
