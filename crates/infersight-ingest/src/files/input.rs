@@ -1,8 +1,8 @@
 //! The first step of the file receiver: a file on disk → lines. Opens the file, takes its
 //! modification time (the time of records that carry none), detects gzip by its magic bytes,
-//! counts the bytes read from disk for the progress report, and reads lines with a hard cap; the
-//! line loop hands each line to the per-file [`FileReader`] or, for OTLP trace lines, to the
-//! conversion workers.
+//! counts the bytes read from disk for the progress report, and reads lines with a hard cap. The
+//! line loop that hands each line on is `workers::read_lines`; format detection reads through
+//! here too, so this file names nothing else of the receiver.
 
 use std::cell::Cell;
 use std::fs::File;
@@ -11,10 +11,6 @@ use std::path::Path;
 use std::rc::Rc;
 
 use chrono::{DateTime, Utc};
-
-use super::reader::FileReader;
-use super::workers::InOrder;
-use crate::error::IngestError;
 
 /// An open file, ready to be read line by line.
 pub(super) struct OpenedFile {
@@ -53,65 +49,6 @@ pub(super) fn open(path: &Path) -> std::io::Result<OpenedFile> {
         bytes_read,
         mtime_ns,
     })
-}
-
-/// Reads every line of `reader`: an OTLP trace line goes to the conversion workers, any other
-/// line is converted here once the workers' lines before it are taken back; `on_progress` gets
-/// the bytes read every megabyte. An I/O error stops the reading after what was read before it
-/// is handed on.
-pub(super) fn read_lines(
-    path: &Path,
-    reader: &mut dyn BufRead,
-    state: &mut FileReader<'_>,
-    in_order: &mut InOrder,
-    bytes_read: &Cell<u64>,
-    on_progress: &mut dyn FnMut(u64),
-) -> Result<(), IngestError> {
-    let max_line = state.options.max_line_bytes.max(1);
-    let mut line = Vec::new();
-    let mut last_progress = 0u64;
-    loop {
-        let outcome = match read_line_bounded(reader, &mut line, max_line) {
-            Ok(outcome) => outcome,
-            Err(source) => {
-                in_order.drain(state)?;
-                // the stream stops here: the request rows held are handed on too
-                state.finish(true)?;
-                on_progress(bytes_read.get());
-                return Err(IngestError::Io {
-                    path: path.to_path_buf(),
-                    source,
-                });
-            }
-        };
-        match outcome {
-            LineRead::Eof => return Ok(()),
-            LineRead::TooLong(length) => {
-                in_order.drain(state)?;
-                state.summary.lines += 1;
-                state.summary.records_read += 1;
-                state.reject(format!("line exceeds {max_line} bytes ({length} bytes)"));
-                in_order.after_line(state, 0)?;
-            }
-            LineRead::Line => {
-                state.summary.lines += 1;
-                if state.is_trace_line(&line) {
-                    // the workers' lines come back as buffers for the next ones
-                    let next = in_order.spare_lines.pop().unwrap_or_default();
-                    let raw = std::mem::replace(&mut line, next);
-                    in_order.send(state, raw)?;
-                } else {
-                    in_order.drain(state)?;
-                    state.line(&line);
-                    in_order.after_line(state, line.len())?;
-                }
-            }
-        }
-        if bytes_read.get() >= last_progress + (1 << 20) {
-            last_progress = bytes_read.get();
-            on_progress(last_progress);
-        }
-    }
 }
 
 /// Counts the bytes read from the file underneath any decompression.

@@ -22,6 +22,7 @@ mod json_lines;
 mod json_request;
 mod otlp_lines;
 mod raw;
+mod raw_times;
 mod reader;
 mod workers;
 
@@ -32,13 +33,14 @@ use infersight_model::mapping::AttributeMapper;
 
 use crate::error::IngestError;
 use crate::otlp::tree::SpanTreeCache;
-use input::{OpenedFile, read_lines};
+use input::OpenedFile;
 use reader::FileReader;
+use workers::read_lines;
 use workers::{InOrder, TraceDone, TraceJob, conversion_workers, convert_traces_worker};
 
 pub use detect::detect_file_format;
 pub use json_lines::json_time_ns;
-pub use raw::{CONTEXT_SLACK_NS, RawTimes, YearSource};
+pub use raw_times::{CONTEXT_SLACK_NS, RawTimes, YearSource};
 
 /// How the lines of a file are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

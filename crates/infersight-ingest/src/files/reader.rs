@@ -11,7 +11,7 @@ use infersight_model::mapping::AttributeMapper;
 use infersight_model::{LogRecord, RequestRecord, Table, TableBatch};
 
 use super::detect::detect_format;
-use super::raw::RawState;
+use super::raw_times::RawState;
 use super::{
     DEFAULT_BATCH_ROWS, FILE_PATH_ATTR, FileFormat, FileOptions, FileSummary, MAX_FIRST_ERRORS,
 };

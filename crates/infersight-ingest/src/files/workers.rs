@@ -2,11 +2,17 @@
 //! line to one of [`conversion_workers`] threads, which decode and convert it without the span-tree
 //! memory; [`InOrder`] takes the results back in reading order and finishes each line on the
 //! reading thread (see `FileReader::finish_trace_line`), so the output and the batch boundaries
-//! are those of converting every line on one thread.
+//! are those of converting every line on one thread. [`read_lines`] is the line loop that feeds
+//! them and the reader.
+
+use std::cell::Cell;
+use std::io::BufRead;
+use std::path::Path;
 
 use infersight_model::mapping::AttributeMapper;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
+use super::input::{LineRead, read_line_bounded};
 use super::reader::FileReader;
 use super::{MAX_PENDING_BYTES, MAX_SPARE_LINE_BYTES};
 use crate::error::IngestError;
@@ -179,5 +185,64 @@ impl InOrder {
             self.pending_line_bytes = 0;
         }
         Ok(())
+    }
+}
+
+/// Reads every line of `reader`: an OTLP trace line goes to the conversion workers, any other
+/// line is converted here once the workers' lines before it are taken back; `on_progress` gets
+/// the bytes read every megabyte. An I/O error stops the reading after what was read before it
+/// is handed on.
+pub(super) fn read_lines(
+    path: &Path,
+    reader: &mut dyn BufRead,
+    state: &mut FileReader<'_>,
+    in_order: &mut InOrder,
+    bytes_read: &Cell<u64>,
+    on_progress: &mut dyn FnMut(u64),
+) -> Result<(), IngestError> {
+    let max_line = state.options.max_line_bytes.max(1);
+    let mut line = Vec::new();
+    let mut last_progress = 0u64;
+    loop {
+        let outcome = match read_line_bounded(reader, &mut line, max_line) {
+            Ok(outcome) => outcome,
+            Err(source) => {
+                in_order.drain(state)?;
+                // the stream stops here: the request rows held are handed on too
+                state.finish(true)?;
+                on_progress(bytes_read.get());
+                return Err(IngestError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        match outcome {
+            LineRead::Eof => return Ok(()),
+            LineRead::TooLong(length) => {
+                in_order.drain(state)?;
+                state.summary.lines += 1;
+                state.summary.records_read += 1;
+                state.reject(format!("line exceeds {max_line} bytes ({length} bytes)"));
+                in_order.after_line(state, 0)?;
+            }
+            LineRead::Line => {
+                state.summary.lines += 1;
+                if state.is_trace_line(&line) {
+                    // the workers' lines come back as buffers for the next ones
+                    let next = in_order.spare_lines.pop().unwrap_or_default();
+                    let raw = std::mem::replace(&mut line, next);
+                    in_order.send(state, raw)?;
+                } else {
+                    in_order.drain(state)?;
+                    state.line(&line);
+                    in_order.after_line(state, line.len())?;
+                }
+            }
+        }
+        if bytes_read.get() >= last_progress + (1 << 20) {
+            last_progress = bytes_read.get();
+            on_progress(last_progress);
+        }
     }
 }

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::error::SimError;
 use crate::rng::Rng;
-use crate::scenario::Scenario;
+use crate::scenario::kind::Scenario;
 
 pub mod conventions;
 
