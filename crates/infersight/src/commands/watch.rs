@@ -22,10 +22,10 @@ pub struct WatchArgs {
     #[command(flatten)]
     pub common: Common,
     /// First step's clock (RFC 3339, epoch seconds, or relative like -2h).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub since: String,
     /// Last step's clock.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub until: String,
     /// Evaluation step (default: the config's `watch.step`, 30s).
     #[arg(long)]
