@@ -282,42 +282,7 @@ pub(crate) fn validate(
             }
             Some((start, end, Label::CnId))
         }
-        Check::Card => {
-            if before == Some('.')
-                || number_continues_before(text, start)
-                || inside_hex_identifier(text, start, end)
-            {
-                return None;
-            }
-            let contiguous = candidate.bytes().all(|b| b.is_ascii_digit());
-            // Try the whole candidate, then shorter group prefixes: "4111 1111 1111 1111 202"
-            // is a card followed by a number, not a 19-digit card that fails Luhn.
-            for end in group_ends(text, start, end).into_iter().rev() {
-                let digits: Vec<u8> = text[start..end]
-                    .bytes()
-                    .filter(u8::is_ascii_digit)
-                    .map(|b| b - b'0')
-                    .collect();
-                if !(13..=19).contains(&digits.len())
-                    || !separators_consistent(&text[start..end])
-                    || !card_prefix_ok(&digits)
-                    || !luhn_ok(&digits)
-                {
-                    continue;
-                }
-                if contiguous
-                    && (!digit_boundary_after(text, end)
-                        || benign_numeric_context(text, start, end, hint))
-                {
-                    return None;
-                }
-                if !contiguous && next_char(text, end).is_some_and(|c| c.is_ascii_alphanumeric()) {
-                    continue;
-                }
-                return Some((start, end, Label::Card));
-            }
-            None
-        }
+        Check::Card => validate_card(text, (start, end), before, hint),
         Check::Ipv4 => {
             // 0.0.0.0/8 is "this network": no peer ever has such an address, while versions
             // (`vllm 0.10.1.1`) very often look like one.
@@ -384,6 +349,51 @@ pub(crate) fn validate(
         }
         Check::Custom(index) => (start < end).then_some((start, end, Label::Custom(index))),
     }
+}
+
+/// A card number candidate (`Check::Card`): the whole candidate or its longest group prefix that
+/// passes the length, separator, issuer-prefix and Luhn checks, outside identifiers and benign
+/// numeric contexts.
+fn validate_card(
+    text: &str,
+    (start, end): (usize, usize),
+    before: Option<char>,
+    hint: KeyHint,
+) -> Option<(usize, usize, Label)> {
+    let candidate = &text[start..end];
+    if before == Some('.')
+        || number_continues_before(text, start)
+        || inside_hex_identifier(text, start, end)
+    {
+        return None;
+    }
+    let contiguous = candidate.bytes().all(|b| b.is_ascii_digit());
+    // Try the whole candidate, then shorter group prefixes: "4111 1111 1111 1111 202"
+    // is a card followed by a number, not a 19-digit card that fails Luhn.
+    for end in group_ends(text, start, end).into_iter().rev() {
+        let digits: Vec<u8> = text[start..end]
+            .bytes()
+            .filter(u8::is_ascii_digit)
+            .map(|b| b - b'0')
+            .collect();
+        if !(13..=19).contains(&digits.len())
+            || !separators_consistent(&text[start..end])
+            || !card_prefix_ok(&digits)
+            || !luhn_ok(&digits)
+        {
+            continue;
+        }
+        if contiguous
+            && (!digit_boundary_after(text, end) || benign_numeric_context(text, start, end, hint))
+        {
+            return None;
+        }
+        if !contiguous && next_char(text, end).is_some_and(|c| c.is_ascii_alphanumeric()) {
+            continue;
+        }
+        return Some((start, end, Label::Card));
+    }
+    None
 }
 
 /// True when the digits at `start` continue an identifier or a number before them: `blk_695…`,
