@@ -1,14 +1,42 @@
 //! The periodic evaluation loop of `serve`: SLO alerting ([`crate::alerts::run_alert_loop`]) and
 //! automatic actions ([`crate::actions::run_action_loop`]) each run one, every evaluation on a
-//! blocking thread (they read rollups, POST webhooks, fsync), until shutdown.
+//! blocking thread (they read rollups, POST webhooks, fsync), until shutdown; the watcher steps on
+//! the same [`Ticks`].
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Runs `evaluate` on a blocking thread every `interval` (the first at once; a late tick delays
-/// the next rather than bursting) until `shutdown` resolves. An evaluation that panics is logged
-/// as `"{what} task failed"` and the loop carries on.
+/// The ticks of a periodic loop: the first at once, then every `interval` (a late tick delays
+/// the next rather than bursting), until `shutdown` resolves. The one tick loop of `serve`:
+/// [`run_every`] and the watcher's task both step on it.
+pub struct Ticks<S> {
+    ticker: tokio::time::Interval,
+    shutdown: Pin<Box<S>>,
+}
+
+impl<S: Future<Output = ()>> Ticks<S> {
+    pub fn new(interval: Duration, shutdown: S) -> Ticks<S> {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Ticks {
+            ticker,
+            shutdown: Box::pin(shutdown),
+        }
+    }
+
+    /// Waits for the next tick: `true`, or `false` once shutdown has come (then stop calling).
+    pub async fn next(&mut self) -> bool {
+        tokio::select! {
+            _ = &mut self.shutdown => false,
+            _ = self.ticker.tick() => true,
+        }
+    }
+}
+
+/// Runs `evaluate` on a blocking thread at every tick of [`Ticks`] until `shutdown` resolves. An
+/// evaluation that panics is logged as `"{what} task failed"` and the loop carries on.
 pub async fn run_every(
     interval: Duration,
     what: &'static str,
@@ -16,14 +44,8 @@ pub async fn run_every(
     evaluate: impl Fn() + Send + Sync + 'static,
 ) {
     let evaluate = Arc::new(evaluate);
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            _ = &mut shutdown => return,
-            _ = ticker.tick() => {}
-        }
+    let mut ticks = Ticks::new(interval, shutdown);
+    while ticks.next().await {
         let evaluate = Arc::clone(&evaluate);
         if let Err(err) = tokio::task::spawn_blocking(move || evaluate()).await {
             tracing::error!(%err, "{what} task failed");

@@ -393,14 +393,8 @@ fn spawn_watch_loop(
     let engine = QueryEngine::new(store.clone());
     let shutdown = stop.stopped();
     Some(tokio::spawn(async move {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tokio::pin!(shutdown);
-        loop {
-            tokio::select! {
-                _ = &mut shutdown => return,
-                _ = ticker.tick() => {}
-            }
+        let mut ticks = crate::periodic::Ticks::new(interval, shutdown);
+        while ticks.next().await {
             let now = infersight_model::time::now_ns();
             if let Err(error) = watcher.step(&engine, now).await {
                 tracing::warn!(%error, "watch step failed");
