@@ -244,16 +244,7 @@ pub(crate) fn choose_onset(parts: &[&Rollup], first: i64, end: i64) -> Option<(i
         if points.len() < 20 {
             continue;
         }
-        let params = DetectParams {
-            direction: Direction::Up,
-            baseline_end_ns: Some(reference_end),
-            min_baseline_points: 10,
-            risk_q: 1e-5,
-            // daily load cycles: the detector compares each minute with the same time of day
-            // once the reference holds two days (with less, the flat baseline is all there is)
-            period_ns: Some(DAY_NS),
-            ..DetectParams::default()
-        };
+        let params = rise_params(reference_end);
         let Ok(Some(change)) = detect_change(&points, &params) else {
             continue;
         };
@@ -419,15 +410,22 @@ fn level_shift(points: &[(i64, f64)], reference_end: i64) -> Option<(f64, i64)> 
     if points.len() < 20 {
         return None;
     }
-    let params = DetectParams {
+    let params = rise_params(reference_end);
+    let change = detect_change(points, &params).ok()??;
+    (change.kind == ChangeKind::LevelShift && change.confirmed)
+        .then_some((change.peak_z, change.onset_ns))
+}
+
+/// How a measure's per-minute series is searched for a rise after `reference_end`. Daily load
+/// cycles: the detector compares each minute with the same time of day once the reference holds
+/// two days (with less, the flat baseline is all there is).
+fn rise_params(reference_end: i64) -> DetectParams {
+    DetectParams {
         direction: Direction::Up,
         baseline_end_ns: Some(reference_end),
         min_baseline_points: 10,
         risk_q: 1e-5,
         period_ns: Some(DAY_NS),
         ..DetectParams::default()
-    };
-    let change = detect_change(points, &params).ok()??;
-    (change.kind == ChangeKind::LevelShift && change.confirmed)
-        .then_some((change.peak_z, change.onset_ns))
+    }
 }

@@ -44,12 +44,7 @@ pub(crate) fn localize_incident(
 ) -> Result<Localized, QueryError> {
     let parts: Vec<Arc<Rollup>> = store.rollups(TimeRange::ALL)?;
     let refs: Vec<&Rollup> = parts.iter().map(Arc::as_ref).collect();
-    let bounds = refs.iter().filter_map(|r| r.minute_bounds()).fold(
-        None,
-        |acc: Option<(i64, i64)>, (lo, hi)| {
-            Some(acc.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))))
-        },
-    );
+    let bounds = minute_bounds(&refs);
     let Some((first_minute, last_minute)) = bounds else {
         return Ok(Localized {
             report: None,
@@ -122,12 +117,7 @@ pub(crate) fn relocalize(
 ) -> Result<Localized, QueryError> {
     let parts: Vec<Arc<Rollup>> = store.rollups(TimeRange::ALL)?;
     let refs: Vec<&Rollup> = parts.iter().map(Arc::as_ref).collect();
-    let bounds = refs.iter().filter_map(|r| r.minute_bounds()).fold(
-        None,
-        |acc: Option<(i64, i64)>, (lo, hi)| {
-            Some(acc.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))))
-        },
-    );
+    let bounds = minute_bounds(&refs);
     let (first_minute, last_minute) = bounds.unwrap_or((0, 0));
     let request = RcaRequest {
         baseline: Some(chosen.baseline),
@@ -731,4 +721,14 @@ fn verdict(
             format_rfc3339(onset)
         ),
     }
+}
+
+/// The first and last minute any of `rollups` covers.
+fn minute_bounds(rollups: &[&Rollup]) -> Option<(i64, i64)> {
+    rollups.iter().filter_map(|r| r.minute_bounds()).fold(
+        None,
+        |acc: Option<(i64, i64)>, (lo, hi)| {
+            Some(acc.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))))
+        },
+    )
 }
