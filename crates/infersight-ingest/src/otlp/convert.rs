@@ -574,13 +574,7 @@ fn point_labels(
             _ => None,
         })
     };
-    let worker_rank = |key: &str| {
-        mapped_rank(mapper, key, RequestColumn::Worker).or(match key {
-            "instance" => Some(10_000),
-            "pod" => Some(10_001),
-            _ => None,
-        })
-    };
+    let worker_rank = |key: &str| metric_worker_rank(mapper, key);
     let device_rank = |key: &str| match key {
         "gpu" => Some(0),
         "device" => Some(1),
@@ -627,6 +621,34 @@ fn point_labels(
         device,
         engine,
         labels: attrs_json(rest_resource, rest_point),
+    }
+}
+
+/// How well a key of a metric point or its resource names the worker (lower is better): the
+/// pod that serves first, the scrape target last. On Kubernetes a scraped series carries the
+/// target as `instance` (→ `service.instance.id`), an ip:port, while the pod that uses the GPU
+/// or serves the model is in a pod label (DCGM's pod mapping, kube-state style relabeling that
+/// keeps the series' own pod as `exported_pod` beside the exporter's `pod`) or a resource
+/// attribute (`k8s.pod.name`). So: mapped worker keys (`worker`, `k8s.pod.name`, user aliases),
+/// then the pod labels, then the host (`host.name`, DCGM's `Hostname`), then the instance.
+fn metric_worker_rank(mapper: &AttributeMapper, key: &str) -> Option<usize> {
+    const POD_LABELS: [&str; 4] = ["exported_pod", "pod", "pod_name", "kubernetes_pod_name"];
+    const HOSTS: usize = 20_000;
+    const INSTANCES: usize = 30_000;
+    if let Some(rank) = mapped_rank(mapper, key, RequestColumn::Worker) {
+        return Some(match key {
+            "host.name" => HOSTS + rank,
+            "service.instance.id" => INSTANCES + rank,
+            _ => rank,
+        });
+    }
+    if let Some(at) = POD_LABELS.iter().position(|label| *label == key) {
+        return Some(10_000 + at);
+    }
+    match key {
+        "Hostname" | "hostname" => Some(HOSTS + 10_000 - 1),
+        "instance" => Some(INSTANCES + 10_000 - 1),
+        _ => None,
     }
 }
 

@@ -264,10 +264,107 @@ fn vllm_metrics_map_to_canonical_names_and_labels() {
     assert_eq!(queue.engine.as_deref(), Some("sglang"));
     assert_eq!(
         queue.worker.as_deref(),
-        Some("10.0.0.5:8000"),
-        "mapped worker keys rank first"
+        Some("p-1"),
+        "the point's pod ranks before the scrape target's instance"
     );
-    assert_eq!(json(&queue.labels)["pod"], "p-1");
+    assert_eq!(json(&queue.labels)["service.instance.id"], "10.0.0.5:8000");
+}
+
+/// A metric point's worker is the pod that serves, not the scrape target: label sets as DCGM's
+/// exporter, kube-state style relabeling and OTel `hw.*` resources write them. Each case is
+/// (resource, point labels, the worker).
+#[test]
+fn metric_workers_are_pods_before_scrape_targets() {
+    let target = || kv("service.instance.id", s("10.2.3.4:9400"));
+    let cases: Vec<(Vec<KeyValue>, Vec<KeyValue>, &str)> = vec![
+        // DCGM with pod mapping: the GPU's pod, not the exporter's node or the target
+        (
+            vec![target()],
+            vec![
+                kv("gpu", s("1")),
+                kv("UUID", s("GPU-5d1c")),
+                kv("Hostname", s("dcgm-exporter-x2k")),
+                kv("namespace", s("serving")),
+                kv("pod", s("llm-7f9c-0")),
+                kv("container", s("engine")),
+            ],
+            "llm-7f9c-0",
+        ),
+        // DCGM without pod mapping: the exporter's host, still before ip:port
+        (
+            vec![target()],
+            vec![kv("gpu", s("0")), kv("Hostname", s("node-a17"))],
+            "node-a17",
+        ),
+        // kube-state style: the series' own pod kept as `exported_pod`, `pod` is the exporter's
+        (
+            vec![target()],
+            vec![kv("exported_pod", s("chat-1")), kv("pod", s("ksm-0"))],
+            "chat-1",
+        ),
+        (
+            vec![],
+            vec![
+                kv("pod_name", s("old-cadvisor-pod")),
+                kv("instance", s("10.9.9.9:10250")),
+            ],
+            "old-cadvisor-pod",
+        ),
+        // OTel hw.*: the pod, then the host, then the instance id
+        (
+            vec![
+                kv("service.instance.id", s("0c7e-uuid")),
+                kv("host.name", s("gpu-host-3")),
+                kv("k8s.pod.name", s("infer-2")),
+            ],
+            vec![kv("hw.id", s("gpu-0")), kv("hw.type", s("gpu"))],
+            "infer-2",
+        ),
+        (
+            vec![
+                kv("service.instance.id", s("0c7e-uuid")),
+                kv("host.name", s("gpu-host-3")),
+            ],
+            vec![kv("hw.id", s("gpu-0"))],
+            "gpu-host-3",
+        ),
+        // nothing else: the target is all there is
+        (vec![target()], vec![kv("gpu", s("0"))], "10.2.3.4:9400"),
+        (
+            vec![],
+            vec![kv("instance", s("10.2.3.5:9400"))],
+            "10.2.3.5:9400",
+        ),
+    ];
+    for (resource_attrs, labels, worker) in cases {
+        let request = ExportMetricsServiceRequest {
+            resource_metrics: vec![ResourceMetrics {
+                resource: resource(resource_attrs),
+                scope_metrics: vec![ScopeMetrics {
+                    metrics: vec![metric(
+                        "DCGM_FI_DEV_FB_USED",
+                        metric::Data::Gauge(Gauge {
+                            data_points: vec![number(
+                                number_data_point::Value::AsDouble(1.0),
+                                labels,
+                            )],
+                        }),
+                    )],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        let converted = metrics_to_batches(&request, &AttributeMapper::default()).unwrap();
+        let rows = MetricRecord::from_batch(batch_of(&converted.batches, Table::Metrics)).unwrap();
+        assert_eq!(
+            rows[0].worker.as_deref(),
+            Some(worker),
+            "{}",
+            rows[0].labels
+        );
+        assert!(json(&rows[0].labels).get(worker).is_none());
+    }
 }
 
 #[test]

@@ -319,9 +319,10 @@ fn dcgm_gauges_are_scaled_and_attributed_to_the_gpu() {
     assert_eq!(used.value, Some(71234.0 * 1048576.0));
     assert_eq!(used.engine.as_deref(), Some("dcgm"));
     assert_eq!(used.device.as_deref(), Some("0"));
-    assert_eq!(used.worker.as_deref(), Some("gpu-node-7"));
+    // the GPU's pod (DCGM's pod mapping) is the worker, not the scrape target
+    assert_eq!(used.worker.as_deref(), Some("vllm-worker-0"));
     let labels = json(&used.labels);
-    assert_eq!(labels["pod"], "vllm-worker-0");
+    assert_eq!(labels["service.instance.id"], "gpu-node-7");
     assert_eq!(labels["modelName"], "NVIDIA H100 80GB HBM3");
     assert_eq!(
         one(&rows, "gpu_memory_free_bytes").value,
