@@ -291,7 +291,7 @@ pub(crate) fn validate(
                 || candidate
                     .parse::<std::net::Ipv4Addr>()
                     .is_ok_and(|ip| ip.is_loopback() || ip.octets()[0] == 0)
-                || version_context(text, start, hint)
+                || version_context(text, (start, end), hint)
             {
                 return None;
             }
@@ -633,21 +633,117 @@ fn preceding_key(text: &str, start: usize) -> Option<&str> {
 }
 
 /// Last segments of keys (and words before a value) that name a version, build or revision.
-const VERSION_KEY_SEGMENTS: &[&str] = &["version", "ver", "build", "revision", "rev", "release"];
+const VERSION_KEY_SEGMENTS: &[&str] =
+    &["version", "ver", "v", "build", "revision", "rev", "release"];
 
-/// True when the key names a version, build or revision: `version`, `service.version`,
-/// `vllm_version`, `appVersion`, `build`, `git.revision`.
+/// Runtime components of a serving stack whose name is followed by their version in banners and
+/// environment dumps (`torch 2.1.0.1`, `CUDA 12.1.0.1`, `"nccl": "2.18.1.1"`): generic software
+/// names, none of which names a host or a peer.
+const RUNTIME_COMPONENTS: &[&str] = &[
+    "torch",
+    "pytorch",
+    "cuda",
+    "cudnn",
+    "cublas",
+    "nccl",
+    "rccl",
+    "rocm",
+    "hip",
+    "triton",
+    "tensorrt",
+    "python",
+    "driver",
+    "firmware",
+    "vbios",
+    "bios",
+    "kernel",
+    "linux",
+    "glibc",
+    "gcc",
+    "openssl",
+    "jdk",
+    "java",
+    "numpy",
+    "transformers",
+    "tokenizers",
+    "xformers",
+    "flashinfer",
+    "onnxruntime",
+    "tensorflow",
+    "jax",
+];
+
+/// Words after which a dotted number is an address whatever else the text says.
+const ADDRESS_WORDS: &[&str] = &[
+    "from",
+    "to",
+    "at",
+    "by",
+    "via",
+    "on",
+    "for",
+    "host",
+    "hostname",
+    "peer",
+    "ip",
+    "ipv4",
+    "addr",
+    "address",
+    "client",
+    "server",
+    "remote",
+    "local",
+    "src",
+    "source",
+    "dst",
+    "dest",
+    "destination",
+    "gateway",
+    "gw",
+    "proxy",
+    "upstream",
+    "endpoint",
+    "node",
+    "target",
+    "master",
+    "bind",
+    "listen",
+    "listening",
+    "connect",
+    "connected",
+    "connecting",
+    "resolved",
+    "dns",
+    "nameserver",
+    "router",
+    "subnet",
+    "inet",
+    "nexthop",
+];
+
+/// True when the key names a version, build or revision (`version`, `service.version`,
+/// `vllm_version`, `appVersion`, `build`, `git.revision`) or a runtime component whose value is
+/// its version (`torch`, `nvidia.driver`).
 pub(crate) fn is_version_key(key: &str) -> bool {
+    names_a_version(key, true)
+}
+
+/// [`is_version_key`], with runtime components or without.
+fn names_a_version(key: &str, or_component: bool) -> bool {
     let key = key.to_ascii_lowercase();
     let last = key.rsplit(['_', '.', '-']).next().unwrap_or(&key);
-    VERSION_KEY_SEGMENTS.contains(&last) || key.ends_with("version")
+    VERSION_KEY_SEGMENTS.contains(&last)
+        || (or_component && RUNTIME_COMPONENTS.contains(&last))
+        || key.ends_with("version")
 }
 
 /// True when the dotted number at `start` is a version by its context: under a version key
 /// (`hint`), after one in the text (`service.version=1.2.3.4`, `"version": "1.2.3.4"`,
-/// `version 1.2.3.4`), or as the version of a product token (`vllm/1.2.3.4`, as in a
-/// User-Agent). Addresses after any other word (`from 10.0.0.5`, `host=10.0.0.5`) are not.
-fn version_context(text: &str, start: usize, hint: KeyHint) -> bool {
+/// `version 1.2.3.4`, `torch 2.1.0.1`), as the version of a product token (`vllm/1.2.3.4`, as
+/// in a User-Agent), pinned to a package (`lib==1.2.3.4`), or as one entry of a list of
+/// components and their versions (`libfoo 1.2.3.4, libbar 2.0.1`). Addresses after any other
+/// word (`from 10.0.0.5`, `host=10.0.0.5`), or with a port or prefix length, are not.
+fn version_context(text: &str, (start, end): (usize, usize), hint: KeyHint) -> bool {
     if hint == KeyHint::Version {
         return true;
     }
@@ -665,10 +761,73 @@ fn version_context(text: &str, start: usize, hint: KeyHint) -> bool {
                 .is_some_and(|b| b.is_ascii_alphabetic());
     }
     let before = text[..start].trim_end_matches([' ', '\t', '"', '\'']);
+    if let Some(package) = ["==", "~=", ">=", "<=", "!="]
+        .iter()
+        .find_map(|pin| before.strip_suffix(pin))
+    {
+        return package.ends_with(|c: char| c.is_ascii_alphanumeric());
+    }
     let before = before.strip_suffix(['=', ':']).unwrap_or(before);
     let before = before.trim_end_matches([' ', '\t', '"', '\'']);
-    let word = &before[key_start(before)..];
-    !word.is_empty() && is_version_key(word)
+    let word_start = key_start(before);
+    let word = &before[word_start..];
+    if word.is_empty() {
+        return false;
+    }
+    // an address with a port (`torch 10.0.0.5:29500`) or a prefix length (`/24`) is a version
+    // only after a word that says so
+    let port_or_prefix =
+        matches!(text.as_bytes()[end..], [b':' | b'/', next, ..] if next.is_ascii_digit());
+    if names_a_version(word, !port_or_prefix) {
+        return true;
+    }
+    let lower = word.to_ascii_lowercase();
+    !port_or_prefix
+        && word.starts_with(|c: char| c.is_ascii_alphabetic())
+        && !ADDRESS_WORDS.contains(&lower.as_str())
+        && (version_pair_after(&text[end..]) || version_pair_before(&text[..word_start]))
+}
+
+/// A dotted number no address looks like: three parts (`3.10.12`), or more than four.
+fn is_plain_version(number: &str) -> bool {
+    let parts: Vec<&str> = number.split('.').collect();
+    parts.len() >= 3
+        && parts.len() != 4
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The text after a candidate goes on with another component and its version (`, cuda 12.1.0`).
+fn version_pair_after(rest: &str) -> bool {
+    let rest = rest.trim_start_matches(|c: char| matches!(c, ',' | ';' | ' ' | '\t'));
+    let rest = rest.strip_prefix("and ").unwrap_or(rest);
+    let name_end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+        .unwrap_or(rest.len());
+    let (name, rest) = rest.split_at(name_end);
+    if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return false;
+    }
+    let rest = rest.trim_start_matches([' ', '=', ':', '/', 'v']);
+    let number_end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    is_plain_version(rest[..number_end].trim_end_matches('.'))
+}
+
+/// The text before a candidate's word ends with another component and its version
+/// (`python 3.10.12, `).
+fn version_pair_before(head: &str) -> bool {
+    let head = head.trim_end_matches(|c: char| matches!(c, ',' | ';' | ' ' | '\t'));
+    let head = head.strip_suffix(" and").unwrap_or(head);
+    let number_start = head
+        .rfind(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map_or(0, |i| i + 1);
+    let (head, number) = head.split_at(number_start);
+    let head = head.trim_end_matches([' ', '=', ':', '/', 'v']);
+    is_plain_version(number)
+        && head[key_start(head)..].starts_with(|c: char| c.is_ascii_alphabetic())
 }
 
 /// Generic `token=VALUE` values: long, mixed character classes, high Shannon entropy, not a dotted

@@ -185,6 +185,69 @@ fn dotted_versions_are_not_addresses() {
     );
 }
 
+/// Four-part versions and real addresses side by side (issue 19 class 9): the context decides,
+/// never the number. Versions: after a version word or key, a runtime component, a package pin,
+/// or among other components' versions (names in no list included); addresses: after words
+/// that place a peer, with a port or a prefix length, or with nothing to say otherwise.
+#[test]
+fn four_part_versions_and_addresses_are_told_apart_by_context() {
+    let versions = [
+        "torch 2.1.0.1",
+        "Using PyTorch 2.1.0.1 with CUDA 12.1.0.1",
+        "vllm 0.10.1.1",
+        "build 1.2.3.4",
+        "release: 4.3.2.1",
+        "engine v 1.2.3.4 started",
+        "nccl 2.18.1.1+cuda12.1",
+        "NVIDIA driver 10.20.30.40",
+        "pip install acme-tokenizer==2.3.1.4",
+        "libfoo 1.2.3.4, libbar 2.0.1",
+        "deps: zlib 1.3.1, quuxlib 10.0.0.5",
+        "python 3.10.12 and flashattn 2.5.8.1",
+    ];
+    for text in versions {
+        assert_unchanged(text);
+    }
+    let r = redactor();
+    for json in [
+        r#"{"torch":"2.1.0.1"}"#,
+        r#"{"nvidia.driver":"10.20.30.40"}"#,
+        r#"{"engine.v":"1.2.3.4"}"#,
+    ] {
+        assert_eq!(r.redact_json(json), json);
+    }
+    let addresses = [
+        ("from 10.1.2.3", "from <IP>"),
+        ("peer=192.168.0.7:8080", "peer=<IP>:8080"),
+        ("host 8.8.8.8", "host <IP>"),
+        (
+            "reached 10.20.30.40 after 3 retries",
+            "reached <IP> after 3 retries",
+        ),
+        ("torch 10.1.2.3:29500", "torch <IP>:29500"),
+        ("route 10.1.2.0/24", "route <IP>/24"),
+        // a list of versions does not make the peer before it one
+        (
+            "from 10.1.2.3 with python 3.10.12",
+            "from <IP> with python 3.10.12",
+        ),
+        (
+            "client 10.1.2.3, torch 2.1.0.1",
+            "client <IP>, torch 2.1.0.1",
+        ),
+        // two addresses are no list of versions
+        ("a 10.1.2.3 b 10.1.2.4", "a <IP> b <IP>"),
+        ("Using eth0:10.0.0.5<0>", "Using eth0:<IP><0>"),
+    ];
+    for (text, expected) in addresses {
+        assert_redacts(text, expected);
+    }
+    assert_eq!(
+        r.redact_json(r#"{"net.peer.ip":"2.1.0.1","torch.master":"10.1.2.3"}"#),
+        r#"{"net.peer.ip":"<IP>","torch.master":"<IP>"}"#
+    );
+}
+
 #[test]
 fn ipv6() {
     assert_redacts(
