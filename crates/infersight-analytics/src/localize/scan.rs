@@ -37,18 +37,39 @@ struct Sums {
     forecast_effective: Vec<f64>,
 }
 
+/// `sample_weight`: per leaf, the variance weight of one counted event (see
+/// [`super::DerivedMeasure::sample_weight`]); empty when every event was observed. Values are
+/// turned into observed units before the noise is fitted, so a sampled leaf's significance is
+/// that of the rows it holds, while deviations and fractions stay in the caller's units.
 pub(super) fn localize(
     table: &LeafTable,
     real: &[f64],
     forecast: &[f64],
+    sample_weight: &[f64],
     params: &Params,
 ) -> Localization {
     let n_leaves = table.len();
     let (dims, skipped_dimensions) = scanned_dimensions(table, params);
     let noise = resolve_noise(params.noise, real);
-    let scale = effective_count_scale(noise, real, forecast);
-    let real_effective: Vec<f64> = real.iter().zip(&scale).map(|(v, k)| v / k).collect();
-    let forecast_effective: Vec<f64> = forecast.iter().zip(&scale).map(|(f, k)| f / k).collect();
+    let observed = |values: &[f64]| -> Vec<f64> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(leaf, v)| v / sample_weight_of(sample_weight, leaf))
+            .collect()
+    };
+    let (real_observed, forecast_observed) = (observed(real), observed(forecast));
+    let scale = effective_count_scale(noise, &real_observed, &forecast_observed);
+    let real_effective: Vec<f64> = real_observed
+        .iter()
+        .zip(&scale)
+        .map(|(v, k)| v / k)
+        .collect();
+    let forecast_effective: Vec<f64> = forecast_observed
+        .iter()
+        .zip(&scale)
+        .map(|(f, k)| f / k)
+        .collect();
     let total_deviation: f64 = real.iter().sum::<f64>() - forecast.iter().sum::<f64>();
 
     let mut result = Localization {
@@ -111,6 +132,15 @@ pub(super) fn localize(
         result.root_causes.push(cause);
     }
     result
+}
+
+/// The sampling weight of `leaf` (1 when none is given, or below 1).
+pub(super) fn sample_weight_of(sample_weight: &[f64], leaf: usize) -> f64 {
+    sample_weight
+        .get(leaf)
+        .copied()
+        .filter(|w| w.is_finite() && *w > 1.0)
+        .unwrap_or(1.0)
 }
 
 /// The table dimensions the scan enumerates (ascending), and the names of those it skips: too

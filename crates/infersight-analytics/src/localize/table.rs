@@ -160,6 +160,7 @@ pub fn read_derived<R: Read>(
         numerator_forecast: vec![0.0; n],
         denominator_real: vec![0.0; n],
         denominator_forecast: vec![0.0; n],
+        sample_weight: Vec::new(),
     };
     let periods = history_times.len().max(1) as f64;
     for (&(leaf, time), &(numerator, denominator)) in &cells {
