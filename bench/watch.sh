@@ -10,7 +10,8 @@
 #
 # Usage: bench/watch.sh [SCENARIOS (comma-separated, default all)] [SEEDS (default 1,2)]
 #        HEALTHY_HOURS=N bench/watch.sh healthy   # one long healthy run instead (incidents/day)
-# Env: INFERSIGHT (binary, default target/debug/infersight), OUT (work folder, default a temp dir).
+# Env: INFERSIGHT (binary, default target/debug/infersight), OUT (work folder, default a temp dir),
+#      ARRIVALS (the simulator's --arrivals, default poisson; mooncake replays the real trace).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${INFERSIGHT:-$PWD/target/debug/infersight}"
@@ -40,7 +41,7 @@ run_one() { # scenario seed duration
     start=(--start $(( ( $(date +%s) - minutes * 60 ) / 60 * 60 )))
   fi
   "$BIN" simulate --scenario "$scenario" --seed "$seed" --duration "$duration" --workers 8 \
-    --rate 10 --arrivals poisson --quiet --format json --out "$sim" "${start[@]}" > /dev/null
+    --rate 10 --arrivals "${ARRIVALS:-poisson}" --quiet --format json --out "$sim" "${start[@]}" > /dev/null
   local inputs=("$sim/traces.jsonl" "$sim/metrics.jsonl")
   if [[ "$PROMPT_SCENARIOS" == *" $scenario "* ]]; then inputs+=("$(prompt_lines "$sim")"); fi
   "$BIN" ingest --quiet --data "$data" "${inputs[@]}" > /dev/null
