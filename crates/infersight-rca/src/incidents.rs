@@ -7,14 +7,28 @@
 //! so a crash never leaves a half-written incident under its real name and two creates never
 //! overwrite each other. Ids look like `inc-20251129T022000Z-3fa9`: the incident's onset (UTC,
 //! so ids sort by time) and 4 hex digits that make them unique.
+//!
+//! Besides the verdict, an incident carries what happened around it: the watcher's record
+//! ([`WatchRecord`]: state, severity, detection time, its timeline), the automatic actions taken
+//! while it was open ([`ActionRecord`], added by `serve`'s action runner) and the notifications
+//! sent about it ([`NotificationRecord`], added by the delivery threads). Every change to a
+//! stored incident is a read-modify-write under one lock per process ([`IncidentStore::modify`]),
+//! so the watcher, the action runner, the notifier and a person's judgement never undo each
+//! other's writes. [`Incident::summary`] is the one list row (API, CLI) and
+//! [`Incident::timeline`] the one merged timeline (UI, report).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use std::collections::BTreeMap;
 
 use crate::RcaReport;
 use chrono::{DateTime, SecondsFormat, Utc};
 use infersight_model::durable::{self, DurableError};
+use infersight_model::notice::{IncidentNotice, Severity};
+use infersight_model::signal::Subject;
 use serde::{Deserialize, Serialize};
 
 use crate::RcaError;
@@ -93,7 +107,102 @@ pub struct WatchRecord {
     /// What fired, one line each (`kind subject: detail`), in order of first firing.
     pub detections: Vec<String>,
     pub timeline: Vec<TimelineEntry>,
+    /// The alert as the watcher last sent it (its labels identify it in Alertmanager), so a
+    /// restarted `serve` re-sends the same alert; absent on incidents stored before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<StoredNotice>,
 }
+
+impl WatchRecord {
+    /// `critical`, `warning` or `info`, when known.
+    pub fn severity(&self) -> Option<&str> {
+        self.notice.as_ref().map(|n| n.severity.as_str())
+    }
+}
+
+/// What identifies and describes an incident's alert, without its times (the part of an
+/// [`IncidentNotice`] a stored incident keeps).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredNotice {
+    pub alertname: String,
+    /// `critical`, `warning`, `info`.
+    pub severity: String,
+    pub summary: String,
+    pub description: String,
+    /// The slice the verdict blamed (empty: the whole fleet).
+    #[serde(default)]
+    pub cause: Subject,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra_labels: BTreeMap<String, String>,
+}
+
+impl StoredNotice {
+    pub fn of(notice: &IncidentNotice) -> StoredNotice {
+        StoredNotice {
+            alertname: notice.alertname.clone(),
+            severity: notice.severity.as_str().to_string(),
+            summary: notice.summary.clone(),
+            description: notice.description.clone(),
+            cause: notice.cause.clone(),
+            model: notice.model.clone(),
+            worker: notice.worker.clone(),
+            extra_labels: notice.extra_labels.clone(),
+        }
+    }
+
+    /// The severity as notifications write it (an unknown word reads as `critical`).
+    pub fn severity(&self) -> Severity {
+        match self.severity.as_str() {
+            "warning" => Severity::Warning,
+            "info" => Severity::Info,
+            _ => Severity::Critical,
+        }
+    }
+}
+
+/// One automatic action taken while an incident was open (`serve`'s `[actions]` policies).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActionRecord {
+    /// RFC 3339.
+    pub at: String,
+    /// What was done (`downgrade_model`, a rollback of it, …).
+    pub action: String,
+    /// What it acted on: the policy's slice (`model=llama`), or `fleet`.
+    pub target: String,
+    /// `delivered`, `failed`, `dry_run`, …: what became of it.
+    pub outcome: String,
+    /// The policy that took it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// One notification about an incident, as its sink answered (re-sends are not recorded).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NotificationRecord {
+    /// RFC 3339: when the sink answered (or delivery gave up).
+    pub at: String,
+    /// `alertmanager` or `webhook`.
+    pub sink: String,
+    /// `host:port` of the sink.
+    pub target: String,
+    /// `opened`, `updated`, `resolved`.
+    pub transition: String,
+    /// `sent` or `failed`.
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// Notifications kept on one incident (a flapping sink must not grow it without bound).
+pub const MAX_NOTIFICATIONS: usize = 200;
+/// Actions kept on one incident.
+pub const MAX_ACTIONS: usize = 200;
 
 /// One stored RCA verdict.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -110,6 +219,120 @@ pub struct Incident {
     /// Set when the watcher opened the incident (see [`WatchRecord`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<WatchRecord>,
+    /// Automatic actions taken while it was open, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<ActionRecord>,
+    /// Notifications sent about it, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notifications: Vec<NotificationRecord>,
+}
+
+impl Incident {
+    /// Whether the watcher opened it and it has not resolved.
+    pub fn is_watched_open(&self) -> bool {
+        self.watch
+            .as_ref()
+            .is_some_and(|w| w.state == IncidentState::Open)
+    }
+
+    /// The top root cause, written as `key=value & …` (`None`: no root cause).
+    pub fn top_cause(&self) -> Option<String> {
+        self.rca
+            .root_causes
+            .first()
+            .map(|cause| cause.dimensions.to_string())
+    }
+
+    /// One row of an incident list (the API's `GET /api/v1/incidents`, `infersight incidents
+    /// list --format json`): everything but the full RCA. `origin` is `watch` for incidents the
+    /// watcher opened (then `state`, `severity`, `detected_at` are set) and `rca` otherwise.
+    pub fn summary(&self) -> serde_json::Value {
+        let rca = &self.rca;
+        let watch = self.watch.as_ref();
+        serde_json::json!({
+            "id": self.id,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "status": self.status,
+            "note": self.note,
+            "verdict": rca.verdict,
+            "symptom": rca.symptom.as_ref().map(|s| &s.sli),
+            "onset": watch.map(|w| w.onset.clone()).or_else(|| {
+                rca.symptom
+                    .as_ref()
+                    .map(|s| infersight_model::time::format_rfc3339(s.onset))
+            }),
+            "root_causes": rca.root_causes.iter().map(|c| &c.dimensions).collect::<Vec<_>>(),
+            "top_cause": self.top_cause(),
+            "signals": rca.signals.iter().map(|s| &s.kind).collect::<Vec<_>>(),
+            "origin": if watch.is_some() { "watch" } else { "rca" },
+            "state": watch.map(|w| w.state),
+            "severity": watch.and_then(WatchRecord::severity),
+            "detected_at": watch.map(|w| &w.detected_at),
+            "resolved_at": watch.and_then(|w| w.resolved_at.as_ref()),
+            "actions": self.actions.len(),
+            "notifications": self.notifications.len(),
+        })
+    }
+
+    /// The notice the watcher last sent about this incident, rebuilt from what is stored (same
+    /// labels, so Alertmanager takes a re-send for the same alert); `None` for incidents the
+    /// watcher did not open or stored before it kept its notice.
+    pub fn notice(&self) -> Option<IncidentNotice> {
+        let watch = self.watch.as_ref()?;
+        let stored = watch.notice.as_ref()?;
+        let now = infersight_model::time::now_ns();
+        let at = |text: &str| infersight_model::time::parse_time(text, now).ok();
+        let detected_ns = at(&watch.detected_at).unwrap_or(now);
+        Some(IncidentNotice {
+            incident_id: self.id.clone(),
+            alertname: stored.alertname.clone(),
+            severity: stored.severity(),
+            summary: stored.summary.clone(),
+            description: stored.description.clone(),
+            cause: stored.cause.clone(),
+            model: stored.model.clone(),
+            worker: stored.worker.clone(),
+            onset_ns: at(&watch.onset).unwrap_or(detected_ns),
+            detected_ns,
+            resolved_ns: watch.resolved_at.as_deref().and_then(at),
+            report_path: Some(format!("/api/v1/incidents/{}/report", self.id)),
+            extra_labels: stored.extra_labels.clone(),
+        })
+    }
+
+    /// Everything that happened to the incident, oldest first: the watcher's timeline (onset,
+    /// detection, verdict updates, further detections, resolution), each automatic action
+    /// (`action`) and each notification (`notified`); a person's judgement (`confirmed`,
+    /// `rejected`) last. Times are RFC 3339 and sort as text.
+    pub fn timeline(&self) -> Vec<TimelineEntry> {
+        let mut out: Vec<TimelineEntry> = self
+            .watch
+            .as_ref()
+            .map(|w| w.timeline.clone())
+            .unwrap_or_default();
+        out.extend(self.actions.iter().map(|a| TimelineEntry {
+            at: a.at.clone(),
+            event: "action".into(),
+            detail: format!("{} on {}: {}", a.action, a.target, a.outcome),
+        }));
+        out.extend(self.notifications.iter().map(|n| TimelineEntry {
+            at: n.at.clone(),
+            event: "notified".into(),
+            detail: format!("{} {} ({}): {}", n.sink, n.transition, n.target, n.outcome),
+        }));
+        // the watcher's own `action` entries (if any) and ours are one kind of event; a stable
+        // sort keeps each source's order for equal times
+        out.sort_by(|a, b| a.at.cmp(&b.at));
+        if self.status != IncidentStatus::Open {
+            out.push(TimelineEntry {
+                at: self.updated_at.clone(),
+                event: self.status.as_str().into(),
+                detail: self.note.clone().unwrap_or_default(),
+            });
+        }
+        out
+    }
 }
 
 /// The incidents of one data directory.
@@ -117,6 +340,10 @@ pub struct Incident {
 pub struct IncidentStore {
     dir: PathBuf,
 }
+
+/// Serializes every read-modify-write of an incident file within the process: the watcher, the
+/// action runner, the delivery threads and the API all change incidents.
+static MODIFY: Mutex<()> = Mutex::new(());
 
 /// Distinguishes creates within one process (mixed into the id's hash).
 static CREATE_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -180,11 +407,56 @@ impl IncidentStore {
         rca: &RcaReport,
         watch: &WatchRecord,
     ) -> Result<Incident, RcaError> {
+        self.modify(id, |incident| {
+            incident.rca = rca.clone();
+            incident.rca.incident_id = None;
+            incident.watch = Some(watch.clone());
+        })
+    }
+
+    /// Records an automatic action on the incident (the oldest are dropped past
+    /// [`MAX_ACTIONS`]).
+    pub fn record_action(&self, id: &str, action: ActionRecord) -> Result<Incident, RcaError> {
+        self.modify(id, |incident| {
+            incident.actions.push(action);
+            let excess = incident.actions.len().saturating_sub(MAX_ACTIONS);
+            incident.actions.drain(..excess);
+        })
+    }
+
+    /// Records a notification about the incident (the oldest are dropped past
+    /// [`MAX_NOTIFICATIONS`]).
+    pub fn record_notification(
+        &self,
+        id: &str,
+        notification: NotificationRecord,
+    ) -> Result<Incident, RcaError> {
+        self.modify(id, |incident| {
+            incident.notifications.push(notification);
+            let excess = incident
+                .notifications
+                .len()
+                .saturating_sub(MAX_NOTIFICATIONS);
+            incident.notifications.drain(..excess);
+        })
+    }
+
+    /// Reads the incident, applies `change`, stamps `updated_at` and writes it back, under the
+    /// process's one lock (so concurrent changes from the watcher, the actions, the notifier and
+    /// the API all land). Another process writing at once (the CLI judging it) may still win.
+    pub fn modify(
+        &self,
+        id: &str,
+        change: impl FnOnce(&mut Incident),
+    ) -> Result<Incident, RcaError> {
+        // a panic while holding it left no half-written file (writes are atomic): go on
+        let _guard = MODIFY
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut incident = self.get(id)?;
-        incident.rca = rca.clone();
-        incident.rca.incident_id = None;
-        incident.watch = Some(watch.clone());
+        change(&mut incident);
         incident.updated_at = timestamp_now();
+        // per-call temporary names: another process may write the same incident
         durable::write_atomic_concurrent(&self.path_of(id), &incident_bytes(&incident)?)
             .map_err(durable_error)?;
         Ok(incident)
@@ -212,6 +484,8 @@ impl IncidentStore {
             note: None,
             rca: rca.clone(),
             watch,
+            actions: Vec::new(),
+            notifications: Vec::new(),
         };
         incident.rca.incident_id = None;
         let counter = CREATE_COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -304,17 +578,22 @@ impl IncidentStore {
         status: IncidentStatus,
         note: Option<String>,
     ) -> Result<Incident, RcaError> {
-        let mut incident = self.get(id)?;
-        incident.status = status;
-        if let Some(note) = note {
-            let note = note.trim().to_string();
-            incident.note = (!note.is_empty()).then_some(note);
-        }
-        incident.updated_at = timestamp_now();
-        // the CLI and the server may judge the same incident at once: per-call temporary names
-        durable::write_atomic_concurrent(&self.path_of(id), &incident_bytes(&incident)?)
-            .map_err(durable_error)?;
-        Ok(incident)
+        self.modify(id, |incident| {
+            incident.status = status;
+            if let Some(note) = note {
+                let note = note.trim().to_string();
+                incident.note = (!note.is_empty()).then_some(note);
+            }
+        })
+    }
+
+    /// The incidents the watcher opened that have not resolved, newest first.
+    pub fn watched_open(&self) -> Result<Vec<Incident>, RcaError> {
+        Ok(self
+            .list()?
+            .into_iter()
+            .filter(Incident::is_watched_open)
+            .collect())
     }
 
     /// The confirmed incidents, newest first (the knowledge base's past incidents).
@@ -385,5 +664,164 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), expected);
         assert_eq!(judged.note.as_deref(), Some("right"));
         assert_eq!(file_names(store.dir()), [format!("{}.json", created.id)]);
+    }
+    fn watch_record(state: IncidentState) -> WatchRecord {
+        WatchRecord {
+            state,
+            onset: "2025-11-29T02:20:00.000Z".into(),
+            detected_at: "2025-11-29T02:22:00.000Z".into(),
+            resolved_at: None,
+            detections: vec!["sli_change (fleet): ttft rose".into()],
+            timeline: vec![
+                TimelineEntry {
+                    at: "2025-11-29T02:20:00.000Z".into(),
+                    event: "onset".into(),
+                    detail: String::new(),
+                },
+                TimelineEntry {
+                    at: "2025-11-29T02:22:00.000Z".into(),
+                    event: "detected".into(),
+                    detail: "ttft".into(),
+                },
+            ],
+            notice: Some(StoredNotice {
+                alertname: "InferenceIncident".into(),
+                severity: "critical".into(),
+                summary: "ttft rose".into(),
+                description: "verdict".into(),
+                cause: Subject::of([("model_version", "r2")]),
+                model: Some("m".into()),
+                worker: None,
+                extra_labels: BTreeMap::new(),
+            }),
+        }
+    }
+
+    fn action(at: &str) -> ActionRecord {
+        ActionRecord {
+            at: at.into(),
+            action: "shrink_batch".into(),
+            target: "model=m".into(),
+            outcome: "delivered".into(),
+            policy: Some("p".into()),
+            detail: None,
+        }
+    }
+
+    fn notification(at: &str) -> NotificationRecord {
+        NotificationRecord {
+            at: at.into(),
+            sink: "alertmanager".into(),
+            target: "127.0.0.1:9093".into(),
+            transition: "opened".into(),
+            outcome: "sent".into(),
+            detail: None,
+        }
+    }
+
+    #[test]
+    fn concurrent_changes_from_the_watcher_actions_and_notifier_all_land() {
+        let data = tempfile::tempdir().unwrap();
+        let store = IncidentStore::open(data.path());
+        let created = store
+            .create_watched(&report(), watch_record(IncidentState::Open))
+            .unwrap();
+        let id = created.id.clone();
+        std::thread::scope(|scope| {
+            for t in 0..4 {
+                let (store, id) = (store.clone(), id.clone());
+                scope.spawn(move || {
+                    for i in 0..10 {
+                        let at = format!("2025-11-29T02:3{t}:{i:02}.000Z");
+                        match t {
+                            0 => drop(store.record_action(&id, action(&at)).unwrap()),
+                            1 => drop(store.record_notification(&id, notification(&at)).unwrap()),
+                            // the watcher rewrites its record and verdict meanwhile
+                            _ => drop(
+                                store
+                                    .update_watched(
+                                        &id,
+                                        &report(),
+                                        &watch_record(IncidentState::Open),
+                                    )
+                                    .unwrap(),
+                            ),
+                        }
+                    }
+                });
+            }
+        });
+        let stored = store.get(&id).unwrap();
+        assert_eq!(
+            stored.actions.len(),
+            10,
+            "no action lost to a concurrent rewrite"
+        );
+        assert_eq!(stored.notifications.len(), 10);
+        assert!(stored.watch.is_some());
+    }
+
+    #[test]
+    fn the_timeline_merges_watcher_actions_notifications_and_judgement_in_time_order() {
+        let data = tempfile::tempdir().unwrap();
+        let store = IncidentStore::open(data.path());
+        let mut record = watch_record(IncidentState::Open);
+        let id = store.create_watched(&report(), record.clone()).unwrap().id;
+        store
+            .record_notification(&id, notification("2025-11-29T02:22:01.000Z"))
+            .unwrap();
+        store
+            .record_action(&id, action("2025-11-29T02:21:00.000Z"))
+            .unwrap();
+        record.state = IncidentState::Resolved;
+        record.resolved_at = Some("2025-11-29T02:40:00.000Z".into());
+        record.timeline.push(TimelineEntry {
+            at: "2025-11-29T02:40:00.000Z".into(),
+            event: "resolved".into(),
+            detail: "quiet".into(),
+        });
+        store.update_watched(&id, &report(), &record).unwrap();
+        let judged = store
+            .set_status(&id, IncidentStatus::Confirmed, Some("rolled back".into()))
+            .unwrap();
+        let events: Vec<String> = judged.timeline().into_iter().map(|e| e.event).collect();
+        assert_eq!(
+            events,
+            [
+                "onset",
+                "action",
+                "detected",
+                "notified",
+                "resolved",
+                "confirmed"
+            ],
+            "{:#?}",
+            judged.timeline()
+        );
+        assert_eq!(
+            judged.actions.len(),
+            1,
+            "the watcher's rewrite kept the action"
+        );
+
+        let row = judged.summary();
+        assert_eq!(row["origin"], "watch");
+        assert_eq!(row["state"], "resolved");
+        assert_eq!(row["severity"], "critical");
+        assert_eq!(row["detected_at"], "2025-11-29T02:22:00.000Z");
+        assert_eq!(row["actions"], 1);
+
+        // the notice is rebuilt with the labels it was sent with
+        let notice = judged.notice().unwrap();
+        assert_eq!(notice.incident_id, id);
+        assert_eq!(notice.severity, Severity::Critical);
+        assert_eq!(notice.model.as_deref(), Some("m"));
+        assert_eq!(notice.cause, Subject::of([("model_version", "r2")]));
+        assert!(notice.resolved_ns.is_some());
+        // a verdict a person asked for has none, and an empty story
+        let manual = store.create(&report()).unwrap();
+        assert!(manual.notice().is_none());
+        assert!(manual.timeline().is_empty());
+        assert_eq!(manual.summary()["origin"], "rca");
     }
 }

@@ -61,7 +61,8 @@ pub use analyse::analyse;
 pub use contract::{LogEvidence, RcaReport, RcaRequest, RootCause, Signal, Symptom, Window};
 pub use error::RcaError;
 pub use incidents::{
-    Incident, IncidentState, IncidentStatus, IncidentStore, TimelineEntry, WatchRecord,
+    ActionRecord, Incident, IncidentState, IncidentStatus, IncidentStore, NotificationRecord,
+    StoredNotice, TimelineEntry, WatchRecord,
 };
 pub use infersight_model::signal::{SignalKind, Subject};
 pub use logs::{LineageSummary, SequenceAnomaly, lineage, log_evidence, sequence_evidence};

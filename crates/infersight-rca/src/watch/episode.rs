@@ -14,7 +14,7 @@ use infersight_store::TimeRange;
 use serde::Serialize;
 
 use super::{Detection, MINUTE_NS, WatchSettings};
-use crate::incidents::{IncidentState, TimelineEntry, WatchRecord};
+use crate::incidents::{Incident, IncidentState, StoredNotice, TimelineEntry, WatchRecord};
 use crate::{IncidentStore, RcaError, RcaReport, RcaRequest, analyse};
 
 /// The longest look back for an episode's onset (a slow trend's onset may be far back).
@@ -41,6 +41,10 @@ pub struct EpisodeReport {
     pub first_verdict: String,
     /// The latest verdict.
     pub rca: RcaReport,
+    /// The alert identity a resumed incident keeps (alertname, severity, model, worker: what
+    /// Alertmanager knows it by); `None` for an episode this watcher opened.
+    #[serde(skip)]
+    pub pinned: Option<StoredNotice>,
 }
 
 impl EpisodeReport {
@@ -52,7 +56,35 @@ impl EpisodeReport {
             resolved_at: self.resolved_ns.map(format_rfc3339),
             detections: self.detections.iter().map(Detection::line).collect(),
             timeline: self.timeline.clone(),
+            notice: Some(StoredNotice::of(&self.notice())),
         }
+    }
+
+    /// The open incident `incident` as a previous watcher left it (`serve` restarted): its
+    /// times, timeline, verdict and alert identity; what fired is known only as lines, so later
+    /// detections join it anew. `None` when it is not an open watched incident.
+    pub fn resumed(incident: &Incident) -> Option<EpisodeReport> {
+        let watch = incident
+            .watch
+            .as_ref()
+            .filter(|_| incident.is_watched_open())?;
+        let now = infersight_model::time::now_ns();
+        let at = |text: &str| infersight_model::time::parse_time(text, now).ok();
+        let detected_ns = at(&watch.detected_at)?;
+        let mut rca = incident.rca.clone();
+        rca.incident_id = Some(incident.id.clone());
+        Some(EpisodeReport {
+            incident_id: Some(incident.id.clone()),
+            state: IncidentState::Open,
+            onset_ns: at(&watch.onset).unwrap_or(detected_ns),
+            detected_ns,
+            resolved_ns: None,
+            detections: Vec::new(),
+            timeline: watch.timeline.clone(),
+            first_verdict: rca.verdict.clone(),
+            rca,
+            pinned: watch.notice.clone(),
+        })
     }
 
     /// The notice receivers get (Alertmanager labels and annotations, the webhook body).
@@ -99,21 +131,22 @@ impl EpisodeReport {
             description.push_str("\nfirst step: ");
             description.push_str(first);
         }
+        let pinned = self.pinned.as_ref();
         IncidentNotice {
             incident_id: self
                 .incident_id
                 .clone()
                 .unwrap_or_else(|| format!("watch-{}", self.onset_ns / 1_000_000_000)),
-            alertname: "InferenceIncident".into(),
-            severity: if paging {
-                Severity::Critical
-            } else {
-                Severity::Warning
+            alertname: pinned.map_or_else(|| "InferenceIncident".into(), |p| p.alertname.clone()),
+            severity: match pinned {
+                Some(p) => p.severity(),
+                None if paging => Severity::Critical,
+                None => Severity::Warning,
             },
             summary,
             description,
-            model: from_subjects("model"),
-            worker: from_subjects("worker"),
+            model: pinned.map_or_else(|| from_subjects("model"), |p| p.model.clone()),
+            worker: pinned.map_or_else(|| from_subjects("worker"), |p| p.worker.clone()),
             cause,
             onset_ns: self.onset_ns,
             detected_ns: self.detected_ns,
@@ -185,6 +218,22 @@ impl Episodes {
         let mut out = self.closed.clone();
         out.extend(self.open.as_ref().map(|o| o.report.clone()));
         out
+    }
+
+    /// Takes `report` (a stored open incident) as the open episode, as if its last detection
+    /// were at `now_ns`: it resolves after the quiet steps unless something fires again. False
+    /// (nothing changes) when an episode is already open.
+    pub fn resume(&mut self, report: EpisodeReport, now_ns: i64) -> bool {
+        if self.open.is_some() {
+            return false;
+        }
+        self.open = Some(Open {
+            report,
+            quiet_steps: 0,
+            last_refresh_ns: now_ns,
+            last_active_ns: now_ns.div_euclid(MINUTE_NS) * MINUTE_NS,
+        });
+        true
     }
 
     /// Opens, updates or resolves the incident after a step at `now_ns` found `detections`.
@@ -304,6 +353,7 @@ async fn open_episode(
         timeline: Vec::new(),
         first_verdict: rca.verdict.clone(),
         rca,
+        pinned: None,
     };
     report.push(onset_ns, "onset", "earliest onset of what fired".into());
     for d in detections {

@@ -233,6 +233,14 @@ impl Watcher {
         &self.settings
     }
 
+    /// Takes over `incident`, an open incident a previous watcher stored (`serve` restarted):
+    /// later steps update it and resolve it as if this watcher had opened it (its alert keeps
+    /// the identity it was sent with). False when it is not an open watched incident or an
+    /// incident is already open here.
+    pub fn resume(&mut self, incident: &crate::Incident, now_ns: i64) -> bool {
+        EpisodeReport::resumed(incident).is_some_and(|report| self.episodes.resume(report, now_ns))
+    }
+
     /// Every incident this watcher opened, oldest first, as it stands now.
     pub fn reports(&self) -> Vec<EpisodeReport> {
         self.episodes.reports()
