@@ -12,8 +12,8 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `GET /api/v1/incidents` | `{"incidents": [summary…]}`, newest first |
-//! | `GET /api/v1/incidents/{id}` | the incident (`id`, times, `status`, `note`, `rca`) |
+//! | `GET /api/v1/incidents` | `{"incidents": [summary…]}`, newest first (`Incident::summary`: state, severity, detection time, top cause, …) |
+//! | `GET /api/v1/incidents/{id}` | the incident (`id`, times, `status`, `note`, `rca`, `watch`, `actions`, `notifications`) and its merged `timeline` |
 //! | `GET /api/v1/incidents/{id}/report?format=json\|markdown\|html&llm=false` | the report |
 //! | `POST /api/v1/incidents/{id}/confirm` `{"note": "…"}` | the updated incident |
 //! | `POST /api/v1/incidents/{id}/reject` `{"note": "…"}` (optional) | the updated incident |
@@ -66,26 +66,10 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<Json<serde_json::Value>, Ap
     })
 }
 
-/// One row of the incident list: everything but the full RCA.
+/// One row of the incident list: everything but the full RCA (`Incident::summary`, shared with
+/// `infersight incidents list`).
 pub fn summary(incident: &Incident) -> serde_json::Value {
-    let rca = &incident.rca;
-    json!({
-        "id": incident.id,
-        "created_at": incident.created_at,
-        "updated_at": incident.updated_at,
-        "status": incident.status,
-        "note": incident.note,
-        "verdict": rca.verdict,
-        "symptom": rca.symptom.as_ref().map(|s| &s.sli),
-        "onset": rca.symptom.as_ref().map(|s| infersight_model::time::format_rfc3339(s.onset)),
-        "root_causes": rca.root_causes.iter().map(|c| &c.dimensions).collect::<Vec<_>>(),
-        "signals": rca.signals.iter().map(|s| &s.kind).collect::<Vec<_>>(),
-        // opened by the watcher: its episode's state and when it was detected (null otherwise)
-        "origin": if incident.watch.is_some() { "watch" } else { "rca" },
-        "state": incident.watch.as_ref().map(|w| w.state),
-        "detected_at": incident.watch.as_ref().map(|w| &w.detected_at),
-        "resolved_at": incident.watch.as_ref().and_then(|w| w.resolved_at.as_ref()),
-    })
+    incident.summary()
 }
 
 async fn list(State(state): State<ApiState>) -> Result<Json<serde_json::Value>, ApiError> {
@@ -100,7 +84,13 @@ async fn show(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let id = incident_id(id)?;
     let incident = service(&state)?.get(id).await?;
-    to_json(&incident)
+    let mut shown = to_json(&incident)?;
+    // the merged timeline (watcher, actions, notifications, judgement) the UI draws
+    shown.0["timeline"] = serde_json::to_value(incident.timeline()).map_err(|e| ApiError {
+        kind: ErrorKind::Internal,
+        message: e.to_string(),
+    })?;
+    Ok(shown)
 }
 
 #[derive(Debug, Deserialize)]
@@ -511,6 +501,7 @@ mod tests {
             resolved_at: None,
             detections: vec!["sli_change (fleet): ttft rose".into()],
             timeline: Vec::new(),
+            notice: None,
         };
         let watched = service
             .incidents()

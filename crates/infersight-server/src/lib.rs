@@ -10,9 +10,11 @@ pub mod notify;
 pub mod periodic;
 pub mod queue;
 pub mod reports;
+pub mod resume;
 pub mod serve;
 pub mod sli_metrics;
 pub mod state;
+pub mod timeline;
 pub mod ui;
 pub mod webhook;
 

@@ -370,9 +370,11 @@ fn spawn_action_loop(
     })
 }
 
-/// The watcher's loop, when it is on: one step every `step_ns` on the wall clock (the first at
-/// once; a late step delays the next), each step's failure logged, until `stop`. Its blocking
-/// parts run on blocking threads inside the step; ingest never waits for it.
+/// The watcher's loop, when it is on: first the incidents a previous run left open are
+/// resumed and re-notified (`crate::resume`), then one step every `step_ns` on the wall clock
+/// (the first at once; a late step delays the next), each step's failure logged, until `stop`.
+/// An incident it opens gets the automatic actions taken since its onset. Its blocking parts run
+/// on blocking threads inside the step; ingest never waits for it.
 fn spawn_watch_loop(
     extras: &ServeExtras,
     store: &Arc<dyn StorageBackend>,
@@ -382,25 +384,76 @@ fn spawn_watch_loop(
     let incidents = extras.reports.as_ref().map(|r| r.incidents().clone());
     let interval =
         std::time::Duration::from_nanos(u64::try_from(settings.step_ns).unwrap_or(30_000_000_000));
-    let mut watcher =
-        match infersight_rca::watch::Watcher::new(settings, incidents, extras.notifier.clone()) {
-            Ok(watcher) => watcher,
-            Err(error) => {
-                tracing::error!(%error, "the watcher is off: bad settings");
-                return None;
-            }
-        };
+    let watcher = match infersight_rca::watch::Watcher::new(
+        settings,
+        incidents.clone(),
+        extras.notifier.clone(),
+    ) {
+        Ok(watcher) => watcher,
+        Err(error) => {
+            tracing::error!(%error, "the watcher is off: bad settings");
+            return None;
+        }
+    };
     let engine = QueryEngine::new(store.clone());
     let shutdown = stop.stopped();
+    let notifier = extras.notifier.clone();
+    let actions = extras.actions.clone();
     Some(tokio::spawn(async move {
+        let mut watcher = match &incidents {
+            Some(store) => {
+                match crate::resume::resume_blocking(store.clone(), watcher, notifier).await {
+                    Some(watcher) => watcher,
+                    None => return,
+                }
+            }
+            None => watcher,
+        };
+        let recorder = incidents.map(crate::timeline::IncidentRecorder::new);
         let mut ticks = crate::periodic::Ticks::new(interval, shutdown);
         while ticks.next().await {
             let now = infersight_model::time::now_ns();
-            if let Err(error) = watcher.step(&engine, now).await {
-                tracing::warn!(%error, "watch step failed");
+            match watcher.step(&engine, now).await {
+                Ok(outcome) => {
+                    record_earlier_actions(recorder.as_ref(), actions.as_ref(), &outcome).await;
+                }
+                Err(error) => tracing::warn!(%error, "watch step failed"),
             }
         }
     }))
+}
+
+/// Records on each incident the step opened the automatic actions taken since its onset.
+async fn record_earlier_actions(
+    recorder: Option<&crate::timeline::IncidentRecorder>,
+    actions: Option<&Arc<ActionRunner>>,
+    outcome: &infersight_rca::watch::StepOutcome,
+) {
+    let (Some(recorder), Some(actions)) = (recorder, actions) else {
+        return;
+    };
+    let opened: Vec<String> = outcome
+        .transitions
+        .iter()
+        .filter(|t| t.change == infersight_model::notice::Transition::Opened)
+        .filter_map(|t| t.report.incident_id.clone())
+        .collect();
+    if opened.is_empty() {
+        return;
+    }
+    let entries = actions.recent();
+    let recorder = recorder.clone();
+    let task = tokio::task::spawn_blocking(move || {
+        for id in opened {
+            match recorder.store().get(&id) {
+                Ok(incident) => recorder.actions_before(&incident, &entries),
+                Err(error) => tracing::warn!(incident = %id, %error, "cannot read a new incident"),
+            }
+        }
+    });
+    if let Err(error) = task.await {
+        tracing::warn!(%error, "recording earlier actions failed");
+    }
 }
 
 /// The Prometheus scrapers, feeding the ingest queue until `stop`.

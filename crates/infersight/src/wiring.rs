@@ -143,9 +143,22 @@ pub fn notifier(
         signed_webhook = settings.webhook.is_some(),
         "notifications on"
     );
-    let notifier = infersight_server::notify::Notifier::start(&settings, Arc::clone(counters))
-        .map_err(|e| CliError::failed(format!("starting the notifier: {e}")))?;
+    // each delivery is written on its incident's timeline
+    let log: Arc<dyn infersight_server::notify::DeliveryLog> = Arc::new(incident_recorder(config));
+    let notifier = infersight_server::notify::Notifier::start_logged(
+        &settings,
+        Arc::clone(counters),
+        Some(log),
+    )
+    .map_err(|e| CliError::failed(format!("starting the notifier: {e}")))?;
     Ok(Some(Arc::new(notifier)))
+}
+
+/// Writes notifications and actions onto the incidents of `store.data_dir`.
+fn incident_recorder(config: &Config) -> infersight_server::timeline::IncidentRecorder {
+    infersight_server::timeline::IncidentRecorder::new(infersight_rca::IncidentStore::open(
+        &config.store.data_dir,
+    ))
 }
 
 /// The access audit of the store in `store.data_dir` (`<data_dir>/audit/access.jsonl`), shared
@@ -216,6 +229,7 @@ pub fn action_runner(
         );
     }
     let runner = ActionRunner::open(settings, infersight_model::time::now_ns())
-        .map_err(|e| CliError::failed(e.to_string()))?;
+        .map_err(|e| CliError::failed(e.to_string()))?
+        .with_incidents(incident_recorder(config));
     Ok(Some(Arc::new(runner)))
 }

@@ -142,6 +142,8 @@ pub struct ActionRunner {
     audit: AuditLog,
     eval_interval: Duration,
     stats: Mutex<RunnerStats>,
+    /// Where actions taken are recorded on the open incidents (`serve` with incidents).
+    incidents: Option<crate::timeline::IncidentRecorder>,
 }
 
 impl ActionRunner {
@@ -169,7 +171,19 @@ impl ActionRunner {
             audit,
             eval_interval: settings.eval_interval,
             stats: Mutex::new(stats),
+            incidents: None,
         })
+    }
+
+    /// Records every action taken on the incidents the watcher holds open (`serve`).
+    pub fn with_incidents(mut self, recorder: crate::timeline::IncidentRecorder) -> ActionRunner {
+        self.incidents = Some(recorder);
+        self
+    }
+
+    /// The recent audit entries, oldest first (what `GET /api/v1/actions` shows).
+    pub fn recent(&self) -> Vec<AuditEntry> {
+        self.stats.lock().recent.iter().cloned().collect()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -234,6 +248,9 @@ impl ActionRunner {
             ),
         }
         let audited = self.audit.append(&entry);
+        if let Some(recorder) = &self.incidents {
+            recorder.action_taken(&entry);
+        }
         let mut stats = self.stats.lock();
         if let Err(err) = audited {
             stats.audit_failed += 1;

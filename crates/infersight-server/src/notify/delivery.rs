@@ -63,6 +63,14 @@ pub trait Channel: Send + 'static {
     }
 }
 
+/// Where the outcome of each incident transition's delivery is recorded (the incident's
+/// timeline: `crate::timeline`). Called on the sink's thread, once per event (re-sends of a
+/// firing alert are not reported); must not block for long.
+pub trait DeliveryLog: Send + Sync + std::fmt::Debug {
+    /// `outcome`: `Ok` when the sink took it, else why delivery gave up.
+    fn delivered(&self, event: &Event, sink: &str, target: &str, outcome: Result<(), String>);
+}
+
 /// How delivery behaves, whatever the sink.
 #[derive(Debug, Clone, Copy)]
 pub struct DeliveryPolicy {
@@ -134,6 +142,7 @@ impl Outbox {
         channel: impl Channel,
         policy: DeliveryPolicy,
         counters: Arc<Counters>,
+        log: Option<Arc<dyn DeliveryLog>>,
     ) -> std::io::Result<Outbox> {
         let shared = Arc::new(Shared {
             sink: channel.sink(),
@@ -161,6 +170,7 @@ impl Outbox {
             shared: Arc::clone(&shared),
             agent: agent(policy.timeout),
             rng: SplitMix64::new(jitter_seed()),
+            log,
         };
         std::thread::Builder::new()
             .name(format!("notify-{}", shared.sink))
@@ -271,6 +281,7 @@ struct Worker<C> {
     shared: Arc<Shared>,
     agent: ureq::Agent,
     rng: SplitMix64,
+    log: Option<Arc<dyn DeliveryLog>>,
 }
 
 impl<C: Channel> Worker<C> {
@@ -280,7 +291,7 @@ impl<C: Channel> Worker<C> {
                 Some(due) => receiver.recv_timeout(due.saturating_duration_since(Instant::now())),
                 None => receiver.recv().map_err(|_| RecvTimeoutError::Disconnected),
             };
-            let messages = match received {
+            let (messages, event) = match received {
                 Ok(event) => {
                     let depth = self
                         .shared
@@ -288,13 +299,19 @@ impl<C: Channel> Worker<C> {
                         .fetch_sub(1, Ordering::SeqCst)
                         .saturating_sub(1);
                     self.shared.set_depth(depth);
-                    self.channel.on_event(&event)
+                    (self.channel.on_event(&event), Some(event))
                 }
-                Err(RecvTimeoutError::Timeout) => self.channel.resend(Instant::now()),
+                Err(RecvTimeoutError::Timeout) => (self.channel.resend(Instant::now()), None),
                 Err(RecvTimeoutError::Disconnected) => return,
             };
+            let mut outcome = Ok(());
             for message in messages {
-                self.deliver(&message);
+                if let Err(error) = self.deliver(&message) {
+                    outcome = Err(error);
+                }
+            }
+            if let (Some(log), Some(event)) = (&self.log, &event) {
+                log.delivered(event, self.shared.sink, &self.shared.target, outcome);
             }
             if self.shared.stop.load(Ordering::SeqCst) {
                 let left = receiver.try_iter().count() as u64;
@@ -306,8 +323,9 @@ impl<C: Channel> Worker<C> {
         }
     }
 
-    /// POSTs `message` until it is accepted, refused, or out of attempts; counts the outcome.
-    fn deliver(&mut self, message: &Message) {
+    /// POSTs `message` until it is accepted, refused, or out of attempts; counts the outcome
+    /// and answers it (`Err`: why it gave up).
+    fn deliver(&mut self, message: &Message) -> Result<(), String> {
         let attempts = message
             .attempts
             .unwrap_or(self.policy.retry.max_attempts)
@@ -317,7 +335,7 @@ impl<C: Channel> Worker<C> {
             let error = match self.post(&request) {
                 Ok(()) => {
                     self.shared.count(&catalog::NOTIFICATIONS_SENT);
-                    return;
+                    return Ok(());
                 }
                 Err(error) => error,
             };
@@ -336,7 +354,7 @@ impl<C: Channel> Worker<C> {
                     message.what
                 );
                 self.shared.count(&catalog::NOTIFICATIONS_FAILED);
-                return;
+                return Err(reason.clone());
             }
             let wait = backoff(&self.policy.retry, attempt, self.rng.uniform());
             tracing::warn!(
@@ -352,6 +370,7 @@ impl<C: Channel> Worker<C> {
             self.shared.count(&catalog::NOTIFICATION_RETRIES);
             self.sleep(wait);
         }
+        Err("no attempt left".into())
     }
 
     /// One POST of `request`.

@@ -17,6 +17,7 @@ use infersight_model::notice::{IncidentNotice, IncidentNotifier, Transition};
 use infersight_model::telemetry::Counters;
 
 pub use config::{NotifyConfig, NotifySettings, RetryPolicy, Secret};
+pub use delivery::DeliveryLog;
 use delivery::{DeliveryPolicy, Event, Outbox};
 
 /// Every configured sink's outbox, and how report links are made absolute.
@@ -30,6 +31,16 @@ pub struct Notifier {
 impl Notifier {
     /// Starts one delivery thread per sink target (each Alertmanager, the webhook).
     pub fn start(settings: &NotifySettings, counters: Arc<Counters>) -> std::io::Result<Notifier> {
+        Notifier::start_logged(settings, counters, None)
+    }
+
+    /// [`Notifier::start`], reporting each transition's delivery to `log` (the incidents'
+    /// timelines in `serve`).
+    pub fn start_logged(
+        settings: &NotifySettings,
+        counters: Arc<Counters>,
+        log: Option<Arc<dyn DeliveryLog>>,
+    ) -> std::io::Result<Notifier> {
         let policy = DeliveryPolicy {
             retry: settings.retry,
             timeout: settings.timeout,
@@ -38,11 +49,21 @@ impl Notifier {
         let mut outboxes = Vec::new();
         for base in &settings.alertmanagers {
             let channel = alertmanager::AlertmanagerChannel::new(base, settings.resend_interval);
-            outboxes.push(Outbox::start(channel, policy, Arc::clone(&counters))?);
+            outboxes.push(Outbox::start(
+                channel,
+                policy,
+                Arc::clone(&counters),
+                log.clone(),
+            )?);
         }
         if let Some((url, secret)) = &settings.webhook {
             let channel = signed::SignedWebhook::new(url, secret.clone());
-            outboxes.push(Outbox::start(channel, policy, Arc::clone(&counters))?);
+            outboxes.push(Outbox::start(
+                channel,
+                policy,
+                Arc::clone(&counters),
+                log.clone(),
+            )?);
         }
         Ok(Notifier {
             outboxes,

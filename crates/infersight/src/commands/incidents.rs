@@ -1,6 +1,8 @@
-//! `infersight incidents`: lists, shows, confirms and rejects stored RCA verdicts. A confirmed
-//! incident (with the person's note: what fixed it) is retrieved as a past incident by the next
-//! reports; a rejected one never is.
+//! `infersight incidents`: lists, shows, confirms and rejects stored RCA verdicts, those a person
+//! asked for and those the watcher opened by itself (listed with their state, severity and
+//! detection time; shown with their timeline, actions and notifications). A confirmed incident
+//! (with the person's note: what fixed it) is retrieved as a past incident by the next reports;
+//! a rejected one never is.
 
 use infersight_rca::incidents::{Incident, IncidentStatus, IncidentStore};
 
@@ -58,20 +60,36 @@ pub async fn run(args: IncidentsArgs) -> Result<i32, CliError> {
         IncidentsAction::List => {
             let incidents = store.list().map_err(rca_error)?;
             match format {
-                OutputFormat::Json => {
-                    print_json(&mut out, &incidents.iter().map(summary).collect::<Vec<_>>())?
-                }
+                OutputFormat::Json => print_json(
+                    &mut out,
+                    &incidents.iter().map(Incident::summary).collect::<Vec<_>>(),
+                )?,
                 OutputFormat::Csv => {
                     let rows = incidents.iter().map(|incident| {
+                        let watch = incident.watch.as_ref();
                         [
                             incident.id.clone(),
                             incident.created_at.clone(),
                             incident.status.to_string(),
                             symptom_of(incident),
                             incident.rca.verdict.clone(),
+                            watch.map_or("", |w| w.state.as_str()).to_string(),
+                            watch.and_then(|w| w.severity()).unwrap_or("").to_string(),
+                            watch.map_or("", |w| w.detected_at.as_str()).to_string(),
+                            incident.top_cause().unwrap_or_default(),
                         ]
                     });
-                    let header = ["id", "created_at", "status", "symptom", "verdict"];
+                    let header = [
+                        "id",
+                        "created_at",
+                        "status",
+                        "symptom",
+                        "verdict",
+                        "state",
+                        "severity",
+                        "detected_at",
+                        "top_cause",
+                    ];
                     out.push_str(&output::csv(&header, rows)?);
                 }
                 OutputFormat::Table => print_table(&mut out, &incidents),
@@ -99,7 +117,7 @@ pub async fn run(args: IncidentsArgs) -> Result<i32, CliError> {
                 .set_status(&id, IncidentStatus::Confirmed, Some(note))
                 .map_err(rca_error)?;
             match format {
-                OutputFormat::Json => print_json(&mut out, &summary(&incident))?,
+                OutputFormat::Json => print_json(&mut out, &incident.summary())?,
                 _ => outln!(
                     out,
                     "incident {} confirmed: it is now retrievable as a past incident (incident:{}) in reports",
@@ -113,7 +131,7 @@ pub async fn run(args: IncidentsArgs) -> Result<i32, CliError> {
                 .set_status(&id, IncidentStatus::Rejected, note)
                 .map_err(rca_error)?;
             match format {
-                OutputFormat::Json => print_json(&mut out, &summary(&incident))?,
+                OutputFormat::Json => print_json(&mut out, &incident.summary())?,
                 _ => outln!(
                     out,
                     "incident {} rejected: it will not be retrieved as a past incident",
@@ -124,22 +142,6 @@ pub async fn run(args: IncidentsArgs) -> Result<i32, CliError> {
     }
     output::emit(&out);
     Ok(0)
-}
-
-/// The list row: everything but the full RCA.
-fn summary(incident: &Incident) -> serde_json::Value {
-    serde_json::json!({
-        "id": incident.id,
-        "created_at": incident.created_at,
-        "updated_at": incident.updated_at,
-        "status": incident.status,
-        "note": incident.note,
-        "symptom": incident.rca.symptom.as_ref().map(|s| &s.sli),
-        "onset": incident.rca.symptom.as_ref().map(|s| infersight_model::time::format_rfc3339(s.onset)),
-        "root_causes": incident.rca.root_causes.iter().map(|c| &c.dimensions).collect::<Vec<_>>(),
-        "signals": incident.rca.signals.iter().map(|s| &s.kind).collect::<Vec<_>>(),
-        "verdict": incident.rca.verdict,
-    })
 }
 
 fn print_json<T: serde::Serialize>(out: &mut String, value: &T) -> Result<(), CliError> {
@@ -158,13 +160,9 @@ fn symptom_of(incident: &Incident) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-fn cause_of(incident: &Incident) -> String {
-    incident
-        .rca
-        .root_causes
-        .first()
-        .map(|c| c.dimensions.to_string())
-        .unwrap_or_else(|| "-".into())
+/// `-` for what an incident does not have (a cell of the table).
+fn or_dash(value: Option<&str>) -> String {
+    value.filter(|v| !v.is_empty()).unwrap_or("-").to_string()
 }
 
 fn print_table(out: &mut String, incidents: &[Incident]) {
@@ -175,16 +173,30 @@ fn print_table(out: &mut String, incidents: &[Incident]) {
     let rows: Vec<Vec<String>> = incidents
         .iter()
         .map(|i| {
+            let watch = i.watch.as_ref();
             vec![
                 i.id.clone(),
                 i.status.to_string(),
+                // the watcher's: open / resolved; `-` for verdicts a person asked for
+                or_dash(watch.map(|w| w.state.as_str())),
+                or_dash(watch.and_then(|w| w.severity())),
                 i.created_at.chars().take(19).collect(),
+                or_dash(watch.map(|w| &w.detected_at[..w.detected_at.len().min(19)])),
                 symptom_of(i),
-                cause_of(i),
+                or_dash(i.top_cause().as_deref()),
             ]
         })
         .collect();
-    let header = ["ID", "STATUS", "CREATED", "SYMPTOM", "ROOT CAUSE"];
+    let header = [
+        "ID",
+        "STATUS",
+        "STATE",
+        "SEVERITY",
+        "CREATED",
+        "DETECTED",
+        "SYMPTOM",
+        "ROOT CAUSE",
+    ];
     out.push_str(&output::fit_table(Some(&header), &rows));
 }
 
@@ -194,6 +206,21 @@ fn print_incident(out: &mut String, incident: &Incident) {
     outln!(out, "status    {}", incident.status);
     outln!(out, "created   {}", incident.created_at);
     outln!(out, "updated   {}", incident.updated_at);
+    if let Some(watch) = &incident.watch {
+        outln!(
+            out,
+            "watch     {} ({}), onset {}, detected {}{}",
+            watch.state.as_str(),
+            watch.severity().unwrap_or("severity not recorded"),
+            watch.onset,
+            watch.detected_at,
+            watch
+                .resolved_at
+                .as_ref()
+                .map(|at| format!(", resolved {at}"))
+                .unwrap_or_default()
+        );
+    }
     if let Some(note) = &incident.note {
         outln!(out, "note      {note}");
     }
@@ -222,5 +249,15 @@ fn print_incident(out: &mut String, incident: &Incident) {
     }
     for suggestion in &rca.suggestions {
         outln!(out, "suggest   {suggestion}");
+    }
+    // onset, detection, verdicts, actions, notifications, resolution, judgement
+    for entry in incident.timeline() {
+        outln!(
+            out,
+            "timeline  {} {:<9} {}",
+            entry.at,
+            entry.event,
+            entry.detail
+        );
     }
 }
