@@ -103,6 +103,7 @@ impl Report {
             charts,
             narrative: None,
             narrative_note: None,
+            incident: crate::document::IncidentSection::of(incident),
         };
         // The narrative call is blocking network i/o with its own timeout.
         let llm = config.llm.clone();

@@ -82,6 +82,7 @@ pub fn html(report: &Report) -> String {
     let mut out = String::new();
     head(&mut out, report);
     summary_cards(&mut out, rca);
+    incident_section(&mut out, report);
     narrative(&mut out, report);
     root_causes(&mut out, rca);
     chart_figures(&mut out, report);
@@ -129,6 +130,62 @@ fn head(out: &mut String, report: &Report) {
         })
     );
     let _ = writeln!(out, "<p class=\"verdict\">{}</p>", h(&rca.verdict));
+}
+
+/// The watcher's record, the automatic actions taken and the timeline, when there are any.
+fn incident_section(out: &mut String, report: &Report) {
+    let section = &report.incident;
+    if section.is_empty() {
+        return;
+    }
+    out.push_str("<h2>Incident</h2>\n");
+    let facts = [
+        ("state", section.state.map(|s| s.as_str().to_string())),
+        ("severity", section.severity.clone()),
+        ("onset", section.onset.clone()),
+        ("detected", section.detected_at.clone()),
+        ("resolved", section.resolved_at.clone()),
+    ];
+    if facts.iter().any(|(_, v)| v.is_some()) {
+        out.push_str("<table class=\"incident-facts\"><tbody>\n");
+        for (label, value) in facts {
+            if let Some(value) = value {
+                let _ = writeln!(out, "<tr><th>{}</th><td>{}</td></tr>", h(label), h(&value));
+            }
+        }
+        out.push_str("</tbody></table>\n");
+    }
+    out.push_str("<h3>Automatic actions</h3>\n");
+    if section.actions.is_empty() {
+        out.push_str("<p class=\"note\">None taken while it was open.</p>\n");
+    } else {
+        out.push_str("<table class=\"incident-actions\"><thead><tr><th>time</th><th>action</th><th>target</th><th>outcome</th><th>policy</th></tr></thead><tbody>\n");
+        for a in &section.actions {
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                h(&a.at),
+                h(&a.action),
+                h(&a.target),
+                h(&a.outcome),
+                h(a.policy.as_deref().unwrap_or("")),
+            );
+        }
+        out.push_str("</tbody></table>\n");
+    }
+    if !section.timeline.is_empty() {
+        out.push_str("<h3>Timeline</h3>\n<table class=\"incident-timeline\"><thead><tr><th>time</th><th>event</th><th>detail</th></tr></thead><tbody>\n");
+        for e in &section.timeline {
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                h(&e.at),
+                h(&e.event),
+                h(&e.detail)
+            );
+        }
+        out.push_str("</tbody></table>\n");
+    }
 }
 
 fn summary_cards(out: &mut String, rca: &RcaReport) {

@@ -43,6 +43,7 @@ pub fn markdown(report: &Report) -> String {
     let rca = &report.rca;
     let mut out = String::new();
     header(&mut out, report);
+    incident_section(&mut out, report);
     symptom(&mut out, rca);
     root_causes(&mut out, rca);
     signals(&mut out, rca);
@@ -71,6 +72,57 @@ fn header(out: &mut String, report: &Report) {
     let _ = writeln!(out, "# Incident {}\n", md(&report.incident_id));
     let _ = writeln!(out, "**Verdict:** {}\n", md(&rca.verdict));
     let _ = writeln!(out, "Generated {}.\n", md(&report.generated_at));
+}
+
+/// The watcher's record, the automatic actions taken and the timeline, when there are any.
+fn incident_section(out: &mut String, report: &Report) {
+    let section = &report.incident;
+    if section.is_empty() {
+        return;
+    }
+    out.push_str("## Incident\n\n");
+    for (label, value) in [
+        ("State", section.state.map(|s| s.as_str().to_string())),
+        ("Severity", section.severity.clone()),
+        ("Onset", section.onset.clone()),
+        ("Detected", section.detected_at.clone()),
+        ("Resolved", section.resolved_at.clone()),
+    ] {
+        if let Some(value) = value {
+            let _ = writeln!(out, "- **{label}:** {}", md(&value));
+        }
+    }
+    out.push_str("\n### Automatic actions\n\n");
+    if section.actions.is_empty() {
+        out.push_str("None taken while it was open.\n\n");
+    } else {
+        out.push_str("| time | action | target | outcome | policy |\n|---|---|---|---|---|\n");
+        for a in &section.actions {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} |",
+                md(&a.at),
+                md(&a.action),
+                md(&a.target),
+                md(&a.outcome),
+                md(a.policy.as_deref().unwrap_or(""))
+            );
+        }
+        out.push('\n');
+    }
+    if !section.timeline.is_empty() {
+        out.push_str("### Timeline\n\n| time | event | detail |\n|---|---|---|\n");
+        for e in &section.timeline {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                md(&e.at),
+                md(&e.event),
+                md(&e.detail)
+            );
+        }
+        out.push('\n');
+    }
 }
 
 fn symptom(out: &mut String, rca: &RcaReport) {

@@ -121,6 +121,7 @@ fn report() -> Report {
         charts: ChartData::default(),
         narrative: None,
         narrative_note: None,
+        incident: Default::default(),
     }
 }
 

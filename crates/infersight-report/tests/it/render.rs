@@ -286,6 +286,7 @@ fn synthetic_report() -> Report {
             checklist: vec!["memory flat".into()],
         }),
         narrative_note: None,
+        incident: Default::default(),
     }
 }
 
@@ -1127,4 +1128,93 @@ fn html_report_renders_in_headless_chromium() {
         .read_to_string(&mut html)
         .unwrap();
     std::fs::write(out.join("report.html"), html).unwrap();
+}
+
+/// The incident section of a report whose incident the watcher opened and acted on.
+fn incident_section() -> infersight_report::document::IncidentSection {
+    use infersight_rca::incidents::{ActionRecord, IncidentState, TimelineEntry};
+    let entry = |at: &str, event: &str, detail: &str| TimelineEntry {
+        at: at.into(),
+        event: event.into(),
+        detail: detail.into(),
+    };
+    infersight_report::document::IncidentSection {
+        state: Some(IncidentState::Resolved),
+        severity: Some("critical".into()),
+        onset: Some("2025-11-29T10:40:00.000Z".into()),
+        detected_at: Some("2025-11-29T10:42:00.000Z".into()),
+        resolved_at: Some("2025-11-29T11:05:00.000Z".into()),
+        detections: vec!["sli_change (fleet): ttft rose".into()],
+        actions: vec![ActionRecord {
+            at: "2025-11-29T10:44:00.000Z".into(),
+            action: "route_to_fallback".into(),
+            target: format!("tenant={EVIL}"),
+            outcome: "delivered".into(),
+            policy: Some("fallback-on-ttft".into()),
+            detail: None,
+        }],
+        timeline: vec![
+            entry("2025-11-29T10:40:00.000Z", "onset", ""),
+            entry("2025-11-29T10:42:00.000Z", "detected", "ttft rose"),
+            entry(
+                "2025-11-29T10:44:00.000Z",
+                "action",
+                "route_to_fallback: delivered",
+            ),
+            entry(
+                "2025-11-29T10:44:05.000Z",
+                "notified",
+                "alertmanager opened: sent",
+            ),
+            entry("2025-11-29T11:05:00.000Z", "resolved", "quiet for 10 steps"),
+        ],
+    }
+}
+
+#[test]
+fn the_incident_section_shows_state_actions_and_timeline_in_every_format() {
+    let plain = synthetic_report();
+    assert!(!render::html(&plain).contains("<h2>Incident</h2>"));
+    assert!(!render::markdown(&plain).contains("## Incident\n"));
+    assert!(
+        serde_json::to_value(&plain)
+            .unwrap()
+            .get("incident")
+            .is_none()
+    );
+
+    let mut report = synthetic_report();
+    report.incident = incident_section();
+    let html = render::html(&report);
+    check_markup(&html, true).unwrap_or_else(|e| panic!("HTML not well-formed: {e}"));
+    for needle in [
+        "<h2>Incident</h2>",
+        "<th>state</th><td>resolved</td>",
+        "<th>severity</th><td>critical</td>",
+        "<td>route_to_fallback</td>",
+        "<td>delivered</td>",
+        "<td>fallback-on-ttft</td>",
+        "<td>notified</td>",
+        EVIL_ESCAPED,
+    ] {
+        assert!(html.contains(needle), "HTML lacks {needle}");
+    }
+    assert!(!html.contains("<script"));
+    let markdown = render::markdown(&report);
+    assert!(markdown.contains("## Incident"), "{markdown}");
+    assert!(
+        markdown.contains("| 2025-11-29T10:44:00.000Z | route\\_to\\_fallback |"),
+        "{markdown}"
+    );
+    assert!(!markdown.contains('<'));
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(
+        json["incident"]["actions"][0]["action"],
+        "route_to_fallback"
+    );
+    assert_eq!(json["incident"]["actions"][0]["outcome"], "delivered");
+    assert_eq!(json["incident"]["state"], "resolved");
+    assert_eq!(json["incident"]["timeline"].as_array().unwrap().len(), 5);
+    let back: Report = serde_json::from_value(json).unwrap();
+    assert_eq!(back.incident, report.incident);
 }

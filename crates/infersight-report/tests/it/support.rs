@@ -112,6 +112,7 @@ fn build_simulated() -> Simulated {
         charts: charts.clone(),
         narrative: None,
         narrative_note: Some("no LLM endpoint configured".into()),
+        incident: Default::default(),
     };
     Simulated {
         leak_worker,
