@@ -652,6 +652,12 @@ impl RowShape {
     }
 }
 
+/// Two rows of one request id are one request: the same model (when both name one) and times
+/// that overlap (within a slack for clocks), as the hold merges them.
+pub fn same_request(a: &RequestRecord, b: &RequestRecord) -> bool {
+    RowShape::of(a).same_request(&RowShape::of(b))
+}
+
 /// Rows with the same request id (not one above the other in a trace: another trace, a lost
 /// context) that agree on model and time are one request: the row that knows most of the latency
 /// breakdown stays, filled by the others.

@@ -7,11 +7,13 @@
 //! [`values`] holds what the conversions share (attribute values, rejection tallies).
 //! [`correlate`] makes one `requests` row of the spans of one inference request (a gateway's, a
 //! router's, the engine's), across exports; [`sampling`] reads how many requests a head-sampled
-//! span stands for.
+//! span stands for; [`rebuild`] makes the rows a crash took from the hold again, from stored
+//! spans.
 
 pub mod convert;
 pub mod correlate;
 pub mod decode;
+pub mod rebuild;
 pub mod sampling;
 pub mod tokens;
 pub mod trace_json;

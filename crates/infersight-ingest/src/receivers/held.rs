@@ -19,7 +19,8 @@ const FULL_RETRIES: usize = 20;
 /// The periodic release, running until the receivers stop; [`HeldRequests::finish`] hands on
 /// what is left.
 pub struct HeldRequests {
-    task: tokio::task::JoinHandle<()>,
+    /// Ends with whether every row it released was stored.
+    task: tokio::task::JoinHandle<bool>,
     state: ReceiverState,
 }
 
@@ -35,13 +36,14 @@ impl HeldRequests {
             let mut ticker = tokio::time::interval(every);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             tokio::pin!(stop);
+            let mut all_stored = true;
             loop {
                 tokio::select! {
-                    _ = &mut stop => return,
+                    _ = &mut stop => return all_stored,
                     _ = ticker.tick() => {}
                 }
                 let rows = ticking.span_tree.release_due_requests();
-                submit(&ticking, rows, every).await;
+                all_stored &= submit(&ticking, rows, every).await;
             }
         });
         HeldRequests {
@@ -51,20 +53,27 @@ impl HeldRequests {
     }
 
     /// Once the receivers have stopped: ends the ticks and hands every row still held to the
-    /// sink (the spans they were made of are stored already).
-    pub async fn finish(self) {
-        if let Err(error) = self.task.await {
-            tracing::error!(%error, "the held-request release task failed");
-        }
+    /// sink (the spans they were made of are stored already). Returns whether every row the
+    /// hold released was stored (a failed submission is logged; the rows can be rebuilt from
+    /// their stored spans, see `ingest::otlp::rebuild`).
+    pub async fn finish(self) -> bool {
+        let ticks_stored = match self.task.await {
+            Ok(stored) => stored,
+            Err(error) => {
+                tracing::error!(%error, "the held-request release task failed");
+                false
+            }
+        };
         let rows = self.state.span_tree.drain_requests();
-        submit(&self.state, rows, DEFAULT_TICK).await;
+        submit(&self.state, rows, DEFAULT_TICK).await && ticks_stored
     }
 }
 
 /// Hands rows to the sink, retrying while it is full; a failure is logged with the rows lost.
-async fn submit(state: &ReceiverState, rows: Vec<RequestRecord>, pause: Duration) {
+/// Returns whether they were stored.
+async fn submit(state: &ReceiverState, rows: Vec<RequestRecord>, pause: Duration) -> bool {
     if rows.is_empty() {
-        return;
+        return true;
     }
     let batch = TableBatch {
         table: Table::Requests,
@@ -72,11 +81,11 @@ async fn submit(state: &ReceiverState, rows: Vec<RequestRecord>, pause: Duration
     };
     for _ in 0..FULL_RETRIES {
         match state.sink.submit(vec![batch.clone()]).await {
-            Ok(()) => return,
+            Ok(()) => return true,
             Err(SinkError::Full) => tokio::time::sleep(pause).await,
             Err(error) => {
                 tracing::error!(%error, rows = rows.len(), "held request rows were not stored");
-                return;
+                return false;
             }
         }
     }
@@ -84,4 +93,5 @@ async fn submit(state: &ReceiverState, rows: Vec<RequestRecord>, pause: Duration
         rows = rows.len(),
         "held request rows were not stored: the ingest queue stayed full"
     );
+    false
 }
