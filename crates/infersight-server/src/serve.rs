@@ -114,6 +114,10 @@ pub struct ServeExtras {
     /// The watcher (`infersight_rca::watch`): detections on a fixed step open incidents by
     /// themselves, stored with `reports`' incidents and handed to `notifier`. `None`: off.
     pub watch: Option<infersight_rca::watch::WatchSettings>,
+    /// The file that says request rows may be held (`crate::held`): found at a start, the rows
+    /// a crash took are rebuilt from stored spans; removed at a clean shutdown. `None`: held
+    /// rows are lost with a crash (their spans are stored).
+    pub held_requests_mark: Option<std::path::PathBuf>,
 }
 
 /// [`serve`] with [`ServeExtras`]: scrapers feeding the same ingest queue, the SLO evaluation
@@ -136,6 +140,7 @@ pub async fn serve_with(
     let scrape_stop = stop_tx.subscribe();
     let stop = Stop(stop_rx);
     let receiver_state = receiver_state(&settings, &queue, mapper, counters.clone());
+    let held_mark = mark_held_requests(&extras, &store, &receiver_state).await;
     let (ended_tx, mut ended_rx) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
     let api_app = api_app(&settings, &extras, &store, counters);
     let running = Running {
@@ -150,6 +155,7 @@ pub async fn serve_with(
             scrape_stop,
         ),
         held_requests: HeldRequests::spawn(&receiver_state, held::DEFAULT_TICK, stop.stopped()),
+        held_mark,
         worker,
     };
     // Only the servers, scrapers and the held-request release may hold queue handles now, so
@@ -219,6 +225,33 @@ impl Listeners {
             api,
             addrs,
         })
+    }
+}
+
+/// Before the receivers open: the rows a crash of the last run took are rebuilt and stored, and
+/// this run's mark is set (`crate::held`). Returns the mark to clear at a clean shutdown; `None`
+/// when there is none or it could not be handled (then it stays for the next start).
+async fn mark_held_requests(
+    extras: &ServeExtras,
+    store: &Arc<dyn StorageBackend>,
+    receiver_state: &ReceiverState,
+) -> Option<std::path::PathBuf> {
+    let mark = extras.held_requests_mark.clone()?;
+    match crate::held::recover_and_mark(&mark, store, receiver_state).await {
+        Ok(recovered) => {
+            if recovered.unclean {
+                tracing::warn!(
+                    rows = recovered.rows,
+                    "the last run did not shut down cleanly: request rows it held were rebuilt \
+                     from their stored spans"
+                );
+            }
+            Some(mark)
+        }
+        Err(error) => {
+            tracing::error!(%error, "request rows held by the last run were not rebuilt");
+            None
+        }
     }
 }
 
@@ -486,6 +519,8 @@ struct Running {
     scrapers: Vec<tokio::task::JoinHandle<()>>,
     /// Request rows held for spans of their request still to come (`ingest::otlp::correlate`).
     held_requests: HeldRequests,
+    /// Cleared once every held row is stored (`crate::held`).
+    held_mark: Option<std::path::PathBuf>,
     /// The ingest queue's worker thread.
     worker: std::thread::JoinHandle<()>,
 }
@@ -528,7 +563,11 @@ impl Running {
             }
         }
         // No export comes any more: the rows still held go in before the queue closes.
-        self.held_requests.finish().await;
+        if self.held_requests.finish().await
+            && let Some(mark) = &self.held_mark
+        {
+            crate::held::clear_mark(mark);
+        }
         // Every queue handle is gone once the servers stopped: the worker drains and exits.
         let worker = self.worker;
         let _ = tokio::task::spawn_blocking(move || worker.join()).await;

@@ -121,6 +121,12 @@ pub fn serve_extras(
         access_audit: Some(access_audit(config)),
         notifier: notifier.map(|n| n as Arc<dyn infersight_model::notice::IncidentNotifier>),
         watch,
+        held_requests_mark: Some(
+            config
+                .store
+                .data_dir
+                .join(infersight_server::held::MARK_FILE),
+        ),
     })
 }
 
