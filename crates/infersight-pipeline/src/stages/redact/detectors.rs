@@ -800,7 +800,7 @@ fn is_plain_version(number: &str) -> bool {
 
 /// The text after a candidate goes on with another component and its version (`, cuda 12.1.0`).
 fn version_pair_after(rest: &str) -> bool {
-    let rest = rest.trim_start_matches(|c: char| matches!(c, ',' | ';' | ' ' | '\t'));
+    let rest = rest.trim_start_matches([',', ';', ' ', '\t']);
     let rest = rest.strip_prefix("and ").unwrap_or(rest);
     let name_end = rest
         .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
@@ -819,7 +819,7 @@ fn version_pair_after(rest: &str) -> bool {
 /// The text before a candidate's word ends with another component and its version
 /// (`python 3.10.12, `).
 fn version_pair_before(head: &str) -> bool {
-    let head = head.trim_end_matches(|c: char| matches!(c, ',' | ';' | ' ' | '\t'));
+    let head = head.trim_end_matches([',', ';', ' ', '\t']);
     let head = head.strip_suffix(" and").unwrap_or(head);
     let number_start = head
         .rfind(|c: char| !(c.is_ascii_digit() || c == '.'))
