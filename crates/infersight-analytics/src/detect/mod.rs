@@ -51,6 +51,13 @@
 //! | [`prompt_drift`] | `prompt_drift` | MinHash (`num_hashes` = 64) of word 1- and 2-gram shingles ([`prompt_features`]); per current prompt, the max Jaccard estimate to a baseline sample; drift when the mean falls below (1 − `min_relative_drop`) × the baseline's own leave-one-out mean; output-length 3σ outliers (baseline mean/σ) with a binomial tail vs the Gaussian 0.27 % as evidence |
 //! | [`error_burst`] | `error_burst` | Poisson tail of each current step's errors given the baseline rate; when one step passes Bonferroni (p·m < `alpha`) the burst window is the run of steps around it with p < `burst_step_p`, otherwise the whole current window; fires when the window's Poisson tail p < `alpha`, ratio ≥ `min_ratio`, excess ≥ `min_excess` |
 //!
+//! # Time to exhaustion (module [`exhaustion`])
+//!
+//! [`project_exhaustion`]: where a rising series (GPU memory, KV-cache usage, a request's
+//! expected queue wait) reaches its limit, with an interval: a hinge model finds where the rise
+//! starts, a Theil–Sen line with Sen's confidence interval and a Mann–Kendall test fit it, and
+//! the ETA interval takes the slope and level intervals together.
+//!
 //! References: Siffer, Fouque, Termier, Largouët, KDD 2017 (SPOT); Grimshaw, Technometrics 1993
 //! (GPD maximum likelihood); Hosking & Wallis, Technometrics 1987 (GPD PWM); Page, Biometrika 1954
 //! (CUSUM); Sen, JASA 1968 and Theil 1950 (slope); Mann 1945, Kendall 1975 (trend test); Broder
@@ -58,6 +65,7 @@
 
 pub mod change;
 pub mod drift;
+pub mod exhaustion;
 pub mod resource;
 pub mod spot;
 pub mod stats;
@@ -65,6 +73,7 @@ pub mod stats;
 pub use change::{
     ChangeKind, ChangePoint, DetectParams, Direction, ThresholdMethod, detect_change,
 };
+pub use exhaustion::{ExhaustionParams, Projection, project_exhaustion};
 pub use drift::{PromptDriftParams, PromptFeatures, PromptSample, prompt_drift, prompt_features};
 pub use resource::{
     CachePollutionParams, CountSample, ErrorBurstParams, KvCacheInput, KvCacheParams, LeakParams,
