@@ -322,6 +322,16 @@ pub struct WatchConfig {
     pub kv_cache_usage_ratio: f64,
     pub preemptions_per_minute: f64,
     pub requests_waiting: f64,
+    /// Throughput health index below which the fleet or a model fires (0 turns it off).
+    pub thi_min: f64,
+    /// Token efficiency below this fraction of the subject's reference fires (0: off).
+    pub token_efficiency_ratio: f64,
+    /// Predictive risk: a warning opens when a resource (GPU memory, KV cache, the queue
+    /// against the gateway timeout) is projected to run out within this horizon.
+    pub predict_horizon: String,
+    /// The gateway's timeout for the queue projection; empty: learnt from timed-out requests,
+    /// else 60s.
+    pub gateway_timeout: String,
 }
 
 impl Default for WatchConfig {
@@ -339,6 +349,10 @@ impl Default for WatchConfig {
             kv_cache_usage_ratio: w.kv_cache_usage_ratio.unwrap_or(0.0),
             preemptions_per_minute: w.preemptions_per_minute.unwrap_or(0.0),
             requests_waiting: w.requests_waiting.unwrap_or(0.0),
+            thi_min: w.thi_min.unwrap_or(0.0),
+            token_efficiency_ratio: w.token_efficiency_ratio.unwrap_or(0.0),
+            predict_horizon: "30m".into(),
+            gateway_timeout: String::new(),
         }
     }
 }
@@ -357,6 +371,11 @@ impl Config {
             ns("refresh_every", &w.refresh_every),
             ns("behaviour_every", &w.behaviour_every),
         );
+        let predict_horizon_ns = ns("predict_horizon", &w.predict_horizon);
+        let gateway_timeout_ns =
+            parse_optional_duration(&mut errors, "watch.gateway_timeout", &w.gateway_timeout)
+                .flatten()
+                .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
         let on = |v: f64| (v != 0.0).then_some(v);
         let settings = infersight_rca::watch::WatchSettings {
             step_ns,
@@ -369,6 +388,13 @@ impl Config {
                 kv_cache_usage_ratio: on(w.kv_cache_usage_ratio),
                 preemptions_per_minute: on(w.preemptions_per_minute),
                 requests_waiting: on(w.requests_waiting),
+                thi_min: on(w.thi_min),
+                token_efficiency_ratio: on(w.token_efficiency_ratio),
+            },
+            predict: infersight_rca::watch::PredictSettings {
+                horizon_ns: predict_horizon_ns,
+                gateway_timeout_ns,
+                ..infersight_rca::watch::PredictSettings::default()
             },
             slos: self.slos().unwrap_or_default(),
             ..infersight_rca::watch::WatchSettings::default()

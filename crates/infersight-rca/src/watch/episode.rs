@@ -13,6 +13,7 @@ use infersight_query::QueryEngine;
 use infersight_store::TimeRange;
 use serde::Serialize;
 
+use super::predict::Prediction;
 use super::{Detection, MINUTE_NS, WatchSettings};
 use crate::incidents::{Incident, IncidentState, StoredNotice, TimelineEntry, WatchRecord};
 use crate::{IncidentStore, RcaError, RcaReport, RcaRequest, analyse};
@@ -39,6 +40,11 @@ pub struct EpisodeReport {
     pub timeline: Vec<TimelineEntry>,
     /// The verdict when the incident opened (one line).
     pub first_verdict: String,
+    /// `incident` (something fired) or `warning` (a resource is projected to run out).
+    pub kind: EpisodeKind,
+    /// A warning's projections as of its latest step (empty for incidents).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub predictions: Vec<Prediction>,
     /// The latest verdict.
     pub rca: RcaReport,
     /// The alert identity a resumed incident keeps (alertname, severity, model, worker: what
@@ -82,6 +88,8 @@ impl EpisodeReport {
             detections: Vec::new(),
             timeline: watch.timeline.clone(),
             first_verdict: rca.verdict.clone(),
+            kind: EpisodeKind::Incident,
+            predictions: Vec::new(),
             rca,
             pinned: watch.notice.clone(),
         })
@@ -89,6 +97,9 @@ impl EpisodeReport {
 
     /// The notice receivers get (Alertmanager labels and annotations, the webhook body).
     pub fn notice(&self) -> IncidentNotice {
+        if self.kind == EpisodeKind::Warning {
+            return super::predict::warning_notice(self);
+        }
         let cause = self
             .rca
             .root_causes
@@ -179,6 +190,17 @@ fn ser_opt_ts<S: serde::Serializer>(ns: &Option<i64>, s: S) -> Result<S::Ok, S::
     }
 }
 
+/// What an episode is: an incident (a detection fired) or a warning (a projection says a
+/// resource runs out within the horizon). Each kind has its own episodes: a warning open does
+/// not hold back an incident, nor the reverse.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EpisodeKind {
+    #[default]
+    Incident,
+    Warning,
+}
+
 /// A transition of one incident, as the step made it.
 #[derive(Debug, Clone)]
 pub struct Transition {
@@ -201,9 +223,25 @@ struct Open {
 pub struct Episodes {
     closed: Vec<EpisodeReport>,
     open: Option<Open>,
+    kind: EpisodeKind,
+    /// The latest step's projections (warnings carry them).
+    predictions: Vec<Prediction>,
 }
 
 impl Episodes {
+    /// The episodes of warnings (projections), apart from incidents.
+    pub fn warnings() -> Episodes {
+        Episodes {
+            kind: EpisodeKind::Warning,
+            ..Episodes::default()
+        }
+    }
+
+    /// The projections of the step about to advance: a warning opened or open carries them.
+    pub fn set_predictions(&mut self, predictions: &[Prediction]) {
+        self.predictions = predictions.to_vec();
+    }
+
     pub fn open_onset(&self) -> Option<i64> {
         self.open.as_ref().map(|o| o.report.onset_ns)
     }
@@ -251,7 +289,8 @@ impl Episodes {
             if detections.is_empty() {
                 return Ok(Vec::new());
             }
-            let opened = open_episode(engine, now_ns, end_ns, detections, store).await?;
+            let shape = (self.kind, self.predictions.as_slice());
+            let opened = open_episode(engine, now_ns, end_ns, detections, shape, store).await?;
             let transition = emit(Change::Opened, &opened.report, notifier);
             self.open = Some(opened);
             return Ok(vec![transition]);
@@ -268,6 +307,9 @@ impl Episodes {
                 open.report.detections.push(d.clone());
                 changed = true;
             }
+        }
+        if !self.predictions.is_empty() {
+            open.report.predictions.clone_from(&self.predictions);
         }
         if detections.is_empty() {
             open.quiet_steps += 1;
@@ -330,6 +372,7 @@ async fn open_episode(
     now_ns: i64,
     end_ns: i64,
     detections: &[Detection],
+    (kind, predictions): (EpisodeKind, &[Prediction]),
     store: Option<&IncidentStore>,
 ) -> Result<Open, RcaError> {
     let earliest = detections
@@ -352,6 +395,8 @@ async fn open_episode(
         detections: Vec::new(),
         timeline: Vec::new(),
         first_verdict: rca.verdict.clone(),
+        kind,
+        predictions: predictions.to_vec(),
         rca,
         pinned: None,
     };

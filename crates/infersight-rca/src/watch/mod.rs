@@ -10,6 +10,10 @@
 //!    judged by `infersight_analytics::detect::detect_change` with the RCA's seasonal baseline.
 //! 2. [`watermarks`]: resource watermarks of the last minutes' metric samples per worker (one
 //!    bounded SQL query): GPU memory used / total, KV-cache usage, preemptions, queue depth.
+//!    [`predict`]: time-to-exhaustion projections per worker (GPU memory, KV-cache usage, a
+//!    new request's queue wait against the gateway timeout) from the same metric samples; one
+//!    whose interval ends inside the horizon opens a *warning* episode, apart from incidents
+//!    ([`EpisodeKind`]), carrying the prediction (what, which worker, ETA with its interval).
 //! 3. The SLO burn-rate rules (`infersight_analytics::slo`, the same rules as SLO alerting).
 //! 4. [`behaviour`]: every few steps, the RCA's resource and behaviour detectors
 //!    (`crate::collect_signals`: leak, queue build-up, KV pressure, cache pollution, resonance,
@@ -32,6 +36,7 @@
 
 pub mod behaviour;
 pub mod episode;
+pub mod predict;
 pub mod series;
 pub mod watermarks;
 
@@ -46,7 +51,8 @@ use infersight_store::TimeRange;
 use serde::Serialize;
 
 use crate::{IncidentStore, RcaError};
-pub use episode::{EpisodeReport, Transition};
+pub use episode::{EpisodeKind, EpisodeReport, Transition};
+pub use predict::{PredictSettings, Prediction};
 pub use watermarks::Watermarks;
 
 pub(crate) const MINUTE_NS: i64 = 60_000_000_000;
@@ -78,6 +84,8 @@ pub struct WatchSettings {
     pub behaviour_window_ns: i64,
     pub behaviour_baseline_ns: i64,
     pub watermarks: Watermarks,
+    /// Time-to-exhaustion projections and the warning horizon.
+    pub predict: PredictSettings,
     /// SLOs whose burn-rate rules open incidents (the `[[slo]]` of the config).
     pub slos: Vec<Slo>,
 }
@@ -98,6 +106,7 @@ impl Default for WatchSettings {
             behaviour_window_ns: 5 * MINUTE_NS,
             behaviour_baseline_ns: 30 * MINUTE_NS,
             watermarks: Watermarks::default(),
+            predict: PredictSettings::default(),
             slos: Vec::new(),
         }
     }
@@ -139,6 +148,7 @@ impl WatchSettings {
             }
         }
         out.extend(self.watermarks.problems());
+        out.extend(self.predict.problems());
         out
     }
 }
@@ -181,6 +191,10 @@ pub struct Watcher {
     series: series::SeriesCache,
     behaviour: behaviour::BehaviourCache,
     episodes: episode::Episodes,
+    /// Warning episodes (projections), apart from incidents.
+    warnings: episode::Episodes,
+    predict: predict::PredictCache,
+    last_predictions: Vec<Prediction>,
     incidents: Option<IncidentStore>,
     notifier: Option<Arc<dyn IncidentNotifier>>,
     /// The whole minute the last detections were computed up to, and they: every detector
@@ -202,6 +216,9 @@ impl std::fmt::Debug for Watcher {
 #[derive(Debug, Clone, Default)]
 pub struct StepOutcome {
     pub detections: Vec<Detection>,
+    /// Resources projected to run out within the horizon.
+    pub predictions: Vec<Prediction>,
+    /// Of incidents, then of warnings.
     pub transitions: Vec<Transition>,
 }
 
@@ -222,6 +239,9 @@ impl Watcher {
             series: series::SeriesCache::default(),
             behaviour: behaviour::BehaviourCache::default(),
             episodes: episode::Episodes::default(),
+            warnings: episode::Episodes::warnings(),
+            predict: predict::PredictCache::default(),
+            last_predictions: Vec::new(),
             incidents,
             notifier,
             last_end_ns: None,
@@ -241,9 +261,12 @@ impl Watcher {
         EpisodeReport::resumed(incident).is_some_and(|report| self.episodes.resume(report, now_ns))
     }
 
-    /// Every incident this watcher opened, oldest first, as it stands now.
+    /// Every incident and warning this watcher opened, by detection time, as they stand now.
     pub fn reports(&self) -> Vec<EpisodeReport> {
-        self.episodes.reports()
+        let mut out = self.episodes.reports();
+        out.extend(self.warnings.reports());
+        out.sort_by_key(|r| r.detected_ns);
+        out
     }
 
     /// One evaluation at `now_ns` (the wall clock live, the simulated clock in a replay): reads
@@ -263,7 +286,7 @@ impl Watcher {
             detections
         };
         let clock = std::time::Instant::now();
-        let transitions = self
+        let mut transitions = self
             .episodes
             .advance(
                 engine,
@@ -274,6 +297,7 @@ impl Watcher {
                 self.notifier.as_deref(),
             )
             .await?;
+        transitions.extend(self.advance_warnings(engine, now_ns).await?);
         if !transitions.is_empty() {
             tracing::debug!(
                 ms = clock.elapsed().as_secs_f64() * 1e3,
@@ -282,8 +306,34 @@ impl Watcher {
         }
         Ok(StepOutcome {
             detections,
+            predictions: self.last_predictions.clone(),
             transitions,
         })
+    }
+
+    /// Opens, updates or resolves the warning episode from the step's predictions.
+    async fn advance_warnings(
+        &mut self,
+        engine: &QueryEngine,
+        now_ns: i64,
+    ) -> Result<Vec<Transition>, RcaError> {
+        let horizon_ns = self.settings.predict.horizon_ns;
+        let risks: Vec<Detection> = self
+            .last_predictions
+            .iter()
+            .map(|p| p.detection(horizon_ns))
+            .collect();
+        self.warnings.set_predictions(&self.last_predictions);
+        self.warnings
+            .advance(
+                engine,
+                &self.settings,
+                now_ns,
+                &risks,
+                self.incidents.as_ref(),
+                self.notifier.as_deref(),
+            )
+            .await
     }
 
     /// Everything that fires at `now_ns` (whole minutes up to `end_ns`).
@@ -306,6 +356,11 @@ impl Watcher {
             watermarks::detect(engine, &self.settings.watermarks, end_ns, &self.settings).await?,
         );
         let watermarks_ms = lap(&mut clock);
+        self.last_predictions = self
+            .predict
+            .evaluate(engine, &self.settings, end_ns)
+            .await?;
+        let predict_ms = lap(&mut clock);
         if let Some(found) = self
             .behaviour
             .evaluate(engine, &self.settings, end_ns, frozen_onset)
@@ -316,6 +371,7 @@ impl Watcher {
         tracing::debug!(
             series_ms,
             watermarks_ms,
+            predict_ms,
             behaviour_ms = lap(&mut clock),
             found = detections.len(),
             "watch: detectors"
@@ -356,14 +412,20 @@ impl Watcher {
         engine: &QueryEngine,
         now_ns: i64,
     ) -> Result<Vec<Transition>, RcaError> {
-        self.episodes
-            .refresh_final(
-                engine,
-                now_ns,
-                self.incidents.as_ref(),
-                self.notifier.as_deref(),
-            )
-            .await
+        let mut out = Vec::new();
+        for episodes in [&mut self.episodes, &mut self.warnings] {
+            out.extend(
+                episodes
+                    .refresh_final(
+                        engine,
+                        now_ns,
+                        self.incidents.as_ref(),
+                        self.notifier.as_deref(),
+                    )
+                    .await?,
+            );
+        }
+        Ok(out)
     }
 }
 

@@ -251,6 +251,13 @@ impl SeriesCache {
                     out.push(d);
                 }
             }
+            out.extend(efficiency_watermarks(
+                settings,
+                subject.as_deref(),
+                series,
+                baseline_end,
+                end,
+            ));
         }
         out
     }
@@ -309,6 +316,116 @@ fn series_of(series: &SubjectSeries) -> Vec<Series> {
     out
 }
 
+/// The efficiency watermarks of one subject (`[watch]` `thi_min`, `token_efficiency_ratio`):
+/// each of the last [`WatchSettings::confirm_minutes`] whole minutes before `end` against the
+/// subject's reference (its minutes before `baseline_end`).
+/// - THI = actual / theoretical output tokens × (1 − retry rate)² (the derived SLI's formula),
+///   with the minute's theoretical throughput its requests at the reference's output tokens per
+///   request (the derived SLI's best-minute rate follows the load, which moves all day; this
+///   one is 1 on a healthy fleet at any load) and the error rate standing in for the retry rate
+///   (rollups carry no prompt hashes; a failed request is retried or lost). Fires below
+///   `thi_min` (0.5: half the throughput the demand should get).
+/// - token efficiency = output / input tokens, which depends on the workload (RAG ≈ 0.05, chat
+///   ≈ 1), so it is judged against the subject's own reference: fires below
+///   `token_efficiency_ratio` (0.5) × the reference's.
+fn efficiency_watermarks(
+    settings: &WatchSettings,
+    model: Option<&str>,
+    series: &SubjectSeries,
+    baseline_end: i64,
+    end: i64,
+) -> Vec<Detection> {
+    let w = &settings.watermarks;
+    if w.thi_min.is_none() && w.token_efficiency_ratio.is_none() {
+        return Vec::new();
+    }
+    let reference: Vec<&MinuteCounts> = series
+        .minutes
+        .range(..baseline_end)
+        .map(|(_, c)| c)
+        .collect();
+    let from = end - settings.confirm_minutes as i64 * MINUTE_NS;
+    let current: Vec<(i64, &MinuteCounts)> = series
+        .minutes
+        .range(from..end)
+        .map(|(m, c)| (*m, c))
+        .collect();
+    if reference.len() < MIN_REFERENCE_MINUTES || current.len() < settings.confirm_minutes {
+        return Vec::new();
+    }
+    let total =
+        |f: &dyn Fn(&MinuteCounts) -> u64| reference.iter().map(|c| f(c)).sum::<u64>() as f64;
+    let (requests, output, input) = (
+        total(&|c| c.requests),
+        total(&|c| c.output_tokens),
+        total(&|c| c.input_tokens),
+    );
+    let scope = model.map_or_else(|| "fleet".to_string(), |m| format!("model={m}"));
+    let subject = model.map_or_else(Subject::default, |m| Subject::of([("model", m)]));
+    let mut out = Vec::new();
+    let mut fire = |name: &str, threshold: f64, values: Vec<f64>, what: String| {
+        let highest = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if values.is_empty() || highest >= threshold {
+            return;
+        }
+        out.push(Detection {
+            key: format!("watermark/{name}/{scope}"),
+            kind: "watermark".into(),
+            subject: subject.clone(),
+            onset_ns: from,
+            strength: threshold / highest.max(1e-9),
+            detail: format!(
+                "{name} at most {highest:.3} in each of the last {} minutes (threshold \
+                 {threshold:.3}: {what})",
+                values.len()
+            ),
+        });
+    };
+    if let Some(thi_min) = w.thi_min
+        && requests > 0.0
+        && output > 0.0
+    {
+        let per_request = output / requests;
+        let values = current
+            .iter()
+            .map(|(_, c)| {
+                let expected = c.requests as f64 * per_request;
+                let retry = c.errors as f64 / c.requests.max(1) as f64;
+                infersight_analytics::derived::throughput_health_index(
+                    c.output_tokens as f64,
+                    expected,
+                    retry.clamp(0.0, 1.0),
+                )
+                .unwrap_or(0.0)
+            })
+            .collect();
+        fire(
+            "thi",
+            thi_min,
+            values,
+            format!("the reference delivers {per_request:.0} output tokens per request"),
+        );
+    }
+    if let Some(ratio) = w.token_efficiency_ratio
+        && input > 0.0
+        && output > 0.0
+    {
+        let reference_efficiency = output / input;
+        let values = current
+            .iter()
+            .filter(|(_, c)| c.input_tokens > 0)
+            .map(|(_, c)| c.output_tokens as f64 / c.input_tokens as f64)
+            .collect();
+        fire(
+            "token_efficiency",
+            ratio * reference_efficiency,
+            values,
+            format!("{ratio} × the reference's {reference_efficiency:.3}"),
+        );
+    }
+    out
+}
+
 /// One series at one step: the change that fires, if any.
 fn judge(
     settings: &WatchSettings,
@@ -358,4 +475,64 @@ fn judge(
             if shift { "level shift" } else { "spike" }
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `minutes` minutes of a subject: 600 requests a minute, 500 input and 200 output tokens
+    /// each (±10 % seeded noise, the load swinging ×0.5–×1.5); from `fault_from` the requests
+    /// fail (errors, 5 output tokens each) or ramble to 20 output tokens (`starved`).
+    fn subject(minutes: i64, fault_from: i64, starved: bool) -> SubjectSeries {
+        let mut rng = infersight_model::rng::SplitMix64::new(3);
+        let mut series = SubjectSeries::default();
+        for m in 0..minutes {
+            let load = 1.0 + 0.5 * (m as f64 / 10.0).sin();
+            let requests = (600.0 * load) as u64;
+            let noise = |rng: &mut infersight_model::rng::SplitMix64| 1.0 + 0.1 * rng.normal();
+            let faulty = m >= fault_from;
+            let per_request = match (faulty, starved) {
+                (false, _) => 200.0,
+                (true, false) => 5.0,
+                (true, true) => 20.0,
+            };
+            series.minutes.insert(
+                m * MINUTE_NS,
+                MinuteCounts {
+                    requests,
+                    errors: if faulty && !starved { requests / 2 } else { 0 },
+                    input_tokens: (requests as f64 * 500.0 * noise(&mut rng)) as u64,
+                    output_tokens: (requests as f64 * per_request * noise(&mut rng)) as u64,
+                    ..MinuteCounts::default()
+                },
+            );
+        }
+        series
+    }
+
+    fn fired(series: &SubjectSeries) -> Vec<String> {
+        let settings = WatchSettings::default();
+        let end = 60 * MINUTE_NS;
+        efficiency_watermarks(&settings, Some("m"), series, end - 5 * MINUTE_NS, end)
+            .into_iter()
+            .map(|d| d.key)
+            .collect()
+    }
+
+    #[test]
+    fn thi_and_token_efficiency_fire_on_lost_throughput_not_on_load() {
+        assert!(fired(&subject(60, 1_000, false)).is_empty());
+        assert_eq!(
+            fired(&subject(60, 57, false)),
+            [
+                "watermark/thi/model=m",
+                "watermark/token_efficiency/model=m"
+            ]
+        );
+        // outputs cut to a tenth with no error: both fall below half the reference
+        assert_eq!(fired(&subject(60, 57, true)).len(), 2);
+        // one bad minute of the two judged is not enough
+        assert!(fired(&subject(60, 59, false)).is_empty());
+    }
 }

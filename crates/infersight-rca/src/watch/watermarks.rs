@@ -5,6 +5,8 @@
 //! than a handful of preemptions (ten a minute), GPU memory used within 3 % of the device's
 //! capacity (`gpu_memory_used_bytes` against `gpu_memory_total_bytes`, or the free bytes or the
 //! ratio a source reports: `GpuMemory::fraction`), a queue of 32 waiting requests per worker.
+//! The efficiency watermarks (THI, token efficiency) read the rollups' minutes instead: they
+//! are judged with the SLI series (`super::series`), their thresholds live here.
 
 use std::collections::BTreeMap;
 
@@ -33,6 +35,12 @@ pub struct Watermarks {
     pub preemptions_per_minute: Option<f64>,
     /// Mean waiting requests of a worker over a minute (32).
     pub requests_waiting: Option<f64>,
+    /// Throughput health index of the fleet or a model in a minute, below which it fires
+    /// (0.5; computed from rollups by `series`, see `efficiency_watermarks` there).
+    pub thi_min: Option<f64>,
+    /// Token efficiency (output / input tokens) of the fleet or a model in a minute, as a
+    /// fraction of its reference's, below which it fires (0.5).
+    pub token_efficiency_ratio: Option<f64>,
 }
 
 impl Default for Watermarks {
@@ -42,6 +50,8 @@ impl Default for Watermarks {
             kv_cache_usage_ratio: Some(0.95),
             preemptions_per_minute: Some(10.0),
             requests_waiting: Some(32.0),
+            thi_min: Some(0.5),
+            token_efficiency_ratio: Some(0.5),
         }
     }
 }
@@ -58,6 +68,12 @@ impl Watermarks {
             ("kv_cache_usage_ratio", self.kv_cache_usage_ratio, Some(1.0)),
             ("preemptions_per_minute", self.preemptions_per_minute, None),
             ("requests_waiting", self.requests_waiting, None),
+            ("thi_min", self.thi_min, Some(1.0)),
+            (
+                "token_efficiency_ratio",
+                self.token_efficiency_ratio,
+                Some(1.0),
+            ),
         ] {
             if let Some(v) = value
                 && !(v.is_finite() && v > 0.0 && max.is_none_or(|m| v <= m))
@@ -221,12 +237,18 @@ fn fire(
     })
 }
 
-async fn read_samples(
+/// Samples of one (worker, device, canonical name), in time order.
+pub(super) type SeriesByKey = BTreeMap<(String, String, String), Vec<(i64, f64)>>;
+
+/// The newest [`MAX_ROWS`] samples of `names` in `[since, until)` per (worker, device, name),
+/// in time order (one bounded SQL query; the device is the `device` column, else the OTel
+/// `hw.id` label).
+pub(super) async fn read_series(
     engine: &QueryEngine,
     names: &[&str],
     since: i64,
     until: i64,
-) -> Result<Samples, QueryError> {
+) -> Result<SeriesByKey, QueryError> {
     let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
     let sql = format!(
         "SELECT worker, COALESCE(NULLIF(device, ''), json_get(labels, 'hw.id'), '') AS device, \
@@ -237,7 +259,7 @@ async fn read_samples(
         quoted.join(", ")
     );
     let output = engine.sql(&sql).await?;
-    let mut samples = Samples::new();
+    let mut series = SeriesByKey::new();
     for batch in &output.batches {
         let column = |name: &str, to: &DataType| -> Result<ArrayRef, QueryError> {
             let c = batch
@@ -276,19 +298,34 @@ async fn read_samples(
                     String::new()
                 }
             };
-            let minute = ts.value(row).div_euclid(MINUTE_NS) * MINUTE_NS;
-            samples
+            series
                 .entry((text(0), text(1), text(2)))
                 .or_default()
-                .entry(minute)
-                .or_default()
-                .push(value.value(row));
+                .push((ts.value(row), value.value(row)));
         }
     }
-    // samples came newest first; counters want them in time order
-    for by_minute in samples.values_mut() {
-        for values in by_minute.values_mut() {
-            values.reverse();
+    // samples came newest first
+    for samples in series.values_mut() {
+        samples.reverse();
+    }
+    Ok(series)
+}
+
+/// [`read_series`] folded per minute.
+async fn read_samples(
+    engine: &QueryEngine,
+    names: &[&str],
+    since: i64,
+    until: i64,
+) -> Result<Samples, QueryError> {
+    let mut samples = Samples::new();
+    for (key, points) in read_series(engine, names, since, until).await? {
+        let by_minute = samples.entry(key).or_default();
+        for (ts, value) in points {
+            by_minute
+                .entry(ts.div_euclid(MINUTE_NS) * MINUTE_NS)
+                .or_default()
+                .push(value);
         }
     }
     Ok(samples)

@@ -8,6 +8,7 @@ mod fleets;
 mod logs;
 mod memory;
 mod pollution;
+mod predict;
 mod prompts;
 mod support;
 mod traces;

@@ -1,7 +1,8 @@
 //! `infersight watch --since T --until T [--step 30s]`: the watcher of `serve`
 //! (`infersight_rca::watch`) replayed over stored data as if live, one step at a time, each
 //! step seeing only data before its clock; prints the incidents it would have opened (detection
-//! time, onset, verdict, top cause). `--record` stores them like the live watcher does
+//! time, onset, verdict, top cause) and the warnings of predictive risk (with each prediction:
+//! what runs out on which worker, its ETA and interval). `--record` stores them like the live watcher does
 //! (a backfill); without it nothing is written.
 
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::sync::Arc;
 use infersight_model::time::{format_rfc3339, now_ns, parse_duration_ns, parse_time};
 use infersight_query::QueryEngine;
 use infersight_rca::IncidentStore;
-use infersight_rca::watch::{EpisodeReport, Watcher, replay};
+use infersight_rca::watch::{EpisodeKind, EpisodeReport, Watcher, replay};
 use infersight_store::StorageBackend;
 
 use crate::args::{Common, FormatArgs};
@@ -94,10 +95,14 @@ fn render(reports: &[EpisodeReport]) -> String {
             .root_causes
             .first()
             .map_or_else(|| "(none)".to_string(), |c| c.dimensions.to_string());
+        let kind = match r.kind {
+            EpisodeKind::Incident => "incident",
+            EpisodeKind::Warning => "warning",
+        };
         let _ = writeln!(
             out,
             "{}  detected {}  onset {}  (+{:.1} min)  {}",
-            r.incident_id.as_deref().unwrap_or("incident"),
+            r.incident_id.as_deref().unwrap_or(kind),
             format_rfc3339(r.detected_ns),
             format_rfc3339(r.onset_ns),
             (r.detected_ns - r.onset_ns) as f64 / 60e9,
@@ -105,6 +110,9 @@ fn render(reports: &[EpisodeReport]) -> String {
         );
         if let Some(resolved) = r.resolved_ns {
             let _ = writeln!(out, "  resolved {}", format_rfc3339(resolved));
+        }
+        for p in &r.predictions {
+            let _ = writeln!(out, "  prediction: {}", p.line());
         }
         let _ = writeln!(out, "  top cause: {top}");
         let _ = writeln!(out, "  verdict: {}", r.rca.verdict);
