@@ -21,6 +21,7 @@ mod server;
 mod sli;
 mod support;
 mod ui;
+mod ui_incidents;
 mod ui_logs;
 mod variations;
 mod watch;

@@ -544,3 +544,137 @@ fn an_unreachable_alertmanager_gets_retries_counters_log_lines_and_ingest_keeps_
         "{log}"
     );
 }
+
+/// An incident as the watcher stores it: `notice` is what it was last sent as.
+fn stored_incident(
+    store: &infersight_rca::IncidentStore,
+    notice: &IncidentNotice,
+    resolved_ns: Option<i64>,
+) -> String {
+    use infersight_model::time::format_rfc3339;
+    use infersight_rca::incidents::{IncidentState, StoredNotice, WatchRecord};
+    let rca: infersight_rca::RcaReport = serde_json::from_value(serde_json::json!({
+        "symptom": null, "root_causes": [], "signals": [], "log_evidence": [],
+        "suggestions": [], "checklist": [], "fleet_wide": false,
+        "incident_window": null, "baseline_window": null, "window_source": "watch",
+        "verdict": notice.description, "elapsed_ms": 1.0, "timings_ms": {}
+    }))
+    .unwrap();
+    let record = WatchRecord {
+        state: if resolved_ns.is_some() {
+            IncidentState::Resolved
+        } else {
+            IncidentState::Open
+        },
+        onset: format_rfc3339(notice.onset_ns),
+        detected_at: format_rfc3339(notice.detected_ns),
+        resolved_at: resolved_ns.map(format_rfc3339),
+        detections: vec!["sli_change (fleet): ttft rose".into()],
+        timeline: Vec::new(),
+        notice: Some(StoredNotice::of(notice)),
+    };
+    store.create_watched(&rca, record).unwrap().id
+}
+
+#[test]
+fn a_restarted_serve_resends_open_incidents_with_the_same_labels_and_ends_resolved_ones() {
+    let Some(binary) = alertmanager_binary() else {
+        return;
+    };
+    let (hook, routed) = infersight_testkit::webhook::webhook_receiver(200);
+    let alertmanager = Alertmanager::start(&binary, hook);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let store = infersight_rca::IncidentStore::open(&data);
+    // the previous run: one incident still open, one that resolved just before it died
+    let open_id = stored_incident(&store, &incident("placeholder"), None);
+    let resolved_at = now_ns() - 30_000_000_000;
+    let resolved_id = stored_incident(&store, &incident("placeholder"), Some(resolved_at));
+    let sent_before = |id: &str| {
+        let mut notice = incident(id);
+        notice.incident_id = id.to_string();
+        notice
+    };
+    {
+        let config = NotifyConfig {
+            alertmanager_urls: vec![alertmanager.url.clone()],
+            resend_interval: "1h".into(),
+            ..NotifyConfig::default()
+        };
+        let settings = config.settings("http://unused").unwrap().unwrap();
+        let previous = Notifier::start(&settings, Arc::new(Counters::new())).unwrap();
+        previous.incident_opened(&sent_before(&open_id));
+        previous.incident_opened(&sent_before(&resolved_id));
+        wait_for("both alerts firing", Duration::from_secs(30), || {
+            let alerts = alertmanager.alerts();
+            alert_of(&alerts, &open_id).is_some() && alert_of(&alerts, &resolved_id).is_some()
+        });
+        // it dies before sending the resolution
+        previous.close();
+    }
+    let before = alert_of(&alertmanager.alerts(), &open_id).unwrap()["labels"].clone();
+    // let the firing notifications of the previous run go through, then watch for new ones
+    std::thread::sleep(Duration::from_secs(2));
+    while routed.try_recv().is_ok() {}
+
+    let server = Server::start(
+        &data,
+        &format!(
+            "[store]\nfsync = \"never\"\n[notify]\nalertmanager_urls = [\"{}\"]\n\
+             resend_interval = \"1s\"\n",
+            alertmanager.url
+        ),
+    );
+    // the resolved one ends, with the time it resolved
+    let resolved = notification_with(&routed, "resolved");
+    let ended = &resolved["alerts"][0];
+    assert_eq!(
+        ended["labels"]["incident_id"],
+        resolved_id.as_str(),
+        "{resolved}"
+    );
+    let ends_at = infersight_model::time::parse_time(ended["endsAt"].as_str().unwrap(), 0).unwrap();
+    assert!(
+        (ends_at - resolved_at).abs() < 1_000_000_000,
+        "endsAt {} is not when it resolved",
+        ended["endsAt"]
+    );
+    // the open one was re-sent (the server says so on its timeline) with the same labels: one
+    // alert, no new notification
+    wait_for("the re-send recorded", Duration::from_secs(30), || {
+        let (_, body) = server.get(&format!("/api/v1/incidents/{open_id}"));
+        body.contains("\"transition\": \"updated\"") || body.contains("\"transition\":\"updated\"")
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let alerts = alertmanager.alerts();
+    let same: Vec<&Value> = alerts
+        .iter()
+        .filter(|a| a["labels"]["incident_id"] == open_id.as_str())
+        .collect();
+    assert_eq!(same.len(), 1, "{alerts:#?}");
+    assert_eq!(
+        same[0]["labels"], before,
+        "the labels changed at the restart"
+    );
+    assert_eq!(same[0]["status"]["state"], "active");
+    while let Ok(notification) = routed.try_recv() {
+        assert!(
+            !(notification["status"] == "firing"
+                && notification["alerts"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|a| a["labels"]["incident_id"] == open_id.as_str())),
+            "Alertmanager took the re-send for a new alert: {notification}"
+        );
+    }
+    let (_, body) = server.get(&format!("/api/v1/incidents/{open_id}"));
+    let shown: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        shown["watch"]["state"], "open",
+        "still open: the watcher carries it on"
+    );
+    let note = &shown["notifications"][0];
+    assert_eq!(note["sink"], "alertmanager", "{shown:#}");
+    assert_eq!(note["outcome"], "sent", "{shown:#}");
+}

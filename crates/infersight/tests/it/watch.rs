@@ -2,7 +2,9 @@
 //! scenario (`lora_kv_regression`, seed 1, 8 workers, 10 req/s) in a debug build. Checked: one
 //! incident opens, within two simulated minutes of the fault's onset and not before it; its
 //! verdict's top cause is the ground truth's; with `--record` it is stored with its state,
-//! detection time and timeline, and `infersight incidents show` reads it back. Bad arguments
+//! detection time and timeline, `infersight incidents show` reads it back, and both
+//! `infersight incidents list` and `GET /api/v1/incidents` of `serve` list it with its state,
+//! severity, detection time and top cause. Bad arguments
 //! are usage errors (exit 2) with a clear message.
 
 use serde_json::Value;
@@ -93,6 +95,40 @@ fn a_replayed_hour_opens_one_incident_within_two_minutes_with_the_right_cause() 
         .collect();
     assert_eq!(events[..2], ["onset", "detected"], "{events:?}");
     assert!(events.contains(&"verdict"), "{events:?}");
+    assert_eq!(
+        stored["watch"]["notice"]["severity"], "critical",
+        "an SLI moved: it pages"
+    );
+
+    // the surfaces list it as the watcher opened it: the CLI's table and the API's list
+    let out = run(&["incidents", "list", "--data", data_s]);
+    ok(&out, "incidents list");
+    let table = String::from_utf8_lossy(&out.stdout);
+    let header = table.lines().next().unwrap_or_default();
+    for column in ["STATE", "SEVERITY", "DETECTED", "ROOT CAUSE"] {
+        assert!(header.contains(column), "{table}");
+    }
+    let row = table.lines().find(|l| l.contains(id)).unwrap_or_default();
+    assert!(row.contains("open") && row.contains("critical"), "{table}");
+    let server = crate::support::Server::start(&data, "[store]\nfsync = \"never\"\n");
+    let (status, body) = server.get("/api/v1/incidents");
+    assert_eq!(status, 200, "{body}");
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    let row = listed["incidents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id)
+        .unwrap_or_else(|| panic!("{id} is not listed: {listed:#}"));
+    assert_eq!(row["origin"], "watch", "{row:#}");
+    assert_eq!(row["state"], "open", "{row:#}");
+    assert_eq!(row["severity"], "critical", "{row:#}");
+    assert_eq!(row["detected_at"], incident["detected_at"], "{row:#}");
+    let top_cause = row["top_cause"].as_str().unwrap_or_default();
+    for (key, value) in truth["root_causes"][0]["dimensions"].as_object().unwrap() {
+        let pair = format!("{key}={}", value.as_str().unwrap());
+        assert!(top_cause.contains(&pair), "{top_cause} lacks {pair}");
+    }
 }
 
 #[test]

@@ -415,3 +415,67 @@ export function momentLine(id, points, at, label, format) {
   svg.append(s('text', { x: width - right, y: height - 4, 'text-anchor': 'end' }, fmtTime(x1)));
   return svg;
 }
+
+/** Lanes of the incident timeline, top to bottom, and the events each holds. */
+export const TIMELINE_LANES = [
+  ['fault', ['onset']],
+  ['watcher', ['detected', 'detection']],
+  ['verdict', ['verdict']],
+  ['actions', ['action']],
+  ['notifications', ['notified']],
+  ['outcome', ['resolved', 'confirmed', 'rejected']],
+];
+
+/**
+ * The incident timeline: one lane per kind of event (onset, detection, verdict updates,
+ * automatic actions, notifications sent, resolution), each entry a mark at its time with its
+ * detail as a tooltip; the episode (onset to resolution, or to `nowMs` while open) is shaded.
+ * `entries` = [{at: RFC 3339, event, detail}].
+ */
+export function incidentTimeline(entries, nowMs) {
+  const width = 1200, laneHeight = 30, left = 120, right = 24, top = 10, axis = 26;
+  const height = top + TIMELINE_LANES.length * laneHeight + axis;
+  const svg = chart('incident-timeline', width, height, 'Incident timeline');
+  svg.removeAttribute('preserveAspectRatio');
+  const marks = entries.map((e) => ({ ...e, ms: Date.parse(e.at) })).filter((e) => Number.isFinite(e.ms));
+  if (!marks.length) return emptyNote(svg, width, height);
+  const onset = marks.find((e) => e.event === 'onset');
+  const end = marks.find((e) => e.event === 'resolved');
+  let t0 = Math.min(...marks.map((e) => e.ms));
+  let t1 = Math.max(...marks.map((e) => e.ms), end ? 0 : nowMs);
+  const pad = Math.max((t1 - t0) * 0.04, 30000);
+  t0 -= pad; t1 += pad;
+  const px = (ms) => left + ((ms - t0) / (t1 - t0)) * (width - left - right);
+  const laneOf = (event) => Math.max(0, TIMELINE_LANES.findIndex(([, events]) => events.includes(event)));
+  const ly = (lane) => top + lane * laneHeight + laneHeight / 2;
+  if (onset) {
+    const stop = end ? end.ms : nowMs;
+    svg.append(s('rect', {
+      class: 'episode', x: px(onset.ms), y: top, width: Math.max(1, px(stop) - px(onset.ms)),
+      height: TIMELINE_LANES.length * laneHeight, fill: '#c23b5a', 'fill-opacity': 0.07,
+    }, s('title', {}, end ? 'the episode, onset to resolution' : 'the episode so far (still open)')));
+  }
+  TIMELINE_LANES.forEach(([name], lane) => {
+    svg.append(s('line', { x1: left, x2: width - right, y1: ly(lane), y2: ly(lane), stroke: '#dfe3e8' }));
+    svg.append(s('text', { x: left - 8, y: ly(lane) + 4, 'text-anchor': 'end' }, name));
+  });
+  for (const e of marks) {
+    const lane = laneOf(e.event);
+    const colour = PALETTE[lane % PALETTE.length];
+    const x = px(e.ms), y = ly(lane);
+    const shape = e.event === 'onset' || e.event === 'resolved'
+      ? s('rect', { x: x - 1.5, y: y - 11, width: 3, height: 22, fill: colour })
+      : s('circle', { cx: x, cy: y, r: 6, fill: colour, 'fill-opacity': 0.85 });
+    shape.setAttribute('data-series', e.event);
+    shape.setAttribute('data-at', e.at);
+    shape.append(s('title', {}, `${e.at.slice(0, 19).replace('T', ' ')}Z · ${e.event}: ${e.detail || ''}`));
+    svg.append(shape);
+  }
+  const ticks = 6;
+  for (let i = 0; i <= ticks; i += 1) {
+    const t = t0 + ((t1 - t0) * i) / ticks;
+    svg.append(s('text', { x: px(t), y: height - 8, 'text-anchor': i === 0 ? 'start' : i === ticks ? 'end' : 'middle' }, fmtTime(t)));
+  }
+  svg.dataset.entries = String(marks.length);
+  return svg;
+}

@@ -78,15 +78,27 @@ function sloPanel(slo) {
       h('td', {}, (s.rules || []).filter((r) => r.firing).map((r) => r.severity).join(', ') || 'no')))));
 }
 
+/** A person's judgement of a verdict as the UI words it (`open`: nobody has judged it yet). */
+export function judgement(status) {
+  return status === 'open' ? 'pending' : status;
+}
+
+/**
+ * The incident list: when it was detected (or created, for a verdict a person asked for), the
+ * watcher's state and severity, the person's status, the top cause and the verdict. Rows carry
+ * `data-incident-row` and their state, so a live list can be checked.
+ */
 export function incidentTable(incidents, ctx) {
   if (!incidents.length) return h('p', { class: 'empty' }, 'No incidents.');
   return h('table', { 'data-table': 'incidents' },
-    h('thead', {}, h('tr', {}, h('th', {}, 'created'), h('th', {}, 'status'), h('th', {}, 'verdict'), h('th', {}, 'root causes'))),
-    h('tbody', {}, incidents.map((i) => h('tr', {},
-      h('td', {}, h('a', { href: ctx.linkTo('incident', { id: i.id }) }, fmtTime(Date.parse(i.created_at), true))),
-      h('td', { class: `status-${i.status}` }, i.status),
-      h('td', {}, i.verdict || ''),
-      h('td', {}, (i.root_causes || []).slice(0, 2).map((rc) => h('div', {}, chips(rc.dimensions || rc))))))));
+    h('thead', {}, h('tr', {}, ['detected', 'state', 'severity', 'judgement', 'top cause', 'verdict'].map((k) => h('th', {}, k)))),
+    h('tbody', {}, incidents.map((i) => h('tr', { 'data-incident-row': i.id, 'data-state': i.state || 'manual' },
+      h('td', {}, h('a', { href: ctx.linkTo('incident', { id: i.id }) }, fmtTime(Date.parse(i.detected_at || i.created_at), true))),
+      h('td', { class: i.state ? `state-${i.state}` : 'muted' }, i.state || (i.origin === 'watch' ? '' : 'asked')),
+      h('td', { class: i.severity ? `severity-${i.severity}` : 'muted' }, i.severity || '–'),
+      h('td', { class: `status-${i.status}` }, judgement(i.status)),
+      h('td', {}, i.top_cause ? h('span', { class: 'chip' }, i.top_cause) : (i.root_causes || []).slice(0, 1).map((rc) => chips(rc))),
+      h('td', {}, i.verdict || '')))));
 }
 
 export async function overview(ctx) {
