@@ -255,10 +255,22 @@ impl Watcher {
 
     /// Takes over `incident`, an open incident a previous watcher stored (`serve` restarted):
     /// later steps update it and resolve it as if this watcher had opened it (its alert keeps
-    /// the identity it was sent with). False when it is not an open watched incident or an
-    /// incident is already open here.
+    /// the identity it was sent with). A warning (its alert an `ExhaustionRisk`) takes the
+    /// warnings' place, anything else the incidents'. False when it is not an open watched
+    /// incident or its place is taken.
     pub fn resume(&mut self, incident: &crate::Incident, now_ns: i64) -> bool {
-        EpisodeReport::resumed(incident).is_some_and(|report| self.episodes.resume(report, now_ns))
+        let Some(report) = EpisodeReport::resumed(incident) else {
+            return false;
+        };
+        let warning = report
+            .pinned
+            .as_ref()
+            .is_some_and(|n| n.alertname == "ExhaustionRisk");
+        if warning {
+            self.warnings.resume(report, now_ns)
+        } else {
+            self.episodes.resume(report, now_ns)
+        }
     }
 
     /// Every incident and warning this watcher opened, by detection time, as they stand now.
