@@ -1,8 +1,10 @@
 //! `[notify]`, where incident notifications go, as written ([`NotifyConfig`], checked by
 //! [`NotifyConfig::validate`]) and resolved ([`NotifySettings`], with the webhook's secret read
 //! from the environment variable the file names: the secret itself is never in the file, never
-//! printed, never logged).
+//! printed, never logged). Sinks may be `http://` or `https://` (rustls, verified against the
+//! web's root certificates compiled in, or only against `ca_file`'s when it is set).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use infersight_model::time::parse_duration_ns;
@@ -40,6 +42,9 @@ pub struct NotifyConfig {
     pub queue_capacity: usize,
     /// Whether the SLO burn-rate alerts of `[alerts]` go to these sinks too.
     pub slo_alerts: bool,
+    /// A PEM file of CA certificates that `https://` sinks are verified against instead of the
+    /// web's roots (a private CA, a self-signed Alertmanager); empty: the web's roots.
+    pub ca_file: String,
 }
 
 impl Default for NotifyConfig {
@@ -56,6 +61,7 @@ impl Default for NotifyConfig {
             backoff_max: "30s".into(),
             queue_capacity: 1024,
             slo_alerts: true,
+            ca_file: String::new(),
         }
     }
 }
@@ -103,7 +109,12 @@ pub struct NotifySettings {
     pub retry: RetryPolicy,
     pub queue_capacity: usize,
     pub slo_alerts: bool,
+    /// The roots `https://` sinks are verified against; `None`: the web's.
+    pub ca_certs: Option<CaCerts>,
 }
+
+/// The CA certificates of `notify.ca_file`.
+pub type CaCerts = Arc<Vec<ureq::tls::Certificate<'static>>>;
 
 impl NotifyConfig {
     /// True when some sink is configured.
@@ -172,6 +183,11 @@ impl NotifyConfig {
         if self.queue_capacity == 0 {
             errors.push("notify.queue_capacity: must be at least 1".into());
         }
+        if !self.ca_file.is_empty()
+            && let Err(problem) = read_ca_file(&self.ca_file)
+        {
+            errors.push(format!("notify.ca_file: {problem}"));
+        }
         errors
     }
 
@@ -215,6 +231,13 @@ impl NotifyConfig {
             },
             queue_capacity: self.queue_capacity.max(1),
             slo_alerts: self.slo_alerts,
+            ca_certs: if self.ca_file.is_empty() {
+                None
+            } else {
+                Some(Arc::new(
+                    read_ca_file(&self.ca_file).map_err(|p| format!("notify.ca_file: {p}"))?,
+                ))
+            },
         }))
     }
 }
@@ -226,12 +249,13 @@ fn positive(text: &str) -> Option<Duration> {
         .map(Duration::from_nanos)
 }
 
-/// A sink URL this build can reach: `http://host[:port][/path]`.
+/// A sink URL: `http[s]://host[:port][/path]`.
 fn check_url(url: &str) -> Result<(), String> {
-    let Some(rest) = url.strip_prefix("http://") else {
-        return Err(format!(
-            "`{url}` must be an http:// URL (no TLS in this build; put a TLS proxy in front)"
-        ));
+    let Some(rest) = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+    else {
+        return Err(format!("`{url}` must be an http:// or https:// URL"));
     };
     let host = rest.split('/').next().unwrap_or_default();
     if host.is_empty() || host.contains(char::is_whitespace) {
@@ -241,6 +265,28 @@ fn check_url(url: &str) -> Result<(), String> {
 }
 
 /// The secret in environment variable `name`, at least [`MIN_SECRET_BYTES`] long.
+/// The certificates of a PEM file (at least one; keys and other sections are refused, so a
+/// private key put there by mistake is noticed).
+fn read_ca_file(path: &str) -> Result<Vec<ureq::tls::Certificate<'static>>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{path}`: {e}"))?;
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(&bytes) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(cert)) => certs.push(cert),
+            Ok(_) => {
+                return Err(format!(
+                    "`{path}` holds something other than certificates (a private key?)"
+                ));
+            }
+            Err(e) => return Err(format!("`{path}` is not PEM: {e}")),
+        }
+    }
+    if certs.is_empty() {
+        return Err(format!("`{path}` holds no PEM certificate"));
+    }
+    Ok(certs)
+}
+
 fn read_secret(name: &str) -> Result<Vec<u8>, String> {
     match std::env::var_os(name) {
         None => Err(format!(

@@ -72,12 +72,14 @@ pub trait DeliveryLog: Send + Sync + std::fmt::Debug {
 }
 
 /// How delivery behaves, whatever the sink.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct DeliveryPolicy {
     pub retry: RetryPolicy,
     /// Deadline of one attempt.
     pub timeout: Duration,
     pub queue_capacity: usize,
+    /// Roots for `https://` sinks; `None`: the web's (compiled in).
+    pub ca_certs: Option<super::config::CaCerts>,
 }
 
 /// What the queue's owner and its thread share.
@@ -164,11 +166,12 @@ impl Outbox {
         }
         shared.set_depth(0);
         let (sender, receiver) = std::sync::mpsc::sync_channel(policy.queue_capacity.max(1));
+        let agent = agent(policy.timeout, policy.ca_certs.clone());
         let worker = Worker {
             channel,
             policy,
             shared: Arc::clone(&shared),
-            agent: agent(policy.timeout),
+            agent,
             rng: SplitMix64::new(jitter_seed()),
             log,
         };
@@ -235,12 +238,20 @@ fn target_of(url: &str) -> String {
     rest.split('/').next().unwrap_or(rest).to_string()
 }
 
-fn agent(timeout: Duration) -> ureq::Agent {
-    ureq::Agent::config_builder()
+/// The sink's HTTP client: `timeout` per attempt; `https://` verified by rustls against
+/// `ca_certs`, else the web's roots.
+fn agent(timeout: Duration, ca_certs: Option<super::config::CaCerts>) -> ureq::Agent {
+    let mut config = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
-        .http_status_as_error(false)
-        .build()
-        .into()
+        .http_status_as_error(false);
+    if let Some(certs) = ca_certs {
+        config = config.tls_config(
+            ureq::tls::TlsConfig::builder()
+                .root_certs(ureq::tls::RootCerts::Specific(certs))
+                .build(),
+        );
+    }
+    config.build().into()
 }
 
 fn jitter_seed() -> u64 {

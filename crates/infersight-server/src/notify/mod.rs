@@ -7,6 +7,8 @@
 pub mod alertmanager;
 pub mod config;
 pub mod delivery;
+#[cfg(test)]
+mod https_tests;
 pub mod signed;
 #[cfg(test)]
 mod tests;
@@ -45,13 +47,14 @@ impl Notifier {
             retry: settings.retry,
             timeout: settings.timeout,
             queue_capacity: settings.queue_capacity,
+            ca_certs: settings.ca_certs.clone(),
         };
         let mut outboxes = Vec::new();
         for base in &settings.alertmanagers {
             let channel = alertmanager::AlertmanagerChannel::new(base, settings.resend_interval);
             outboxes.push(Outbox::start(
                 channel,
-                policy,
+                policy.clone(),
                 Arc::clone(&counters),
                 log.clone(),
             )?);
@@ -60,7 +63,7 @@ impl Notifier {
             let channel = signed::SignedWebhook::new(url, secret.clone());
             outboxes.push(Outbox::start(
                 channel,
-                policy,
+                policy.clone(),
                 Arc::clone(&counters),
                 log.clone(),
             )?);

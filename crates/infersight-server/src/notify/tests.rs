@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -70,15 +70,16 @@ fn settings(alertmanagers: Vec<String>, webhook: Option<String>) -> NotifySettin
         },
         queue_capacity: 16,
         slo_alerts: true,
+        ca_certs: None,
     }
 }
 
 /// One request as a receiver saw it.
 #[derive(Debug)]
-struct Received {
-    path: String,
-    headers: BTreeMap<String, String>,
-    body: Vec<u8>,
+pub(super) struct Received {
+    pub(super) path: String,
+    pub(super) headers: BTreeMap<String, String>,
+    pub(super) body: Vec<u8>,
 }
 
 /// An HTTP receiver on 127.0.0.1 answering the statuses of `script` in turn (the last one
@@ -105,7 +106,8 @@ fn receiver(script: Vec<u16>) -> (SocketAddr, mpsc::Receiver<Received>) {
     (addr, rx)
 }
 
-fn read_request(stream: &TcpStream) -> Option<Received> {
+/// One HTTP/1.1 request read from `stream` (plain or TLS).
+pub(super) fn read_request(stream: impl Read) -> Option<Received> {
     let mut reader = BufReader::new(stream);
     let mut request_line = String::new();
     reader.read_line(&mut request_line).ok()?;
@@ -176,7 +178,7 @@ fn count(counters: &Counters, name: &str, sink: &str) -> f64 {
 fn the_configuration_reports_every_problem_at_once() {
     let config = NotifyConfig {
         alertmanager_urls: vec![
-            "https://am:9093".into(),
+            "ftp://am:9093".into(),
             "http://am:9093".into(),
             "http://am:9093".into(),
             "http:///x".into(),
@@ -194,7 +196,7 @@ fn the_configuration_reports_every_problem_at_once() {
     let expected = [
         "notify.resend_interval: `soon` is not a positive duration like 500ms, 30s, 15m, 2h",
         "notify.backoff_initial: `1m` is longer than notify.backoff_max `10s`",
-        "notify.alertmanager_urls[0]: `https://am:9093` must be an http:// URL (no TLS in this build; put a TLS proxy in front)",
+        "notify.alertmanager_urls[0]: `ftp://am:9093` must be an http:// or https:// URL",
         "notify.alertmanager_urls[2]: `http://am:9093` is listed twice",
         "notify.alertmanager_urls[3]: `http:///x` has no host",
         "notify.webhook_secret_env: required with notify.webhook_url (name the environment variable holding the signing secret)",
