@@ -23,6 +23,10 @@ pub(crate) trait PhraseTokens {
     fn is_whole_value(&self, index: usize) -> bool;
     /// Token `index` masked to text that ends in `<*>` (`<*>`, `<<*>`, `(<*>`, `len=<*>`).
     fn ends_in_value(&self, index: usize) -> bool;
+    /// Raw token `index` is a unit written apart (the miner answers from its symbol's flags).
+    fn is_apart_unit(&self, index: usize) -> bool {
+        is_apart_unit(self.raw(index))
+    }
 }
 
 /// The end (exclusive) of the phrase starting at token `start`: `start + 1` when the token stands
@@ -38,7 +42,7 @@ pub(crate) fn phrase_end(tokens: &impl PhraseTokens, start: usize) -> usize {
             end += 1;
         }
     }
-    if end < count && is_apart_unit(tokens.raw(end)) {
+    if end < count && tokens.is_apart_unit(end) {
         let unit = tokens.raw(end);
         end += 1;
         // `B,` ends the phrase; a bare unit may be followed by its conversion: `(1.0 KB)`.
@@ -49,7 +53,7 @@ pub(crate) fn phrase_end(tokens: &impl PhraseTokens, start: usize) -> usize {
         if bare
             && end + 1 < count
             && is_open_number(tokens.raw(end))
-            && is_apart_unit(tokens.raw(end + 1))
+            && tokens.is_apart_unit(end + 1)
             && tokens
                 .raw(end + 1)
                 .trim_end_matches([',', ';', '.', ':'])
@@ -63,7 +67,7 @@ pub(crate) fn phrase_end(tokens: &impl PhraseTokens, start: usize) -> usize {
 
 /// A unit word written apart from its number (see [`is_unit_word`]), except one-letter units
 /// other than `B` and `%`: a lone `m`, `s` or `k` after a number is too often something else.
-fn is_apart_unit(word: &str) -> bool {
+pub(crate) fn is_apart_unit(word: &str) -> bool {
     let core = word.trim_end_matches([',', ';', '.', ')', ']', '}', ':']);
     is_unit_word(word) && (core.len() > 1 || core == "B" || core == "%")
 }

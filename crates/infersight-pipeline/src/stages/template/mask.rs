@@ -360,6 +360,15 @@ fn is_host_name(bytes: &[u8]) -> bool {
     if bytes.len() < 4 || bytes.len() > 253 {
         return false;
     }
+    // The last label rejects most dotted tokens (numbers, addresses, versions, packages, file
+    // names) before the labels are walked: it must be a known top-level domain.
+    let Some(last_dot) = bytes.iter().rposition(|&b| b == b'.') else {
+        return false;
+    };
+    let tail = &bytes[last_dot + 1..];
+    if !tail.iter().all(u8::is_ascii_alphabetic) || !is_tld(tail) {
+        return false;
+    }
     let mut labels = 0;
     let mut last: &[u8] = &[];
     for label in bytes.split(|&b| b == b'.') {
@@ -725,6 +734,36 @@ pub fn param_type(value: &str) -> ParamType {
     } else {
         ParamType::Word
     }
+}
+
+/// An English month abbreviation as logs print it (`Jan` … `Dec`). A pattern match, not a list
+/// search: it runs for every three-letter capitalized token.
+#[inline]
+pub(crate) fn is_month(bytes: &[u8]) -> bool {
+    matches!(
+        bytes,
+        b"Jan"
+            | b"Feb"
+            | b"Mar"
+            | b"Apr"
+            | b"May"
+            | b"Jun"
+            | b"Jul"
+            | b"Aug"
+            | b"Sep"
+            | b"Oct"
+            | b"Nov"
+            | b"Dec"
+    )
+}
+
+/// An English weekday abbreviation (`Mon` … `Sun`).
+#[inline]
+pub(crate) fn is_weekday(bytes: &[u8]) -> bool {
+    matches!(
+        bytes,
+        b"Mon" | b"Tue" | b"Wed" | b"Thu" | b"Fri" | b"Sat" | b"Sun"
+    )
 }
 
 /// `hh:mm` or `hh:mm:ss`, optionally with fractional seconds.

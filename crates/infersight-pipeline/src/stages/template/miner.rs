@@ -21,10 +21,10 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::config::MinerConfig;
-use super::fold::{PhraseTokens, phrase_end};
+use super::fold::{PhraseTokens, is_apart_unit, phrase_end};
 use super::mask::{
-    BYTE_CLASS, ParamType, WILDCARD, class, is_clock, is_delimiter, is_unit_word,
-    mask_token_shaped, needs_mask_shaped, param_type,
+    BYTE_CLASS, ParamType, WILDCARD, class, is_clock, is_delimiter, is_month, is_unit_word,
+    is_weekday, mask_token_shaped, needs_mask_shaped, param_type,
 };
 
 /// An interned token.
@@ -190,13 +190,48 @@ pub(crate) struct Symbols {
     slots: Vec<u64>,
     /// For tokens with exactly one `<*>` inside literal text: (prefix, suffix) byte lengths.
     partial: Vec<Option<(u32, u32)>>,
-    /// Token contains `<*>` (whole or partial): routed to the `<*>` child of the tree.
-    variable: Vec<bool>,
-    /// Token contains `<*>` or a digit: never a key of the tree (Drain's rule: `eth0`, `dn228`
-    /// are as likely parameters as words, and a parameter as a key splits one event over leaves).
-    keyless: Vec<bool>,
+    /// What the text is, per symbol: [`SymbolFlags`] bits, one byte (read per token per line).
+    flags: Vec<u8>,
+}
+
+/// Bits of [`Symbols::flags`], each a pure function of the symbol's text, computed once when the
+/// symbol is created.
+struct SymbolFlags;
+
+impl SymbolFlags {
+    /// Contains `<*>` (whole or partial): routed to the `<*>` child of the tree.
+    const VARIABLE: u8 = 1;
+    /// Contains `<*>` or a digit: never a key of the tree (Drain's rule: `eth0`, `dn228` are as
+    /// likely parameters as words, and a parameter as a key splits one event over leaves).
+    const KEYLESS: u8 = 2;
     /// A folded variable phrase: a variable token with a space in it (see `fold`).
-    phrase: Vec<bool>,
+    const PHRASE: u8 = 4;
+    /// Ends in `<*>`: a variable phrase may start here (see `fold`).
+    const ENDS_IN_VALUE: u8 = 8;
+    /// A unit written apart from its number (see `fold`); for a symbol that is no variable, the
+    /// text is the raw token's, so this answers for the raw token too.
+    const APART_UNIT: u8 = 16;
+
+    fn of(text: &str) -> u8 {
+        let variable = text.contains(WILDCARD);
+        let mut flags = 0;
+        if variable {
+            flags |= Self::VARIABLE;
+        }
+        if variable || text.bytes().any(|byte| byte.is_ascii_digit()) {
+            flags |= Self::KEYLESS;
+        }
+        if variable && text.contains(' ') {
+            flags |= Self::PHRASE;
+        }
+        if text.ends_with(WILDCARD) {
+            flags |= Self::ENDS_IN_VALUE;
+        }
+        if is_apart_unit(text) {
+            flags |= Self::APART_UNIT;
+        }
+        flags
+    }
 }
 
 impl Default for Symbols {
@@ -206,9 +241,7 @@ impl Default for Symbols {
             spans: Vec::new(),
             slots: vec![0; 1024],
             partial: Vec::new(),
-            variable: Vec::new(),
-            keyless: Vec::new(),
-            phrase: Vec::new(),
+            flags: Vec::new(),
         }
     }
 }
@@ -255,10 +288,7 @@ impl Symbols {
             (at as u32, (text.len() - at - WILDCARD.len()) as u32)
         });
         self.partial.push(partial);
-        self.variable.push(wild_count > 0);
-        self.keyless
-            .push(wild_count > 0 || text.bytes().any(|byte| byte.is_ascii_digit()));
-        self.phrase.push(wild_count > 0 && text.contains(' '));
+        self.flags.push(SymbolFlags::of(text));
         self.slots[slot] = tag << 32 | u64::from(sym + 1);
         if self.spans.len() * 2 > self.slots.len() {
             self.grow();
@@ -295,8 +325,18 @@ impl Symbols {
     }
 
     #[inline]
+    fn has(&self, sym: Sym, flag: u8) -> bool {
+        self.flags[sym as usize] & flag != 0
+    }
+
+    #[inline]
     fn is_variable(&self, sym: Sym) -> bool {
-        self.variable[sym as usize]
+        self.has(sym, SymbolFlags::VARIABLE)
+    }
+
+    #[inline]
+    fn is_keyless(&self, sym: Sym) -> bool {
+        self.has(sym, SymbolFlags::KEYLESS)
     }
 
     /// Does the (masked) line token `token` fit the template token `pattern`? Inlined for the
@@ -348,7 +388,7 @@ impl Symbols {
     /// tokens, `<*>|<*>` or `uid=<*>`, are structure, compared as text.)
     #[inline]
     fn same_parameter(&self, pattern: Sym, token: Sym) -> bool {
-        let phrase = |sym: Sym| self.phrase[sym as usize];
+        let phrase = |sym: Sym| self.has(sym, SymbolFlags::PHRASE);
         (phrase(pattern) && (token == WILD || phrase(token))) || (pattern == WILD && phrase(token))
     }
 
@@ -511,8 +551,16 @@ impl PhraseTokens for LineTokens<'_> {
         self.line[index] == WILD
     }
     fn ends_in_value(&self, index: usize) -> bool {
+        self.symbols
+            .has(self.line[index], SymbolFlags::ENDS_IN_VALUE)
+    }
+    fn is_apart_unit(&self, index: usize) -> bool {
         let sym = self.line[index];
-        sym == WILD || (self.symbols.is_variable(sym) && self.symbols.text(sym).ends_with(WILDCARD))
+        if self.symbols.is_variable(sym) {
+            is_apart_unit(self.raw(index))
+        } else {
+            self.symbols.has(sym, SymbolFlags::APART_UNIT)
+        }
     }
 }
 
@@ -716,6 +764,8 @@ pub struct Miner {
     line: Vec<Sym>,
     line_kinds: Vec<Option<ParamType>>,
     mask_buffer: String,
+    /// Scratch for the text of a folded phrase.
+    phrase_buffer: String,
     word_cache: WordCache,
     spans: Vec<TokenSpan>,
     lines_since_compact: u64,
@@ -733,6 +783,7 @@ impl Miner {
             line: Vec::new(),
             line_kinds: Vec::new(),
             mask_buffer: String::new(),
+            phrase_buffer: String::new(),
             word_cache: WordCache::new(),
             spans: Vec::new(),
             lines_since_compact: 0,
@@ -749,7 +800,8 @@ impl Miner {
         self.line_kinds.clear();
         let mut spans = std::mem::take(&mut self.spans);
         split_tokens(content, self.config.max_tokens, &mut spans);
-        let mut any_variable = false;
+        // A phrase can start only at a token that ends in a value and is not the line's last.
+        let mut may_fold = false;
         for span in &spans {
             let (sym, kind) = if span.date {
                 (WILD, Some(ParamType::Time))
@@ -774,12 +826,13 @@ impl Miner {
                     }
                 }
             };
-            any_variable |= sym == WILD || self.symbols.is_variable(sym);
+            may_fold |= self.line.len() + 1 < spans.len()
+                && self.symbols.has(sym, SymbolFlags::ENDS_IN_VALUE);
             self.line.push(sym);
             self.line_kinds.push(kind);
         }
         self.spans = spans;
-        if any_variable {
+        if may_fold {
             self.fold_phrases(content);
         }
     }
@@ -788,20 +841,28 @@ impl Miner {
     /// masked texts joined by one space, the type of the first variable, one span.
     fn fold_phrases(&mut self, content: &str) {
         let count = self.line.len();
-        let mut written = 0;
-        let mut index = 0;
-        while index < count {
-            let end = phrase_end(
+        let phrase_end_at = |miner: &Self, index: usize| {
+            phrase_end(
                 &LineTokens {
                     content,
-                    spans: &self.spans,
-                    line: &self.line,
-                    symbols: &self.symbols,
+                    spans: &miner.spans,
+                    line: &miner.line,
+                    symbols: &miner.symbols,
                 },
                 index,
-            );
+            )
+        };
+        // Tokens before the first phrase stay where they are; most lines hold no phrase at all.
+        let Some(first) = (0..count).find(|&index| phrase_end_at(self, index) > index + 1) else {
+            return;
+        };
+        let mut written = first;
+        let mut index = first;
+        let mut text = std::mem::take(&mut self.phrase_buffer);
+        while index < count {
+            let end = phrase_end_at(self, index);
             if end > index + 1 {
-                let mut text = String::new();
+                text.clear();
                 for (position, &sym) in self.line[index..end].iter().enumerate() {
                     if position > 0 {
                         text.push(' ');
@@ -828,6 +889,7 @@ impl Miner {
             written += 1;
             index = end;
         }
+        self.phrase_buffer = text;
         self.line.truncate(written);
         self.line_kinds.truncate(written);
         self.spans.truncate(written);
@@ -849,7 +911,7 @@ impl Miner {
 
     #[inline]
     fn tree_key(&self, sym: Sym) -> Sym {
-        if self.symbols.keyless[sym as usize] {
+        if self.symbols.is_keyless(sym) {
             WILD
         } else {
             sym
@@ -1052,7 +1114,7 @@ impl Miner {
         let depth = self.config.tree_depth;
         let mut node = self.roots.entry(tokens.len()).or_default();
         for &sym in tokens.iter().take(depth) {
-            let mut key = if self.symbols.keyless[sym as usize] {
+            let mut key = if self.symbols.is_keyless(sym) {
                 WILD
             } else {
                 sym
@@ -1613,18 +1675,13 @@ fn record_values(
     }
 }
 
-const MONTHS: &[&str] = &[
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
-const WEEKDAYS: &[&str] = &["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
-
 /// Part of a written-out date: weekday or month name, day or year number, `hh:mm:ss`.
 fn date_part(token: &str) -> Option<DatePart> {
     let bytes = token.as_bytes();
     let day_or_year = (1..=4).contains(&bytes.len()) && bytes.iter().all(u8::is_ascii_digit);
-    if MONTHS.contains(&token) {
+    if is_month(bytes) {
         Some(DatePart::Month)
-    } else if WEEKDAYS.contains(&token) || day_or_year {
+    } else if is_weekday(bytes) || day_or_year {
         Some(DatePart::Other)
     } else if is_clock(bytes) {
         Some(DatePart::Clock)
@@ -1677,7 +1734,7 @@ pub(crate) fn split_tokens(content: &str, max_tokens: usize, spans: &mut Vec<Tok
             offset += 1;
         }
         if offset - start == 3 && bytes[start].is_ascii_uppercase() {
-            has_month |= MONTHS.contains(&&content[start..offset]);
+            has_month |= is_month(&bytes[start..offset]);
         }
         spans.push(TokenSpan {
             start: start as u32,
