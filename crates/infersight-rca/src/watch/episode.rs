@@ -98,7 +98,7 @@ impl EpisodeReport {
     /// The notice receivers get (Alertmanager labels and annotations, the webhook body).
     pub fn notice(&self) -> IncidentNotice {
         if self.kind == EpisodeKind::Warning {
-            return super::predict::warning_notice(self);
+            return warning_notice(self);
         }
         let cause = self
             .rca
@@ -489,5 +489,51 @@ fn emit(
     Transition {
         change,
         report: report.clone(),
+    }
+}
+
+/// The notice of a warning episode: `ExhaustionRisk`, severity warning, the predictions in the
+/// summary and description (Alertmanager annotations).
+fn warning_notice(report: &EpisodeReport) -> IncidentNotice {
+    let first = report.predictions.first();
+    let summary = first.map_or_else(
+        || {
+            report
+                .detections
+                .first()
+                .map_or_else(|| "exhaustion risk".to_string(), Detection::line)
+        },
+        Prediction::summary,
+    );
+    let mut description: Vec<String> = report.predictions.iter().map(Prediction::line).collect();
+    if report.state == IncidentState::Resolved {
+        description.insert(0, "the trend stopped".into());
+    }
+    description.push(format!("verdict: {}", report.rca.verdict));
+    let worker = first.and_then(|p| p.subject.get("worker").cloned());
+    let mut extra_labels = std::collections::BTreeMap::new();
+    if let Some(p) = first {
+        extra_labels.insert("resource".to_string(), p.resource.to_string());
+    }
+    IncidentNotice {
+        incident_id: report
+            .incident_id
+            .clone()
+            .unwrap_or_else(|| format!("risk-{}", report.onset_ns / 1_000_000_000)),
+        alertname: "ExhaustionRisk".into(),
+        severity: Severity::Warning,
+        summary,
+        description: description.join("\n"),
+        cause: first.map(|p| p.subject.clone()).unwrap_or_default(),
+        model: None,
+        worker,
+        onset_ns: report.onset_ns,
+        detected_ns: report.detected_ns,
+        resolved_ns: report.resolved_ns,
+        report_path: report
+            .incident_id
+            .as_ref()
+            .map(|id| format!("/api/v1/incidents/{id}/report")),
+        extra_labels,
     }
 }

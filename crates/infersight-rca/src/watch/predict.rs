@@ -23,13 +23,11 @@ use std::collections::BTreeMap;
 use infersight_analytics::detect::stats::spearman;
 use infersight_analytics::detect::{ExhaustionParams, Projection, project_exhaustion};
 use infersight_model::mapping::GpuMemory;
-use infersight_model::notice::{IncidentNotice, Severity};
 use infersight_model::signal::Subject;
 use infersight_model::time::format_rfc3339;
 use infersight_query::QueryEngine;
 use serde::Serialize;
 
-use super::episode::EpisodeReport;
 use super::watermarks::{SeriesByKey, read_series};
 use super::{Detection, MINUTE_NS, WatchSettings};
 use crate::RcaError;
@@ -174,6 +172,18 @@ impl Prediction {
             self.limit_source,
             self.slope_per_minute,
             format_rfc3339(self.trend_from_ns)
+        )
+    }
+
+    /// `gpu_memory of worker=w runs out in ~14 min (11–19 min)`: a warning's summary.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} of {} runs out in ~{:.0} min ({:.0}–{:.0} min)",
+            self.resource,
+            self.subject,
+            self.minutes(self.eta_ns),
+            self.minutes(self.eta_low_ns),
+            self.minutes(self.eta_high_ns)
         )
     }
 
@@ -482,61 +492,6 @@ fn drain_rate(counter: &[(i64, f64)], t: i64) -> Option<f64> {
         })
         .sum();
     (increase > 0.0).then(|| increase / span_s)
-}
-
-/// The notice of a warning episode: `ExhaustionRisk`, severity warning, the predictions in the
-/// summary and description (Alertmanager annotations).
-pub fn warning_notice(report: &EpisodeReport) -> IncidentNotice {
-    let first = report.predictions.first();
-    let summary = first.map_or_else(
-        || {
-            report
-                .detections
-                .first()
-                .map_or_else(|| "exhaustion risk".to_string(), Detection::line)
-        },
-        |p| {
-            format!(
-                "{} of {} runs out in ~{:.0} min ({:.0}–{:.0} min)",
-                p.resource,
-                p.subject,
-                p.minutes(p.eta_ns),
-                p.minutes(p.eta_low_ns),
-                p.minutes(p.eta_high_ns)
-            )
-        },
-    );
-    let mut description: Vec<String> = report.predictions.iter().map(Prediction::line).collect();
-    if report.state == crate::IncidentState::Resolved {
-        description.insert(0, "the trend stopped".into());
-    }
-    description.push(format!("verdict: {}", report.rca.verdict));
-    let worker = first.and_then(|p| p.subject.get("worker").cloned());
-    let mut extra_labels = BTreeMap::new();
-    if let Some(p) = first {
-        extra_labels.insert("resource".to_string(), p.resource.to_string());
-    }
-    IncidentNotice {
-        incident_id: report
-            .incident_id
-            .clone()
-            .unwrap_or_else(|| format!("risk-{}", report.onset_ns / 1_000_000_000)),
-        alertname: "ExhaustionRisk".into(),
-        severity: Severity::Warning,
-        summary,
-        description: description.join("\n"),
-        cause: first.map(|p| p.subject.clone()).unwrap_or_default(),
-        model: None,
-        worker,
-        onset_ns: report.onset_ns,
-        detected_ns: report.detected_ns,
-        resolved_ns: report.resolved_ns,
-        report_path: report
-            .incident_id
-            .as_ref()
-            .map(|id| format!("/api/v1/incidents/{id}/report")),
-        extra_labels,
-    }
 }
 
 #[cfg(test)]
