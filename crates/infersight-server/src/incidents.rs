@@ -66,15 +66,9 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<Json<serde_json::Value>, Ap
     })
 }
 
-/// One row of the incident list: everything but the full RCA (`Incident::summary`, shared with
-/// `infersight incidents list`).
-pub fn summary(incident: &Incident) -> serde_json::Value {
-    incident.summary()
-}
-
 async fn list(State(state): State<ApiState>) -> Result<Json<serde_json::Value>, ApiError> {
     let incidents = service(&state)?.list().await?;
-    let rows: Vec<_> = incidents.iter().map(summary).collect();
+    let rows: Vec<_> = incidents.iter().map(Incident::summary).collect();
     Ok(Json(json!({ "incidents": rows })))
 }
 

@@ -236,11 +236,11 @@ mod tests {
             Some(open.id.as_str()),
             "the newest open one"
         );
-        assert_eq!(done.superseded, [older_open.id.clone()]);
+        assert_eq!(done.superseded, std::slice::from_ref(&older_open.id));
         // resolved long ago (Alertmanager's copy expired) or asked for by a person: not sent
         assert_eq!(
             done.resent_resolved,
-            [recent.id.clone()],
+            std::slice::from_ref(&recent.id),
             "{} {}",
             old.id,
             manual.id

@@ -110,7 +110,8 @@ export async function overview(ctx) {
     getJSON('/api/v1/alerts'),
     getJSON('/api/v1/incidents'),
   ]);
-  const open = (incidents.incidents || []).filter((i) => i.status === 'open');
+  // open: the watcher's episode still runs, or a verdict someone asked for is not judged yet
+  const open = (incidents.incidents || []).filter((i) => (i.state ? i.state === 'open' : i.status === 'open'));
   const firing = alerts.alerts || [];
   ctx.el.append(
     h('h1', {}, 'Fleet overview'),
