@@ -145,7 +145,7 @@ pub async fn collect_signals(
     ));
     signals.extend(worker_signals_from_metrics);
     let tenants = read_tenant_minutes(engine, &window, &TenantSource::Column).await?;
-    signals.extend(tenant_signals(&tenants, &window));
+    signals.extend(tenant_signals(&TenantSource::Column, &tenants, &window));
     let attribute_tenants = if tenants.len() < 2 {
         tenant_attribute_keys(engine, &window).await?
     } else {
@@ -153,7 +153,7 @@ pub async fn collect_signals(
     };
     for source in attribute_tenants {
         let by_value = read_tenant_minutes(engine, &window, &source).await?;
-        signals.extend(cache_pollution_signals(&source, &by_value, &window));
+        signals.extend(tenant_signals(&source, &by_value, &window));
     }
     signals.extend(prompt_drift_signals(engine, &window).await?);
     signals.extend(trace_signals(engine, &window).await?);
@@ -1184,8 +1184,14 @@ fn cache_pollution_signals(
     out
 }
 
-fn tenant_signals(data: &BTreeMap<String, BTreeMap<i64, TenantMinute>>, w: &Window) -> Vec<Signal> {
-    let mut out = cache_pollution_signals(&TenantSource::Column, data, w);
+/// The signals about tenants of `source` (the `tenant` column, or an attribute that plays its
+/// part under a name no mapping knows): cache pollution and resonance.
+fn tenant_signals(
+    source: &TenantSource,
+    data: &BTreeMap<String, BTreeMap<i64, TenantMinute>>,
+    w: &Window,
+) -> Vec<Signal> {
+    let mut out = cache_pollution_signals(source, data, w);
     let weights: BTreeMap<String, f64> = data
         .iter()
         .map(|(t, m)| (t.clone(), m.values().map(|c| c.requests).sum()))
@@ -1220,7 +1226,7 @@ fn tenant_signals(data: &BTreeMap<String, BTreeMap<i64, TenantMinute>>, w: &Wind
         if !(enough(&injection) && enough(&rejections)) {
             continue;
         }
-        let pairs = [("tenant", tenant.as_str())];
+        let pairs = [(source.key(), tenant.as_str())];
         let input = ResonanceInput {
             subject: &pairs,
             injection_score: &injection,
@@ -1413,7 +1419,7 @@ async fn prompt_drift_signals(engine: &QueryEngine, w: &Window) -> Result<Vec<Si
         // Stable: rows come ordered by (time, text), ties keep that order.
         baseline.sort_by_key(|p| p.ts_ns);
         current.sort_by_key(|p| p.ts_ns);
-        let pairs = [("tenant", tenant.as_str())];
+        let pairs = [(source.key(), tenant.as_str())];
         // Too few baseline prompts (a new tenant) is no evidence either way.
         let Ok(Some(finding)) = prompt_drift(&pairs, baseline, current, &params) else {
             continue;
@@ -1931,6 +1937,68 @@ mod tests {
             plain.root_causes[0].dimensions,
             subject(&[("worker", "backend-1")])
         );
+    }
+
+    /// Forty minutes of two tenants, split at minute 30; `resonating` gets the injection score,
+    /// rejection failures and rollbacks rising together from the split.
+    fn tenant_minutes(
+        seed: u64,
+        resonating: &str,
+        calm: &str,
+    ) -> BTreeMap<String, BTreeMap<i64, TenantMinute>> {
+        let mut rng = infersight_model::rng::SplitMix64::new(seed);
+        let mut data = BTreeMap::new();
+        for tenant in [resonating, calm] {
+            let mut minutes = BTreeMap::new();
+            for m in 0..40i64 {
+                let after = tenant == resonating && m >= 30;
+                let noise = |rng: &mut infersight_model::rng::SplitMix64| 0.01 * rng.normal();
+                let (score, rejected, rolled) = if after {
+                    (0.6, 0.5, 0.6)
+                } else {
+                    (0.03, 0.05, 0.1)
+                };
+                minutes.insert(
+                    m * MINUTE_NS,
+                    TenantMinute {
+                        requests: 100.0,
+                        cached_tokens: 400.0,
+                        input_tokens: 1000.0,
+                        injection_score: Some(score + noise(&mut rng)),
+                        rejections: 40.0 * (rejected + noise(&mut rng)),
+                        rollbacks: 400.0 * (rolled + noise(&mut rng)),
+                        spec_requests: 40.0,
+                        drafted: 400.0,
+                    },
+                );
+            }
+            data.insert(tenant.to_string(), minutes);
+        }
+        data
+    }
+
+    #[test]
+    fn resonance_is_found_under_a_tenant_name_no_mapping_knows() {
+        let w = Window {
+            since_ns: Some(0),
+            until_ns: Some(40 * MINUTE_NS),
+            split_ns: 30 * MINUTE_NS,
+        };
+        for seed in 1..=3 {
+            let data = tenant_minutes(seed, "initech", "acme");
+            for source in [
+                TenantSource::Column,
+                TenantSource::Attribute("customer.org".into()),
+            ] {
+                let found: Vec<String> = tenant_signals(&source, &data, &w)
+                    .iter()
+                    .filter(|s| s.kind == SignalKind::Resonance)
+                    .map(|s| s.subject.to_string())
+                    .collect();
+                // the subject is named by the source's own key, whatever it is
+                assert_eq!(found, [format!("{}=initech", source.key())], "seed {seed}");
+            }
+        }
     }
 
     #[test]
