@@ -236,9 +236,8 @@ fn is_timestampish_core(core: &str) -> bool {
     digits >= 2 && has_separator
 }
 
-/// The level named by `token` (`core` is `strip_brackets(token)`; `core_every`, when known, its
-/// [`header_class`] bits).
-fn level_of<'a>(token: &str, core: &'a str, core_every: Option<u8>) -> Option<&'a str> {
+/// The level named by `token` (`core` is `strip_brackets(token)`).
+fn level_of<'a>(token: &str, core: &'a str) -> Option<&'a str> {
     // Every level is 3 to 8 bytes long: most tokens are rejected without touching `LEVELS`.
     if !(3..=8).contains(&core.len()) {
         return None;
@@ -246,13 +245,7 @@ fn level_of<'a>(token: &str, core: &'a str, core_every: Option<u8>) -> Option<&'
     // Bare levels must be upper case (`INFO`); bracketed ones may not be (`[notice]`). Checked
     // before the list: most header and message words are neither.
     let bracketed = token.starts_with('[') || token.starts_with('<');
-    let shouted = || {
-        core_every.map_or_else(
-            || core.bytes().all(|b| b.is_ascii_uppercase()),
-            |every| every & header_class::UPPER != 0,
-        )
-    };
-    if !bracketed && !shouted() {
+    if !bracketed && !core.bytes().all(|b| b.is_ascii_uppercase()) {
         return None;
     }
     LEVELS
@@ -263,117 +256,6 @@ fn level_of<'a>(token: &str, core: &'a str, core_every: Option<u8>) -> Option<&'
 
 /// One-letter levels (Android's logcat: `D WindowManager: …`), accepted only after a timestamp.
 const LETTER_LEVELS: &[&str] = &["V", "D", "I", "W", "E", "F"];
-
-/// At most this many leading tokens are read as a header.
-const MAX_HEADER_TOKENS: usize = 12;
-
-/// Byte classes of header tokens, OR-ed and AND-ed per token while its end is found, so the
-/// checks that run on every header token (all digits, all upper case, timestamp bytes, host
-/// bytes) are bit tests instead of scans.
-mod header_class {
-    pub(super) const DIGIT: u8 = 1;
-    pub(super) const UPPER: u8 = 2;
-    /// A byte a timestamp may hold: a digit, date punctuation, `,`, `T`, `Z`, `+`.
-    pub(super) const DATE: u8 = 4;
-    /// Date punctuation: `-`, `/`, `:`, `.`.
-    pub(super) const DATE_SEPARATOR: u8 = 8;
-    /// A byte of a host name as headers print it: a letter, a digit, `.-_/:`.
-    pub(super) const HOST: u8 = 16;
-    /// An upper-case letter or `_` (alert labels).
-    pub(super) const LABEL: u8 = 32;
-    /// ASCII whitespace (only inside a bracketed group).
-    pub(super) const SPACE: u8 = 64;
-}
-
-static HEADER_CLASS: [u8; 256] = {
-    use header_class::*;
-    let mut table = [0u8; 256];
-    let mut byte = 0;
-    while byte < 256 {
-        let value = byte as u8;
-        let mut bits = 0;
-        if value.is_ascii_digit() {
-            bits |= DIGIT | DATE | HOST;
-        }
-        if value.is_ascii_uppercase() {
-            bits |= UPPER | LABEL | HOST;
-        }
-        if value.is_ascii_lowercase() {
-            bits |= HOST;
-        }
-        if matches!(value, b'-' | b'/' | b':' | b'.') {
-            bits |= DATE | DATE_SEPARATOR | HOST;
-        }
-        if matches!(value, b',' | b'T' | b'Z' | b'+') {
-            bits |= DATE;
-        }
-        if value == b'_' {
-            bits |= LABEL | HOST;
-        }
-        if value.is_ascii_whitespace() {
-            bits |= SPACE;
-        }
-        table[byte] = bits;
-        byte += 1;
-    }
-    table
-};
-
-/// One token of a header: where it is and the classes of its bytes.
-#[derive(Debug, Clone, Copy, Default)]
-struct HeaderToken {
-    start: usize,
-    end: usize,
-    /// The [`header_class`] bits every byte has.
-    every: u8,
-    /// The [`header_class`] bits some byte has.
-    any: u8,
-}
-
-/// The leading tokens of a line, each found and classified once, on demand. Header rules look a
-/// few tokens ahead (a host before a timestamp, facility words before a level, a logger after a
-/// thread); they read these instead of scanning the line again.
-struct HeaderTokens<'a> {
-    line: &'a str,
-    /// The header's tokens and a lookahead of at most four more (a host's next token, then up to
-    /// three facility words before a level).
-    tokens: [HeaderToken; MAX_HEADER_TOKENS + 4],
-    len: usize,
-    /// Where the next token search starts.
-    offset: usize,
-}
-
-impl<'a> HeaderTokens<'a> {
-    fn new(line: &'a str) -> Self {
-        Self {
-            line,
-            tokens: [HeaderToken::default(); MAX_HEADER_TOKENS + 4],
-            len: 0,
-            offset: 0,
-        }
-    }
-
-    /// Token `index` (from 0), `None` past the end of the line.
-    #[inline]
-    fn get(&mut self, index: usize) -> Option<HeaderToken> {
-        while self.len <= index {
-            let token = next_token(self.line.as_bytes(), self.offset)?;
-            debug_assert!(
-                self.len < self.tokens.len(),
-                "header lookahead beyond its bound"
-            );
-            *self.tokens.get_mut(self.len)? = token;
-            self.len += 1;
-            self.offset = token.end;
-        }
-        Some(self.tokens[index])
-    }
-
-    #[inline]
-    fn text(&self, token: HeaderToken) -> &'a str {
-        &self.line[token.start..token.end]
-    }
-}
 
 /// Automatic header detection for lines without a format spec: leading timestamp tokens
 /// (dates, times, month and weekday names, epoch-like numbers next to them), a level
@@ -391,65 +273,54 @@ pub fn detect_header(line: &str) -> DetectedHeader<'_> {
         content: line,
         ..DetectedHeader::default()
     };
-    let mut tokens = HeaderTokens::new(line);
     let mut timestamp_span: Option<(usize, usize)> = None;
     let mut consumed_end = 0;
-    for index in 0..MAX_HEADER_TOKENS {
-        let Some(current) = tokens.get(index) else {
+    let mut offset = 0;
+    let mut tokens_seen = 0;
+    let bytes = line.as_bytes();
+    while let Some((start, end)) = next_token(bytes, offset) {
+        if tokens_seen >= 12 {
             break;
-        };
-        let (start, end) = (current.start, current.end);
-        let token = tokens.text(current);
-        let first = index == 0;
+        }
+        let token = &line[start..end];
+        offset = end;
+        tokens_seen += 1;
         let after_header = timestamp_span.is_some() || header.level.is_some();
         let core = strip_brackets(token);
-        // The token's class bits hold for its core when no bracket was stripped.
-        let core_every = (core.len() == token.len()).then_some(current.every);
         // After the level, a bare number starts the message (`INFO 1234567 exceptions`).
-        let number_after_level = header.level.is_some()
-            && core_every.map_or_else(
-                || core.bytes().all(|b| b.is_ascii_digit()),
-                |every| every & header_class::DIGIT != 0,
-            );
-        let level = if first || header.level.is_none() {
-            level_of(token, core, core_every)
-        } else {
-            None
-        };
-        if (is_timestampish_classified(core, core_every, current.any) && !number_after_level)
-            || is_bracketed_time(token)
-        {
+        let number_after_level = header.level.is_some() && core.bytes().all(|b| b.is_ascii_digit());
+        if (is_timestampish_core(core) && !number_after_level) || is_bracketed_time(token) {
             timestamp_span = Some(timestamp_span.map_or((start, end), |(s, _)| (s, end)));
-        } else if (token == "-" && (after_header || first))
-            || (first && level.is_none() && is_label_before_timestamp(&mut tokens, current))
+        } else if (token == "-" && (after_header || tokens_seen == 1))
+            || (tokens_seen == 1
+                && level_of(token, core).is_none()
+                && is_label_before_timestamp(line, token, end))
         {
             // A separator (`- INFO [x] - message`) or a leading alert label (`- 1117838570 …`,
             // `KERNDTLB 1117838570 …`).
         } else if header.level.is_none()
-            && let Some(level) = level.or_else(|| {
-                (timestamp_span.is_some() && token.len() == 1 && LETTER_LEVELS.contains(&token))
-                    .then_some(token)
+            && let Some(level) = level_of(token, core).or_else(|| {
+                (timestamp_span.is_some() && LETTER_LEVELS.contains(&token)).then_some(token)
             })
         {
             header.level = Some(level);
-        } else if after_header && header.level.is_none() && current.every & header_class::DIGIT != 0
+        } else if after_header
+            && header.level.is_none()
+            && token.bytes().all(|b| b.is_ascii_digit())
         {
             // A pid or thread id between the timestamp and the level (after the level, a number
             // starts the message: `INFO 109 alignment exceptions`).
-        } else if after_header && is_component(token) && end < line.len() {
-            let (component, component_index) = logger_after_thread(&mut tokens, index);
+        } else if after_header && is_component(token) && end < bytes.len() {
+            let (component, component_end) = logger_after_thread(line, token, end);
             header.component = Some(component);
-            consumed_end = separator_after(&mut tokens, component_index);
+            consumed_end = separator_after(bytes, component_end);
             break;
-        } else if after_header
-            && header.level.is_none()
-            && facility_before_level(&mut tokens, index)
-        {
+        } else if after_header && header.level.is_none() && facility_before_level(line, end) {
             // `RAS KERNEL INFO`: upper-case words right before the level.
         } else if timestamp_span.is_some()
             && header.level.is_none()
-            && is_host_like(token, current.every)
-            && host_ends_here(&mut tokens, index)
+            && is_host_like(token)
+            && host_ends_here(line, end)
         {
             // A host between timestamp parts or before the process: `dn228`, `combo`.
         } else {
@@ -465,42 +336,10 @@ pub fn detect_header(line: &str) -> DetectedHeader<'_> {
     header
 }
 
-/// [`is_timestampish_core`] of a core whose class bits are known when `every` is: bit tests
-/// instead of a byte loop for most tokens.
-#[inline]
-fn is_timestampish_classified(core: &str, every: Option<u8>, any: u8) -> bool {
-    let Some(every) = every else {
-        return is_timestampish_core(core);
-    };
-    if is_month(core.as_bytes()) || is_weekday(core.as_bytes()) {
-        return true;
-    }
-    if every & header_class::DATE == 0 {
-        return false;
-    }
-    if every & header_class::DIGIT != 0 {
-        // Compact dates and epochs: `081109`, `203615`, `1117838570`.
-        return core.len() >= 6;
-    }
-    any & header_class::DATE_SEPARATOR != 0 && core.bytes().filter(u8::is_ascii_digit).count() >= 2
-}
-
-/// [`is_timestampish`] of a header token.
-#[inline]
-fn is_timestampish_token(tokens: &HeaderTokens<'_>, token: HeaderToken) -> bool {
-    let text = tokens.text(token);
-    let core = strip_brackets(text);
-    is_timestampish_classified(
-        core,
-        (core.len() == text.len()).then_some(token.every),
-        token.any,
-    )
-}
-
 /// The next token from `offset`: a bracketed group may contain spaces and nested brackets
 /// (`[Sun Dec 04 04:47:44 2005]`, `[QuorumPeer[myid=1]/0:0:0:0:0:0:0:0:2181:Election@774]`) and
 /// ends at its matching `]` within 200 bytes; other tokens end at whitespace.
-fn next_token(bytes: &[u8], mut offset: usize) -> Option<HeaderToken> {
+fn next_token(bytes: &[u8], mut offset: usize) -> Option<(usize, usize)> {
     while offset < bytes.len() && bytes[offset].is_ascii_whitespace() {
         offset += 1;
     }
@@ -508,7 +347,6 @@ fn next_token(bytes: &[u8], mut offset: usize) -> Option<HeaderToken> {
         return None;
     }
     let start = offset;
-    let mut rest = start;
     if bytes[start] == b'[' {
         let window = &bytes[start..bytes.len().min(start + 200)];
         let mut depth = 0usize;
@@ -519,36 +357,14 @@ fn next_token(bytes: &[u8], mut offset: usize) -> Option<HeaderToken> {
                     depth -= 1;
                     if depth == 0 {
                         // The group and what is glued to it (`[main]:`).
-                        rest = start + at + 1;
-                        break;
+                        return Some((start, token_end(bytes, start + at + 1)));
                     }
                 }
                 _ => {}
             }
         }
     }
-    let (mut every, mut any) = (u8::MAX, 0u8);
-    for &byte in &bytes[start..rest] {
-        let class = HEADER_CLASS[byte as usize];
-        every &= class;
-        any |= class;
-    }
-    let mut end = rest;
-    while let Some(&byte) = bytes.get(end) {
-        let class = HEADER_CLASS[byte as usize];
-        if class & header_class::SPACE != 0 {
-            break;
-        }
-        every &= class;
-        any |= class;
-        end += 1;
-    }
-    Some(HeaderToken {
-        start,
-        end,
-        every,
-        any,
-    })
+    Some((start, token_end(bytes, start)))
 }
 
 /// `[Sun Dec 04 04:47:44 2005]`: a bracketed group of timestamp parts and numbers.
@@ -567,21 +383,16 @@ fn is_component(token: &str) -> bool {
     token.len() > 1 && (token.ends_with(':') || token.ends_with(']'))
 }
 
-/// The component in token `index`: after a bracketed thread (`[main]`), a logger name that ends
-/// with `:` is the component (`[main] org.apache.hadoop.Foo: msg`). Returns the component and the
-/// index of the token it ends with.
-fn logger_after_thread<'a>(tokens: &mut HeaderTokens<'a>, index: usize) -> (&'a str, usize) {
-    let Some(current) = tokens.get(index) else {
-        return ("", index);
-    };
-    let token = tokens.text(current);
+/// After a bracketed thread (`[main]`), a logger name that ends with `:` is the component
+/// (`[main] org.apache.hadoop.Foo: msg`); returns the component and where it ends.
+fn logger_after_thread<'a>(line: &'a str, token: &'a str, end: usize) -> (&'a str, usize) {
     let bracketed = token.trim_end_matches([':', ']']).trim_start_matches('[');
     if token.starts_with('[')
         && token.ends_with(']')
-        && let Some(next) = tokens.get(index + 1)
-        && next.end < tokens.line.len()
+        && let Some((start, logger_end)) = next_token(line.as_bytes(), end)
+        && logger_end < line.len()
     {
-        let logger = tokens.text(next);
+        let logger = &line[start..logger_end];
         if let Some(name) = logger.strip_suffix(':')
             && name.len() > 1
             && name.contains('.')
@@ -589,87 +400,79 @@ fn logger_after_thread<'a>(tokens: &mut HeaderTokens<'a>, index: usize) -> (&'a 
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'$' | b'-'))
         {
-            return (name, index + 1);
+            return (name, logger_end);
         }
     }
-    (bracketed, index)
+    (bracketed, end)
 }
 
-/// Where the header ends after the component in token `index`: past a lone `-` separator
-/// (`[x@1] - message`) if one follows, else at the component's end.
-fn separator_after(tokens: &mut HeaderTokens<'_>, index: usize) -> usize {
-    let component_end = tokens.get(index).map_or(0, |token| token.end);
-    match tokens.get(index + 1) {
-        Some(next) if tokens.text(next) == "-" => next.end,
-        _ => component_end,
+/// Past a lone `-` separator after the component (`[x@1] - message`), if there is one.
+fn separator_after(bytes: &[u8], end: usize) -> usize {
+    match next_token(bytes, end) {
+        Some((start, separator_end)) if &bytes[start..separator_end] == b"-" => separator_end,
+        _ => end,
     }
 }
 
-/// Token `index` ends in an upper-case word, and a level follows within two more upper-case
-/// words (`RAS KERNEL INFO`).
-fn facility_before_level(tokens: &mut HeaderTokens<'_>, index: usize) -> bool {
-    let Some(current) = tokens.get(index) else {
-        return false;
-    };
-    let upper_word = if current.any & header_class::SPACE == 0 {
-        (2..=12).contains(&(current.end - current.start))
-            && current.every & header_class::UPPER != 0
-    } else {
-        // A bracketed group with spaces: the word after its last space.
-        let text = tokens.text(current);
-        let word = text
-            .rsplit(|c: char| c.is_ascii_whitespace())
-            .next()
-            .unwrap_or(text);
-        (2..=12).contains(&word.len()) && word.bytes().all(|b| b.is_ascii_uppercase())
-    };
-    if !upper_word {
+/// The token that ends at `end` is an upper-case word, and a level follows within two more
+/// upper-case words (`RAS KERNEL INFO`).
+fn facility_before_level(line: &str, end: usize) -> bool {
+    // ASCII whitespace bytes never occur inside a multi-byte character: a byte scan back over
+    // the word finds the same start as a char search.
+    let start = line.as_bytes()[..end]
+        .iter()
+        .rposition(u8::is_ascii_whitespace)
+        .map_or(0, |at| at + 1);
+    let word = &line[start..end];
+    if !(2..=12).contains(&word.len()) || !word.bytes().all(|b| b.is_ascii_uppercase()) {
         return false;
     }
-    for ahead in 1..=3 {
-        let Some(next) = tokens.get(index + ahead) else {
+    let mut offset = end;
+    for _ in 0..3 {
+        let Some((next_start, next_end)) = next_token(line.as_bytes(), offset) else {
             return false;
         };
-        let text = tokens.text(next);
-        if level_of(text, text, Some(next.every)).is_some() {
+        let next = &line[next_start..next_end];
+        if level_of(next, next).is_some() {
             return true;
         }
-        if next.every & header_class::UPPER == 0 {
+        if !next.bytes().all(|b| b.is_ascii_uppercase()) {
             return false;
         }
+        offset = next_end;
     }
     false
 }
 
-/// The first token (`first`) is upper-case letters and `_`, and a timestamp follows: an alert
-/// label.
-fn is_label_before_timestamp(tokens: &mut HeaderTokens<'_>, first: HeaderToken) -> bool {
-    first.end - first.start > 1
-        && first.every & header_class::LABEL != 0
-        && tokens
-            .get(1)
-            .is_some_and(|next| is_timestampish_token(tokens, next))
+/// A first token of upper-case letters and `_` followed by a timestamp: an alert label.
+fn is_label_before_timestamp(line: &str, token: &str, end: usize) -> bool {
+    token.len() > 1
+        && token.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+        && next_token(line.as_bytes(), end)
+            .is_some_and(|(start, next_end)| is_timestampish(&line[start..next_end]))
 }
 
-/// A host name as headers print it: letters, digits and `.-_/:`, with a letter or digit first
-/// (`every`: the token's class bits).
-fn is_host_like(token: &str, every: u8) -> bool {
+/// A host name as headers print it: letters, digits and `.-_/:`, with a letter or digit first.
+fn is_host_like(token: &str) -> bool {
     token.len() > 1
         && token.as_bytes()[0].is_ascii_alphanumeric()
         && !token.ends_with(':')
-        && every & header_class::HOST != 0
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b'/' | b':'))
 }
 
-/// What follows a host candidate in token `index` makes it one: more timestamp parts, a
-/// component (`proc[pid]:`), or facility words before a level.
-fn host_ends_here(tokens: &mut HeaderTokens<'_>, index: usize) -> bool {
-    let Some(next) = tokens.get(index + 1) else {
+/// What follows a host candidate ending at `end` makes it one: more timestamp parts, another
+/// host-like token then a timestamp or component, a component (`proc[pid]:`), or facility words
+/// before a level.
+fn host_ends_here(line: &str, end: usize) -> bool {
+    let Some((start, next_end)) = next_token(line.as_bytes(), end) else {
         return false;
     };
-    let text = tokens.text(next);
-    is_timestampish_token(tokens, next)
-        || (is_component(text) && next.end < tokens.line.len() && !text.starts_with('['))
-        || facility_before_level(tokens, index + 1)
+    let next = &line[start..next_end];
+    is_timestampish(next)
+        || (is_component(next) && next_end < line.len() && !next.starts_with('['))
+        || facility_before_level(line, next_end)
 }
 
 /// `20171223-22:15:29:606|Step_LSC|30002312|message`: a timestamp field then `|`-separated
@@ -705,4 +508,12 @@ fn pipe_header(line: &str) -> Option<DetectedHeader<'_>> {
     }
     header.content = rest.trim_start();
     Some(header)
+}
+
+fn token_end(bytes: &[u8], start: usize) -> usize {
+    let mut end = start;
+    while end < bytes.len() && !bytes[end].is_ascii_whitespace() {
+        end += 1;
+    }
+    end
 }
