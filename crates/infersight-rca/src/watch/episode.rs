@@ -13,7 +13,7 @@ use infersight_query::QueryEngine;
 use infersight_store::TimeRange;
 use serde::Serialize;
 
-use super::predict::Prediction;
+use super::predict::{EXHAUSTION_RISK_ALERTNAME, Prediction};
 use super::{Detection, MINUTE_NS, WatchSettings};
 use crate::incidents::{Incident, IncidentState, StoredNotice, TimelineEntry, WatchRecord};
 use crate::{IncidentStore, RcaError, RcaReport, RcaRequest, analyse};
@@ -492,8 +492,8 @@ fn emit(
     }
 }
 
-/// The notice of a warning episode: `ExhaustionRisk`, severity warning, the predictions in the
-/// summary and description (Alertmanager annotations).
+/// The notice of a warning episode: [`EXHAUSTION_RISK_ALERTNAME`], severity warning, the
+/// predictions in the summary and description (Alertmanager annotations).
 fn warning_notice(report: &EpisodeReport) -> IncidentNotice {
     let first = report.predictions.first();
     let summary = first.map_or_else(
@@ -520,7 +520,7 @@ fn warning_notice(report: &EpisodeReport) -> IncidentNotice {
             .incident_id
             .clone()
             .unwrap_or_else(|| format!("risk-{}", report.onset_ns / 1_000_000_000)),
-        alertname: "ExhaustionRisk".into(),
+        alertname: EXHAUSTION_RISK_ALERTNAME.into(),
         severity: Severity::Warning,
         summary,
         description: description.join("\n"),

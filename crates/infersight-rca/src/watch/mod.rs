@@ -52,7 +52,7 @@ use serde::Serialize;
 
 use crate::{IncidentStore, RcaError};
 pub use episode::{EpisodeKind, EpisodeReport, Transition};
-pub use predict::{PredictSettings, Prediction};
+pub use predict::{EXHAUSTION_RISK_ALERTNAME, PredictSettings, Prediction};
 pub use watermarks::Watermarks;
 
 pub(crate) const MINUTE_NS: i64 = 60_000_000_000;
@@ -255,9 +255,9 @@ impl Watcher {
 
     /// Takes over `incident`, an open incident a previous watcher stored (`serve` restarted):
     /// later steps update it and resolve it as if this watcher had opened it (its alert keeps
-    /// the identity it was sent with). A warning (its alert an `ExhaustionRisk`) takes the
-    /// warnings' place, anything else the incidents'. False when it is not an open watched
-    /// incident or its place is taken.
+    /// the identity it was sent with). A warning (its alert an [`EXHAUSTION_RISK_ALERTNAME`])
+    /// takes the warnings' place, anything else the incidents'. False when it is not an open
+    /// watched incident or its place is taken.
     pub fn resume(&mut self, incident: &crate::Incident, now_ns: i64) -> bool {
         let Some(report) = EpisodeReport::resumed(incident) else {
             return false;
@@ -265,7 +265,7 @@ impl Watcher {
         let warning = report
             .pinned
             .as_ref()
-            .is_some_and(|n| n.alertname == "ExhaustionRisk");
+            .is_some_and(|n| n.alertname == EXHAUSTION_RISK_ALERTNAME);
         if warning {
             self.warnings.resume(report, now_ns)
         } else {

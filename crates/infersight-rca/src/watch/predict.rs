@@ -32,6 +32,10 @@ use super::watermarks::{SeriesByKey, read_series};
 use super::{Detection, MINUTE_NS, WatchSettings};
 use crate::RcaError;
 
+/// Alertmanager's `alertname` of a warning episode (a projected exhaustion): what its notice
+/// is sent as, and how a resumed incident is known to be a warning.
+pub const EXHAUSTION_RISK_ALERTNAME: &str = "ExhaustionRisk";
+
 /// The gateway timeout assumed when neither the config nor a timed-out request says (60 s).
 pub const DEFAULT_GATEWAY_TIMEOUT_NS: i64 = 60_000_000_000;
 /// Timed-out requests needed before their e2e is taken as the timeout.

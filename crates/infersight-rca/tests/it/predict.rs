@@ -15,7 +15,9 @@ use std::sync::Arc;
 use infersight_model::rng::SplitMix64;
 use infersight_model::{MetricRecord, RequestRecord, Table, TableBatch};
 use infersight_query::QueryEngine;
-use infersight_rca::watch::{EpisodeKind, Prediction, WatchSettings, Watcher};
+use infersight_rca::watch::{
+    EXHAUSTION_RISK_ALERTNAME, EpisodeKind, Prediction, WatchSettings, Watcher,
+};
 use infersight_store::{StorageBackend, Store, StoreOptions};
 
 const MINUTE_NS: i64 = 60_000_000_000;
@@ -230,7 +232,7 @@ async fn a_leak_warns_early_with_an_eta_interval_that_holds_the_truth() {
             .collect();
         assert_eq!(warnings.len(), 1, "seed {seed}: one warning episode");
         let notice = warnings[0].notice();
-        assert_eq!(notice.alertname, "ExhaustionRisk");
+        assert_eq!(notice.alertname, EXHAUSTION_RISK_ALERTNAME);
         assert_eq!(notice.worker.as_deref(), Some("worker-3"));
         assert!(
             notice.summary.contains("gpu_memory") && notice.description.contains("device capacity"),

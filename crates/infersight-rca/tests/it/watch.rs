@@ -5,6 +5,7 @@
 //! the notifier hears opened then resolved with one id; the stored incident keeps the state and
 //! the timeline. A healthy hour opens nothing. A step sees nothing after its clock: a store
 //! holding the next twenty minutes gives the same detections as one that ends at the clock.
+//! A restart takes back an open warning and an open incident, each in its own place.
 
 use std::sync::{Arc, Mutex};
 
@@ -12,7 +13,8 @@ use infersight_model::notice::{IncidentNotice, IncidentNotifier, Transition};
 use infersight_model::rng::SplitMix64;
 use infersight_model::{RequestRecord, Table, TableBatch};
 use infersight_query::QueryEngine;
-use infersight_rca::watch::{WatchSettings, Watcher, replay};
+use infersight_rca::incidents::{StoredNotice, WatchRecord};
+use infersight_rca::watch::{EXHAUSTION_RISK_ALERTNAME, WatchSettings, Watcher, replay};
 use infersight_rca::{IncidentState, IncidentStore, RcaError};
 use infersight_store::{StorageBackend, Store, StoreOptions};
 
@@ -215,4 +217,71 @@ fn bad_settings_are_refused_with_every_problem() {
         }
         other => panic!("expected a bad request, got {other:?}"),
     }
+}
+
+/// An open incident as a previous watcher stored it, its alert sent as `alertname`.
+fn stored_open(incidents: &IncidentStore, alertname: &str, now: i64) -> infersight_rca::Incident {
+    let rca: infersight_rca::RcaReport = serde_json::from_value(serde_json::json!({
+        "symptom": null, "root_causes": [], "signals": [], "log_evidence": [],
+        "suggestions": [], "checklist": [], "fleet_wide": false,
+        "incident_window": null, "baseline_window": null,
+        "window_source": "watch", "verdict": "worker-3", "elapsed_ms": 1.0, "timings_ms": {}
+    }))
+    .unwrap();
+    let at =
+        |minutes_ago: i64| infersight_model::time::format_rfc3339(now - minutes_ago * MINUTE_NS);
+    let record = WatchRecord {
+        state: IncidentState::Open,
+        onset: at(7),
+        detected_at: at(5),
+        resolved_at: None,
+        detections: vec!["gpu_memory worker=worker-3: rising".into()],
+        timeline: Vec::new(),
+        notice: Some(StoredNotice {
+            alertname: alertname.into(),
+            severity: "warning".into(),
+            summary: "worker-3".into(),
+            description: "worker-3".into(),
+            cause: infersight_rca::Subject::of([("worker", "worker-3")]),
+            model: None,
+            worker: Some("worker-3".into()),
+            extra_labels: Default::default(),
+        }),
+    };
+    incidents.create_watched(&rca, record).unwrap()
+}
+
+/// A restart with a warning (sent under the predictions' alertname) and an incident open takes
+/// both back, each in its own place, and neither is refused as a second open episode.
+#[test]
+fn a_restart_resumes_an_open_warning_beside_an_open_incident() {
+    let dir = tempfile::tempdir().unwrap();
+    let incidents = IncidentStore::open(dir.path());
+    let now = infersight_model::time::now_ns();
+    let incident = stored_open(&incidents, "InferenceIncident", now);
+    let warning = stored_open(&incidents, EXHAUSTION_RISK_ALERTNAME, now);
+    let mut watcher = Watcher::new(WatchSettings::default(), Some(incidents), None).unwrap();
+
+    assert!(watcher.resume(&incident, now), "the incident");
+    assert!(
+        watcher.resume(&warning, now),
+        "the warning, in the warnings' place"
+    );
+    let held: Vec<_> = watcher
+        .reports()
+        .into_iter()
+        .map(|r| (r.incident_id.clone(), r.notice().alertname))
+        .collect();
+    assert_eq!(held.len(), 2, "{held:?}");
+    assert!(held.contains(&(
+        Some(warning.id.clone()),
+        EXHAUSTION_RISK_ALERTNAME.to_string()
+    )));
+    // a second warning finds the place taken
+    let another = stored_open(
+        &IncidentStore::open(dir.path()),
+        EXHAUSTION_RISK_ALERTNAME,
+        now,
+    );
+    assert!(!watcher.resume(&another, now));
 }
