@@ -5,7 +5,8 @@
 # digit run replaced by a random number of the same length (so masking has work to do).
 # Usage: bench/templates.sh   (builds the `mine` example; creates target/drain3-venv if missing)
 #        BEFORE=/path/to/old/mine bench/templates.sh   also runs an older build of the example in
-#        the same run (before/after comparisons of the miner under the same machine load).
+#        the same run (before/after comparisons of the miner under the same machine load); several
+#        builds separated by `:` (BEFORE=/a/mine:/b/mine) each run in turn, as before-1, before-2.
 #        RUNS=N (default 5): runs of each infersight binary, alternating; the median lines/s is the
 #        figure (one run takes under 1.5 s, so a moment of load from another process can halve a
 #        single reading; Drain3's 30 s run averages such moments out and runs once).
@@ -48,19 +49,20 @@ run_mine() { # LABEL BINARY
 median() { # FILE.jsonl -> median lines_per_second
   sed 's/.*"lines_per_second":\([0-9]*\).*/\1/' "$1" | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'
 }
-rm -f "$OUT/mine.jsonl" "$OUT/mine-before.jsonl"
+IFS=: read -r -a BEFORES <<< "${BEFORE:-}"
+rm -f "$OUT"/mine.jsonl "$OUT"/mine-before*.jsonl
 for run in $(seq "$RUNS"); do
   echo "== infersight (1 thread), run $run/$RUNS"
   run_mine mine target/release/examples/mine
-  if [ -n "${BEFORE:-}" ]; then
-    echo "== infersight before: $BEFORE (1 thread), run $run/$RUNS"
-    run_mine mine-before "$BEFORE"
-  fi
+  for i in "${!BEFORES[@]}"; do
+    echo "== infersight before-$((i + 1)): ${BEFORES[$i]} (1 thread), run $run/$RUNS"
+    run_mine "mine-before-$((i + 1))" "${BEFORES[$i]}"
+  done
 done
 echo "== infersight median lines/s over $RUNS runs: $(median "$OUT/mine.jsonl")"
-if [ -n "${BEFORE:-}" ]; then
-  echo "== infersight before: median lines/s over $RUNS runs: $(median "$OUT/mine-before.jsonl")"
-fi
+for i in "${!BEFORES[@]}"; do
+  echo "== infersight before-$((i + 1)) (${BEFORES[$i]}): median lines/s over $RUNS runs: $(median "$OUT/mine-before-$((i + 1)).jsonl")"
+done
 echo "== drain3 $("$VENV/bin/pip" show drain3 | awk '/^Version/ {print $2}') (1 thread)"
 /usr/bin/time -v taskset -c 0 "$VENV/bin/python" bench/peer_drain3.py "$FILE" 2> "$OUT/drain3.time"
 grep -E "Maximum resident set size|Elapsed" "$OUT/drain3.time"
