@@ -10,6 +10,7 @@ pub mod knowledge;
 pub mod narrative;
 pub mod render;
 pub mod report;
+pub mod tls;
 
 pub use document::{Advice, Report};
 pub use error::ReportError;

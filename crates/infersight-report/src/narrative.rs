@@ -1,5 +1,6 @@
 //! Optional LLM narrative: the report's evidence (never raw prompts) goes to an OpenAI-compatible
-//! endpoint; the reply must validate against a JSON schema or it is discarded with a reason.
+//! endpoint (http, or https verified as [`crate::tls`] says); the reply must validate against a
+//! JSON schema or it is discarded with a reason.
 //!
 //! What the model sees is an allow-list, built field by field in [`evidence_prompt`]: the
 //! verdict, the symptom's numbers and windows, the root-cause slices with their explained
@@ -22,13 +23,14 @@ use serde_json::{Map, Value, json};
 
 pub use crate::document::Narrative;
 use crate::document::Report;
+use crate::tls;
 
 /// The `[report.llm]` configuration section; an empty endpoint turns the narrative off.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LlmConfig {
-    /// Base URL of an OpenAI-compatible API (`http://127.0.0.1:8000/v1`); `/chat/completions`
-    /// is appended. Empty: no narrative.
+    /// Base URL of an OpenAI-compatible API (`http://127.0.0.1:8000/v1`,
+    /// `https://api.example.com/v1`); `/chat/completions` is appended. Empty: no narrative.
     pub endpoint: String,
     /// Model name sent with the request (omitted when empty; servers with one model accept that).
     pub model: String,
@@ -39,6 +41,9 @@ pub struct LlmConfig {
     pub timeout: String,
     /// Upper bound on the reply's tokens.
     pub max_tokens: u32,
+    /// A PEM file of CA certificates an `https://` endpoint is verified against instead of the
+    /// web's roots (a private CA, a self-signed gateway); see [`crate::tls`].
+    pub ca_file: String,
 }
 
 impl Default for LlmConfig {
@@ -49,6 +54,7 @@ impl Default for LlmConfig {
             api_key_env: String::new(),
             timeout: "20s".to_string(),
             max_tokens: 1024,
+            ca_file: String::new(),
         }
     }
 }
@@ -64,18 +70,12 @@ impl LlmConfig {
             errors.push("report.llm.max_tokens: must be at least 1".to_string());
         }
         let endpoint = self.endpoint.trim();
-        if !endpoint.is_empty() {
-            if endpoint.starts_with("https://") {
-                errors.push(format!(
-                    "report.llm.endpoint: `{endpoint}`: this build speaks plain http only; put an \
-                     http gateway in front (e.g. a local OpenAI-compatible proxy)"
-                ));
-            } else if !endpoint.starts_with("http://") {
-                errors.push(format!(
-                    "report.llm.endpoint: `{endpoint}` must start with http://"
-                ));
-            }
+        if !endpoint.is_empty() && !tls::is_web_url(endpoint) {
+            errors.push(format!(
+                "report.llm.endpoint: `{endpoint}` must start with http:// or https://"
+            ));
         }
+        errors.extend(tls::check_ca_file("report.llm.ca_file", &self.ca_file));
         if !self.api_key_env.is_empty()
             && !self
                 .api_key_env
@@ -601,12 +601,7 @@ fn request_narrative(
 ) -> Result<Narrative, String> {
     let timeout = config.timeout_duration()?;
     let endpoint = config.endpoint.trim().trim_end_matches('/');
-    if endpoint.starts_with("https://") {
-        return Err(format!(
-            "`{endpoint}` is https, and this build speaks plain http only; put an http gateway in \
-             front of the endpoint"
-        ));
-    }
+    let ca_certs = tls::ca_certs("report.llm.ca_file", &config.ca_file)?;
     let url = format!("{endpoint}/chat/completions");
     let key = if config.api_key_env.is_empty() {
         None
@@ -628,7 +623,7 @@ fn request_narrative(
     if is_loopback(endpoint) {
         builder = builder.proxy(None);
     }
-    let agent: ureq::Agent = builder.build().into();
+    let agent: ureq::Agent = tls::with_roots(builder, ca_certs.as_ref()).build().into();
     let mut request = agent
         .post(&url)
         .header("content-type", "application/json")
@@ -676,6 +671,7 @@ fn request_narrative(
 fn is_loopback(endpoint: &str) -> bool {
     let host = endpoint
         .trim_start_matches("http://")
+        .trim_start_matches("https://")
         .split(['/', '?'])
         .next()
         .unwrap_or("");
@@ -738,7 +734,7 @@ mod tests {
     #[test]
     fn config_validation_names_each_problem() {
         let config = LlmConfig {
-            endpoint: "https://api.example.com/v1".into(),
+            endpoint: "ftp://api.example.com/v1".into(),
             timeout: "soon".into(),
             max_tokens: 0,
             api_key_env: "sk-live-123".into(),
@@ -747,6 +743,21 @@ mod tests {
         let errors = config.validate();
         assert_eq!(errors.len(), 4, "{errors:?}");
         assert!(LlmConfig::default().validate().is_empty());
+        let https = LlmConfig {
+            endpoint: "https://api.example.com/v1".into(),
+            ..LlmConfig::default()
+        };
+        assert!(https.validate().is_empty(), "{:?}", https.validate());
+        let unreadable = LlmConfig {
+            ca_file: "/nonexistent/ca.pem".into(),
+            ..https
+        };
+        let errors = unreadable.validate();
+        assert!(
+            errors.len() == 1 && errors[0].starts_with("report.llm.ca_file: cannot read"),
+            "{errors:?}"
+        );
+        assert!(is_loopback("https://127.0.0.1:8443/v1"));
         assert!(is_loopback("http://127.0.0.1:8000/v1"));
         assert!(is_loopback("http://localhost/v1"));
         assert!(!is_loopback("http://llm.internal:8000/v1"));

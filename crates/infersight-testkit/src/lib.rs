@@ -1,12 +1,14 @@
 //! Test-only helpers shared by the workspace's integration tests (never a dependency of a
 //! shipped crate): [`chromium`], a small WebDriver client that drives headless Chromium
 //! through chromedriver, used by the HTML report test (`infersight-report`) and the web UI's
-//! end-to-end test (`infersight`); [`webhook`], a receiver for what `serve` POSTs out;
+//! end-to-end test (`infersight`); [`webhook`], a receiver for what `serve` POSTs out, and
+//! [`https`], one behind a self-signed certificate for the https clients;
 //! [`store`], an in-memory storage backend for the query and root-cause tests.
 
 // Test-only code: a failed setup step should fail the test loudly, so unwrapping is fine here.
 #![allow(clippy::unwrap_used)]
 
 pub mod chromium;
+pub mod https;
 pub mod store;
 pub mod webhook;

@@ -255,8 +255,8 @@ pub struct ScrapeTargetConfig {
 pub struct AlertsConfig {
     /// How often `serve` evaluates the SLOs.
     pub eval_interval: String,
-    /// `webhook_url`, `webhook_timeout`, `webhook_attempts`: where firing / resolved
-    /// notifications are POSTed (JSON); no URL: none.
+    /// `webhook_url`, `webhook_timeout`, `webhook_attempts`, `ca_file`: where firing / resolved
+    /// notifications are POSTed (JSON, http or https); no URL: none.
     #[serde(flatten)]
     pub webhook: infersight_server::webhook::WebhookConfig,
     /// `[{ name = "ttft", sli = "ttft", threshold_ms = 2000, objective = 0.99, window = "30d",
@@ -1023,7 +1023,7 @@ mod tests {
     #[test]
     fn slos_are_validated_all_at_once() {
         let file = write(concat!(
-            "[alerts]\nwebhook_url = \"https://hooks\"\nwebhook_attempts = 0\n",
+            "[alerts]\nwebhook_url = \"ftp://hooks\"\nwebhook_attempts = 0\n",
             "slos = [\n",
             "  { name = \"ok\", sli = \"ttft\", threshold_ms = 500, objective = 0.99, window = \"30d\", filters = [\"model=llama\"] },\n",
             "  { name = \"ok\", sli = \"error_rate\", objective = 0.999 },\n",
@@ -1035,7 +1035,7 @@ mod tests {
         let errors = load(Some(file.path()), &[]).unwrap_err().0;
         let joined = errors.join("\n");
         for needle in [
-            "alerts.webhook_url: `https://hooks` must be an http:// URL",
+            "alerts.webhook_url: `ftp://hooks` must be an http:// or https:// URL",
             "alerts.webhook_attempts: must be at least 1",
             "alerts.slos[1].name: `ok` is used twice",
             "alerts.slos[2]: slo no-threshold: latency sli `e2e` needs a positive threshold_ms",

@@ -93,7 +93,7 @@ pub fn serve_extras(
         .map_err(|errors| CliError::usage(errors.join("; ")))?;
     let notifier = notifier(config, counters, serve)?;
     let alerts = (!slos.is_empty()).then(|| {
-        let webhook = config.alerts.webhook.settings();
+        let webhook = config.alerts.webhook.settings("alerts");
         let manager = infersight_server::alerts::AlertManager::new(slos, webhook);
         Arc::new(match notifier.as_ref().filter(|n| n.takes_slo_alerts()) {
             Some(notifier) => manager.with_notifier(notifier.clone()),

@@ -231,6 +231,7 @@ fn config(endpoint: &str) -> LlmConfig {
         api_key_env: "TEST_LLM_KEY".into(),
         timeout: "5s".into(),
         max_tokens: 700,
+        ca_file: String::new(),
     }
 }
 
@@ -437,6 +438,47 @@ fn http_errors_and_missing_endpoints_give_a_note() {
     let outcome = narrate(&LlmConfig::default(), &report());
     assert_eq!(outcome.narrative, None);
     assert_eq!(outcome.note.as_deref(), Some("no LLM endpoint configured"));
+}
+
+/// An https endpoint: its certificate verified against `ca_file` (here self-signed, so the web's
+/// roots refuse it and nothing is sent: a note says why).
+#[test]
+fn an_https_endpoint_is_called_when_its_ca_is_given_and_never_unverified() {
+    let completion = json!({
+        "choices": [{"message": {"role": "assistant", "content": valid_reply().to_string()},
+                     "finish_reason": "stop"}]
+    });
+    let receiver = infersight_testkit::https::https_receiver(200, &completion.to_string());
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, &receiver.ca_pem).unwrap();
+    let endpoint = format!("https://{}/v1", receiver.addr);
+
+    let trusted = LlmConfig {
+        ca_file: ca_file.display().to_string(),
+        ..config(&endpoint)
+    };
+    assert!(trusted.validate().is_empty(), "{:?}", trusted.validate());
+    let outcome = narrate_with_env(&trusted, &report(), &test_env);
+    assert!(outcome.narrative.is_some(), "{:?}", outcome.note);
+    let request = receiver
+        .requests
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(request.path, "/v1/chat/completions");
+    assert_eq!(
+        request.headers.get("authorization").map(String::as_str),
+        Some("Bearer sk-test-123")
+    );
+
+    let outcome = narrate_with_env(&config(&endpoint), &report(), &test_env);
+    assert_eq!(outcome.narrative, None);
+    let note = outcome.note.unwrap_or_default();
+    assert!(note.contains("request to https://"), "{note}");
+    assert!(
+        receiver.requests.try_recv().is_err(),
+        "a request got through an unverified certificate"
+    );
 }
 
 #[test]

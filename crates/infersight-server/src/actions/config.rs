@@ -245,7 +245,7 @@ impl ActionsConfig {
         if self.dry_run {
             return None;
         }
-        self.webhook.settings()
+        self.webhook.settings("actions")
     }
 
     pub fn eval_interval(&self) -> Duration {

@@ -312,7 +312,7 @@ fn config_defaults_and_every_error_at_once() {
     assert!(good.validate(&dims, true).is_empty());
     assert!(good.webhook().is_none(), "dry-run has no webhook");
     let bad = policy_config(json!({
-        "dry_run": false, "webhook_url": "https://x", "eval_interval": "soon",
+        "dry_run": false, "webhook_url": "ftp://x", "eval_interval": "soon",
         "policies": [
             { "name": "a", "sli": "ttft", "threshold": 500.0, "action": "downgrade_model",
               "pool": "spare" },
@@ -326,7 +326,7 @@ fn config_defaults_and_every_error_at_once() {
     let joined = errors.join("\n");
     for needle in [
         "actions.eval_interval: `soon`",
-        "actions.webhook_url: `https://x` must be an http:// URL",
+        "actions.webhook_url: `ftp://x` must be an http:// or https:// URL",
         "actions.policies[0] (a).fallback_version: `downgrade_model` needs a non-empty fallback_version",
         "actions.policies[0] (a).pool: not used by `downgrade_model`",
         "actions.policies[1] (a).name: `a` is used twice",
@@ -392,6 +392,7 @@ fn runner(dir: &Path, dry_run: bool, url: Option<String>) -> ActionRunner {
                 url,
                 timeout: Duration::from_secs(5),
                 attempts: 2,
+                ca_certs: None,
             }),
             audit_path: audit_path(dir),
             eval_interval: Duration::from_secs(1),

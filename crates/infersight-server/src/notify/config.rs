@@ -1,13 +1,13 @@
 //! `[notify]`, where incident notifications go, as written ([`NotifyConfig`], checked by
 //! [`NotifyConfig::validate`]) and resolved ([`NotifySettings`], with the webhook's secret read
 //! from the environment variable the file names: the secret itself is never in the file, never
-//! printed, never logged). Sinks may be `http://` or `https://` (rustls, verified against the
-//! web's root certificates compiled in, or only against `ca_file`'s when it is set).
+//! printed, never logged). Sinks may be `http://` or `https://`, verified by the rule every
+//! https client shares (`infersight_report::tls`: the web's roots, or only `ca_file`'s).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use infersight_model::time::parse_duration_ns;
+use infersight_report::tls;
 use serde::{Deserialize, Serialize};
 
 /// Fewest bytes the webhook's HMAC secret may have (a guessable key signs nothing).
@@ -114,7 +114,7 @@ pub struct NotifySettings {
 }
 
 /// The CA certificates of `notify.ca_file`.
-pub type CaCerts = Arc<Vec<ureq::tls::Certificate<'static>>>;
+pub use infersight_report::tls::CaCerts;
 
 impl NotifyConfig {
     /// True when some sink is configured.
@@ -183,11 +183,7 @@ impl NotifyConfig {
         if self.queue_capacity == 0 {
             errors.push("notify.queue_capacity: must be at least 1".into());
         }
-        if !self.ca_file.is_empty()
-            && let Err(problem) = read_ca_file(&self.ca_file)
-        {
-            errors.push(format!("notify.ca_file: {problem}"));
-        }
+        errors.extend(tls::check_ca_file("notify.ca_file", &self.ca_file));
         errors
     }
 
@@ -231,13 +227,7 @@ impl NotifyConfig {
             },
             queue_capacity: self.queue_capacity.max(1),
             slo_alerts: self.slo_alerts,
-            ca_certs: if self.ca_file.is_empty() {
-                None
-            } else {
-                Some(Arc::new(
-                    read_ca_file(&self.ca_file).map_err(|p| format!("notify.ca_file: {p}"))?,
-                ))
-            },
+            ca_certs: tls::ca_certs("notify.ca_file", &self.ca_file)?,
         }))
     }
 }
@@ -265,28 +255,6 @@ fn check_url(url: &str) -> Result<(), String> {
 }
 
 /// The secret in environment variable `name`, at least [`MIN_SECRET_BYTES`] long.
-/// The certificates of a PEM file (at least one; keys and other sections are refused, so a
-/// private key put there by mistake is noticed).
-fn read_ca_file(path: &str) -> Result<Vec<ureq::tls::Certificate<'static>>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{path}`: {e}"))?;
-    let mut certs = Vec::new();
-    for item in ureq::tls::parse_pem(&bytes) {
-        match item {
-            Ok(ureq::tls::PemItem::Certificate(cert)) => certs.push(cert),
-            Ok(_) => {
-                return Err(format!(
-                    "`{path}` holds something other than certificates (a private key?)"
-                ));
-            }
-            Err(e) => return Err(format!("`{path}` is not PEM: {e}")),
-        }
-    }
-    if certs.is_empty() {
-        return Err(format!("`{path}` holds no PEM certificate"));
-    }
-    Ok(certs)
-}
-
 fn read_secret(name: &str) -> Result<Vec<u8>, String> {
     match std::env::var_os(name) {
         None => Err(format!(

@@ -166,7 +166,7 @@ impl Outbox {
         }
         shared.set_depth(0);
         let (sender, receiver) = std::sync::mpsc::sync_channel(policy.queue_capacity.max(1));
-        let agent = agent(policy.timeout, policy.ca_certs.clone());
+        let agent = agent(policy.timeout, policy.ca_certs.as_ref());
         let worker = Worker {
             channel,
             policy,
@@ -240,18 +240,13 @@ fn target_of(url: &str) -> String {
 
 /// The sink's HTTP client: `timeout` per attempt; `https://` verified by rustls against
 /// `ca_certs`, else the web's roots.
-fn agent(timeout: Duration, ca_certs: Option<super::config::CaCerts>) -> ureq::Agent {
-    let mut config = ureq::Agent::config_builder()
+fn agent(timeout: Duration, ca_certs: Option<&super::config::CaCerts>) -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
         .http_status_as_error(false);
-    if let Some(certs) = ca_certs {
-        config = config.tls_config(
-            ureq::tls::TlsConfig::builder()
-                .root_certs(ureq::tls::RootCerts::Specific(certs))
-                .build(),
-        );
-    }
-    config.build().into()
+    infersight_report::tls::with_roots(config, ca_certs)
+        .build()
+        .into()
 }
 
 fn jitter_seed() -> u64 {

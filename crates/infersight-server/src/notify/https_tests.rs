@@ -1,64 +1,17 @@
-//! `https://` sinks: a receiver on 127.0.0.1 with a self-signed certificate (rcgen, rustls)
+//! `https://` sinks: a receiver on 127.0.0.1 with a self-signed certificate (the testkit's)
 //! gets the alert when `notify.ca_file` holds that certificate, and nothing when it does not
 //! (the web's roots do not vouch for it: delivery fails, counted, instead of trusting anyone).
 
-use std::io::Write as _;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use infersight_model::notice::{IncidentNotice, IncidentNotifier, Severity};
 use infersight_model::telemetry::Counters;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use infersight_testkit::https::{HttpsReceiver, https_receiver};
 
 use super::Notifier;
 use super::config::NotifyConfig;
-use super::tests::{Received, read_request};
-
-/// An HTTPS receiver answering 200 to every request, with a fresh self-signed certificate for
-/// 127.0.0.1; answers its address, the certificate as PEM and the requests it read.
-fn https_receiver() -> (SocketAddr, String, mpsc::Receiver<Received>) {
-    let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
-    let pem = certified.cert.pem();
-    let chain = vec![CertificateDer::from(certified.cert.der().to_vec())];
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.key_pair.serialize_der()));
-    let config = Arc::new(
-        rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .unwrap(),
-    );
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-            let Ok(connection) = rustls::ServerConnection::new(Arc::clone(&config)) else {
-                continue;
-            };
-            let mut tls = rustls::StreamOwned::new(connection, stream);
-            // a client that refuses the certificate ends the handshake: nothing is read
-            let Some(received) = read_request(&mut tls) else {
-                continue;
-            };
-            let _ =
-                tls.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-            let _ = tls.flush();
-            tls.conn.send_close_notify();
-            let _ = tls.flush();
-            if tx.send(received).is_err() {
-                return;
-            }
-        }
-    });
-    (addr, pem, rx)
-}
 
 fn notice() -> IncidentNotice {
     IncidentNotice {
@@ -84,7 +37,11 @@ fn notifier(addr: SocketAddr, ca_file: &str, counters: &Arc<Counters>) -> Notifi
 
 #[test]
 fn an_https_alertmanager_gets_the_alert_when_its_ca_is_given() {
-    let (addr, pem, received) = https_receiver();
+    let HttpsReceiver {
+        addr,
+        ca_pem: pem,
+        requests: received,
+    } = https_receiver(200, "");
     let dir = tempfile::tempdir().unwrap();
     let ca_file = dir.path().join("ca.pem");
     std::fs::write(&ca_file, &pem).unwrap();
@@ -102,7 +59,11 @@ fn an_https_alertmanager_gets_the_alert_when_its_ca_is_given() {
 
 #[test]
 fn an_https_sink_whose_certificate_nobody_vouches_for_gets_nothing() {
-    let (addr, _pem, received) = https_receiver();
+    let HttpsReceiver {
+        addr,
+        requests: received,
+        ..
+    } = https_receiver(200, "");
     let counters = Arc::new(Counters::new());
     // no ca_file: the web's roots, which do not hold a self-signed certificate
     let notifier = notifier(addr, "", &counters);
