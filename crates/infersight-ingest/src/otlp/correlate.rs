@@ -160,6 +160,10 @@ pub struct RequestHold {
     /// (By the id's hash: a row costs no copy of its strings.)
     released_ids: HashMap<u64, RowShape>,
     released_order: VecDeque<u64>,
+    /// Traces of rows stored before this hold existed ([`RequestHold::remember_stored`]), by
+    /// the trace id's hash, with what each row knew; oldest first.
+    stored_traces: HashMap<u64, Vec<RowShape>>,
+    stored_order: VecDeque<u64>,
     next_entry: u64,
     clock: u64,
     held: usize,
@@ -183,6 +187,8 @@ impl RequestHold {
             touches: VecDeque::new(),
             released_ids: HashMap::new(),
             released_order: VecDeque::new(),
+            stored_traces: HashMap::new(),
+            stored_order: VecDeque::new(),
             next_entry: 0,
             clock: 0,
             held: 0,
@@ -293,9 +299,47 @@ impl RequestHold {
         self.release(None, true)
     }
 
+    /// Rows the store holds from before this hold existed (`serve` restarted; a crash's held
+    /// rows rebuilt from their spans, `otlp::rebuild`), oldest first: a late span of one of
+    /// their requests is then dropped as a duplicate of the stored row, as if this hold had
+    /// released it: by request id as for released rows, and, for a span that knows no latency
+    /// phase (a gateway's, a client's), by trace, when it names the same model and its time
+    /// overlaps the row's (the rebuild's rule for what a stored row already merged). Remembered
+    /// within the same bound as released rows; the newest are kept.
+    pub fn remember_stored(&mut self, rows: &[RequestRecord]) {
+        for row in rows {
+            self.remember_released(row);
+            let Some(trace) = row.trace_id.as_ref().filter(|t| !t.is_empty()) else {
+                continue;
+            };
+            let key = text_hash(trace);
+            let shapes = self.stored_traces.entry(key).or_default();
+            if shapes.is_empty() {
+                self.stored_order.push_back(key);
+            }
+            shapes.push(RowShape::of(row));
+            while self.stored_order.len() > REMEMBERED_RELEASED_IDS {
+                if let Some(oldest) = self.stored_order.pop_front() {
+                    self.stored_traces.remove(&oldest);
+                }
+            }
+        }
+    }
+
     /// A candidate of a request whose row was released already, knowing no more of its phases
-    /// than that row did (a late gateway span of another trace).
+    /// than that row did (a late gateway span of another trace), or an outer span of a trace
+    /// whose row was stored before this hold existed.
     fn is_released_duplicate(&self, row: &RequestRecord) -> bool {
+        let shape = RowShape::of(row);
+        let outer_of_stored = shape.score == 0
+            && row
+                .trace_id
+                .as_ref()
+                .and_then(|trace| self.stored_traces.get(&text_hash(trace)))
+                .is_some_and(|rows| rows.iter().any(|r| r.same_request(&shape)));
+        if outer_of_stored {
+            return true;
+        }
         let Some(released) = row
             .request_id
             .as_ref()
@@ -303,7 +347,6 @@ impl RequestHold {
         else {
             return false;
         };
-        let shape = RowShape::of(row);
         shape.score <= released.score && released.same_request(&shape)
     }
 
@@ -844,5 +887,63 @@ mod tests {
         assert_eq!(released.len(), 1);
         assert!(hold.drain().is_empty());
         assert!(hold.is_empty());
+    }
+    /// Rows stored before the hold existed (a restart): a late outer span of one of their
+    /// traces, or a span naming one of their request ids, is no second row; an outer span of
+    /// another request of the same trace (another model, another time), an engine's span of
+    /// that trace, and spans of other traces are rows as before.
+    #[test]
+    fn late_spans_of_stored_rows_are_duplicates() {
+        let stored = |trace: &str, id: Option<&str>| RequestRecord {
+            ts: 1_000_000_000,
+            trace_id: Some(trace.into()),
+            request_id: id.map(str::to_string),
+            e2e_ms: Some(1_000.0),
+            ttft_ms: Some(100.0),
+            ..row(1, Some("m"))
+        };
+        let late = |trace: &str, span: u64, ts: i64, model: &str, id: Option<&str>| Candidate {
+            link: SpanLink {
+                trace: 1,
+                span,
+                parent: None,
+            },
+            row: RequestRecord {
+                ts,
+                trace_id: Some(trace.into()),
+                request_id: id.map(str::to_string),
+                e2e_ms: Some(1_200.0),
+                ..row(span, Some(model))
+            },
+        };
+        let mut hold = RequestHold::new(HoldLimits::unbounded());
+        hold.remember_stored(&[stored("aa", None), stored("bb", Some("req-b"))]);
+        let engine = Candidate {
+            row: RequestRecord {
+                ttft_ms: Some(90.0),
+                ..late("aa", 14, 1_000_000_000, "m", None).row
+            },
+            ..late("aa", 14, 1_000_000_000, "m", None)
+        };
+        let candidates = vec![
+            late("aa", 10, 900_000_000, "m", None),
+            late("cc", 11, 900_000_000, "m", Some("req-b")),
+            late("aa", 12, 9_000_000_000, "m", None),
+            late("aa", 13, 900_000_000, "other", None),
+            engine,
+            late("dd", 15, 900_000_000, "m", None),
+        ];
+        let export = ExportRequests {
+            links: candidates.iter().map(|c| c.link).collect(),
+            candidates,
+        };
+        assert!(hold.pass(export, None).is_empty());
+        let mut spans: Vec<_> = hold.drain().into_iter().filter_map(|r| r.span_id).collect();
+        spans.sort();
+        let expected: Vec<String> = [12u64, 13, 14, 15]
+            .iter()
+            .map(|s| format!("{s:016x}"))
+            .collect();
+        assert_eq!(spans, expected);
     }
 }

@@ -271,6 +271,12 @@ impl SpanTreeCache {
         self.hold().drain()
     }
 
+    /// Tells the hold which rows the store already has from before it existed (a restart), so
+    /// a late span of their requests is not a second row (see `RequestHold::remember_stored`).
+    pub fn remember_stored_requests(&self, rows: &[RequestRecord]) {
+        self.hold().remember_stored(rows);
+    }
+
     /// Spans and request candidates held for correlation.
     pub fn held_requests(&self) -> usize {
         self.hold().len()

@@ -6,7 +6,10 @@
 //! row. Found at a start, the rows are rebuilt from the spans stored in the last
 //! [`LOOKBACK`] (`ingest::otlp::rebuild`), those the store already has are left out, and the rest
 //! go through the ingest queue like any row; the mark stays until the next clean shutdown, so a
-//! crash during the rebuild only repeats it.
+//! crash during the rebuild only repeats it. At every start the receivers' hold is then told the
+//! rows stored in that window, rebuilt ones included (`SpanTreeCache::remember_stored_requests`),
+//! so a span of one of their requests arriving after the restart (a gateway's, exported late)
+//! is dropped as a duplicate of the stored row instead of becoming a second row.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -43,12 +46,24 @@ pub async fn recover_and_mark(
     state: &ReceiverState,
 ) -> Result<Recovered, String> {
     let mut recovered = Recovered::default();
-    if mark.exists() {
+    let mut known = if mark.exists() {
         recovered.unclean = true;
-        let rows = rebuild(store, state).await?;
-        recovered.rows = rows.len();
-        submit(state, rows).await?;
-    }
+        let Recent { stored, rebuilt } = recent_rows(store, state, true).await?;
+        recovered.rows = rebuilt.len();
+        submit(state, rebuilt.clone()).await?;
+        stored.into_iter().chain(rebuilt).collect()
+    } else {
+        // the hold's memory only: a failure costs at worst a late span's second row
+        recent_rows(store, state, false)
+            .await
+            .map(|recent| recent.stored)
+            .unwrap_or_else(|error| {
+                tracing::warn!(%error, "the receivers start without the stored requests' ids");
+                Vec::new()
+            })
+    };
+    known.sort_by_key(|row| row.ts);
+    state.span_tree.remember_stored_requests(&known);
     let mark = mark.to_path_buf();
     tokio::task::spawn_blocking(move || {
         infersight_model::durable::write_atomic(&mark, b"serve holds request rows\n")
@@ -72,26 +87,29 @@ pub fn clear_mark(mark: &Path) {
     }
 }
 
-/// The rows of the spans stored in the last [`LOOKBACK`] that the store lacks.
-async fn rebuild(
+/// The request rows of the last [`LOOKBACK`] of stored spans: those the store has, and (with
+/// `rebuild`) those it lacks, made again from the spans.
+#[derive(Debug, Default)]
+struct Recent {
+    stored: Vec<RequestRecord>,
+    rebuilt: Vec<RequestRecord>,
+}
+
+/// The stored rows of the last [`LOOKBACK`] of stored spans, and with `rebuild` the rows of
+/// those spans that the store lacks.
+async fn recent_rows(
     store: &Arc<dyn StorageBackend>,
     state: &ReceiverState,
-) -> Result<Vec<RequestRecord>, String> {
+    rebuild: bool,
+) -> Result<Recent, String> {
     let Some(latest) = latest_span_ns(store.as_ref())? else {
-        return Ok(Vec::new());
+        return Ok(Recent::default());
     };
     let lookback = i64::try_from(LOOKBACK.as_nanos()).unwrap_or(i64::MAX);
     let since = latest
         .min(infersight_model::time::now_ns())
         .saturating_sub(lookback);
     let engine = QueryEngine::new(store.clone());
-    let mut spans = Vec::new();
-    for batch in &read_since(&engine, SpanRecord::COLUMNS, "spans", since)
-        .await?
-        .batches
-    {
-        spans.extend(SpanRecord::from_batch(batch).map_err(|e| e.to_string())?);
-    }
     // a stored row starts at its engine span, which may precede the window's gateway spans
     let mut stored = Vec::new();
     let stored_since = since.saturating_sub(lookback);
@@ -101,9 +119,23 @@ async fn rebuild(
     {
         stored.extend(RequestRecord::from_batch(batch).map_err(|e| e.to_string())?);
     }
+    if !rebuild {
+        return Ok(Recent {
+            stored,
+            rebuilt: Vec::new(),
+        });
+    }
+    let mut spans = Vec::new();
+    for batch in &read_since(&engine, SpanRecord::COLUMNS, "spans", since)
+        .await?
+        .batches
+    {
+        spans.extend(SpanRecord::from_batch(batch).map_err(|e| e.to_string())?);
+    }
     let mapper = state.mapper.clone();
     tokio::task::spawn_blocking(move || {
         infersight_ingest::otlp::rebuild::rebuild_requests(&spans, &stored, &mapper)
+            .map(|rebuilt| Recent { stored, rebuilt })
     })
     .await
     .map_err(|e| e.to_string())?

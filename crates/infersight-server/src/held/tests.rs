@@ -1,5 +1,6 @@
 //! A `serve` killed while it holds request rows, restarted on the same store: every request is
-//! one row, with what each of its spans knew, and none is written twice (issue 19 class 1).
+//! one row, with what each of its spans knew, and none is written twice (issue 19 class 1); a
+//! span of a stored request arriving after the restart makes no second row.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
@@ -238,4 +239,53 @@ fn rows_held_at_a_kill_are_rebuilt_once_at_the_next_start() {
     let rows = stored_rows(&data);
     assert_eq!(rows.len(), 3, "{rows:?}");
     check(&rows);
+}
+
+/// A span of a request whose row a restart found stored or rebuilt, arriving after the restart
+/// (a gateway's, exported late): by its request id, or without one by its trace, it is known as
+/// that request's and makes no second row; the stored row stays the request's one row.
+#[test]
+fn a_span_arriving_after_a_restart_is_no_second_row_of_its_stored_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mark = dir.path().join(super::MARK_FILE);
+    let store = open(&data);
+    let run = start(store.clone(), &mark);
+    // requests 3 and 4: engine spans whose parents have not come, held at the kill
+    run.post(&export("vllm-engine", 3, 2));
+    run.post(&export("vllm-engine", 4, 2));
+    // request 5: an engine span that is its trace's root, stored at once
+    let mut root = export("vllm-engine", 5, 2);
+    root["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("parentSpanId");
+    run.post(&root);
+    run.kill();
+
+    let run = start(store.clone(), &mark);
+    // the gateways' spans come late: 3's and 5's name the request, 4's only shares the trace
+    run.post(&export("llm-gateway", 3, 1));
+    let mut anonymous = export("llm-gateway", 4, 1);
+    anonymous["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|a| a["key"] != "gen_ai.response.id");
+    run.post(&anonymous);
+    run.post(&export("llm-gateway", 5, 1));
+    run.shut_down();
+    drop(store);
+
+    let rows = stored_rows(&data);
+    for n in [3u8, 4, 5] {
+        let trace = hex(0x42, n, 16);
+        let of: Vec<_> = rows
+            .iter()
+            .filter(|r| r.trace_id.as_deref() == Some(&trace))
+            .collect();
+        assert_eq!(of.len(), 1, "request {n}: {of:?}");
+        assert_eq!(of[0].span_id.as_deref(), Some(hex(3, n, 8).as_str()));
+        assert!(of[0].ttft_ms.is_some(), "request {n}: the engine's row");
+    }
+    assert_eq!(rows.len(), 3, "{rows:?}");
 }
