@@ -32,7 +32,11 @@
 //!
 //! The search is greedy: take the element with the highest LLR (the whole fleet, the empty
 //! combination, competes too); optionally (`coarsen_tolerance > 0`) prefer a coarser ancestor
-//! scoring nearly as well. Remove its leaves and repeat — several independent causes are found
+//! scoring nearly as well (an exact tie always goes to the coarser). When the element's best
+//! proper part and the best part of what is left outscore it by twice the significance
+//! threshold while the rest of it did not move (two causes one coarser combination happens to
+//! cover together, normal leaves and all), the part is taken instead and the other found next (see `Scan::split`). Causes known from elsewhere
+//! ([`localize_derived_around`]) are taken before the search. Remove its leaves and repeat — several independent causes are found
 //! one after another; a later cause that is an ancestor of earlier ones replaces them (they were
 //! its most deviating part). Stop when the best LLR is not significant (`LLR < ln(M / alpha)`, a
 //! union bound over the `M` candidate elements, since `P(LLR > x) ≲ e^{−x}` under the null;
@@ -383,7 +387,7 @@ pub fn localize_additive(
     check_len("forecast", n, measure.forecast.len())?;
     check_finite("real", &measure.real)?;
     check_finite("forecast", &measure.forecast)?;
-    let mut result = scan::localize(table, &measure.real, &measure.forecast, &[], params);
+    let mut result = scan::localize(table, &measure.real, &measure.forecast, &[], params, &[]);
     result.total_real = measure.real.iter().sum();
     result.total_forecast = measure.forecast.iter().sum();
     Ok(result)
@@ -396,6 +400,21 @@ pub fn localize_derived(
     table: &LeafTable,
     measure: &DerivedMeasure,
     params: &Params,
+) -> Result<Localization, LocalizeError> {
+    localize_derived_around(table, measure, params, &[])
+}
+
+/// [`localize_derived`] around causes known from elsewhere (a pod whose own device metrics show
+/// a fault, say): each known combination whose leaves deviate significantly in this measure is
+/// taken as a cause first, with its score and share of the excess, and the rest of the
+/// deviation is localized around it (so two causes that one coarser combination happens to
+/// cover together come out apart). A known combination that does not deviate here, or names a
+/// dimension the table lacks, is left out.
+pub fn localize_derived_around(
+    table: &LeafTable,
+    measure: &DerivedMeasure,
+    params: &Params,
+    known: &[Vec<(String, String)>],
 ) -> Result<Localization, LocalizeError> {
     table.validate()?;
     params.validate()?;
@@ -451,6 +470,7 @@ pub fn localize_derived(
         &expected,
         &measure.sample_weight,
         params,
+        known,
     );
 
     // Report ratios rather than sums for derived measures.

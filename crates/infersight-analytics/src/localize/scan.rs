@@ -16,6 +16,12 @@ const CHI2_1_NOISE_QUANTILE: f64 = 0.101_531_0;
 /// Floor of an element's effective forecast count, so that elements made only of new leaves
 /// (forecast 0) get a finite score.
 const MIN_EFFECTIVE_FORECAST: f64 = 0.5;
+/// The normal rest of an element split in two causes holds at least this share of its
+/// forecast (see [`Scan::split`]).
+const MIN_NORMAL_SHARE: f64 = 0.25;
+/// Two parts must outscore the element they split by this many times the significance
+/// threshold (one more cause, and as much again against splitting by chance).
+const SPLIT_GAIN: f64 = 2.0;
 /// Up to this many elements a cuboid is indexed with a dense array, beyond with a hash map.
 const DENSE_INDEX_LIMIT: u64 = 1 << 20;
 
@@ -47,6 +53,7 @@ pub(super) fn localize(
     forecast: &[f64],
     sample_weight: &[f64],
     params: &Params,
+    known: &[Vec<(String, String)>],
 ) -> Localization {
     let n_leaves = table.len();
     let (dims, skipped_dimensions) = scanned_dimensions(table, params);
@@ -89,6 +96,18 @@ pub(super) fn localize(
         .sum::<usize>();
     let significance = (n_candidates as f64 / params.alpha).ln();
     let mut largest_cause_deviation = 0.0_f64;
+    for elements in known {
+        if let Some(mut cause) = scan.explain_known(table, elements, significance, real, forecast) {
+            largest_cause_deviation =
+                largest_cause_deviation.max((cause.real - cause.forecast).abs());
+            cause.explained_fraction = if total_deviation != 0.0 {
+                (cause.real - cause.forecast) / total_deviation
+            } else {
+                0.0
+            };
+            result.root_causes.push(cause);
+        }
+    }
 
     while result.root_causes.len() < params.max_root_causes {
         let (root_score, best) = scan.best_element();
@@ -107,6 +126,9 @@ pub(super) fn localize(
         }
         let (chosen_cuboid, chosen_element, chosen_score) =
             scan.coarsest_ancestor(best_cuboid, best_element, good_enough);
+        let (chosen_cuboid, chosen_element, chosen_score) = scan
+            .split(chosen_cuboid, chosen_element, chosen_score, significance)
+            .unwrap_or((chosen_cuboid, chosen_element, chosen_score));
 
         // Raw deviation of the chosen element (over its unexplained leaves).
         let deviation = scan.unexplained_deviation(chosen_cuboid, chosen_element, real, forecast);
@@ -229,7 +251,7 @@ impl Scan {
                     cuboid_sums.real_effective[element],
                     cuboid_sums.forecast_effective[element],
                 );
-                if best.is_none_or(|(_, _, best_score)| score > best_score) {
+                if best.is_none_or(|(_, _, best_score)| clearly_above(score, best_score)) {
                     best = Some((index, element as u32, score));
                 }
             }
@@ -263,8 +285,9 @@ impl Scan {
                     sums[index].forecast_effective[element as usize],
                 );
                 let layer = cuboids[index].dims.len();
-                if score >= good_enough
-                    && (layer < chosen_layer || (layer == chosen_layer && score > chosen_score))
+                if !clearly_above(good_enough, score)
+                    && (layer < chosen_layer
+                        || (layer == chosen_layer && clearly_above(score, chosen_score)))
                 {
                     chosen_cuboid = index;
                     chosen_element = element;
@@ -275,6 +298,165 @@ impl Scan {
             submask = (submask - 1) & best_mask;
         }
         (chosen_cuboid, chosen_element, chosen_score)
+    }
+
+    /// Two causes whose leaves one coarser combination happens to cover together (a slow pod
+    /// that runs the regressing version, say) make that combination the best single element,
+    /// normal leaves and all. Scans inside the element: its best part `d`, the best part `d2` of
+    /// what is left, and the rest. The element is two causes when the rest is normal (not
+    /// significant, at most a quarter of the element's change) yet holds at least
+    /// [`MIN_NORMAL_SHARE`] of its forecast, and `d` and `d2` outscore the whole by
+    /// [`SPLIT_GAIN`] times the significance threshold; `d` (described
+    /// by its pairs and the element's) is then taken first, `d2` found next. A cause whose
+    /// leaves all deviate is never split, however unevenly. `None`: the element stands.
+    fn split(
+        &mut self,
+        cuboid: usize,
+        element: u32,
+        score: f64,
+        significance: f64,
+    ) -> Option<(usize, u32, f64)> {
+        let saved = self.unexplained.clone();
+        let inside: Vec<bool> = (0..saved.len())
+            .map(|leaf| saved[leaf] && self.cuboids[cuboid].element_of_leaf[leaf] == element)
+            .collect();
+        let outcome = self
+            .best_part(cuboid, &inside, &saved)
+            .and_then(|(part, part_score)| {
+                let part_cuboid = &self.cuboids[part.0];
+                let rest: Vec<bool> = (0..inside.len())
+                    .map(|leaf| inside[leaf] && part_cuboid.element_of_leaf[leaf] != part.1)
+                    .collect();
+                if !rest.iter().any(|r| *r) {
+                    return None;
+                }
+                self.unexplained.clone_from(&rest);
+                let (_, other) = self.best_element();
+                let (other_cuboid, other_element, other_score) = other?;
+                let gain = part_score + other_score - score;
+                let of_other = &self.cuboids[other_cuboid].element_of_leaf;
+                let (mut normal, mut whole) = ((0.0, 0.0), (0.0, 0.0));
+                for leaf in (0..inside.len()).filter(|&leaf| inside[leaf]) {
+                    whole.0 += self.real_effective[leaf];
+                    whole.1 += self.forecast_effective[leaf];
+                    if rest[leaf] && of_other[leaf] != other_element {
+                        normal.0 += self.real_effective[leaf];
+                        normal.1 += self.forecast_effective[leaf];
+                    }
+                }
+                // the rest keeps at most a quarter of the element's change: it did not move
+                // with it
+                let moved = |(real, forecast): (f64, f64)| real / forecast - 1.0;
+                let normal_rest = normal.1 >= MIN_NORMAL_SHARE * whole.1
+                    && moved(normal) <= 0.25 * moved(whole)
+                    && scan_statistic(normal.0, normal.1) < significance;
+                (normal_rest && other_score >= significance && gain >= SPLIT_GAIN * significance)
+                    .then_some((part.0, part.1, part_score))
+            });
+        self.unexplained = saved;
+        outcome
+    }
+
+    /// The best proper part of the leaves marked `inside` (an element of `cuboid`, with
+    /// `unexplained` the scan's leaves): the element of any cuboid that covers some of them but
+    /// not all, scored on its leaves inside. Described by its own pairs when none of its
+    /// unexplained leaves lies outside, else with the outer element's pairs added (so it
+    /// describes only leaves inside); `None` when nothing is a proper part or that description
+    /// is beyond the scanned layers.
+    fn best_part(
+        &mut self,
+        cuboid: usize,
+        inside: &[bool],
+        unexplained: &[bool],
+    ) -> Option<((usize, u32), f64)> {
+        self.unexplained = inside.to_vec();
+        self.best_element(); // fills the sums over `inside`
+        let n_inside = inside.iter().filter(|i| **i).count();
+        let mut best: Option<(usize, u32, f64)> = None;
+        for (index, part) in self.cuboids.iter().enumerate() {
+            let mut leaves_inside = vec![0_usize; part.first_leaf.len()];
+            for leaf in (0..inside.len()).filter(|&leaf| inside[leaf]) {
+                leaves_inside[part.element_of_leaf[leaf] as usize] += 1;
+            }
+            for (element, &count) in leaves_inside.iter().enumerate() {
+                if count == 0 || count == n_inside {
+                    continue;
+                }
+                let score = scan_statistic(
+                    self.sums[index].real_effective[element],
+                    self.sums[index].forecast_effective[element],
+                );
+                if best.is_none_or(|(_, _, b)| score > b) {
+                    best = Some((index, element as u32, score));
+                }
+            }
+        }
+        let (part_cuboid, part_element, part_score) = best?;
+        let part_of = &self.cuboids[part_cuboid].element_of_leaf;
+        let contained = (0..inside.len())
+            .all(|leaf| inside[leaf] || !unexplained[leaf] || part_of[leaf] != part_element);
+        if contained {
+            return Some(((part_cuboid, part_element), part_score));
+        }
+        let probe =
+            (0..inside.len()).find(|&leaf| inside[leaf] && part_of[leaf] == part_element)?;
+        let mask = self.cuboids[part_cuboid].mask | self.cuboids[cuboid].mask;
+        let combined = *self.cuboid_by_mask.get(&mask)?;
+        let element = self.cuboids[combined].element_of_leaf[probe];
+        Some(((combined, element), part_score))
+    }
+
+    /// A combination known from elsewhere, as a cause when its unexplained leaves deviate with
+    /// a scan statistic of at least `significance`. Its leaves are set aside (explained)
+    /// whenever they rise at all: a known fault's excess, too few rows to be significant on
+    /// its own, must not be lent to a coarser combination that also covers a second cause.
+    fn explain_known(
+        &mut self,
+        table: &LeafTable,
+        elements: &[(String, String)],
+        significance: f64,
+        real: &[f64],
+        forecast: &[f64],
+    ) -> Option<RootCause> {
+        if elements.is_empty()
+            || !elements
+                .iter()
+                .all(|(name, _)| table.dimensions.iter().any(|d| &d.name == name))
+        {
+            return None;
+        }
+        let leaves: Vec<usize> = leaves_of(table, elements)
+            .into_iter()
+            .filter(|&leaf| self.unexplained[leaf])
+            .collect();
+        let (mut real_effective, mut forecast_effective) = (0.0, 0.0);
+        let (mut element_real, mut element_forecast) = (0.0, 0.0);
+        for &leaf in &leaves {
+            real_effective += self.real_effective[leaf];
+            forecast_effective += self.forecast_effective[leaf];
+            element_real += real[leaf];
+            element_forecast += forecast[leaf];
+        }
+        if leaves.is_empty() || element_real <= element_forecast {
+            return None;
+        }
+        for &leaf in &leaves {
+            self.unexplained[leaf] = false;
+        }
+        let score = scan_statistic(real_effective, forecast_effective);
+        if score < significance {
+            return None;
+        }
+        let mut ordered = elements.to_vec();
+        ordered.sort_by_key(|(name, _)| table.dimensions.iter().position(|d| &d.name == name));
+        Some(RootCause {
+            elements: ordered,
+            explained_fraction: 0.0,
+            score,
+            real: element_real,
+            forecast: element_forecast,
+            leaves: leaves.len(),
+        })
     }
 
     /// Actual minus forecast, summed over the element's leaves not yet explained.
@@ -367,6 +549,13 @@ fn remove_descendants(
         !is_descendant
     });
     merged_score
+}
+
+/// Whether `score` beats `other` by more than rounding: elements over the same leaves (one of
+/// them a coarser description, its extra leaves empty in this measure) sum the same values in
+/// another order, and the first found, the coarser, must win such a tie.
+fn clearly_above(score: f64, other: f64) -> bool {
+    score > other + 1e-9 * other.abs().max(1.0)
 }
 
 /// Expectation-based Poisson log-likelihood ratio of "this element changed by a common factor".
