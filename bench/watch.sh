@@ -6,7 +6,13 @@
 # scenarios, as rca.rs does), `watch --format json` over the whole run, then a check against
 # ground_truth.json: the first incident detected at or after the onset, its delay, whether its
 # top causes are the ground truth's (rca.rs's rule), the expected signal kinds it lacks, and the
-# incidents opened before the onset (false alarms).
+# incidents opened before the onset (false alarms). Warnings of predictive risk (`kind: warning`)
+# are kept apart: the MTTD line judges incidents only; for gpu_memory_leak and batching_misconfig
+# a `lead` line gives the first warning's time against the first CUDA OOM line of the raw engine
+# logs (the leak) or the first 504 answered in the traces (the misconfig), and what it predicted.
+# The leak runs LEAK_DURATION (60m: the fault is the run's last third and its first OOM comes
+# 91 % into it, so a 30-minute run leaves 9 minutes from onset to OOM, less than the 10-minute
+# lead asked for).
 #
 # Usage: bench/watch.sh [SCENARIOS (comma-separated, default all)] [SEEDS (default 1,2)]
 #        HEALTHY_HOURS=N bench/watch.sh healthy   # one long healthy run instead (incidents/day)
@@ -19,6 +25,7 @@ OUT="${OUT:-$(mktemp -d /tmp/infersight-watch.XXXXXX)}"
 ALL="lora_kv_regression,gpu_memory_leak,batching_misconfig,cache_pollution,injection_resonance,truncation_surge,trace_context_loss,flow_control_stall,preemption_storm,slow_worker,two_causes,prompt_drift,healthy"
 SCENARIOS="${1:-$ALL}"
 SEEDS="${2:-1,2}"
+LEAK_DURATION="${LEAK_DURATION:-60m}"
 PROMPT_SCENARIOS=" prompt_drift healthy injection_resonance truncation_surge "
 mkdir -p "$OUT"
 echo "work folder: $OUT" >&2
@@ -56,18 +63,20 @@ run_one() { # scenario seed duration
 judge() { # scenario seed
   python3 - "$OUT/$1-$2" <<'EOF'
 import json, sys
-from datetime import datetime
+from datetime import datetime, timezone
 d = sys.argv[1]
 truth = json.load(open(f"{d}/ground_truth.json"))
-incidents = json.load(open(f"{d}/watch.json"))
+episodes = json.load(open(f"{d}/watch.json"))
+incidents = [e for e in episodes if e.get("kind", "incident") == "incident"]
+warnings = [e for e in episodes if e.get("kind") == "warning"]
 secs = open(f"{d}/watch_seconds").read().strip()
 ts = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
 name = f"{truth['scenario']} seed {truth['seed']}"
 if not truth["fault"]:
     hours = (ts(truth["end"]) - ts(truth["start"])) / 3600
     print(f"{name:32} healthy: {len(incidents)} incident(s) in {hours:.1f} h "
-          f"({len(incidents) * 24 / hours:.1f}/day)  replay {secs}s")
-    for i in incidents:
+          f"({len(incidents) * 24 / hours:.1f}/day), {len(warnings)} warning(s)  replay {secs}s")
+    for i in incidents + warnings:
         print(f"    false alarm at {i['detected_at']}: {[x['key'] for x in i['detections']]}")
     sys.exit(0)
 onset = ts(truth["incident_window"]["start"])
@@ -89,6 +98,50 @@ first = hit["detections"][0]["key"] if hit["detections"] else "-"
 print(f"{name:32} mttd {mttd:+5.1f} min (limit {limit}: {'ok' if mttd <= limit else 'LATE'})  "
       f"top cause {'ok' if top_ok else 'WRONG ' + str(got[:2]) + ' want ' + str(want)}  "
       f"missing kinds {missing or '-'}  first {first}  early {len(early)}  replay {secs}s")
+
+def first_event():
+    """(what, unix s) of the first CUDA OOM line or 504 answer, by scenario."""
+    import glob, re
+    if truth["scenario"] == "gpu_memory_leak":
+        year = truth["start"][:4]
+        times = []
+        for path in glob.glob(f"{d}/raw/*"):
+            for line in open(path, errors="replace"):
+                if "CUDA out of memory" in line:
+                    m = re.search(r"(\d\d)-(\d\d) (\d\d:\d\d:\d\d)", line)
+                    if m:
+                        times.append(ts(f"{year}-{m[1]}-{m[2]}T{m[3]}+00:00"))
+        return ("first CUDA OOM line", min(times)) if times else None
+    if truth["scenario"] == "batching_misconfig":
+        first = None
+        for line in open(f"{d}/traces.jsonl"):
+            if '504' not in line:
+                continue
+            for rs in json.loads(line).get("resourceSpans", []):
+                for ss in rs.get("scopeSpans", []):
+                    for sp in ss.get("spans", []):
+                        for a in sp.get("attributes", []):
+                            if a["key"] in ("http.response.status_code", "http.status_code") \
+                                    and str(list(a["value"].values())[0]) == "504":
+                                end = int(sp["endTimeUnixNano"]) / 1e9
+                                first = end if first is None else min(first, end)
+        return ("first 504", first) if first else None
+    return None
+
+event = first_event()
+if event:
+    what, at = event
+    warned = [w for w in warnings if ts(w["detected_at"]) <= at]
+    if not warned:
+        print(f"{'':32} lead: NO WARNING before the {what} at "
+              f"{datetime.fromtimestamp(at, tz=timezone.utc):%H:%M:%S} "
+              f"(warnings: {[w['detected_at'] for w in warnings]})")
+    else:
+        w = warned[0]
+        lead = (at - ts(w["detected_at"])) / 60
+        said = w["detections"][0]["detail"] if w["detections"] else "-"
+        print(f"{'':32} lead {lead:5.1f} min: warned {w['detected_at']}, {what} "
+              f"{datetime.fromtimestamp(at, tz=timezone.utc):%H:%M:%S}; said: {said}")
 EOF
 }
 
@@ -99,7 +152,9 @@ if [[ "${HEALTHY_HOURS:-}" != "" ]]; then
 fi
 for scenario in ${SCENARIOS//,/ }; do
   for seed in ${SEEDS//,/ }; do
-    run_one "$scenario" "$seed" 30m
+    duration=30m
+    if [[ $scenario == gpu_memory_leak ]]; then duration=$LEAK_DURATION; fi
+    run_one "$scenario" "$seed" "$duration"
     judge "$scenario" "$seed"
   done
 done
