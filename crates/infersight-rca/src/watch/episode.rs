@@ -14,6 +14,7 @@ use infersight_store::TimeRange;
 use serde::Serialize;
 
 use super::predict::{EXHAUSTION_RISK_ALERTNAME, Prediction};
+use super::series::SLI_CHANGE;
 use super::{Detection, MINUTE_NS, WatchSettings};
 use crate::incidents::{Incident, IncidentState, StoredNotice, TimelineEntry, WatchRecord};
 use crate::{IncidentStore, RcaError, RcaReport, RcaRequest, analyse};
@@ -226,6 +227,9 @@ pub struct Episodes {
     kind: EpisodeKind,
     /// The latest step's projections (warnings carry them).
     predictions: Vec<Prediction>,
+    /// When the RCA last found nothing behind SLI changes that fired alone (they open no
+    /// incident; asked again a minute later while they keep firing).
+    unconfirmed_ns: Option<i64>,
 }
 
 impl Episodes {
@@ -274,6 +278,15 @@ impl Episodes {
         true
     }
 
+    /// Whether `detections` open an incident only once the RCA confirms them: SLI changes that
+    /// fire alone. A fleet is judged on hundreds of series every minute, so a moderate shift of
+    /// one of them happens by chance several times a day; the RCA (seasonal baseline, SPOT
+    /// thresholds, localization) is the second opinion. Watermarks, burn rates, detector
+    /// signals and warnings need none.
+    fn needs_confirmation(&self, detections: &[Detection]) -> bool {
+        self.kind == EpisodeKind::Incident && detections.iter().all(|d| d.kind == SLI_CHANGE)
+    }
+
     /// Opens, updates or resolves the incident after a step at `now_ns` found `detections`.
     pub async fn advance(
         &mut self,
@@ -287,10 +300,21 @@ impl Episodes {
         let end_ns = now_ns.div_euclid(MINUTE_NS) * MINUTE_NS;
         let Some(mut open) = self.open.take() else {
             if detections.is_empty() {
+                self.unconfirmed_ns = None;
+                return Ok(Vec::new());
+            }
+            let confirm = self.needs_confirmation(detections);
+            if confirm && self.unconfirmed_ns.is_some_and(|t| now_ns - t < MINUTE_NS) {
                 return Ok(Vec::new());
             }
             let shape = (self.kind, self.predictions.as_slice());
-            let opened = open_episode(engine, now_ns, end_ns, detections, shape, store).await?;
+            let Some(opened) =
+                open_episode(engine, now_ns, end_ns, detections, shape, store, confirm).await?
+            else {
+                self.unconfirmed_ns = Some(now_ns);
+                return Ok(Vec::new());
+            };
+            self.unconfirmed_ns = None;
             let transition = emit(Change::Opened, &opened.report, notifier);
             self.open = Some(opened);
             return Ok(vec![transition]);
@@ -366,7 +390,8 @@ impl Episodes {
     }
 }
 
-/// A new episode from the detections of the step at `now_ns`, with its first verdict, stored.
+/// A new episode from the detections of the step at `now_ns`, with its first verdict, stored;
+/// none when `confirm` asks the RCA to confirm and it finds no symptom and nothing to blame.
 async fn open_episode(
     engine: &QueryEngine,
     now_ns: i64,
@@ -374,7 +399,8 @@ async fn open_episode(
     detections: &[Detection],
     (kind, predictions): (EpisodeKind, &[Prediction]),
     store: Option<&IncidentStore>,
-) -> Result<Open, RcaError> {
+    confirm: bool,
+) -> Result<Option<Open>, RcaError> {
     let earliest = detections
         .iter()
         .map(|d| d.onset_ns)
@@ -386,6 +412,14 @@ async fn open_episode(
         .max(end_ns - MAX_ONSET_LOOKBACK_NS)
         .min(end_ns - MINUTE_NS);
     let rca = verdict(engine, onset_ns, end_ns).await?;
+    if confirm && rca.symptom.is_none() && rca.root_causes.is_empty() {
+        tracing::info!(
+            detections = detections.len(),
+            first = %detections[0].line(),
+            "watch: the RCA finds nothing behind what fired; no incident opened"
+        );
+        return Ok(None);
+    }
     let mut report = EpisodeReport {
         incident_id: None,
         state: IncidentState::Open,
@@ -414,12 +448,12 @@ async fn open_episode(
         report.incident_id = Some(incident.id.clone());
         report.rca.incident_id = Some(incident.id);
     }
-    Ok(Open {
+    Ok(Some(Open {
         report,
         quiet_steps: 0,
         last_refresh_ns: now_ns,
         last_active_ns: end_ns,
-    })
+    }))
 }
 
 /// The RCA over `[onset, until)` against the hour before the onset.

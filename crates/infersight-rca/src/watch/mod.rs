@@ -33,6 +33,9 @@
 //!   not learn the fault).
 //! - A series fires on a confirmed level shift over [`WatchSettings::confirm_minutes`] minutes,
 //!   or on one minute beyond [`WatchSettings::strong_z`] robust σ.
+//! - SLI changes that fire alone open an incident only when the RCA confirms them (a symptom
+//!   or a cause); while it finds nothing they are asked about again once a minute. Watermarks,
+//!   burn rates and detector signals open at once.
 
 pub mod behaviour;
 pub mod episode;

@@ -15,6 +15,9 @@ use infersight_store::{StorageBackend, StoreError, TimeRange};
 
 use super::{Detection, MINUTE_NS, WatchSettings};
 
+/// The kind of a [`Detection`] that a series change makes.
+pub const SLI_CHANGE: &str = "sli_change";
+
 /// Minutes merged again at every step: exports that arrive late still fill them.
 pub const LATE_MINUTES: i64 = 3;
 /// The reference must hold this many minutes with requests before anything is judged (ten
@@ -463,7 +466,7 @@ fn judge(
     };
     Some(Detection {
         key: format!("sli/{name}/{scope}"),
-        kind: "sli_change".into(),
+        kind: SLI_CHANGE.into(),
         subject,
         onset_ns: change.onset_ns,
         strength: change.peak_z.abs(),

@@ -5,16 +5,20 @@
 //! the notifier hears opened then resolved with one id; the stored incident keeps the state and
 //! the timeline. A healthy hour opens nothing. A step sees nothing after its clock: a store
 //! holding the next twenty minutes gives the same detections as one that ends at the clock.
-//! A restart takes back an open warning and an open incident, each in its own place.
+//! A restart takes back an open warning and an open incident, each in its own place. An SLI
+//! change that fires alone opens an incident only when the RCA confirms it.
 
 use std::sync::{Arc, Mutex};
 
 use infersight_model::notice::{IncidentNotice, IncidentNotifier, Transition};
 use infersight_model::rng::SplitMix64;
+use infersight_model::signal::Subject;
 use infersight_model::{RequestRecord, Table, TableBatch};
 use infersight_query::QueryEngine;
 use infersight_rca::incidents::{StoredNotice, WatchRecord};
-use infersight_rca::watch::{EXHAUSTION_RISK_ALERTNAME, WatchSettings, Watcher, replay};
+use infersight_rca::watch::episode::Episodes;
+use infersight_rca::watch::series::SLI_CHANGE;
+use infersight_rca::watch::{Detection, EXHAUSTION_RISK_ALERTNAME, WatchSettings, Watcher, replay};
 use infersight_rca::{IncidentState, IncidentStore, RcaError};
 use infersight_store::{StorageBackend, Store, StoreOptions};
 
@@ -284,4 +288,54 @@ fn a_restart_resumes_an_open_warning_beside_an_open_incident() {
         now,
     );
     assert!(!watcher.resume(&another, now));
+}
+
+/// A detection of `kind` about the fleet, begun at minute 60.
+fn detection(kind: &str) -> Detection {
+    Detection {
+        key: format!("{kind}/ttft/fleet"),
+        kind: kind.into(),
+        subject: Subject::default(),
+        onset_ns: at(60),
+        strength: 4.0,
+        detail: "share over the p95 3.1 % → 6.7 %".into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_sli_change_the_rca_does_not_confirm_opens_nothing() {
+    // A healthy hour: the RCA finds no symptom and nothing to blame behind a chance shift.
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_of(&dir.path().join("store"), &rows(70, false));
+    let settings = WatchSettings::default();
+    let mut episodes = Episodes::default();
+    for step in 0..6 {
+        let now = at(62) + step * 30_000_000_000;
+        let fired = [detection(SLI_CHANGE)];
+        let transitions = episodes
+            .advance(&engine, &settings, now, &fired, None, None)
+            .await
+            .unwrap();
+        assert!(transitions.is_empty(), "step {step}: {transitions:?}");
+    }
+    assert!(episodes.reports().is_empty());
+    // what needs no second opinion opens at once, over the same data
+    let fired = [detection("watermark")];
+    let transitions = episodes
+        .advance(&engine, &settings, at(66), &fired, None, None)
+        .await
+        .unwrap();
+    assert_eq!(transitions.len(), 1);
+    assert_eq!(episodes.reports().len(), 1);
+    // and the same SLI change over a regression opens one
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_of(&dir.path().join("store"), &rows(50, true));
+    let mut episodes = Episodes::default();
+    let mut fired = detection(SLI_CHANGE);
+    fired.onset_ns = at(40);
+    let transitions = episodes
+        .advance(&engine, &settings, at(43), &[fired], None, None)
+        .await
+        .unwrap();
+    assert_eq!(transitions.len(), 1, "{:?}", episodes.reports());
 }
