@@ -11,6 +11,7 @@
 //!   least [`MIN_TREND_POINTS`] samples; the worker's mean e2e per minute as latency evidence.
 //!   A metrics worker that serves no request (a node agent's `host.name`) hands its signals to
 //!   the request worker whose rows carry that name as an attribute value (the pod on the host).
+//! - `slow_worker` per worker whose GPU clock throttles (module [`throttle`]).
 //! - `queue_buildup` per (model, model_version) from `requests` (mean `queue_ms` against
 //!   arrivals per minute) and per worker from `requests_waiting`; queue rise ≥ 250 ms or ≥ 2
 //!   waiting requests.
@@ -53,6 +54,8 @@
 //!
 //! A detector that lacks data for a subject (too short a baseline) skips that subject; only SQL
 //! failures are errors.
+
+mod throttle;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -131,6 +134,7 @@ pub async fn collect_signals(
     signals.extend(worker_signals(&per_worker, &window));
     let metrics = read_metric_samples(engine, &window).await?;
     let mut worker_signals_from_metrics = metric_signals(&metrics, &per_worker, &window);
+    worker_signals_from_metrics.extend(throttle::throttled_workers(&metrics, window.split_ns));
     attribute_to_request_workers(
         engine,
         &window,
@@ -527,7 +531,11 @@ async fn read_metric_samples(
             .join(", ")
     };
     let mut gpu_names = GpuMemory::NAMES.to_vec();
-    gpu_names.push(GPU_UTILIZATION);
+    gpu_names.extend([
+        GPU_UTILIZATION,
+        throttle::GPU_SM_CLOCK,
+        throttle::GPU_TEMPERATURE,
+    ]);
     let (gpu, worker) = (quoted(&gpu_names), quoted(&WORKER_METRICS));
     // One sample per (worker, device, name, scrape time): a worker's own series are averaged
     // over what else tells them apart (an engine index); a GPU's utilization takes the busiest

@@ -1,0 +1,195 @@
+//! Clock throttling per pod, from its device metrics (complete where request traces may be
+//! sampled): a GPU whose SM clock fell well below its own baseline while the rest of the
+//! fleet's did not (thermal or power throttling), its temperature as evidence. Read by
+//! `collect_signals` among the metric signals; the pod is a `slow_worker`, and as a device fault
+//! it is a known cause for localization (see `analyse`).
+//!
+//! Rule: per device, the incident's median clock against the baseline's; a device throttles
+//! when its clock fell by at least [`MIN_CLOCK_DROP`] more than the fleet's median device did,
+//! and the incident's upper quartile lies below the baseline's lower quartile (the drop is the
+//! level of the incident, not a few samples). Each side needs [`MIN_SAMPLES`] samples.
+
+use std::collections::BTreeMap;
+
+use infersight_analytics::detect::stats::median;
+use infersight_model::signal::{SignalKind, Subject};
+
+use super::{MetricSamples, Series};
+use crate::Signal;
+
+/// The SM clock series of a device (DCGM `DCGM_FI_DEV_SM_CLOCK`, OTel `hw.gpu.clock.graphics`).
+pub(super) const GPU_SM_CLOCK: &str = "gpu_sm_clock_hertz";
+/// The device temperature, evidence only.
+pub(super) const GPU_TEMPERATURE: &str = "gpu_temperature_celsius";
+/// A clock drop, beyond the fleet's, that is throttling (a fifth of the clock).
+const MIN_CLOCK_DROP: f64 = 0.2;
+/// Samples each side of the split.
+const MIN_SAMPLES: usize = 5;
+
+/// One device's clock before and after the split.
+struct DeviceClock<'a> {
+    worker: &'a str,
+    device: &'a str,
+    before: Vec<f64>,
+    after: Vec<f64>,
+    drop: f64,
+}
+
+/// The `slow_worker` signals of pods whose devices throttle (see the module doc).
+pub(super) fn throttled_workers(metrics: &MetricSamples, split_ns: i64) -> Vec<Signal> {
+    let mut clocks: Vec<DeviceClock<'_>> = Vec::new();
+    for (worker, samples) in metrics {
+        for (device, names) in &samples.devices {
+            let Some(series) = names.get(GPU_SM_CLOCK) else {
+                continue;
+            };
+            let (before, after) = split(series, split_ns);
+            if before.len() < MIN_SAMPLES || after.len() < MIN_SAMPLES {
+                continue;
+            }
+            let (Some(b), Some(a)) = (median(&before), median(&after)) else {
+                continue;
+            };
+            if b <= 0.0 {
+                continue;
+            }
+            clocks.push(DeviceClock {
+                worker,
+                device,
+                before,
+                after,
+                drop: 1.0 - a / b,
+            });
+        }
+    }
+    let drops: Vec<f64> = clocks.iter().map(|c| c.drop).collect();
+    let Some(fleet_drop) = median(&drops) else {
+        return Vec::new();
+    };
+    let mut by_worker: BTreeMap<&str, (f64, Signal)> = BTreeMap::new();
+    for clock in &clocks {
+        let beyond = clock.drop - fleet_drop.max(0.0);
+        if beyond < MIN_CLOCK_DROP || !levels_apart(&clock.before, &clock.after) {
+            continue;
+        }
+        let signal = throttle_signal(clock, metrics, split_ns);
+        if by_worker.get(clock.worker).is_none_or(|(d, _)| beyond > *d) {
+            by_worker.insert(clock.worker, (beyond, signal));
+        }
+    }
+    by_worker.into_values().map(|(_, s)| s).collect()
+}
+
+/// The values of `series` before and from `split_ns`.
+fn split(series: &Series, split_ns: i64) -> (Vec<f64>, Vec<f64>) {
+    let before = series
+        .iter()
+        .filter(|p| p.0 < split_ns)
+        .map(|p| p.1)
+        .collect();
+    let after = series
+        .iter()
+        .filter(|p| p.0 >= split_ns)
+        .map(|p| p.1)
+        .collect();
+    (before, after)
+}
+
+/// Whether the upper quartile of `after` lies below the lower quartile of `before`.
+fn levels_apart(before: &[f64], after: &[f64]) -> bool {
+    let quartile = |values: &[f64], q: f64| -> f64 {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+    };
+    quartile(after, 0.75) < quartile(before, 0.25)
+}
+
+fn throttle_signal(clock: &DeviceClock<'_>, metrics: &MetricSamples, split_ns: i64) -> Signal {
+    let mhz = |values: &[f64]| median(values).unwrap_or(0.0) / 1e6;
+    let temperature = metrics
+        .get(clock.worker)
+        .and_then(|m| m.devices.get(clock.device))
+        .and_then(|names| names.get(GPU_TEMPERATURE))
+        .map(|series| split(series, split_ns))
+        .and_then(|(b, a)| Some((median(&b)?, median(&a)?)))
+        .map_or(String::new(), |(b, a)| {
+            format!(", temperature {b:.0} °C → {a:.0} °C")
+        });
+    let device = if clock.device.is_empty() {
+        String::new()
+    } else {
+        format!("device {}: ", clock.device)
+    };
+    let onset = metrics
+        .get(clock.worker)
+        .and_then(|m| m.devices.get(clock.device))
+        .and_then(|names| names.get(GPU_SM_CLOCK))
+        .and_then(|series| series.iter().find(|p| p.0 >= split_ns))
+        .map_or(split_ns, |p| p.0);
+    Signal {
+        kind: SignalKind::SlowWorker,
+        subject: Subject::of([("worker", clock.worker)]),
+        onset,
+        strength: clock.drop * 100.0,
+        detail: format!(
+            "{device}SM clock {:.0} MHz → {:.0} MHz (−{:.0} %){temperature}: the GPU throttles",
+            mhz(&clock.before),
+            mhz(&clock.after),
+            clock.drop * 100.0
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signals::WorkerMetrics;
+
+    const MINUTE: i64 = 60_000_000_000;
+
+    fn worker(clock_before: f64, clock_after: f64, temperature_after: f64) -> WorkerMetrics {
+        let mut names: BTreeMap<String, Series> = BTreeMap::new();
+        let clock: Series = (0..30)
+            .map(|m| {
+                let wobble = 1.0 + 0.01 * ((m * 7 % 5) as f64 - 2.0);
+                let level = if m < 20 { clock_before } else { clock_after };
+                (m * MINUTE, level * wobble)
+            })
+            .collect();
+        let temperature: Series = (0..30)
+            .map(|m| (m * MINUTE, if m < 20 { 55.0 } else { temperature_after }))
+            .collect();
+        names.insert(GPU_SM_CLOCK.into(), clock);
+        names.insert(GPU_TEMPERATURE.into(), temperature);
+        WorkerMetrics {
+            names: BTreeMap::new(),
+            devices: BTreeMap::from([("0".to_string(), names)]),
+        }
+    }
+
+    #[test]
+    fn a_pod_whose_clock_falls_alone_throttles() {
+        let mut metrics: MetricSamples = BTreeMap::new();
+        for k in 0..6 {
+            metrics.insert(format!("pod-{k}"), worker(1.98e9, 1.98e9, 55.0));
+        }
+        metrics.insert("pod-hot".into(), worker(1.98e9, 1.1e9, 91.0));
+        let signals = throttled_workers(&metrics, 20 * MINUTE);
+        assert_eq!(signals.len(), 1, "{signals:?}");
+        assert_eq!(
+            signals[0].subject.get("worker").map(String::as_str),
+            Some("pod-hot")
+        );
+        assert!(signals[0].detail.contains("91 °C"), "{}", signals[0].detail);
+    }
+
+    #[test]
+    fn a_fleet_wide_clock_cap_is_no_pod_fault() {
+        let mut metrics: MetricSamples = BTreeMap::new();
+        for k in 0..6 {
+            metrics.insert(format!("pod-{k}"), worker(1.98e9, 1.3e9, 60.0));
+        }
+        assert!(throttled_workers(&metrics, 20 * MINUTE).is_empty());
+    }
+}
