@@ -1427,7 +1427,7 @@ async fn prompt_drift_signals(engine: &QueryEngine, w: &Window) -> Result<Vec<Si
         // Stable: rows come ordered by (time, text), ties keep that order.
         baseline.sort_by_key(|p| p.ts_ns);
         current.sort_by_key(|p| p.ts_ns);
-        let pairs = [(source.key(), tenant.as_str())];
+        let pairs = [("tenant", tenant.as_str())];
         // Too few baseline prompts (a new tenant) is no evidence either way.
         let Ok(Some(finding)) = prompt_drift(&pairs, baseline, current, &params) else {
             continue;
