@@ -73,8 +73,8 @@ pub mod stats;
 pub use change::{
     ChangeKind, ChangePoint, DetectParams, Direction, ThresholdMethod, detect_change,
 };
-pub use exhaustion::{ExhaustionParams, Projection, project_exhaustion};
 pub use drift::{PromptDriftParams, PromptFeatures, PromptSample, prompt_drift, prompt_features};
+pub use exhaustion::{ExhaustionParams, Projection, project_exhaustion};
 pub use resource::{
     CachePollutionParams, CountSample, ErrorBurstParams, KvCacheInput, KvCacheParams, LeakParams,
     MemoryInput, MemoryUnit, ProportionParams, QueueInput, QueueParams, ResonanceInput,
