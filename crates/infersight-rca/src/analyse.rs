@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use arrow::array::AsArray;
+
 use infersight_model::signal::SignalKind;
 use infersight_query::{QueryEngine, QueryError};
 use infersight_rollup::Rollup;
@@ -12,19 +14,47 @@ use infersight_store::TimeRange;
 
 use crate::advice::{advice, derived_signals, promote_signals, slice_latency_spike};
 use crate::attributes::attribute_rollup;
-use crate::windows::{Localized, localize_incident, relocalize};
+use crate::windows::{KnownCause, Localized, localize_incident, relocalize};
 use crate::{
     RcaReport, RcaRequest, Signal, collect_signals, lineage, log_evidence, sequence_evidence,
 };
 
+/// Signal kinds that name a pod's own device fault from its metrics (complete where traces may
+/// be sampled), not a consequence of load: localization takes such a pod as a known cause.
+const DEVICE_FAULTS: &[SignalKind] = &[SignalKind::GpuMemoryLeak, SignalKind::SlowWorker];
+
+/// The pods that `signals` show a device fault on ([`DEVICE_FAULTS`]), as known causes.
+fn device_faults(signals: &[Signal]) -> Vec<KnownCause> {
+    let mut known: Vec<KnownCause> = Vec::new();
+    for signal in signals {
+        let Some(worker) = signal.subject.get("worker") else {
+            continue;
+        };
+        let elements = vec![("worker".to_string(), worker.clone())];
+        if signal.subject.len() != 1
+            || !DEVICE_FAULTS.contains(&signal.kind)
+            || known.iter().any(|k| k.elements == elements)
+        {
+            continue;
+        }
+        known.push(KnownCause {
+            elements,
+            evidence: format!("{} signal: {}", signal.kind, signal.detail),
+        });
+    }
+    known
+}
+
 /// When the first pass (over the stored rollups) found a symptom, localizes it again over the
 /// rollup's dimensions and the attribute dimensions of the windows' raw rows (see
-/// [`crate::attributes`]); returns the result and that rollup, or the first pass unchanged when
-/// no attribute qualifies.
+/// [`crate::attributes`]), each leaf judged on the rows it holds when rows are sampled, around
+/// the `known` causes; returns the result and that rollup, or the first pass unchanged when no
+/// attribute qualifies, no row is sampled and nothing is known.
 async fn with_attribute_dimensions(
     engine: &QueryEngine,
     request: RcaRequest,
     localized: Localized,
+    known: Vec<KnownCause>,
 ) -> Result<(Localized, Option<Arc<Rollup>>), QueryError> {
     let found_symptom = localized
         .report
@@ -37,29 +67,65 @@ async fn with_attribute_dimensions(
         since_ns: chosen.baseline.since_ns,
         until_ns: chosen.incident.until_ns,
     };
-    let Some(attributes) = attribute_rollup(engine, range, &chosen.dimensions).await? else {
+    let attributes = attribute_rollup(engine, range, &chosen.dimensions).await?;
+    if attributes.is_none() && known.is_empty() {
         return Ok((localized, None));
+    }
+    let (rollup, observed_rows) = match attributes {
+        Some(attributes) => {
+            tracing::debug!(keys = ?attributes.keys, "attribute dimensions");
+            (Some(Arc::new(attributes.rollup)), attributes.observed_rows)
+        }
+        None => (None, None),
     };
-    tracing::debug!(keys = ?attributes.keys, "attribute dimensions");
-    let rollup = Arc::new(attributes.rollup);
     let store = Arc::clone(engine.store());
-    let leaf_rollup = Arc::clone(&rollup);
+    let leaf_rollup = rollup.clone();
     let again = tokio::task::spawn_blocking(move || {
-        relocalize(store.as_ref(), request, &chosen, leaf_rollup.as_ref())
+        let rollups = (leaf_rollup.as_deref(), observed_rows.as_ref());
+        relocalize(store.as_ref(), request, &chosen, rollups, &known)
     })
     .await
     .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))??;
-    Ok((again, Some(rollup)))
+    Ok((again, rollup))
+}
+
+/// How many `requests` rows the store holds (sampled rows count once here, by their weight in
+/// the rollups); `None` when the count gives no number.
+async fn stored_request_rows(engine: &QueryEngine) -> Result<Option<u64>, QueryError> {
+    let result = engine.sql("SELECT count(*) AS n FROM requests").await?;
+    Ok(result
+        .batches
+        .first()
+        .filter(|b| b.num_rows() > 0)
+        .and_then(|b| {
+            b.column(0)
+                .as_primitive_opt::<arrow::datatypes::Int64Type>()
+                .map(|c| c.value(0).max(0) as u64)
+        }))
 }
 
 /// Runs the root-cause engine (blocking parts on a blocking thread).
 pub async fn analyse(engine: &QueryEngine, request: RcaRequest) -> Result<RcaReport, QueryError> {
     let started = std::time::Instant::now();
     let store = Arc::clone(engine.store());
-    let localized = tokio::task::spawn_blocking(move || localize_incident(store.as_ref(), request))
-        .await
-        .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))??;
-    let (localized, leaf_rollup) = with_attribute_dimensions(engine, request, localized).await?;
+    let stored_rows = stored_request_rows(engine).await?;
+    let localized = tokio::task::spawn_blocking(move || {
+        localize_incident(store.as_ref(), request, stored_rows)
+    })
+    .await
+    .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))??;
+    // a slice of an attribute no rollup column holds may have changed when nothing else did
+    let localized = crate::windows::with_attribute_onsets(engine, request, localized).await?;
+    // the signals read the windows alone; a pod they show a device fault on is a known cause
+    let signals_started = std::time::Instant::now();
+    let mut signals = match localized.report {
+        Some(_) => collect_signals(engine, &localized.context).await?,
+        None => Vec::new(),
+    };
+    let signals_ms = signals_started.elapsed().as_secs_f64() * 1e3;
+    let known = device_faults(&signals);
+    let (localized, leaf_rollup) =
+        with_attribute_dimensions(engine, request, localized, known).await?;
     let Some(mut report) = localized.report else {
         return Ok(RcaReport {
             symptom: None,
@@ -80,20 +146,20 @@ pub async fn analyse(engine: &QueryEngine, request: RcaRequest) -> Result<RcaRep
         });
     };
     let ctx = localized.context;
-    let demand_shifts = localized.demand_shifts;
+    let found_signals = localized.signals;
     let lap = |t: &mut std::time::Instant| {
         let ms = t.elapsed().as_secs_f64() * 1e3;
         *t = std::time::Instant::now();
         ms
     };
     let mut clock = std::time::Instant::now();
-    report
-        .timings_ms
-        .insert("localize".into(), started.elapsed().as_secs_f64() * 1e3);
-    let mut signals = collect_signals(engine, &ctx).await?;
-    report.timings_ms.insert("signals".into(), lap(&mut clock));
+    report.timings_ms.insert(
+        "localize".into(),
+        started.elapsed().as_secs_f64() * 1e3 - signals_ms,
+    );
+    report.timings_ms.insert("signals".into(), signals_ms);
     signals.extend(derived_signals(&report, &ctx));
-    signals.extend(demand_shifts);
+    signals.extend(found_signals);
     // a flow-control stall is a latency spike at the gateway, whatever the engine SLIs say
     let stalls: Vec<Signal> = signals
         .iter()

@@ -22,6 +22,13 @@
 //! batch size); arrays and objects. A key that splits the rows exactly as an earlier dimension
 //! does (a second name for the model, a scope version equal to the service version) is left out
 //! in favour of the earlier one, columns first.
+//!
+//! Sampled rows (head-sampled traces, each row carrying its weight under
+//! [`SAMPLE_WEIGHT_KEY`]): the rollup counts each row by its weight, as the store's do, so
+//! counts, shares and excess estimate the traffic; the same rows are also counted once per row
+//! ([`AttributeRollup::observed_rows`]), so localization judges each leaf's significance on
+//! the rows it actually holds (a 10 % sample of a slice is a tenth of its requests), not on
+//! the estimate. The weight key itself is no dimension.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -29,6 +36,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringBuilder};
 use arrow::datatypes::{DataType, Field, Schema};
 use infersight_model::attrs::{AttrsEntry, AttrsValue, ValueTexts, read_attrs};
+use infersight_model::normalize::SAMPLE_WEIGHT_KEY;
 use infersight_model::{RequestRecord, Table};
 use infersight_query::{QueryEngine, QueryError};
 use infersight_rollup::{LatencySli, Rollup, RollupSpec};
@@ -64,10 +72,15 @@ pub(crate) struct AttributeRollup {
     pub(crate) rollup: Rollup,
     /// The attribute keys added (after the store's dimensions), in rollup order.
     pub(crate) keys: Vec<String>,
+    /// When rows carry sampling weights ([`SAMPLE_WEIGHT_KEY`]): the same rows rolled up over
+    /// the same dimensions counting each row once, so each leaf's observed rows (and with the
+    /// weighted rollup, its sampling weight) are known; `None` when every row counts once.
+    pub(crate) observed_rows: Option<Rollup>,
 }
 
 /// Reads the raw rows of `range` and rolls them up over `base_dimensions` and the attribute
-/// dimensions found in them; `None` when no attribute qualifies (see the module doc).
+/// dimensions found in them; `None` when no attribute qualifies and no row is sampled (see the
+/// module doc).
 pub(crate) async fn attribute_rollup(
     engine: &QueryEngine,
     range: TimeRange,
@@ -277,7 +290,10 @@ fn discover(batches: &[RecordBatch]) -> Vec<String> {
     let mut chosen: Vec<(u64, String)> = stats
         .into_iter()
         .filter(|(key, s)| {
-            schema.field_with_name(key).is_err() && !is_outcome_key(key) && s.qualifies(scanned)
+            schema.field_with_name(key).is_err()
+                && key != SAMPLE_WEIGHT_KEY
+                && !is_outcome_key(key)
+                && s.qualifies(scanned)
         })
         .map(|(key, s)| (s.rows, key))
         .collect();
@@ -296,30 +312,62 @@ fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> Option<&'a arrow::ar
         .and_then(|c| c.as_string_opt::<i32>())
 }
 
-/// The rollup of the rows over `base` and the attribute dimensions; `None` when none qualifies.
+/// The rollup of the rows over `base` and the attribute dimensions; `None` when none qualifies
+/// and no row is sampled (sampled rows are rolled up over `base` alone then, for their weights).
 fn roll_up(
     batches: &[RecordBatch],
     base: &[String],
 ) -> Result<Option<AttributeRollup>, QueryError> {
     let keys = discover(batches);
-    if keys.is_empty() {
+    let sampled = batches.iter().any(carries_sample_weights);
+    if keys.is_empty() && !sampled {
         return Ok(None);
     }
     let mut dimensions = base.to_vec();
     dimensions.extend(keys.iter().cloned());
-    let mut rollup = Rollup::new(&RollupSpec {
+    let spec = RollupSpec {
         dimensions,
         max_combinations: MAX_COMBINATIONS,
-    });
+    };
+    let mut rollup = Rollup::new(&spec);
+    let mut observed_rows = sampled.then(|| Rollup::new(&spec));
     let mut entries: Vec<AttrsEntry<'_>> = Vec::new();
     let mut texts = ValueTexts::default();
+    let rollup_error =
+        |e: infersight_rollup::RollupError| QueryError::Internal(format!("attribute rollup: {e}"));
     for batch in batches {
         let with_keys = with_attribute_columns(batch, &keys, &mut entries, &mut texts)?;
-        rollup
-            .add_requests(&with_keys)
-            .map_err(|e| QueryError::Internal(format!("attribute rollup: {e}")))?;
+        rollup.add_requests(&with_keys).map_err(rollup_error)?;
+        if let Some(rows) = observed_rows.as_mut() {
+            rows.add_requests(&placement_only(&with_keys, &spec.dimensions)?)
+                .map_err(rollup_error)?;
+        }
     }
-    Ok(Some(AttributeRollup { rollup, keys }))
+    Ok(Some(AttributeRollup {
+        rollup,
+        keys,
+        observed_rows,
+    }))
+}
+
+/// Whether any row of `batch` carries a sampling weight (one search over the `attrs` text).
+fn carries_sample_weights(batch: &RecordBatch) -> bool {
+    string_column(batch, "attrs").is_some_and(|attrs| {
+        std::str::from_utf8(attrs.values().as_slice())
+            .is_ok_and(|text| text.contains(SAMPLE_WEIGHT_KEY))
+    })
+}
+
+/// `batch` with only `ts` and the `dimensions` columns: rolled up, each row counts once.
+fn placement_only(batch: &RecordBatch, dimensions: &[String]) -> Result<RecordBatch, QueryError> {
+    let schema = batch.schema();
+    let indices: Vec<usize> = std::iter::once("ts")
+        .chain(dimensions.iter().map(String::as_str))
+        .filter_map(|name| schema.index_of(name).ok())
+        .collect();
+    batch
+        .project(&indices)
+        .map_err(|e| QueryError::Internal(format!("attribute rollup rows: {e}")))
 }
 
 /// `batch` with one string column per key, its value of the key in `attrs` (null when absent).

@@ -3,12 +3,15 @@
 
 use std::collections::BTreeMap;
 
-use infersight_analytics::localize::{DerivedMeasure, LeafTable, Params, localize_derived};
+use infersight_analytics::localize::{DerivedMeasure, LeafTable, Params, localize_derived_around};
 use infersight_model::signal::{SignalKind, Subject};
 use infersight_query::QueryError;
 use infersight_rollup::Cell;
 
 use crate::{DEMAND_SHIFT_FACTOR, DEMAND_SHIFT_MIN_REQUESTS, Signal};
+
+/// A measure's events of one leaf (by index) in a cell of its requests.
+pub(crate) type LeafEvents<'a> = Box<dyn Fn(usize, &Cell) -> f64 + 'a>;
 
 /// The leaves of one measure, for localizing any subset of them.
 pub(crate) struct Leaves<'a> {
@@ -19,8 +22,15 @@ pub(crate) struct Leaves<'a> {
     /// Per leaf, what stands in for an empty baseline (its peers at the same time, or what it
     /// replaced), when anything does.
     pub(crate) stand_in: Vec<Option<&'a Cell>>,
-    pub(crate) event_of: &'a (dyn Fn(&Cell) -> f64 + Send + Sync),
+    /// A leaf's events in a cell of its requests (its own, or what stands in for its baseline).
+    pub(crate) event_of: LeafEvents<'a>,
     pub(crate) denominator_of: &'a (dyn Fn(&Cell) -> f64 + Send + Sync),
+    /// Per leaf, the requests one observed row stands for (1 when every request was
+    /// observed): counts are estimates, judged on the rows behind them.
+    pub(crate) sample_weight: &'a [f64],
+    /// Causes known from complete sources (a pod whose device metrics show a fault): taken
+    /// first where they deviate, the rest localized around them.
+    pub(crate) known: &'a [Vec<(String, String)>],
 }
 
 impl Leaves<'_> {
@@ -35,24 +45,25 @@ impl Leaves<'_> {
             table.push_leaf(&self.values[leaf]);
             measure
                 .numerator_real
-                .push((self.event_of)(&self.incident[leaf]));
+                .push((self.event_of)(leaf, &self.incident[leaf]));
             measure
                 .numerator_forecast
-                .push(self.baseline_value(leaf, self.event_of));
+                .push(self.baseline_value(leaf, |c| (self.event_of)(leaf, c)));
             measure
                 .denominator_real
                 .push((self.denominator_of)(&self.incident[leaf]));
             measure
                 .denominator_forecast
                 .push(self.baseline_value(leaf, self.denominator_of));
+            measure.sample_weight.push(self.sample_weight[leaf]);
         }
-        localize_derived(&table, &measure, params)
+        localize_derived_around(&table, &measure, params, self.known)
             .map_err(|e| QueryError::Internal(format!("localization: {e}")))
     }
 
     /// `value` of the leaf's baseline cell; of its stand-in scaled to the leaf's own incident
     /// requests (the stand-in's rates, at the leaf's volume), when it has one.
-    fn baseline_value(&self, leaf: usize, value: &(dyn Fn(&Cell) -> f64 + Send + Sync)) -> f64 {
+    fn baseline_value(&self, leaf: usize, value: impl Fn(&Cell) -> f64) -> f64 {
         match self.stand_in[leaf] {
             Some(cell) if cell.requests > 0 => {
                 value(cell) * self.incident[leaf].requests as f64 / cell.requests as f64
@@ -72,20 +83,26 @@ impl Leaves<'_> {
     }
 
     /// The slice `elements` (among `subset`) as a demand shift, when its requests' mean prompt
-    /// length grew by [`DEMAND_SHIFT_FACTOR`] or more (see the module doc).
+    /// length grew by [`DEMAND_SHIFT_FACTOR`] or more (see the module doc); each side needs
+    /// [`DEMAND_SHIFT_MIN_REQUESTS`] observed rows (sampled rows count once, not by weight).
     pub(crate) fn demand_shift(
         &self,
         subset: &[usize],
         elements: &[(String, String)],
     ) -> Option<DemandShift> {
         let (mut base, mut inc) = ((0u64, 0u64), (0u64, 0u64));
+        let mut observed = (0.0, 0.0);
         for &leaf in subset.iter().filter(|&&leaf| self.matches(leaf, elements)) {
-            base.0 += self.baseline_value(leaf, &|c: &Cell| c.requests as f64) as u64;
-            base.1 += self.baseline_value(leaf, &|c: &Cell| c.input_tokens as f64) as u64;
+            let requests = self.baseline_value(leaf, |c: &Cell| c.requests as f64);
+            base.0 += requests as u64;
+            base.1 += self.baseline_value(leaf, |c: &Cell| c.input_tokens as f64) as u64;
             inc.0 += self.incident[leaf].requests;
             inc.1 += self.incident[leaf].input_tokens;
+            observed.0 += requests / self.sample_weight[leaf];
+            observed.1 += self.incident[leaf].requests as f64 / self.sample_weight[leaf];
         }
-        if base.0 < DEMAND_SHIFT_MIN_REQUESTS || inc.0 < DEMAND_SHIFT_MIN_REQUESTS || base.1 == 0 {
+        let enough = DEMAND_SHIFT_MIN_REQUESTS as f64;
+        if observed.0 < enough || observed.1 < enough || base.0 == 0 || inc.0 == 0 || base.1 == 0 {
             return None;
         }
         let before = base.1 as f64 / base.0 as f64;
@@ -104,16 +121,39 @@ impl Leaves<'_> {
     pub(crate) fn specialize(
         &self,
         subset: &[usize],
-        mut elements: Vec<(String, String)>,
+        elements: Vec<(String, String)>,
     ) -> Vec<(String, String)> {
-        let covered: Vec<usize> = subset
-            .iter()
-            .copied()
-            .filter(|&leaf| self.matches(leaf, &elements))
+        self.narrow(elements, |leaf| subset.contains(&leaf))
+    }
+
+    /// `elements` described apart from the known causes: a cause found on the leaves the known
+    /// ones left (its excess lives there) gets the pairs that leave their leaves out (the
+    /// regressing revision *on fp8 pods*, when the throttled pod runs that revision too).
+    pub(crate) fn apart_from_known(
+        &self,
+        elements: Vec<(String, String)>,
+    ) -> Vec<(String, String)> {
+        if self.known.is_empty() || self.known.iter().any(|k| same_pairs(k, &elements)) {
+            return elements;
+        }
+        self.narrow(elements, |leaf| {
+            !self.known.iter().any(|known| self.matches(leaf, known))
+        })
+    }
+
+    /// `elements` with pairs added, each holding on every leaf it covers among those `inside`
+    /// picks, while they leave out leaves it also covers outside.
+    fn narrow(
+        &self,
+        mut elements: Vec<(String, String)>,
+        inside: impl Fn(usize) -> bool,
+    ) -> Vec<(String, String)> {
+        let covered: Vec<usize> = (0..self.values.len())
+            .filter(|&leaf| inside(leaf) && self.matches(leaf, &elements))
             .collect();
         let outside = |elements: &[(String, String)]| -> usize {
             (0..self.values.len())
-                .filter(|leaf| !subset.contains(leaf) && self.matches(*leaf, elements))
+                .filter(|&leaf| !inside(leaf) && self.matches(leaf, elements))
                 .count()
         };
         let mut left = outside(&elements);
@@ -187,18 +227,35 @@ impl DemandShift {
 /// With several causes, the greedy scan may pick for the first one a coarser combination that
 /// also covers the leaves of a later, independent cause (their excess makes the superset look
 /// better). Backfitting: localize each cause again on the leaves no *other* cause covers, and
-/// keep the refined combination when it overlaps the original one.
+/// keep the refined combination when it overlaps the original one. Then every cause is
+/// described apart from the known causes ([`Leaves::apart_from_known`]).
 pub(crate) fn backfit(
     leaves: &Leaves<'_>,
     universe: &[usize],
     causes: &mut [infersight_analytics::localize::RootCause],
     params: &Params,
 ) -> Result<(), QueryError> {
-    if causes.len() < 2 {
-        return Ok(());
+    if causes.len() >= 2 {
+        refit(leaves, universe, causes, params)?;
     }
+    for cause in causes.iter_mut() {
+        cause.elements = leaves.apart_from_known(std::mem::take(&mut cause.elements));
+    }
+    Ok(())
+}
+
+/// The refit of [`backfit`], for two causes or more.
+fn refit(
+    leaves: &Leaves<'_>,
+    universe: &[usize],
+    causes: &mut [infersight_analytics::localize::RootCause],
+    params: &Params,
+) -> Result<(), QueryError> {
     let originals: Vec<Vec<(String, String)>> = causes.iter().map(|c| c.elements.clone()).collect();
     for i in 0..causes.len() {
+        if leaves.known.iter().any(|k| same_pairs(k, &originals[i])) {
+            continue; // known from elsewhere: its description is not the scan's to refine
+        }
         let subset: Vec<usize> = universe
             .iter()
             .copied()
@@ -228,6 +285,11 @@ pub(crate) fn backfit(
         causes[i].elements = prefer_disjoint(leaves, &subset, elements, &others);
     }
     Ok(())
+}
+
+/// Whether two combinations hold the same pairs, in any order.
+fn same_pairs(a: &[(String, String)], b: &[(String, String)]) -> bool {
+    a.len() == b.len() && a.iter().all(|pair| b.contains(pair))
 }
 
 /// Among combinations that cover exactly the same leaves of `subset` as `elements` (one pair

@@ -51,6 +51,7 @@ pub mod leaves;
 pub mod logs;
 pub mod measures;
 pub mod record;
+pub mod rollout;
 pub mod signals;
 pub mod watch;
 pub mod windows;

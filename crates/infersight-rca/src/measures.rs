@@ -1,11 +1,21 @@
-//! The measures localization counts per leaf (requests over the baseline p95 of a latency SLI,
-//! errors, truncations, prefix-cache misses), their fleet-level significance, and the per-minute
-//! fleet cells the onset detector reads.
+//! The measures localization counts per leaf (requests over their model's baseline p95 of a
+//! latency SLI, errors, truncations, prefix-cache misses), their fleet-level significance, and
+//! the per-minute series the onset detectors read (the fleet's, and each slice's).
+//!
+//! Latency is judged per model: a request counts as slow when it is over the baseline p95 of its
+//! own model's requests ([`Thresholds`]), so a small fast model whose latency doubles (still far
+//! below a large model's) moves the measure as much as a large model's regression does; against
+//! one fleet-wide p95 it would move nothing.
+
+use std::collections::BTreeMap;
 
 use infersight_analytics::detect::{ChangeKind, DetectParams, Direction, detect_change};
-use infersight_rollup::{Cell, LatencySli, Rollup, combination_totals, merge_range};
+use infersight_rollup::{Cell, LatencySli, Rollup, combination_totals};
 
 use crate::{DAY_NS, MINUTE_NS, THRESHOLD_QUANTILE};
+
+/// A measure's events in a cell of requests of one model (`None`: unknown or mixed models).
+pub(crate) type ModelEvents = Box<dyn Fn(Option<&str>, &Cell) -> f64 + Send + Sync>;
 
 /// One countable measure per leaf: incident and baseline "events" per unit (requests, or
 /// prompt tokens for the cache measure).
@@ -21,32 +31,42 @@ pub(crate) struct Measure {
     pub(crate) event: String,
     /// What the events are counted out of, for evidence text ("requests", "prompt tokens").
     pub(crate) unit: &'static str,
-    pub(crate) event_of: Box<dyn Fn(&Cell) -> f64 + Send + Sync>,
+    /// The events of a cell of requests of one model (`None`: unknown or mixed models).
+    pub(crate) event_of: ModelEvents,
     pub(crate) denominator_of: Box<dyn Fn(&Cell) -> f64 + Send + Sync>,
     /// Which leaves the measure can say anything about, from their baseline cell.
     pub(crate) eligible: fn(&Cell) -> bool,
     /// The fleet SLI value shown as the symptom (baseline, incident).
     pub(crate) fleet_values: (f64, f64),
-    /// For a latency measure, the threshold an event is over (the baseline p95, ms).
-    pub(crate) threshold_ms: Option<f64>,
+    /// For a latency measure, the thresholds an event is over (each model's baseline p95).
+    pub(crate) thresholds: Option<Thresholds>,
 }
 
 impl Measure {
+    /// The measure's events in a window: per model, summed.
+    pub(crate) fn events(&self, totals: &Totals) -> f64 {
+        totals
+            .by_model
+            .iter()
+            .map(|(model, cell)| (self.event_of)(Some(model.as_str()), cell))
+            .sum()
+    }
+
     /// What changed, in words with numbers that differ and their units: for a latency measure
-    /// the share of requests over the baseline p95 (what was localized) and the p99 when it
-    /// moved visibly; for a rate, the rate in percent.
-    pub(crate) fn change_text(&self, baseline: &Cell, incident: &Cell) -> String {
-        let share = |c: &Cell| {
-            let d = (self.denominator_of)(c);
+    /// the share of requests over their model's baseline p95 (what was localized) and the p99
+    /// when it moved visibly; for a rate, the rate in percent.
+    pub(crate) fn change_text(&self, baseline: &Totals, incident: &Totals) -> String {
+        let share = |t: &Totals| {
+            let d = (self.denominator_of)(&t.fleet);
             if d > 0.0 {
-                (self.event_of)(c) / d * 100.0
+                self.events(t) / d * 100.0
             } else {
                 0.0
             }
         };
         let (before, after) = (share(baseline), share(incident));
-        match self.threshold_ms {
-            Some(threshold) => {
+        match &self.thresholds {
+            Some(thresholds) => {
                 let (p99_before, p99_after) = self.fleet_values;
                 let p99 = if format!("{p99_before:.0}") != format!("{p99_after:.0}") {
                     format!(", p99 {p99_before:.0} ms → {p99_after:.0} ms")
@@ -54,8 +74,9 @@ impl Measure {
                     String::new()
                 };
                 format!(
-                    "{}: requests over {threshold:.0} ms (the baseline p95) rose from {before:.1} % to {after:.1} %{p99}",
-                    self.name
+                    "{}: requests over {} rose from {before:.1} % to {after:.1} %{p99}",
+                    self.name,
+                    thresholds.describe()
                 )
             }
             None => format!("{} rose from {before:.2} % to {after:.2} %", self.name),
@@ -63,31 +84,131 @@ impl Measure {
     }
 }
 
+/// The canonical column whose value decides which latency threshold a request is judged by.
+pub(crate) const MODEL_DIMENSION: &str = "model";
+/// Fewest baseline requests of a model (with the SLI) before its own p95 is its threshold;
+/// with fewer, the fleet's.
+pub(crate) const MIN_MODEL_THRESHOLD_REQUESTS: u64 = 50;
+/// Most models named in a threshold's description.
+const DESCRIBED_MODELS: usize = 3;
+
+/// One window's requests, in all and per model (its value of [`MODEL_DIMENSION`]; one group,
+/// named "", when the rollups have no such dimension).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Totals {
+    pub(crate) fleet: Cell,
+    pub(crate) by_model: Vec<(String, Cell)>,
+}
+
+impl Totals {
+    /// The requests of `parts` in `[since_ns, until_ns)`.
+    pub(crate) fn of(parts: &[&Rollup], since_ns: Option<i64>, until_ns: Option<i64>) -> Totals {
+        let (dims, combos) = combination_totals(parts, since_ns, until_ns);
+        let model = dims.iter().position(|d| d == MODEL_DIMENSION);
+        let mut by_model: BTreeMap<&str, Cell> = BTreeMap::new();
+        let mut fleet = Cell::default();
+        for (values, cell) in &combos {
+            fleet.merge(cell);
+            let name = model.map_or("", |m| values[m].as_str());
+            by_model.entry(name).or_default().merge(cell);
+        }
+        Totals {
+            fleet,
+            by_model: by_model
+                .into_iter()
+                .map(|(m, c)| (m.to_string(), c))
+                .collect(),
+        }
+    }
+}
+
+/// The latency thresholds of one SLI: the baseline p95 of each model's requests, and the
+/// fleet's for a model the baseline saw too little of (or without a model).
+#[derive(Debug, Clone)]
+pub(crate) struct Thresholds {
+    sli: LatencySli,
+    fleet_ms: f64,
+    by_model_ms: BTreeMap<String, f64>,
+}
+
+impl Thresholds {
+    /// `None` when the baseline has no request with the SLI.
+    pub(crate) fn of(sli: LatencySli, baseline: &Totals) -> Option<Thresholds> {
+        let fleet_ms = baseline.fleet.sketch(sli).quantile(THRESHOLD_QUANTILE)?;
+        let by_model_ms = baseline
+            .by_model
+            .iter()
+            .filter(|(_, c)| c.sketch(sli).count() >= MIN_MODEL_THRESHOLD_REQUESTS)
+            .filter_map(|(m, c)| Some((m.clone(), c.sketch(sli).quantile(THRESHOLD_QUANTILE)?)))
+            .collect();
+        Some(Thresholds {
+            sli,
+            fleet_ms,
+            by_model_ms,
+        })
+    }
+
+    /// The threshold of requests of `model`.
+    pub(crate) fn of_model(&self, model: Option<&str>) -> f64 {
+        model
+            .and_then(|m| self.by_model_ms.get(m))
+            .copied()
+            .unwrap_or(self.fleet_ms)
+    }
+
+    /// Requests of `cell` (all of `model`) over their threshold.
+    pub(crate) fn over(&self, model: Option<&str>, cell: &Cell) -> f64 {
+        let sketch = cell.sketch(self.sli);
+        (sketch.count() - sketch.count_at_most(self.of_model(model))) as f64
+    }
+
+    /// "1234 ms (the baseline p95)", or with several models "their model's baseline p95 (a 300
+    /// ms, b 4800 ms, …)".
+    fn describe(&self) -> String {
+        let distinct: std::collections::BTreeSet<String> = self
+            .by_model_ms
+            .values()
+            .map(|t| format!("{t:.0}"))
+            .collect();
+        if self.by_model_ms.len() < 2 || distinct.len() < 2 {
+            let only = self.by_model_ms.values().next().copied();
+            return format!("{:.0} ms (the baseline p95)", only.unwrap_or(self.fleet_ms));
+        }
+        let mut named: Vec<String> = self
+            .by_model_ms
+            .iter()
+            .take(DESCRIBED_MODELS)
+            .map(|(m, t)| format!("{m} {t:.0} ms"))
+            .collect();
+        if self.by_model_ms.len() > DESCRIBED_MODELS {
+            named.push("…".into());
+        }
+        format!("their model's baseline p95 ({})", named.join(", "))
+    }
+}
+
 pub(crate) fn latency_measure(
     sli: LatencySli,
-    baseline: &Cell,
-    incident: &Cell,
+    baseline: &Totals,
+    incident: &Totals,
 ) -> Option<Measure> {
-    let sketch = baseline.sketch(sli);
-    let threshold = sketch.quantile(THRESHOLD_QUANTILE)?;
+    let thresholds = Thresholds::of(sli, baseline)?;
     let p99 = |c: &Cell| c.sketch(sli).quantile(0.99).unwrap_or(0.0);
+    let counted = thresholds.clone();
     Some(Measure {
         name: sli.name().to_string(),
         latency: true,
         explanatory: false,
-        event: format!("{} over {threshold:.0} ms (baseline p95)", sli.column()),
+        event: format!("{} over {}", sli.column(), thresholds.describe()),
         unit: "requests",
-        event_of: Box::new(move |c: &Cell| {
-            let s = c.sketch(sli);
-            (s.count() - s.count_at_most(threshold)) as f64
-        }),
+        event_of: Box::new(move |model: Option<&str>, c: &Cell| counted.over(model, c)),
         denominator_of: Box::new(requests_of),
         // a latency regression needs a baseline: combinations new in the incident (a tenant
         // that just started, say) have no latency of their own to regress from, and their
         // excess would otherwise be blamed on them
         eligible: |base| base.requests > 0,
-        fleet_values: (p99(baseline), p99(incident)),
-        threshold_ms: Some(threshold),
+        fleet_values: (p99(&baseline.fleet), p99(&incident.fleet)),
+        thresholds: Some(thresholds),
     })
 }
 
@@ -100,7 +221,8 @@ pub(crate) fn requests_of(c: &Cell) -> f64 {
 /// slice (another tenant's scans evicting its system prompt): the same requests now prefill
 /// what used to be cached. Per prompt token, so a tenant that merely sends longer prompts does
 /// not stand out. Explanatory only; absent when the baseline cached nothing.
-pub(crate) fn cache_miss_measure(baseline: &Cell, incident: &Cell) -> Option<Measure> {
+pub(crate) fn cache_miss_measure(baseline: &Totals, incident: &Totals) -> Option<Measure> {
+    let (baseline, incident) = (&baseline.fleet, &incident.fleet);
     if baseline.cached_tokens == 0 || baseline.input_tokens == 0 {
         return None;
     }
@@ -116,13 +238,13 @@ pub(crate) fn cache_miss_measure(baseline: &Cell, incident: &Cell) -> Option<Mea
         explanatory: true,
         event: "prompt tokens not served from the prefix cache".into(),
         unit: "prompt tokens",
-        event_of: Box::new(|c: &Cell| c.input_tokens.saturating_sub(c.cached_tokens) as f64),
+        event_of: Box::new(|_, c: &Cell| c.input_tokens.saturating_sub(c.cached_tokens) as f64),
         denominator_of: Box::new(|c: &Cell| c.input_tokens as f64),
         // only leaves that were served from the prefix cache have hits to lose; the rest
         // (workers without prefix caching) would make the noise model think the data exact
         eligible: |base| base.cached_tokens > 0,
         fleet_values: (miss(baseline), miss(incident)),
-        threshold_ms: None,
+        thresholds: None,
     })
 }
 
@@ -130,25 +252,26 @@ pub(crate) fn rate(n: u64, d: u64) -> f64 {
     if d == 0 { 0.0 } else { n as f64 / d as f64 }
 }
 
-pub(crate) fn measures(baseline: &Cell, incident: &Cell) -> Vec<Measure> {
+pub(crate) fn measures(baseline: &Totals, incident: &Totals) -> Vec<Measure> {
     let mut out: Vec<Measure> = [LatencySli::Ttft, LatencySli::E2e, LatencySli::Queue]
         .into_iter()
         .filter_map(|s| latency_measure(s, baseline, incident))
         .collect();
+    let (base, inc) = (&baseline.fleet, &incident.fleet);
     out.push(Measure {
         name: "error_rate".into(),
         latency: false,
         explanatory: false,
         event: "failed requests".into(),
         unit: "requests",
-        event_of: Box::new(|c: &Cell| c.errors as f64),
+        event_of: Box::new(|_, c: &Cell| c.errors as f64),
         denominator_of: Box::new(requests_of),
         eligible: |_| true,
         fleet_values: (
-            rate(baseline.errors, baseline.requests),
-            rate(incident.errors, incident.requests),
+            rate(base.errors, base.requests),
+            rate(inc.errors, inc.requests),
         ),
-        threshold_ms: None,
+        thresholds: None,
     });
     out.push(Measure {
         name: "abort_rate".into(),
@@ -156,14 +279,14 @@ pub(crate) fn measures(baseline: &Cell, incident: &Cell) -> Vec<Measure> {
         explanatory: false,
         event: "requests stopped at the token limit (finish_reason=length)".into(),
         unit: "requests",
-        event_of: Box::new(|c: &Cell| c.truncated as f64),
+        event_of: Box::new(|_, c: &Cell| c.truncated as f64),
         denominator_of: Box::new(requests_of),
         eligible: |_| true,
         fleet_values: (
-            rate(baseline.truncated, baseline.requests),
-            rate(incident.truncated, incident.requests),
+            rate(base.truncated, base.requests),
+            rate(inc.truncated, inc.requests),
         ),
-        threshold_ms: None,
+        thresholds: None,
     });
     out.extend(cache_miss_measure(baseline, incident));
     out
@@ -171,73 +294,77 @@ pub(crate) fn measures(baseline: &Cell, incident: &Cell) -> Vec<Measure> {
 
 /// Fleet-level Poisson z of the incident's events against the baseline rate (0 for an
 /// explanatory measure: its units are not Poisson events, and it is never the symptom).
-pub(crate) fn fleet_z(measure: &Measure, baseline: &Cell, incident: &Cell) -> f64 {
+/// `sample_weight`: the requests one observed row stands for (1 when all were observed); a
+/// count estimated from sampled rows varies that many times more.
+pub(crate) fn fleet_z(
+    measure: &Measure,
+    baseline: &Totals,
+    incident: &Totals,
+    sample_weight: f64,
+) -> f64 {
     if measure.explanatory {
         return 0.0;
     }
-    let base_rate = ((measure.event_of)(baseline) + 1.0) / (baseline.requests as f64 + 1.0);
-    let expected = base_rate * incident.requests as f64;
-    ((measure.event_of)(incident) - expected) / (expected + 1.0).sqrt()
+    let base_rate = (measure.events(baseline) + 1.0) / (baseline.fleet.requests as f64 + 1.0);
+    let expected = base_rate * incident.fleet.requests as f64;
+    let variance = sample_weight.max(1.0) * (expected + 1.0);
+    (measure.events(incident) - expected) / variance.sqrt()
 }
 
-/// Per-minute fleet cells from `first` to `end` (whole minutes).
-pub(crate) fn minute_cells(parts: &[&Rollup], first: i64, end: i64) -> Vec<(i64, Cell)> {
+/// Per-minute fleet totals from `first` to `end` (whole minutes with requests).
+pub(crate) fn minute_totals(parts: &[&Rollup], first: i64, end: i64) -> Vec<(i64, Totals)> {
     let mut out = Vec::new();
     let mut minute = first;
     while minute < end {
-        let cell = merge_range(parts, &[], Some(minute), Some(minute + MINUTE_NS));
-        if cell.requests > 0 {
-            out.push((minute, cell));
+        let totals = Totals::of(parts, Some(minute), Some(minute + MINUTE_NS));
+        if totals.fleet.requests > 0 {
+            out.push((minute, totals));
         }
         minute += MINUTE_NS;
     }
     out
 }
 
+/// The latency SLIs whose shares over their thresholds the onset detectors read.
+const ONSET_SLIS: [LatencySli; 3] = [LatencySli::Ttft, LatencySli::E2e, LatencySli::Queue];
+
 /// Chooses the incident onset from the fleet's per-minute SLIs (see the module doc): the share
-/// of requests over the reference p95 of TTFT, e2e and queue time, the error rate and the abort
-/// rate — proportions, far steadier minute to minute than a per-minute p99 — each against the
-/// first third of the data. The most significant confirmed level shift wins, else the most
-/// significant spike.
+/// of requests over the fleet's reference p95 of TTFT, e2e and queue time, the error rate and
+/// the abort rate — proportions, far steadier minute to minute than a per-minute p99 — each
+/// against the first third of the data. The most significant confirmed level shift wins, else
+/// the most significant spike.
 pub(crate) fn choose_onset(parts: &[&Rollup], first: i64, end: i64) -> Option<(i64, String)> {
-    let cells = minute_cells(parts, first, end);
-    if cells.len() < 20 {
+    let minutes = minute_totals(parts, first, end);
+    if minutes.len() < 20 {
         return None;
     }
     let reference_end = first + (end - first) / 3;
-    let reference = merge_range(parts, &[], Some(first), Some(reference_end));
+    let reference = Totals::of(parts, Some(first), Some(reference_end));
     let mut series: Vec<(String, Vec<(i64, f64)>)> = Vec::new();
-    for sli in [LatencySli::Ttft, LatencySli::E2e, LatencySli::Queue] {
-        let Some(threshold) = reference.sketch(sli).quantile(THRESHOLD_QUANTILE) else {
+    for sli in ONSET_SLIS {
+        let Some(thresholds) = Thresholds::of(sli, &reference) else {
             continue;
         };
-        let points: Vec<(i64, f64)> = cells
+        // every request by the fleet's p95 here: a model's own regression that this misses
+        // shows in its own series (`choose_slice_onsets`, by each model's p95)
+        let points: Vec<(i64, f64)> = minutes
             .iter()
-            .filter(|(_, c)| c.sketch(sli).count() > 0)
-            .map(|(m, c)| {
-                let s = c.sketch(sli);
-                (
-                    *m,
-                    (s.count() - s.count_at_most(threshold)) as f64 / s.count() as f64,
-                )
+            .filter(|(_, t)| t.fleet.sketch(sli).count() > 0)
+            .map(|(m, t)| {
+                let over = thresholds.over(None, &t.fleet);
+                (*m, over / t.fleet.sketch(sli).count() as f64)
             })
             .collect();
         series.push((sli.name().to_string(), points));
     }
-    series.push((
-        "error_rate".into(),
-        cells
+    let rate_of = |of: fn(&Cell) -> u64| -> Vec<(i64, f64)> {
+        minutes
             .iter()
-            .map(|(m, c)| (*m, rate(c.errors, c.requests)))
-            .collect(),
-    ));
-    series.push((
-        "abort_rate".into(),
-        cells
-            .iter()
-            .map(|(m, c)| (*m, rate(c.truncated, c.requests)))
-            .collect(),
-    ));
+            .map(|(m, t)| (*m, rate(of(&t.fleet), t.fleet.requests)))
+            .collect()
+    };
+    series.push(("error_rate".into(), rate_of(|c| c.errors)));
+    series.push(("abort_rate".into(), rate_of(|c| c.truncated)));
     let mut best_shift: Option<(f64, i64, String)> = None;
     let mut best_spike: Option<(f64, i64, String)> = None;
     for (name, points) in series {
@@ -274,8 +401,8 @@ struct SliceMinute {
     requests: f64,
     errors: f64,
     truncated: f64,
-    /// Requests over the fleet's reference p95 of TTFT, e2e and queue time, and how many had
-    /// each.
+    /// Requests over their model's reference p95 of TTFT, e2e and queue time, and how many
+    /// had each.
     over: [f64; 3],
     counted: [f64; 3],
 }
@@ -283,21 +410,34 @@ struct SliceMinute {
 /// The onset of a change confined to a slice too small to move any fleet series (one version,
 /// one pod, one model: a few percent of the traffic): the same series as [`choose_onset`], per
 /// value of every rollup dimension that carries at least [`MIN_ONSET_SLICE_SHARE`] of the
-/// reference's requests (the [`MAX_ONSET_SLICES`] largest), over the fleet's reference
+/// reference's requests (the [`MAX_ONSET_SLICES`] largest), over each model's reference
 /// thresholds. Only a confirmed level shift counts (many series are read, so a lone spike is
 /// more likely chance); the [`MAX_SLICE_ONSETS`] most significant, best first, each named
-/// `sli of dim=value` (the caller keeps the first a symptom confirms).
-pub(crate) fn choose_slice_onsets(parts: &[&Rollup], first: i64, end: i64) -> Vec<(i64, String)> {
+/// `sli of dim=value` (the caller keeps the first a symptom confirms). Only dimensions from
+/// `from_dimension` on get series (those before were read already).
+pub(crate) fn choose_slice_onsets(
+    parts: &[&Rollup],
+    first: i64,
+    end: i64,
+    from_dimension: usize,
+) -> Vec<(i64, String)> {
     let reference_end = first + (end - first) / 3;
-    let reference = merge_range(parts, &[], Some(first), Some(reference_end));
-    let slis = [LatencySli::Ttft, LatencySli::E2e, LatencySli::Queue];
-    let thresholds: Vec<Option<f64>> = slis
+    let reference = Totals::of(parts, Some(first), Some(reference_end));
+    let thresholds: Vec<Option<Thresholds>> = ONSET_SLIS
         .iter()
-        .map(|s| reference.sketch(*s).quantile(THRESHOLD_QUANTILE))
+        .map(|s| Thresholds::of(*s, &reference))
         .collect();
-    let Some(slices) = onset_slices(parts, first, reference_end, reference.requests) else {
+    let Some(slices) = onset_slices(
+        parts,
+        (first, reference_end),
+        reference.fleet.requests,
+        from_dimension,
+    ) else {
         return Vec::new();
     };
+    let model_dim = parts
+        .first()
+        .and_then(|p| p.dimensions().iter().position(|d| d == MODEL_DIMENSION));
     let index: std::collections::HashMap<&(usize, String), usize> =
         slices.iter().enumerate().map(|(i, s)| (s, i)).collect();
     let mut series: Vec<Vec<(i64, SliceMinute)>> = vec![Vec::new(); slices.len()];
@@ -308,11 +448,11 @@ pub(crate) fn choose_slice_onsets(parts: &[&Rollup], first: i64, end: i64) -> Ve
         for (values, cell) in &combos {
             let mut over = [0.0; 3];
             let mut counted = [0.0; 3];
-            for (k, sli) in slis.iter().enumerate() {
-                let sketch = cell.sketch(*sli);
-                counted[k] = sketch.count() as f64;
-                if let Some(t) = thresholds[k] {
-                    over[k] = (sketch.count() - sketch.count_at_most(t)) as f64;
+            let model = model_dim.map(|m| values[m].as_str());
+            for (k, sli) in ONSET_SLIS.iter().enumerate() {
+                counted[k] = cell.sketch(*sli).count() as f64;
+                if let Some(t) = &thresholds[k] {
+                    over[k] = t.over(model, cell);
                 }
             }
             for (d, value) in values.iter().enumerate() {
@@ -374,12 +514,13 @@ pub(crate) fn choose_slice_onsets(parts: &[&Rollup], first: i64, end: i64) -> Ve
         .collect()
 }
 
-/// The slices (dimension index, value) that get their own onset series.
+/// The slices (dimension index, from `from_dimension` on, and value) that get their own onset
+/// series.
 fn onset_slices(
     parts: &[&Rollup],
-    first: i64,
-    reference_end: i64,
+    (first, reference_end): (i64, i64),
     reference_requests: u64,
+    from_dimension: usize,
 ) -> Option<Vec<(usize, String)>> {
     if reference_requests == 0 {
         return None;
@@ -388,7 +529,7 @@ fn onset_slices(
     let mut requests: std::collections::BTreeMap<(usize, String), u64> =
         std::collections::BTreeMap::new();
     for (values, cell) in &combos {
-        for (d, value) in values.iter().enumerate() {
+        for (d, value) in values.iter().enumerate().skip(from_dimension) {
             *requests.entry((d, value.clone())).or_default() += cell.requests;
         }
     }
@@ -427,5 +568,134 @@ fn rise_params(reference_end: i64) -> DetectParams {
         risk_q: 1e-5,
         period_ns: Some(DAY_NS),
         ..DetectParams::default()
+    }
+}
+
+/// Fewest minutes on each side of a slice's change point.
+const MIN_SEGMENT_MINUTES: usize = 5;
+
+/// The onset of the slice `elements`' own rise in `measure`: the minute of `[earliest, until)`
+/// that best splits its per-minute events per unit over `[since, until)` into a lower rate
+/// before and a higher one after (the maximum-likelihood single change point of Poisson counts,
+/// each model's requests by its own threshold). `None` when the slice has too few minutes, had
+/// too few before `existed_by` (a slice new in the incident has no onset of its own to find: it
+/// starts when it appears), or no split raises its rate.
+pub(crate) fn cause_onset(
+    parts: &[&Rollup],
+    measure: &Measure,
+    elements: &[(String, String)],
+    since: i64,
+    (earliest, existed_by): (i64, i64),
+    until: i64,
+) -> Option<i64> {
+    let models: Vec<String> = Totals::of(parts, Some(since), Some(until))
+        .by_model
+        .into_iter()
+        .map(|(m, _)| m)
+        .collect();
+    let mut points: Vec<(i64, f64, f64)> = Vec::new();
+    let mut minute = since;
+    while minute < until {
+        let (mut events, mut units) = (0.0, 0.0);
+        for model in &models {
+            let mut filters = elements.to_vec();
+            if !model.is_empty() && !elements.iter().any(|(d, _)| d == MODEL_DIMENSION) {
+                filters.push((MODEL_DIMENSION.to_string(), model.clone()));
+            }
+            let cell = infersight_rollup::merge_range(
+                parts,
+                &filters,
+                Some(minute),
+                Some(minute + MINUTE_NS),
+            );
+            events += (measure.event_of)(Some(model.as_str()), &cell);
+            units += (measure.denominator_of)(&cell);
+            if filters.len() == elements.len() {
+                break; // the cause names its model, or there is none: one cell is all of it
+            }
+        }
+        if units > 0.0 {
+            points.push((minute, events, units));
+        }
+        minute += MINUTE_NS;
+    }
+    if points.iter().filter(|p| p.0 < existed_by).count() < MIN_SEGMENT_MINUTES {
+        return None;
+    }
+    change_point(&points, earliest)
+}
+
+/// The maximum-likelihood single upward change point of per-minute Poisson counts
+/// `(minute, events, units)`, at or after `earliest`.
+fn change_point(points: &[(i64, f64, f64)], earliest: i64) -> Option<i64> {
+    if points.len() < 2 * MIN_SEGMENT_MINUTES {
+        return None;
+    }
+    let log_likelihood = |events: f64, units: f64| {
+        if events <= 0.0 || units <= 0.0 {
+            0.0
+        } else {
+            events * (events / units).ln() - events
+        }
+    };
+    let (total_events, total_units) = points
+        .iter()
+        .fold((0.0, 0.0), |(e, u), p| (e + p.1, u + p.2));
+    let whole = log_likelihood(total_events, total_units);
+    let (mut before_events, mut before_units) = (0.0, 0.0);
+    let mut best: Option<(f64, i64)> = None;
+    for (k, point) in points.iter().enumerate() {
+        if k >= MIN_SEGMENT_MINUTES
+            && points.len() - k >= MIN_SEGMENT_MINUTES
+            && point.0 >= earliest
+        {
+            let (after_events, after_units) =
+                (total_events - before_events, total_units - before_units);
+            let rises = after_events / after_units > before_events / before_units.max(1e-9);
+            let gain = log_likelihood(before_events, before_units)
+                + log_likelihood(after_events, after_units)
+                - whole;
+            if rises && best.is_none_or(|(g, _)| gain > g) {
+                best = Some((gain, point.0));
+            }
+        }
+        before_events += point.1;
+        before_units += point.2;
+    }
+    best.map(|(_, minute)| minute)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infersight_model::rng::SplitMix64;
+
+    /// A rate that steps up at a known minute, Poisson-like noise, several seeds: the change
+    /// point lands within two minutes of it.
+    #[test]
+    fn the_change_point_of_a_step_is_found_within_two_minutes() {
+        for seed in 1..=5_u64 {
+            let mut rng = SplitMix64::new(seed);
+            let step = 20 + (seed as i64 * 7) % 30;
+            let points: Vec<(i64, f64, f64)> = (0..80_i64)
+                .map(|m| {
+                    let rate: f64 = if m >= step { 0.15 } else { 0.05 };
+                    let units = 120.0;
+                    let noise = (rate * units).sqrt() * rng.normal();
+                    (
+                        m * MINUTE_NS,
+                        (rate * units + noise).max(0.0).round(),
+                        units,
+                    )
+                })
+                .collect();
+            let found = change_point(&points, 0).unwrap() / MINUTE_NS;
+            assert!((found - step).abs() <= 2, "seed {seed}: {found} vs {step}");
+        }
+        // a falling step is no rise
+        let falling: Vec<(i64, f64, f64)> = (0..40_i64)
+            .map(|m| (m * MINUTE_NS, if m < 20 { 20.0 } else { 2.0 }, 100.0))
+            .collect();
+        assert_eq!(change_point(&falling, 0), None);
     }
 }

@@ -8,11 +8,15 @@ use infersight_analytics::localize::Params;
 use infersight_model::signal::Subject;
 use infersight_model::time::format_rfc3339;
 use infersight_query::QueryError;
-use infersight_rollup::{Cell, Rollup, combination_totals, merge_range};
+use infersight_rollup::{Cell, Rollup, combination_totals};
 use infersight_store::TimeRange;
 
 use crate::leaves::{DemandShift, Leaves, backfit};
-use crate::measures::{Measure, choose_onset, choose_slice_onsets, fleet_z, measures};
+use crate::measures::{
+    MODEL_DIMENSION, Measure, Totals, cause_onset, choose_onset, choose_slice_onsets, fleet_z,
+    measures,
+};
+use crate::rollout::{self, Comparison, LeafView};
 use crate::{
     DEMAND_SHIFT_PASSES, EXPLANATION_MIN_FACTOR, EXPLANATION_MIN_RISE, MIN_SYMPTOM_Z, MINUTE_NS,
     RcaContext, RcaReport, RcaRequest, RootCause, Signal, Symptom, Window,
@@ -21,8 +25,9 @@ use crate::{
 pub(crate) struct Localized {
     pub(crate) report: Option<RcaReport>,
     pub(crate) context: RcaContext,
-    /// Slices set aside because their prompts grew (see the module doc), as signals.
-    pub(crate) demand_shifts: Vec<Signal>,
+    /// Signals localization itself found: slices set aside because their prompts grew (see the
+    /// module doc), and causes new in the incident that regressed (see [`rollout`]).
+    pub(crate) signals: Vec<Signal>,
     /// The windows analysed and the stored rollups' dimensions, for a second pass over
     /// attribute dimensions; `None` when there was no data.
     pub(crate) chosen: Option<Chosen>,
@@ -38,18 +43,27 @@ pub(crate) struct Chosen {
     pub(crate) dimensions: Vec<String>,
 }
 
+/// The first pass, over the stored rollups. `stored_rows`: how many `requests` rows the store
+/// holds, when known; with sampled rows (counted by their weights in the rollups) it gives the
+/// fleet's mean sampling weight, by which fleet-level significance is judged here (the second
+/// pass judges each leaf on its own rows).
 pub(crate) fn localize_incident(
     store: &dyn infersight_store::StorageBackend,
     request: RcaRequest,
+    stored_rows: Option<u64>,
 ) -> Result<Localized, QueryError> {
     let parts: Vec<Arc<Rollup>> = store.rollups(TimeRange::ALL)?;
     let refs: Vec<&Rollup> = parts.iter().map(Arc::as_ref).collect();
+    let sample_weight = stored_rows.filter(|rows| *rows > 0).map_or(1.0, |rows| {
+        let requests = Totals::of(&refs, None, None).fleet.requests;
+        (requests as f64 / rows as f64).max(1.0)
+    });
     let bounds = minute_bounds(&refs);
     let Some((first_minute, last_minute)) = bounds else {
         return Ok(Localized {
             report: None,
             context: empty_context(),
-            demand_shifts: Vec::new(),
+            signals: Vec::new(),
             chosen: None,
         });
     };
@@ -78,26 +92,32 @@ pub(crate) fn localize_incident(
     let windows = Windows {
         refs: &refs,
         leaf_refs: None,
+        known: &[],
+        row_refs: None,
+        sample_weight,
         request,
         first_minute,
         data_end,
     };
     let result = windows.analyse(incident, detected.clone())?;
     let confirmed = |l: &Localized| l.report.as_ref().is_some_and(|r| r.symptom.is_some());
-    if request.incident.is_some() || confirmed(&result) {
+    if request.incident.is_some() {
         return Ok(result);
+    }
+    if confirmed(&result) {
+        return windows.moved_to_cause_onset(result);
     }
     // no fleet series changed, or its change was a false alarm of the detector (no SLI
     // confirms it against its baseline): a change confined to a slice, the first whose window
     // a symptom confirms; else look at the data as if nothing had changed
-    for (onset, series) in choose_slice_onsets(&refs, first_minute, data_end) {
+    for (onset, series) in choose_slice_onsets(&refs, first_minute, data_end, 0) {
         let window = TimeRange {
             since_ns: Some(onset),
             until_ns: Some(data_end),
         };
         let sliced = windows.analyse(window, Some(series))?;
         if confirmed(&sliced) {
-            return Ok(sliced);
+            return windows.moved_to_cause_onset(sliced);
         }
     }
     if detected.is_some() {
@@ -107,13 +127,15 @@ pub(crate) fn localize_incident(
 }
 
 /// Localizes again the windows `chosen` settled on, with leaves from `leaf_rollup` (the rows of
-/// those windows rolled up over more dimensions: see `attributes`); fleet totals still come from
-/// the stored rollups.
+/// those windows rolled up over more dimensions: see `attributes`) and, when the rows are
+/// sampled, their observed rows per leaf from `observed_rows`; fleet totals still come from the
+/// stored rollups.
 pub(crate) fn relocalize(
     store: &dyn infersight_store::StorageBackend,
     request: RcaRequest,
     chosen: &Chosen,
-    leaf_rollup: &Rollup,
+    (leaf_rollup, observed_rows): (Option<&Rollup>, Option<&Rollup>),
+    known: &[KnownCause],
 ) -> Result<Localized, QueryError> {
     let parts: Vec<Arc<Rollup>> = store.rollups(TimeRange::ALL)?;
     let refs: Vec<&Rollup> = parts.iter().map(Arc::as_ref).collect();
@@ -123,15 +145,23 @@ pub(crate) fn relocalize(
         baseline: Some(chosen.baseline),
         ..request
     };
-    let leaf_refs = [leaf_rollup];
+    let leaf_refs: Vec<&Rollup> = leaf_rollup.into_iter().collect();
+    let row_refs: Vec<&Rollup> = observed_rows.into_iter().collect();
     let windows = Windows {
         refs: &refs,
-        leaf_refs: Some(&leaf_refs),
+        leaf_refs: (!leaf_refs.is_empty()).then_some(leaf_refs.as_slice()),
+        known,
+        row_refs: (!row_refs.is_empty()).then_some(row_refs.as_slice()),
+        sample_weight: 1.0,
         request,
         first_minute,
         data_end: last_minute + MINUTE_NS,
     };
-    windows.analyse(chosen.incident, chosen.detected.clone())
+    let localized = windows.analyse(chosen.incident, chosen.detected.clone())?;
+    if request.incident.is_some() {
+        return Ok(localized);
+    }
+    windows.moved_to_cause_onset(localized)
 }
 
 /// The data and the caller's request, for analysing one choice of incident window.
@@ -139,6 +169,13 @@ pub(crate) struct Windows<'a> {
     pub(crate) refs: &'a [&'a Rollup],
     /// Where the leaves come from, when not from `refs`.
     pub(crate) leaf_refs: Option<&'a [&'a Rollup]>,
+    /// Causes known before localization (see [`KnownCause`]).
+    pub(crate) known: &'a [KnownCause],
+    /// The leaves' rows counted once each, when they are sampled (see [`LeafCells::of`]).
+    pub(crate) row_refs: Option<&'a [&'a Rollup]>,
+    /// Without `row_refs`, the requests one observed row stands for, fleet-wide (1: all
+    /// observed).
+    pub(crate) sample_weight: f64,
     pub(crate) request: RcaRequest,
     pub(crate) first_minute: i64,
     pub(crate) data_end: i64,
@@ -155,8 +192,8 @@ impl Windows<'_> {
         let refs = self.refs;
         let onset = incident.since_ns.unwrap_or(self.first_minute);
         let baseline = self.baseline_before(onset);
-        let base_total = merge_range(refs, &[], baseline.since_ns, baseline.until_ns);
-        let inc_total = merge_range(refs, &[], incident.since_ns, incident.until_ns);
+        let base_total = Totals::of(refs, baseline.since_ns, baseline.until_ns);
+        let inc_total = Totals::of(refs, incident.since_ns, incident.until_ns);
         let mut report = self.empty_report(incident, baseline, detected.as_deref());
         let chosen = Some(Chosen {
             incident,
@@ -167,7 +204,7 @@ impl Windows<'_> {
                 .map(|r| r.dimensions().to_vec())
                 .unwrap_or_default(),
         });
-        if base_total.requests == 0 || inc_total.requests == 0 {
+        if base_total.fleet.requests == 0 || inc_total.fleet.requests == 0 {
             report.verdict = "not enough requests in the baseline or the incident window".into();
             return Ok(Localized {
                 report: Some(report),
@@ -177,20 +214,25 @@ impl Windows<'_> {
                     onset_ns: onset,
                     ..empty_context()
                 },
-                demand_shifts: Vec::new(),
+                signals: Vec::new(),
                 chosen,
             });
         }
         let base_dimensions = refs.first().map_or(0, |r| r.dimensions().len());
-        let cells = LeafCells::of(
+        let mut cells = LeafCells::of(
             self.leaf_refs.unwrap_or(refs),
+            (self.row_refs, self.sample_weight),
             baseline,
             incident,
             base_dimensions,
         );
+        cells.known = self.known.iter().map(|k| k.elements.clone()).collect();
         let mut scored: Vec<(f64, Measure)> = measures(&base_total, &inc_total)
             .into_iter()
-            .map(|m| (fleet_z(&m, &base_total, &inc_total), m))
+            .map(|m| {
+                let z = fleet_z(&m, &base_total, &inc_total, cells.fleet_sample_weight);
+                (z, m)
+            })
             .collect();
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         let latency_symptom = scored
@@ -215,12 +257,14 @@ impl Windows<'_> {
         for (z, measure) in localized {
             findings.add_measure(&cells, measure, *z, onset, &params)?;
         }
+        findings.add_known(self.known);
         findings.rank_causes();
         let Findings {
             symptom,
             causes,
             fleet_wide,
             demand_shifts,
+            rollouts,
             ..
         } = findings;
         report.fleet_wide = fleet_wide && causes.is_empty();
@@ -249,14 +293,95 @@ impl Windows<'_> {
             root_causes: causes.iter().map(|c| c.dimensions.clone()).collect(),
             latency_symptom,
         };
+        let mut signals: Vec<Signal> = demand_shifts.into_iter().map(|d| d.signal(onset)).collect();
+        // a model version's regression is read off the cause in `advice`, new or not
+        signals.extend(
+            causes
+                .iter()
+                .filter(|c| {
+                    rollouts.contains(&c.dimensions) && !c.dimensions.contains_key("model_version")
+                })
+                .map(|c| {
+                    rollout::version_regression(&c.dimensions, &c.evidence[0], c.score, onset)
+                }),
+        );
         report.root_causes = causes;
-        let demand_shifts = demand_shifts.into_iter().map(|d| d.signal(onset)).collect();
         Ok(Localized {
             report: Some(report),
             context,
-            demand_shifts,
+            signals,
             chosen,
         })
+    }
+
+    /// A detected window analysed again from its top cause's own onset (see
+    /// [`cause_onset`]): a fleet series can rise late (a small slice's shift shows only once
+    /// noise adds to it) or early, and a window that starts late leaves part of the regression
+    /// in the baseline. The new window starts at the cause's onset, the baseline runs from the
+    /// same start to it (at least ten minutes); kept when a symptom confirms it and it names the
+    /// same top cause.
+    fn moved_to_cause_onset(&self, first: Localized) -> Result<Localized, QueryError> {
+        let (Some(report), Some(chosen)) = (first.report.as_ref(), first.chosen.as_ref()) else {
+            return Ok(first);
+        };
+        let (Some(symptom), Some(top)) = (report.symptom.as_ref(), report.root_causes.first())
+        else {
+            return Ok(first);
+        };
+        let since = chosen.baseline.since_ns.unwrap_or(self.first_minute);
+        let until = chosen.incident.until_ns.unwrap_or(self.data_end);
+        let current = chosen.incident.since_ns.unwrap_or(self.first_minute);
+        let base_total = Totals::of(self.refs, Some(since), Some(current));
+        let inc_total = Totals::of(self.refs, Some(current), Some(until));
+        let Some(measure) = measures(&base_total, &inc_total)
+            .into_iter()
+            .find(|m| m.name == symptom.sli)
+        else {
+            return Ok(first);
+        };
+        let elements: Vec<(String, String)> = top
+            .dimensions
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let parts = self.leaf_refs.unwrap_or(self.refs);
+        let earliest = since + 10 * MINUTE_NS;
+        let Some(onset) = cause_onset(
+            parts,
+            &measure,
+            &elements,
+            since,
+            (earliest, current),
+            until,
+        ) else {
+            return Ok(first);
+        };
+        if (onset - current).abs() < MIN_ONSET_CORRECTION_MINUTES * MINUTE_NS {
+            return Ok(first);
+        }
+        let moved = Windows {
+            request: RcaRequest {
+                baseline: Some(TimeRange {
+                    since_ns: Some(since),
+                    until_ns: Some(onset),
+                }),
+                ..self.request
+            },
+            ..*self
+        };
+        let window = TimeRange {
+            since_ns: Some(onset),
+            until_ns: chosen.incident.until_ns,
+        };
+        let detected = format!("{} of {}", symptom.sli, Subject::describe(&top.dimensions));
+        let again = moved.analyse(window, Some(detected))?;
+        // the cause's own change point is the better estimate of when it started; the symptom's
+        // z is no judge of it (a baseline that holds part of the regression is longer)
+        let same = again.report.as_ref().is_some_and(|r| {
+            r.symptom.is_some()
+                && r.root_causes.first().map(|c| &c.dimensions) == Some(&top.dimensions)
+        });
+        Ok(if same { again } else { first })
     }
 
     /// The caller's baseline, or the hour before `onset` (at least ten minutes, even before the
@@ -331,13 +456,24 @@ struct LeafCells {
     /// [`stand_ins`]): an index into `stand_in_cells`.
     stand_in: Vec<Option<usize>>,
     stand_in_cells: Vec<Cell>,
+    /// Per leaf, the requests one observed row stands for (its rows' mean sampling weight, 1
+    /// when every request was observed): its counts are estimates from that many fewer rows.
+    sample_weight: Vec<f64>,
+    /// The same over the fleet, each leaf weighted by its requests (`Σw² / Σw` per leaf
+    /// weight): the variance of one counted request in fleet totals.
+    fleet_sample_weight: f64,
+    /// The combinations of the [`KnownCause`]s.
+    known: Vec<Vec<(String, String)>>,
 }
 
 impl LeafCells {
     /// The leaves of `refs` in both windows; dimensions from `extra_from` on (attribute
     /// dimensions) that split the leaves as an earlier one does, or not at all, are dropped.
+    /// `rows`: the same rows over the same dimensions counted once each, when sampled, else
+    /// the fleet's sampling weight.
     fn of(
         refs: &[&Rollup],
+        rows: (Option<&[&Rollup]>, f64),
         baseline: TimeRange,
         incident: TimeRange,
         extra_from: usize,
@@ -352,6 +488,9 @@ impl LeafCells {
             incident: Vec::new(),
             stand_in: Vec::new(),
             stand_in_cells: Vec::new(),
+            sample_weight: Vec::new(),
+            fleet_sample_weight: 1.0,
+            known: Vec::new(),
         };
         for (values, cell, is_incident) in base_leaves
             .iter()
@@ -370,9 +509,15 @@ impl LeafCells {
                 cells.base[leaf].merge(cell);
             }
         }
+        (cells.sample_weight, cells.fleet_sample_weight) =
+            sample_weights(&cells, rows, baseline, incident);
         cells.drop_redundant(extra_from);
-        (cells.stand_in, cells.stand_in_cells) =
-            stand_ins(&cells.values, &cells.base, &cells.incident);
+        (cells.stand_in, cells.stand_in_cells) = stand_ins(
+            &cells.values,
+            &cells.base,
+            &cells.incident,
+            &cells.sample_weight,
+        );
         cells
     }
 
@@ -403,8 +548,9 @@ impl LeafCells {
         }
     }
 
-    /// The leaves as `measure` counts them.
+    /// The leaves as `measure` counts them (each leaf's events by its model's threshold).
     fn leaves<'a>(&'a self, measure: &'a Measure) -> Leaves<'a> {
+        let model_dim = self.dims.iter().position(|d| d == MODEL_DIMENSION);
         Leaves {
             dims: &self.dims,
             values: &self.values,
@@ -415,8 +561,12 @@ impl LeafCells {
                 .iter()
                 .map(|s| s.map(|i| &self.stand_in_cells[i]))
                 .collect(),
-            event_of: &*measure.event_of,
+            event_of: Box::new(move |leaf, cell| {
+                (measure.event_of)(model_dim.map(|m| self.values[leaf][m].as_str()), cell)
+            }),
             denominator_of: &*measure.denominator_of,
+            sample_weight: &self.sample_weight,
+            known: &self.known,
         }
     }
 
@@ -429,6 +579,44 @@ impl LeafCells {
     }
 }
 
+/// Per leaf of `cells` (values not yet reduced), the requests one observed row stands for:
+/// its weighted requests in both windows over its rows in `row_refs`; and the fleet's, each
+/// leaf weighted by its requests. Without `row_refs`, `fleet` for every leaf.
+fn sample_weights(
+    cells: &LeafCells,
+    (row_refs, fleet): (Option<&[&Rollup]>, f64),
+    baseline: TimeRange,
+    incident: TimeRange,
+) -> (Vec<f64>, f64) {
+    let Some(row_refs) = row_refs else {
+        return (vec![fleet; cells.values.len()], fleet);
+    };
+    let mut rows: BTreeMap<Vec<String>, u64> = BTreeMap::new();
+    for window in [baseline, incident] {
+        let (_, leaves) = combination_totals(row_refs, window.since_ns, window.until_ns);
+        for (values, cell) in leaves {
+            *rows.entry(values).or_default() += cell.requests;
+        }
+    }
+    let requests = |leaf: usize| (cells.base[leaf].requests + cells.incident[leaf].requests) as f64;
+    let own: Vec<Option<f64>> = (0..cells.values.len())
+        .map(|leaf| {
+            let observed = *rows.get(&cells.values[leaf])? as f64;
+            (observed > 0.0).then(|| (requests(leaf) / observed).max(1.0))
+        })
+        .collect();
+    let (mut weighted, mut total) = (0.0, 0.0);
+    for (leaf, weight) in own.iter().enumerate() {
+        if let Some(weight) = weight {
+            weighted += weight * requests(leaf);
+            total += requests(leaf);
+        }
+    }
+    let fleet = if total > 0.0 { weighted / total } else { 1.0 };
+    let per_leaf = own.into_iter().map(|w| w.unwrap_or(fleet)).collect();
+    (per_leaf, fleet)
+}
+
 /// Whether dimensions `a` and `b` determine each other's value on every leaf.
 fn one_to_one(values: &[Vec<String>], a: usize, b: usize) -> bool {
     let mut forward: BTreeMap<&String, &String> = BTreeMap::new();
@@ -439,6 +627,10 @@ fn one_to_one(values: &[Vec<String>], a: usize, b: usize) -> bool {
     })
 }
 
+/// Least distance, in minutes, between a window's onset and its top cause's own before the
+/// window is analysed again from the cause's onset.
+const MIN_ONSET_CORRECTION_MINUTES: i64 = 3;
+
 /// Fewest requests a stand-in baseline must hold.
 const MIN_STAND_IN_REQUESTS: u64 = 20;
 
@@ -448,11 +640,13 @@ const MIN_STAND_IN_REQUESTS: u64 = 20;
 /// agree with it on every other dimension and hold old values where it holds new ones (the
 /// same tenants and models on the old version); without such peers, what it replaced: the
 /// baseline cells of the leaves that agree with it on every other dimension. `None` for every
-/// other leaf, and where neither holds [`MIN_STAND_IN_REQUESTS`].
+/// other leaf, and where neither holds [`MIN_STAND_IN_REQUESTS`] observed rows (requests over
+/// each leaf's `sample_weight`).
 fn stand_ins(
     values: &[Vec<String>],
     base: &[Cell],
     incident: &[Cell],
+    sample_weight: &[f64],
 ) -> (Vec<Option<usize>>, Vec<Cell>) {
     let n_dims = values.first().map_or(0, Vec::len);
     let old: Vec<std::collections::BTreeSet<&String>> = (0..n_dims)
@@ -487,20 +681,23 @@ fn stand_ins(
             let agrees =
                 |row: &Vec<String>| (0..n_dims).all(|d| new[d] || row[d] == values[leaf][d]);
             let mut peers = Cell::default();
+            let mut observed = 0.0;
             for (p, row) in values.iter().enumerate() {
                 if agrees(row) && (0..n_dims).all(|d| !new[d] || old[d].contains(&row[d])) {
                     peers.merge(&incident[p]);
+                    observed += incident[p].requests as f64 / sample_weight[p];
                 }
             }
-            if peers.requests < MIN_STAND_IN_REQUESTS {
-                peers = Cell::default();
+            if observed < MIN_STAND_IN_REQUESTS as f64 {
+                (peers, observed) = (Cell::default(), 0.0);
                 for (p, row) in values.iter().enumerate() {
                     if agrees(row) {
                         peers.merge(&base[p]);
+                        observed += base[p].requests as f64 / sample_weight[p];
                     }
                 }
             }
-            (peers.requests >= MIN_STAND_IN_REQUESTS).then(|| {
+            (observed >= MIN_STAND_IN_REQUESTS as f64).then(|| {
                 cells.push(peers);
                 cells.len() - 1
             })
@@ -508,6 +705,17 @@ fn stand_ins(
         out[leaf] = *stand_in;
     }
     (out, cells)
+}
+
+/// A cause known before localization from a complete source: a pod whose own device metrics
+/// show a fault (metrics are complete where traces may be sampled). Localization takes it
+/// first in every measure where its requests deviate and localizes the rest around it, so a
+/// second, independent cause is not merged with it into one coarser combination.
+#[derive(Debug, Clone)]
+pub(crate) struct KnownCause {
+    pub(crate) elements: Vec<(String, String)>,
+    /// The signal that names it: its evidence when no request measure shows it.
+    pub(crate) evidence: String,
 }
 
 /// What the measures localized so far found, in the order they were localized.
@@ -520,6 +728,8 @@ struct Findings {
     explanatory_only: Vec<BTreeMap<String, String>>,
     fleet_wide: bool,
     demand_shifts: Vec<DemandShift>,
+    /// Causes of symptom measures that exist only from the incident on (see [`rollout`]).
+    rollouts: Vec<BTreeMap<String, String>>,
 }
 
 impl Findings {
@@ -563,8 +773,14 @@ impl Findings {
                 }
                 cause.elements = leaves.specialize(&all, cause.elements);
             }
-            let peers = leaves.all_stand_in(&all, &cause.elements);
-            let evidence = evidence(measure, z, &cause, peers);
+            let compared = leaves
+                .all_stand_in(&all, &cause.elements)
+                .then(|| compare_rollout(cells, &leaves, &all, &cause.elements))
+                .flatten();
+            let evidence = evidence(measure, z, &cause, compared.as_ref());
+            if compared.is_some() && !measure.explanatory {
+                self.rollouts.push(cause.elements.iter().cloned().collect());
+            }
             self.add_cause(&cause, evidence, measure.explanatory);
         }
         if self.symptom.is_none() && !measure.explanatory {
@@ -609,6 +825,28 @@ impl Findings {
                     evidence: vec![evidence],
                 });
             }
+        }
+    }
+
+    /// After a symptom, each known cause no measure localized (its requests hardly deviate, or
+    /// too few were sampled to tell) is a cause still, on the evidence of its own signal:
+    /// ranked after the symptom measures' causes (score 0), before explanatory ones.
+    fn add_known(&mut self, known: &[KnownCause]) {
+        if self.symptom.is_none() {
+            return;
+        }
+        for cause in known {
+            let dimensions: BTreeMap<String, String> = cause.elements.iter().cloned().collect();
+            if self.causes.iter().any(|c| c.dimensions == dimensions) {
+                continue;
+            }
+            self.causes.push(RootCause {
+                rank: 0,
+                dimensions: dimensions.into(),
+                explained_fraction: 0.0,
+                score: 0.0,
+                evidence: vec![cause.evidence.clone()],
+            });
         }
     }
 
@@ -662,14 +900,37 @@ fn localize_apart_from_demand_shifts(
     }
 }
 
-/// One line of evidence for a cause `measure` found: the slice's rate in both windows.
-/// `peers`: the slice did not exist in the baseline, its peers at the same time (or what it
-/// replaced) stand in for it.
+/// The cause `elements` among the leaves `subset`, new in the incident, compared with its peers
+/// and with what it replaced.
+fn compare_rollout(
+    cells: &LeafCells,
+    leaves: &Leaves<'_>,
+    subset: &[usize],
+    elements: &[(String, String)],
+) -> Option<Comparison> {
+    let slice: Vec<usize> = subset
+        .iter()
+        .copied()
+        .filter(|&leaf| leaves.matches(leaf, elements))
+        .collect();
+    let view = LeafView {
+        values: &cells.values,
+        base: &cells.base,
+        incident: &cells.incident,
+        event_of: &*leaves.event_of,
+        denominator_of: leaves.denominator_of,
+    };
+    rollout::compare(&view, &slice)
+}
+
+/// One line of evidence for a cause `measure` found: the slice's rate in both windows; when the
+/// slice did not exist in the baseline (`compared`), against its peers at the same time and
+/// what it replaced.
 fn evidence(
     measure: &Measure,
     z: f64,
     cause: &infersight_analytics::localize::RootCause,
-    peers: bool,
+    compared: Option<&Comparison>,
 ) -> String {
     let fleet = if measure.explanatory {
         format!(
@@ -680,13 +941,16 @@ fn evidence(
     } else {
         format!("fleet z {z:.1}")
     };
-    let compared = if peers {
-        "for its peers (new in the incident: same other attributes at the same time, or what it replaced)"
-    } else {
-        "in the baseline"
-    };
+    if let Some(compared) = compared {
+        return format!(
+            "{}: {} ({fleet}); {:.0} % of the excess",
+            measure.event,
+            compared.text(measure.unit),
+            cause.explained_fraction * 100.0
+        );
+    }
     format!(
-        "{}: {:.1} % of the slice's {} in the incident vs {:.1} % {compared} ({fleet}); {:.0} % of the excess",
+        "{}: {:.1} % of the slice's {} in the incident vs {:.1} % in the baseline ({fleet}); {:.0} % of the excess",
         measure.event,
         cause.real * 100.0,
         measure.unit,
@@ -731,4 +995,79 @@ fn minute_bounds(rollups: &[&Rollup]) -> Option<(i64, i64)> {
             Some(acc.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))))
         },
     )
+}
+
+/// When neither the fleet's series nor a stored slice's chose a window a symptom confirms (a
+/// regression of a version, build, deployment or revision under a name no rollup column holds,
+/// on a few percent of the traffic), the rows of the whole data rolled up with their attribute
+/// dimensions (see [`crate::attributes`]) give each attribute value an onset series of its own
+/// ([`choose_slice_onsets`]); the first window a symptom confirms is kept. `localized`
+/// unchanged otherwise, and whenever the caller gave the incident window.
+pub(crate) async fn with_attribute_onsets(
+    engine: &infersight_query::QueryEngine,
+    request: RcaRequest,
+    localized: Localized,
+) -> Result<Localized, QueryError> {
+    let confirmed = localized
+        .report
+        .as_ref()
+        .is_some_and(|r| r.symptom.is_some());
+    let Some(chosen) = localized
+        .chosen
+        .as_ref()
+        .filter(|_| request.incident.is_none() && !confirmed)
+    else {
+        return Ok(localized);
+    };
+    let Some(attributes) =
+        crate::attributes::attribute_rollup(engine, TimeRange::ALL, &chosen.dimensions).await?
+    else {
+        return Ok(localized);
+    };
+    let store = Arc::clone(engine.store());
+    let from_dimension = chosen.dimensions.len();
+    let found = tokio::task::spawn_blocking(move || {
+        attribute_slice_window(store.as_ref(), request, &attributes.rollup, from_dimension)
+    })
+    .await
+    .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))??;
+    Ok(found.unwrap_or(localized))
+}
+
+/// The first window an attribute slice's onset (dimensions of `rollup` from `from_dimension`
+/// on) gives that a symptom confirms, moved to its top cause's own onset; `None` without one.
+fn attribute_slice_window(
+    store: &dyn infersight_store::StorageBackend,
+    request: RcaRequest,
+    rollup: &Rollup,
+    from_dimension: usize,
+) -> Result<Option<Localized>, QueryError> {
+    let parts: Vec<Arc<Rollup>> = store.rollups(TimeRange::ALL)?;
+    let refs: Vec<&Rollup> = parts.iter().map(Arc::as_ref).collect();
+    let Some((first_minute, last_minute)) = minute_bounds(&refs) else {
+        return Ok(None);
+    };
+    let data_end = last_minute + MINUTE_NS;
+    let leaf_refs = [rollup];
+    let windows = Windows {
+        refs: &refs,
+        leaf_refs: Some(&leaf_refs),
+        known: &[],
+        row_refs: None,
+        sample_weight: 1.0,
+        request,
+        first_minute,
+        data_end,
+    };
+    for (onset, series) in choose_slice_onsets(&leaf_refs, first_minute, data_end, from_dimension) {
+        let window = TimeRange {
+            since_ns: Some(onset),
+            until_ns: Some(data_end),
+        };
+        let sliced = windows.analyse(window, Some(series))?;
+        if sliced.report.as_ref().is_some_and(|r| r.symptom.is_some()) {
+            return windows.moved_to_cause_onset(sliced).map(Some);
+        }
+    }
+    Ok(None)
 }

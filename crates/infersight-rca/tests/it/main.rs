@@ -10,6 +10,8 @@ mod memory;
 mod pollution;
 mod predict;
 mod prompts;
+mod sampling;
+mod slices;
 mod support;
 mod traces;
 mod watch;
