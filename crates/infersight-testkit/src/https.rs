@@ -81,7 +81,7 @@ pub fn https_receiver(status: u16, body: &str) -> HttpsReceiver {
 }
 
 /// One HTTP/1.1 request with a `content-length` body; `None` when the stream ends first.
-fn read_request(stream: impl Read) -> Option<Request> {
+pub fn read_request(stream: impl Read) -> Option<Request> {
     let mut reader = BufReader::new(stream);
     let mut request_line = String::new();
     reader.read_line(&mut request_line).ok()?;

@@ -4,7 +4,7 @@
 //! port, a port that accepts but never answers, a full queue, all without blocking the caller.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -74,13 +74,8 @@ fn settings(alertmanagers: Vec<String>, webhook: Option<String>) -> NotifySettin
     }
 }
 
-/// One request as a receiver saw it.
-#[derive(Debug)]
-pub(super) struct Received {
-    pub(super) path: String,
-    pub(super) headers: BTreeMap<String, String>,
-    pub(super) body: Vec<u8>,
-}
+/// One request as a receiver saw it (the testkit's https receiver reads the same).
+use infersight_testkit::https::Request as Received;
 
 /// An HTTP receiver on 127.0.0.1 answering the statuses of `script` in turn (the last one
 /// from then on), handing every request to the channel.
@@ -91,7 +86,7 @@ fn receiver(script: Vec<u16>) -> (SocketAddr, mpsc::Receiver<Received>) {
     std::thread::spawn(move || {
         for (i, stream) in listener.incoming().flatten().enumerate() {
             let status = script[i.min(script.len() - 1)];
-            let Some(received) = read_request(&stream) else {
+            let Some(received) = infersight_testkit::https::read_request(&stream) else {
                 continue;
             };
             let answer = format!(
@@ -104,32 +99,6 @@ fn receiver(script: Vec<u16>) -> (SocketAddr, mpsc::Receiver<Received>) {
         }
     });
     (addr, rx)
-}
-
-/// One HTTP/1.1 request read from `stream` (plain or TLS).
-pub(super) fn read_request(stream: impl Read) -> Option<Received> {
-    let mut reader = BufReader::new(stream);
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line).ok()?;
-    let path = request_line.split_whitespace().nth(1)?.to_string();
-    let mut headers = BTreeMap::new();
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 || line == "\r\n" {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':') {
-            headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_string());
-        }
-    }
-    let length: usize = headers.get("content-length")?.parse().ok()?;
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).ok()?;
-    Some(Received {
-        path,
-        headers,
-        body,
-    })
 }
 
 /// A port nothing listens on.
