@@ -12,7 +12,7 @@
 //! converting line after line on one thread.
 //!
 //! Files, in the order a line goes through them: `input` (open, gzip, bytes read for progress,
-//! bounded lines) → `detect` (the file's format, an OTLP line's signal) → `reader` (per-file
+//! bounded lines) → `detect` (the file's format from its name and content, an OTLP line's signal) → `reader` (per-file
 //! state, the summary's counts, hand-over to the sink) → one of `otlp_lines` (with `workers` for
 //! trace lines), `json_lines` (and `json_request` for request rows) or `raw`.
 
@@ -45,7 +45,7 @@ pub use raw_times::{CONTEXT_SLACK_NS, RawTimes, YearSource};
 /// How the lines of a file are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FileFormat {
-    /// Decided per file from its first non-empty line.
+    /// Decided per file from its name and first non-empty line (see `detect`).
     #[default]
     Auto,
     /// One `Export{Trace,Logs,Metrics}ServiceRequest` in OTLP/JSON per line.
@@ -139,6 +139,9 @@ pub struct FileSummary {
     pub rejected: u64,
     /// The first few rejection reasons, each `path:line: reason`.
     pub first_errors: Vec<String>,
+    /// What the reader decided that the user may not expect, each `path: note` (a file read by
+    /// its content where its name said another format).
+    pub notes: Vec<String>,
     /// The times of raw text lines: their year's source, their range, those outside the data
     /// around the file.
     pub raw_times: RawTimes,

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use infersight_model::mapping::AttributeMapper;
 use infersight_model::{LogRecord, RequestRecord, Table, TableBatch};
 
-use super::detect::detect_format;
+use super::detect::sniff;
 use super::raw_times::RawState;
 use super::{
     DEFAULT_BATCH_ROWS, FILE_PATH_ATTR, FileFormat, FileOptions, FileSummary, MAX_FIRST_ERRORS,
@@ -114,7 +114,13 @@ impl FileReader<'_> {
             return;
         }
         if self.summary.format == FileFormat::Auto {
-            self.summary.format = detect_format(raw);
+            let sniffed = sniff(&self.path, raw);
+            self.summary.format = sniffed.format;
+            if let Some(note) = sniffed.note {
+                self.summary
+                    .notes
+                    .push(format!("{}: {note}", self.path_display));
+            }
         }
         match self.summary.format {
             FileFormat::OtlpJsonl => self.otlp_line(raw),

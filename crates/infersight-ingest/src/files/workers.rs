@@ -12,6 +12,7 @@ use std::path::Path;
 use infersight_model::mapping::AttributeMapper;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
+use super::detect::UTF8_BOM;
 use super::input::{LineRead, read_line_bounded};
 use super::reader::FileReader;
 use super::{MAX_PENDING_BYTES, MAX_SPARE_LINE_BYTES};
@@ -228,6 +229,9 @@ pub(super) fn read_lines(
             }
             LineRead::Line => {
                 state.summary.lines += 1;
+                if state.summary.lines == 1 && line.starts_with(UTF8_BOM) {
+                    line.drain(..UTF8_BOM.len());
+                }
                 if state.is_trace_line(&line) {
                     // the workers' lines come back as buffers for the next ones
                     let next = in_order.spare_lines.pop().unwrap_or_default();

@@ -12,6 +12,7 @@ mod prom_scrape;
 mod prometheus;
 mod receivers;
 mod sampling;
+mod sniff;
 mod span_tree;
 mod trace_json;
 mod traces;
