@@ -141,6 +141,16 @@ pub mod catalog {
         Gauge,
         "compactions since start",
     );
+    pub const STORE_QUARANTINED: Metric = metric(
+        "infersight_store_quarantined_total",
+        Counter,
+        "corrupt store files set aside in <data>/quarantine since start, by kind (segment, rollup, wal)",
+    );
+    pub const STORE_WAL_REGIONS_DROPPED: Metric = metric(
+        "infersight_store_wal_regions_dropped_total",
+        Counter,
+        "unreadable write-ahead log regions skipped at replay since start (each held a record or more)",
+    );
 
     pub const NOTIFICATIONS_SENT: Metric = metric(
         "infersight_notifications_sent_total",
@@ -192,6 +202,8 @@ pub mod catalog {
         STORE_FSYNCS,
         STORE_FLUSHES,
         STORE_COMPACTIONS,
+        STORE_QUARANTINED,
+        STORE_WAL_REGIONS_DROPPED,
         NOTIFICATIONS_SENT,
         NOTIFICATIONS_FAILED,
         NOTIFICATION_RETRIES,

@@ -83,6 +83,19 @@ pub fn refresh_store_gauges(counters: &Counters, store: &dyn StorageBackend) {
     counters.set_gauge(&catalog::STORE_FSYNCS, &[], stats.fsyncs as f64);
     counters.set_gauge(&catalog::STORE_FLUSHES, &[], stats.flushes as f64);
     counters.set_gauge(&catalog::STORE_COMPACTIONS, &[], stats.compactions as f64);
+    let quarantine = &stats.quarantine;
+    for (kind, count) in [
+        ("segment", quarantine.segments),
+        ("rollup", quarantine.rollups),
+        ("wal", quarantine.wal_files),
+    ] {
+        counters.set_counter(&catalog::STORE_QUARANTINED, &[("kind", kind)], count);
+    }
+    counters.set_counter(
+        &catalog::STORE_WAL_REGIONS_DROPPED,
+        &[],
+        quarantine.wal_regions_dropped,
+    );
 }
 
 async fn metrics(State(state): State<ApiState>) -> Response {

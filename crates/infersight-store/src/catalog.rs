@@ -159,6 +159,7 @@ mod tests {
             max_ts_ns: 2,
             schema_version: 1,
             rollup_bytes: Some(10),
+            checksum: None,
         });
         catalog.save(dir.path()).unwrap();
         let text = std::fs::read_to_string(dir.path().join(CATALOG_FILE)).unwrap();

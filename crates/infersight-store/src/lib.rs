@@ -12,21 +12,25 @@
 //! catalog.json                           live segments + highest WAL seq already in them
 //! wal/<first seq>.wal                    WAL files (module `wal`)
 //! segments/<table>/<YYYYMMDDHH>/<id>.parquet
+//! quarantine/<same relative path>        files found corrupt, set aside (module `quarantine`)
 //! ```
 
 mod catalog;
 mod fsutil;
 mod maintenance;
 mod memtable;
+mod quarantine;
 mod rollups;
 mod segment;
 mod store;
 pub mod types;
+mod verify;
 mod wal;
 
 pub use maintenance::MaintenanceHandle;
 pub use store::Store;
 pub use types::{
-    AppendReceipt, CompactionReport, FlushReport, FsyncPolicy, RetentionReport, ScanSnapshot,
-    SegmentMeta, StorageBackend, StoreError, StoreOptions, StoreStats, TableStats, TimeRange,
+    AppendReceipt, CompactionReport, FlushReport, FsyncPolicy, QuarantineStats, RetentionReport,
+    ScanSnapshot, SegmentChecksum, SegmentMeta, StorageBackend, StoreError, StoreOptions,
+    StoreStats, TableStats, TimeRange, VerifyReport,
 };

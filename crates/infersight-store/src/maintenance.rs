@@ -1,5 +1,6 @@
 //! Background maintenance: a std thread that keeps the store in shape while it serves appends:
-//! flushes the memtable when it is due, compacts small segments, applies retention, and for
+//! flushes the memtable when it is due, compacts small segments, applies retention, reads every
+//! segment against its checksum once after the first pass ([`Store::verify_segments`]), and for
 //! [`FsyncPolicy::Interval`] fsyncs the WAL on schedule. Errors are logged, never raised.
 
 use std::sync::{Arc, Weak};
@@ -85,6 +86,8 @@ fn maintenance_loop(
     let wake_every = fsync_every.map_or(tick, |every| every.min(tick));
     let mut next_pass = Instant::now() + tick;
     let mut next_sync = fsync_every.map(|every| Instant::now() + every);
+    // the whole segments are read once per start (the open only checked their footers)
+    let mut verified = false;
     loop {
         {
             let mut stopped = signal.stopped.lock();
@@ -123,6 +126,13 @@ fn maintenance_loop(
                 Err(_) => tracing::error!("store maintenance panicked"),
             }
             next_pass = Instant::now() + tick;
+            if !verified {
+                verified = true;
+                match store.verify_segments() {
+                    Ok(report) => tracing::debug!(?report, "segments verified"),
+                    Err(err) => tracing::error!(%err, "segment verification failed"),
+                }
+            }
         }
     }
 }

@@ -37,21 +37,58 @@ pub(crate) fn build(spec: &RollupSpec, batches: &[RecordBatch]) -> Result<Rollup
 
 /// Writes the sidecar of `segment` durably (`<id>.rollup.tmp`, fsync, rename, fsync of the
 /// directory: `infersight_model::durable`).
-pub(crate) fn write_sidecar(segment: &SegmentMeta, rollup: &Rollup) -> Result<u64, StoreError> {
+/// Answers the sidecar's size and crc32 (kept in the catalog).
+pub(crate) fn write_sidecar(
+    segment: &SegmentMeta,
+    rollup: &Rollup,
+) -> Result<(u64, u32), StoreError> {
     let path = sidecar_path(&segment.path);
     let bytes = rollup.encode_sidecar().map_err(StoreError::io(&path))?;
     durable::write_atomic(&path, &bytes)?;
-    Ok(bytes.len() as u64)
+    Ok((bytes.len() as u64, crc32fast::hash(&bytes)))
 }
 
+/// `StoreError::Corrupt::what` of a sidecar that is not what was written.
+pub(crate) const ROLLUP: &str = "rollup";
+
+/// The cheap check at open: the sidecar the catalog names exists with the recorded size.
+pub(crate) fn check_sidecar_size(segment: &SegmentMeta) -> Option<String> {
+    let expected = segment.rollup_bytes?;
+    let path = sidecar_path(&segment.path);
+    match std::fs::metadata(&path) {
+        Ok(meta) if meta.len() == expected => None,
+        Ok(meta) => Some(format!("{} bytes on disk, {expected} written", meta.len())),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            Some("the file is missing".into())
+        }
+        // not judged: a permission problem is not corruption
+        Err(_) => None,
+    }
+}
+
+/// Reads and decodes the sidecar of `segment`, checking it against its size and checksum when
+/// the catalog has them; a mismatch or an undecodable file is `Corrupt` with `what = "rollup"`.
 pub(crate) fn read_sidecar(segment: &SegmentMeta) -> Result<Arc<Rollup>, StoreError> {
     let path = sidecar_path(&segment.path);
     let compressed = std::fs::read(&path).map_err(StoreError::io(&path))?;
     let corrupt = |reason: String| StoreError::Corrupt {
-        what: "rollup",
+        what: ROLLUP,
         path: path.clone(),
         reason,
     };
+    if let Some(expected) = segment.rollup_bytes
+        && compressed.len() as u64 != expected
+    {
+        return Err(corrupt(format!(
+            "{} bytes on disk, {expected} written",
+            compressed.len()
+        )));
+    }
+    if let Some(expected) = segment.checksum.and_then(|c| c.rollup_crc32)
+        && crc32fast::hash(&compressed) != expected
+    {
+        return Err(corrupt("the file does not match its checksum".into()));
+    }
     Rollup::decode_sidecar(&compressed)
         .map(Arc::new)
         .map_err(|e| corrupt(e.to_string()))

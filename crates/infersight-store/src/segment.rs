@@ -1,8 +1,12 @@
 //! Parquet segments: where flushed and compacted rows live. One segment holds rows of one table
 //! and one UTC hour, sorted by `ts`, zstd-compressed, with column statistics so the query engine
 //! can prune row groups. Layout: `segments/<table>/<YYYYMMDDHH>/<segment id, 20 digits>.parquet`.
+//! Each file's crc32 and its footer's are taken while it is written ([`SegmentChecksum`]) and
+//! checked here: the footer at every open ([`check_footer`]), the whole file by
+//! [`check_file`] and before every read of the store's own ([`read_segment`]).
 
 use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -21,7 +25,7 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
 use crate::fsutil::sync_dir;
-use crate::types::{SegmentMeta, StoreError};
+use crate::types::{SegmentChecksum, SegmentMeta, StoreError};
 
 pub(crate) const SEGMENTS_DIR: &str = "segments";
 const SEGMENT_EXTENSION: &str = "parquet";
@@ -198,7 +202,11 @@ pub(crate) fn write_segment(
         .unwrap_or_else(|| data_dir.to_path_buf());
     let created_dir = !hour_dir.exists();
     std::fs::create_dir_all(&hour_dir).map_err(StoreError::io(&hour_dir))?;
-    durable::write_atomic_with(&path, |file| write_file(file, table, batches, format))?;
+    let mut checksum = None;
+    durable::write_atomic_with(&path, |file| {
+        checksum = Some(write_file(file, table, batches, format)?);
+        Ok::<(), StoreError>(())
+    })?;
     if created_dir {
         // make the new hour (and maybe table) directory itself durable
         for dir in hour_dir.ancestors().skip(1).take(2) {
@@ -233,18 +241,70 @@ pub(crate) fn write_segment(
         max_ts_ns,
         schema_version: SCHEMA_VERSION,
         rollup_bytes: None,
+        checksum,
     })
 }
 
-/// Encodes `batches` as Parquet into `file` (the durable writer fsyncs it).
+/// The last bytes of a segment kept while it is written, to checksum its footer: far more than
+/// any footer of ours (a few KiB per row group).
+const FOOTER_KEEP_BYTES: usize = 8 << 20;
+const PARQUET_MAGIC: &[u8; 4] = b"PAR1";
+
+/// Passes bytes through to the file, hashing them and keeping the last [`FOOTER_KEEP_BYTES`].
+struct ChecksumWriter<W> {
+    inner: W,
+    hasher: crc32fast::Hasher,
+    tail: Vec<u8>,
+}
+
+impl<W: Write> Write for ChecksumWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        let written = &buf[..n];
+        self.hasher.update(written);
+        if written.len() >= FOOTER_KEEP_BYTES {
+            self.tail.clear();
+            self.tail
+                .extend_from_slice(&written[written.len() - FOOTER_KEEP_BYTES..]);
+        } else {
+            if self.tail.len() + written.len() > 2 * FOOTER_KEEP_BYTES {
+                self.tail.drain(..self.tail.len() - FOOTER_KEEP_BYTES);
+            }
+            self.tail.extend_from_slice(written);
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The footer's length from the last 8 bytes of a Parquet file (metadata length, `PAR1`).
+fn footer_len(trailer: &[u8]) -> Option<usize> {
+    let trailer: &[u8; 8] = trailer.try_into().ok()?;
+    if &trailer[4..] != PARQUET_MAGIC {
+        return None;
+    }
+    let metadata_len = u32::from_le_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]);
+    usize::try_from(metadata_len).ok()?.checked_add(8)
+}
+
+/// Encodes `batches` as Parquet into `file` (the durable writer fsyncs it); answers the file's
+/// checksums.
 fn write_file(
     file: &mut File,
     table: Table,
     batches: &[RecordBatch],
     format: SegmentFormat,
-) -> Result<(), StoreError> {
+) -> Result<SegmentChecksum, StoreError> {
+    let sink = ChecksumWriter {
+        inner: file,
+        hasher: crc32fast::Hasher::new(),
+        tail: Vec::new(),
+    };
     let mut writer = ArrowWriter::try_new(
-        file,
+        sink,
         table.schema(),
         Some(writer_properties(table, format)?),
     )?;
@@ -252,25 +312,146 @@ fn write_file(
     for batch in batches {
         writer.write(batch)?;
     }
-    writer.into_inner()?;
-    Ok(())
+    let sink = writer.into_inner()?;
+    let tail = &sink.tail;
+    let footer_bytes = tail
+        .len()
+        .checked_sub(8)
+        .and_then(|at| footer_len(&tail[at..]))
+        .filter(|len| *len <= tail.len())
+        // a footer larger than what was kept (never seen): only its trailer is checked at open
+        .unwrap_or(8.min(tail.len()));
+    Ok(SegmentChecksum {
+        file_crc32: sink.hasher.finalize(),
+        footer_bytes: u32::try_from(footer_bytes).unwrap_or(8),
+        footer_crc32: crc32fast::hash(&tail[tail.len() - footer_bytes..]),
+        rollup_crc32: None,
+    })
 }
 
-/// Reads every row of a segment, with the table's canonical schema.
-pub(crate) fn read_segment(meta: &SegmentMeta) -> Result<Vec<RecordBatch>, StoreError> {
-    let file = File::open(&meta.path).map_err(StoreError::io(&meta.path))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)?.build()?;
-    let schema = meta.table.schema();
-    let mut batches = Vec::new();
-    for batch in reader {
-        let batch = batch?;
-        batches.push(RecordBatch::try_new(
-            Arc::clone(&schema),
-            batch.columns().to_vec(),
-        )?);
-    }
-    Ok(batches)
+/// What checking a segment file found.
+#[derive(Debug)]
+pub(crate) enum FileCheck {
+    Sound,
+    /// The file is missing, has the wrong size or bytes that do not match their checksum.
+    Corrupt(String),
+    /// The file could not be read for another reason (permissions, an I/O error): not judged.
+    Unreadable(std::io::Error),
 }
+
+fn open_checked(path: &Path, expected_bytes: u64) -> Result<File, FileCheck> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Err(FileCheck::Corrupt("the file is missing".into()));
+        }
+        Err(err) => return Err(FileCheck::Unreadable(err)),
+    };
+    let len = file.metadata().map_err(FileCheck::Unreadable)?.len();
+    if len != expected_bytes {
+        return Err(FileCheck::Corrupt(format!(
+            "{len} bytes on disk, {expected_bytes} written"
+        )));
+    }
+    Ok(file)
+}
+
+/// The check at every open, one read of the file's tail: the file exists with the size the
+/// catalog recorded, ends in a Parquet trailer, and its footer matches its checksum.
+pub(crate) fn check_footer(meta: &SegmentMeta) -> FileCheck {
+    let check = || -> Result<(), FileCheck> {
+        let mut file = open_checked(&meta.path, meta.bytes)?;
+        let tail_len = meta
+            .checksum
+            .map_or(8, |c| u64::from(c.footer_bytes))
+            .min(meta.bytes);
+        let mut tail = vec![0u8; usize::try_from(tail_len).unwrap_or(8)];
+        file.seek(SeekFrom::End(-(tail_len as i64)))
+            .and_then(|_| file.read_exact(&mut tail))
+            .map_err(FileCheck::Unreadable)?;
+        if tail.len() < 8 || footer_len(&tail[tail.len() - 8..]).is_none() {
+            return Err(FileCheck::Corrupt("no parquet trailer at its end".into()));
+        }
+        if let Some(checksum) = meta.checksum
+            && crc32fast::hash(&tail) != checksum.footer_crc32
+        {
+            return Err(FileCheck::Corrupt(
+                "the parquet footer does not match its checksum".into(),
+            ));
+        }
+        Ok(())
+    };
+    check().err().unwrap_or(FileCheck::Sound)
+}
+
+/// Reads the whole file and compares it with its checksum (segments written before checksums:
+/// size and trailer only).
+pub(crate) fn check_file(meta: &SegmentMeta) -> FileCheck {
+    let Some(checksum) = meta.checksum else {
+        return check_footer(meta);
+    };
+    let check = || -> Result<(), FileCheck> {
+        let mut file = open_checked(&meta.path, meta.bytes)?;
+        let mut hasher = crc32fast::Hasher::new();
+        let mut buffer = vec![0u8; 1 << 20];
+        loop {
+            let n = file.read(&mut buffer).map_err(FileCheck::Unreadable)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buffer[..n]);
+        }
+        if hasher.finalize() != checksum.file_crc32 {
+            return Err(FileCheck::Corrupt(
+                "the file does not match its checksum".into(),
+            ));
+        }
+        Ok(())
+    };
+    check().err().unwrap_or(FileCheck::Sound)
+}
+
+/// Reads every row of a segment, with the table's canonical schema, after checking the file
+/// against its checksum. A file that fails the check or does not decode is
+/// [`StoreError::Corrupt`] with `what = "segment"` (the caller quarantines it).
+pub(crate) fn read_segment(meta: &SegmentMeta) -> Result<Vec<RecordBatch>, StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt {
+        what: SEGMENT,
+        path: meta.path.clone(),
+        reason,
+    };
+    match check_file(meta) {
+        FileCheck::Sound => {}
+        FileCheck::Corrupt(reason) => return Err(corrupt(reason)),
+        FileCheck::Unreadable(source) => {
+            return Err(StoreError::Io {
+                path: meta.path.clone(),
+                source,
+            });
+        }
+    }
+    let file = File::open(&meta.path).map_err(StoreError::io(&meta.path))?;
+    let decode = || -> Result<Vec<RecordBatch>, StoreError> {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file)?.build()?;
+        let schema = meta.table.schema();
+        let mut batches = Vec::new();
+        for batch in reader {
+            let batch = batch?;
+            batches.push(RecordBatch::try_new(
+                Arc::clone(&schema),
+                batch.columns().to_vec(),
+            )?);
+        }
+        Ok(batches)
+    };
+    decode().map_err(|err| match err {
+        StoreError::Parquet(_) | StoreError::Arrow(_) => corrupt(err.to_string()),
+        other => other,
+    })
+}
+
+/// `StoreError::Corrupt::what` of a segment that failed its check.
+pub(crate) const SEGMENT: &str = "segment";
 
 #[cfg(test)]
 mod tests {

@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs::{File, OpenOptions, TryLockError};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,12 +28,14 @@ use parking_lot::{Condvar, Mutex};
 use crate::catalog::Catalog;
 use crate::fsutil::{remove_file_if_exists, sync_dir, sync_dir_best_effort};
 use crate::memtable::Memtable;
+use crate::quarantine::{self, QuarantineCounters};
 use crate::rollups;
 use crate::segment::{self, SEGMENTS_DIR, SegmentFormat};
 use crate::types::{
     AppendReceipt, CompactionReport, FlushReport, FsyncPolicy, RetentionReport, ScanSnapshot,
     SegmentMeta, StorageBackend, StoreError, StoreOptions, StoreStats, TableStats, TimeRange,
 };
+use crate::verify;
 use crate::wal::{self, SealedWal, WalWriter};
 use infersight_rollup::Rollup;
 
@@ -50,16 +53,16 @@ struct SyncState {
 
 /// What snapshots read: the memtable and the catalog, always changed together.
 #[derive(Debug)]
-struct State {
+pub(crate) struct State {
     memtable: Memtable,
-    catalog: Catalog,
+    pub(crate) catalog: Catalog,
     /// Seqs written to the WAL whose appends have not yet been published or failed; a flush
     /// waits for those at or below its rotation point.
     pending: BTreeSet<u64>,
     last_flush: Instant,
     /// Rollups of `requests` segments, by segment id (loaded at open, kept in step with the
     /// catalog; a segment without a sidecar is rolled up on first use).
-    rollups: HashMap<u64, Arc<Rollup>>,
+    pub(crate) rollups: HashMap<u64, Arc<Rollup>>,
 }
 
 /// The embedded store. Share it as `Arc<Store>`; every method takes `&self` and blocks on IO,
@@ -67,15 +70,17 @@ struct State {
 #[derive(Debug)]
 pub struct Store {
     options: StoreOptions,
-    data_dir: PathBuf,
+    pub(crate) data_dir: PathBuf,
     format: SegmentFormat,
     wal: Mutex<WalWriter>,
     sync: Mutex<SyncState>,
     sync_cv: Condvar,
-    state: Mutex<State>,
+    pub(crate) state: Mutex<State>,
     state_cv: Condvar,
-    /// Serializes catalog changes: flush, compaction, retention and close.
-    maintenance: Mutex<()>,
+    /// Serializes catalog changes: flush, compaction, retention, quarantine and close.
+    pub(crate) maintenance: Mutex<()>,
+    /// Corrupt files set aside since open (module `quarantine`).
+    pub(crate) quarantine: QuarantineCounters,
     closed: AtomicBool,
     lock_file: Mutex<Option<File>>,
     appends: AtomicU64,
@@ -182,10 +187,12 @@ impl Store {
             std::fs::create_dir_all(sub).map_err(StoreError::io(sub))?;
         }
         let lock_file = take_lock(&data_dir)?;
-        let catalog = Catalog::load(&data_dir)?;
+        let mut catalog = Catalog::load(&data_dir)?;
         remove_orphan_segments(&segments_dir, &catalog);
+        let quarantine = QuarantineCounters::default();
+        verify::check_catalog_at_open(&data_dir, &mut catalog, &quarantine)?;
 
-        let replay = replay_wal(&wal_dir, catalog.flushed_wal_seq)?;
+        let replay = replay_wal(&data_dir, catalog.flushed_wal_seq, &quarantine)?;
         let next_seq = replay.last_seq.max(catalog.flushed_wal_seq) + 1;
         let wal = WalWriter::create(&wal_dir, next_seq, replay.sealed)?;
         tracing::info!(
@@ -223,6 +230,7 @@ impl Store {
             state_cv: Condvar::new(),
             frame_buffers: Mutex::new(Vec::new()),
             maintenance: Mutex::new(()),
+            quarantine,
             closed: AtomicBool::new(false),
             lock_file: Mutex::new(Some(lock_file)),
             appends: AtomicU64::new(0),
@@ -312,15 +320,33 @@ impl Store {
         let mut written: Vec<SegmentMeta> = Vec::new();
         let mut replaced: Vec<SegmentMeta> = Vec::new();
         let mut new_rollups: Vec<(u64, Arc<Rollup>)> = Vec::new();
+        // segments found corrupt while reading: quarantined, their partition left as it is
+        let mut corrupt: Vec<(u64, quarantine::Kind, String)> = Vec::new();
         for ((table, hour_ns), group) in partitions {
             if group.len() < min_segments {
                 continue;
             }
-            let result = (|| {
-                let mut batches: Vec<RecordBatch> = Vec::new();
-                for meta in &group {
-                    batches.extend(segment::read_segment(meta)?);
+            let mut batches: Vec<RecordBatch> = Vec::new();
+            for meta in &group {
+                match segment::read_segment(meta) {
+                    Ok(rows) => batches.extend(rows),
+                    Err(StoreError::Corrupt { reason, .. }) => {
+                        corrupt.push((meta.id, quarantine::Kind::Segment, reason));
+                    }
+                    Err(err) => {
+                        remove_unpublished(&written);
+                        self.keep_segment_ids_allocated(&catalog);
+                        return Err(err);
+                    }
                 }
+            }
+            if corrupt
+                .iter()
+                .any(|(id, _, _)| group.iter().any(|s| s.id == *id))
+            {
+                continue;
+            }
+            let result = (|| {
                 let sorted = segment::concat_sorted(table, &batches)?;
                 drop(batches);
                 let id = catalog.allocate_id();
@@ -345,23 +371,22 @@ impl Store {
                 }
             }
         }
-        if written.is_empty() {
+        if written.is_empty() && corrupt.is_empty() {
             return Ok(report);
         }
+        verify::set_aside(&self.data_dir, &mut catalog, &corrupt, &self.quarantine);
         let replaced_ids: HashSet<u64> = replaced.iter().map(|s| s.id).collect();
         catalog.segments.retain(|s| !replaced_ids.contains(&s.id));
-        catalog.segments.extend(written);
+        catalog.segments.extend(written.iter().cloned());
         catalog.sort();
-        // on failure catalog.json may or may not name the new files; reopening removes
-        // whichever side is unreferenced
-        if let Err(err) = catalog.save(&self.data_dir) {
-            self.keep_segment_ids_allocated(&catalog);
-            return Err(err);
-        }
+        self.commit_catalog(&catalog, &written)?;
         {
             let mut state = self.state.lock();
             state.catalog = catalog;
-            for id in &replaced_ids {
+            for id in replaced_ids
+                .iter()
+                .chain(corrupt.iter().map(|(id, _, _)| id))
+            {
                 state.rollups.remove(id);
             }
             state.rollups.extend(new_rollups);
@@ -502,6 +527,56 @@ impl Store {
         }
     }
 
+    /// The rollup of a flushed `requests` segment: read from its sidecar on first use; a segment
+    /// written before rollups existed, or whose sidecar is unreadable, is rolled up from its rows
+    /// (a corrupt sidecar is quarantined first). `None`: the segment itself is corrupt; it was
+    /// quarantined and has no rows to give.
+    fn load_rollup(
+        &self,
+        spec: &infersight_rollup::RollupSpec,
+        segment: &SegmentMeta,
+    ) -> Result<Option<Arc<Rollup>>, StoreError> {
+        if segment.rollup_bytes.is_some() {
+            match rollups::read_sidecar(segment) {
+                Ok(rollup) => return Ok(Some(rollup)),
+                Err(StoreError::Corrupt { reason, .. }) => {
+                    self.quarantine_found(segment.id, quarantine::Kind::Rollup, reason);
+                }
+                Err(err) => tracing::warn!(%err, "rollup sidecar unreadable; rebuilding it"),
+            }
+        }
+        match segment::read_segment(segment) {
+            Ok(rows) => Ok(Some(Arc::new(rollups::build(spec, &rows)?))),
+            Err(StoreError::Corrupt { reason, .. }) => {
+                self.quarantine_found(segment.id, quarantine::Kind::Segment, reason);
+                Ok(None)
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Saves `catalog`, the commit point of a flush or compaction that wrote `written`. When the
+    /// save fails (a full disk), the files are removed again if `catalog.json` on disk is still
+    /// the one before: left behind, they would hold the space the retry needs, and a retry on
+    /// each maintenance pass would leave more. When the new catalog may have been published (the
+    /// rename done, the directory fsync failed) they stay, and the next open sorts it out.
+    fn commit_catalog(&self, catalog: &Catalog, written: &[SegmentMeta]) -> Result<(), StoreError> {
+        let Err(err) = catalog.save(&self.data_dir) else {
+            return Ok(());
+        };
+        self.keep_segment_ids_allocated(catalog);
+        let on_disk = Catalog::load(&self.data_dir);
+        let published = on_disk.as_ref().map_or(true, |disk| {
+            written
+                .iter()
+                .any(|new| disk.segments.iter().any(|s| s.id == new.id))
+        });
+        if !published {
+            remove_unpublished(written);
+        }
+        Err(err)
+    }
+
     /// After a failed flush or compaction, never hands out its segment ids again: a
     /// half-committed `catalog.json` may name those files, so a later writer must not reuse
     /// their paths.
@@ -545,7 +620,11 @@ impl Store {
         });
         let mut meta = meta?;
         let sidecar = rollup.and_then(|rollup| {
-            meta.rollup_bytes = Some(rollups::write_sidecar(&meta, &rollup)?);
+            let (bytes, crc32) = rollups::write_sidecar(&meta, &rollup)?;
+            meta.rollup_bytes = Some(bytes);
+            if let Some(checksum) = &mut meta.checksum {
+                checksum.rollup_crc32 = Some(crc32);
+            }
             sync_dir(meta.path.parent().unwrap_or(&self.data_dir))?;
             Ok(rollup)
         });
@@ -632,13 +711,11 @@ impl Store {
         }
         // 4. commit: catalog on disk, then memtable and catalog in memory under one lock
         if !written.is_empty() || catalog.flushed_wal_seq < rotation_seq {
+            let new_segments = written.clone();
             catalog.segments.extend(written);
             catalog.sort();
             catalog.flushed_wal_seq = catalog.flushed_wal_seq.max(rotation_seq);
-            if let Err(err) = catalog.save(&self.data_dir) {
-                self.keep_segment_ids_allocated(&catalog);
-                return Err(err);
-            }
+            self.commit_catalog(&catalog, &new_segments)?;
             let mut state = self.state.lock();
             let removed_rows = state.memtable.remove_up_to(rotation_seq);
             debug_assert_eq!(removed_rows, report.rows);
@@ -742,19 +819,8 @@ impl StorageBackend for Store {
             )
         };
         for segment in missing {
-            // read from its sidecar on first use; a segment written before rollups existed, or
-            // whose sidecar is unreadable, is rolled up now
-            let sidecar = segment
-                .rollup_bytes
-                .is_some()
-                .then(|| rollups::read_sidecar(&segment));
-            let rollup = match sidecar {
-                Some(Ok(rollup)) => rollup,
-                Some(Err(err)) => {
-                    tracing::warn!(%err, "rollup sidecar unreadable; rebuilding it");
-                    Arc::new(rollups::build(spec, &segment::read_segment(&segment)?)?)
-                }
-                None => Arc::new(rollups::build(spec, &segment::read_segment(&segment)?)?),
+            let Some(rollup) = self.load_rollup(spec, &segment)? else {
+                continue;
             };
             let mut state = self.state.lock();
             if state.catalog.segments.iter().any(|s| s.id == segment.id) {
@@ -804,6 +870,7 @@ impl StorageBackend for Store {
             flushes: self.flushes.load(Ordering::Relaxed),
             compactions: self.compactions.load(Ordering::Relaxed),
             rollups_in_memory: state.rollups.len() as u64,
+            quarantine: self.quarantine.stats(),
         }
     }
 
@@ -922,9 +989,17 @@ struct Replay {
 
 /// Reads every WAL file in order and rebuilds the memtable from the records the catalog does
 /// not cover. A torn record at the very end of the last file was never acknowledged: it is cut
-/// off with a warning. Anything unreadable before that is corruption.
-fn replay_wal(wal_dir: &Path, flushed_wal_seq: u64) -> Result<Replay, StoreError> {
-    let files = wal::list_files(wal_dir)?;
+/// off with a warning. Any other unreadable part (a damaged record in the middle, a checksum
+/// mismatch, a record that does not decode) is skipped: the file is copied to quarantine, logged
+/// and counted, and rewritten with the records that could be read, so the store opens with
+/// everything else.
+fn replay_wal(
+    data_dir: &Path,
+    flushed_wal_seq: u64,
+    counters: &QuarantineCounters,
+) -> Result<Replay, StoreError> {
+    let wal_dir = data_dir.join(WAL_DIR);
+    let files = wal::list_files(&wal_dir)?;
     let mut replay = Replay {
         memtable: Memtable::default(),
         sealed: Vec::new(),
@@ -943,34 +1018,20 @@ fn replay_wal(wal_dir: &Path, flushed_wal_seq: u64) -> Result<Replay, StoreError
         .collect::<Result<_, _>>()?;
     let tail_index = sizes.iter().rposition(|len| *len > 0);
     for (index, (_, path)) in files.into_iter().enumerate() {
-        let scan = wal::scan_file(&path)?;
+        let mut scan = wal::scan_file(&path)?;
+        let is_tail_file = Some(index) == tail_index;
+        let torn_tail = match scan.problems.last() {
+            Some(last) if is_tail_file && last.is_tail => scan.problems.pop(),
+            _ => None,
+        };
+        let mut damage = std::mem::take(&mut scan.problems);
         let corrupt = |reason: String| StoreError::Corrupt {
             what: "wal record",
             path: path.clone(),
             reason,
         };
-        if let Some(problem) = &scan.problem {
-            if Some(index) == tail_index && problem.is_tail {
-                tracing::warn!(
-                    path = %path.display(),
-                    offset = problem.offset,
-                    reason = %problem.reason,
-                    "discarding torn record at the end of the wal (it was never acknowledged)"
-                );
-                let truncate = || -> std::io::Result<()> {
-                    let file = OpenOptions::new().write(true).open(&path)?;
-                    file.set_len(scan.valid_len)?;
-                    file.sync_all()
-                };
-                truncate().map_err(StoreError::io(&path))?;
-            } else {
-                return Err(corrupt(format!(
-                    "{} at byte {}",
-                    problem.reason, problem.offset
-                )));
-            }
-        }
         let mut file_last_seq = 0;
+        let mut kept: Vec<Range<usize>> = Vec::with_capacity(scan.records.len());
         for (seq, range) in &scan.records {
             let seq = *seq;
             if seq <= replay.last_seq {
@@ -982,27 +1043,48 @@ fn replay_wal(wal_dir: &Path, flushed_wal_seq: u64) -> Result<Replay, StoreError
             replay.last_seq = seq;
             file_last_seq = seq;
             if seq <= flushed_wal_seq {
+                kept.push(wal::frame_range(range));
                 continue; // already in a segment
             }
-            let batches = wal::decode_payload(&scan.data[range.clone()])
-                .map_err(|reason| corrupt(format!("record {seq}: {reason}")))?;
-            for table_batch in batches {
-                let batch = conform(table_batch.table, &table_batch.batch)
-                    .map_err(|err| corrupt(format!("record {seq}: {err}")))?;
-                replay.memtable.insert(
-                    seq,
-                    TableBatch {
-                        table: table_batch.table,
-                        batch,
-                    },
-                );
+            match decode_record(&scan.data[range.clone()]) {
+                Ok(batches) => {
+                    for table_batch in batches {
+                        replay.memtable.insert(seq, table_batch);
+                    }
+                    replay.records += 1;
+                    kept.push(wal::frame_range(range));
+                }
+                Err(reason) => damage.push(wal::ScanProblem {
+                    offset: wal::frame_range(range).start as u64,
+                    skipped: wal::frame_range(range).len() as u64,
+                    reason: format!("record {seq}: {reason}"),
+                    is_tail: false,
+                }),
             }
-            replay.records += 1;
         }
+        let valid_len = if !damage.is_empty() {
+            salvage_wal_file(data_dir, &path, &scan.data, &kept, &damage, counters)?
+        } else if let Some(problem) = torn_tail {
+            tracing::warn!(
+                path = %path.display(),
+                offset = problem.offset,
+                reason = %problem.reason,
+                "discarding torn record at the end of the wal (it was never acknowledged)"
+            );
+            let truncate = || -> std::io::Result<()> {
+                let file = OpenOptions::new().write(true).open(&path)?;
+                file.set_len(scan.valid_len)?;
+                file.sync_all()
+            };
+            truncate().map_err(StoreError::io(&path))?;
+            scan.valid_len
+        } else {
+            scan.valid_len
+        };
         let sealed = SealedWal {
             path,
             last_seq: file_last_seq,
-            bytes: scan.valid_len,
+            bytes: valid_len,
         };
         if file_last_seq <= flushed_wal_seq {
             // every record is in a segment (a flush crashed before deleting the file), or the
@@ -1014,8 +1096,58 @@ fn replay_wal(wal_dir: &Path, flushed_wal_seq: u64) -> Result<Replay, StoreError
         }
         replay.sealed.push(sealed);
     }
-    sync_dir(wal_dir)?;
+    sync_dir(&wal_dir)?;
     Ok(replay)
+}
+
+/// The batches of one WAL record, each checked against its table's schema.
+fn decode_record(payload: &[u8]) -> Result<Vec<TableBatch>, String> {
+    let mut out = Vec::new();
+    for table_batch in wal::decode_payload(payload)? {
+        let batch = conform(table_batch.table, &table_batch.batch).map_err(|e| e.to_string())?;
+        out.push(TableBatch {
+            table: table_batch.table,
+            batch,
+        });
+    }
+    Ok(out)
+}
+
+/// A WAL file with unreadable parts: one log line per part, a copy of the whole file in
+/// quarantine, the file rewritten (atomically) with the frames that were read. Answers its new
+/// length.
+fn salvage_wal_file(
+    data_dir: &Path,
+    path: &Path,
+    data: &[u8],
+    kept: &[Range<usize>],
+    damage: &[wal::ScanProblem],
+    counters: &QuarantineCounters,
+) -> Result<u64, StoreError> {
+    for problem in damage {
+        tracing::error!(
+            path = %path.display(),
+            offset = problem.offset,
+            skipped_bytes = problem.skipped,
+            reason = %problem.reason,
+            "unreadable wal record skipped at replay; the records after it are kept"
+        );
+    }
+    let reason = format!(
+        "{} unreadable part(s), first at byte {}: {}",
+        damage.len(),
+        damage[0].offset,
+        damage[0].reason
+    );
+    quarantine::copy_file(data_dir, path, quarantine::Kind::Wal, &reason)?;
+    counters.count(quarantine::Kind::Wal);
+    counters.count_wal_regions(damage.len() as u64);
+    let mut salvaged = Vec::with_capacity(kept.iter().map(|r| r.len()).sum());
+    for frame in kept {
+        salvaged.extend_from_slice(&data[frame.clone()]);
+    }
+    infersight_model::durable::write_atomic(path, &salvaged)?;
+    Ok(salvaged.len() as u64)
 }
 
 /// Deletes segment files no catalog entry names (left by a flush or compaction that crashed
@@ -1067,7 +1199,7 @@ fn remove_orphan_segments(segments_dir: &Path, catalog: &Catalog) {
 
 /// `f` of every item, in the items' order, computed on up to one thread per core. A panic in `f`
 /// is passed on, as if it had run on the calling thread.
-fn map_in_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+pub(crate) fn map_in_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(items.len());

@@ -97,6 +97,27 @@ pub struct SegmentMeta {
     /// on; `None` when there is none (then SLI queries roll the segment up on first use).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollup_bytes: Option<u64>,
+    /// Checksums taken when the segment was written; `None` for segments written before the
+    /// store kept them (those are checked by size and Parquet magic only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<SegmentChecksum>,
+}
+
+/// What a segment's bytes must hash to. arrow-rs writes no Parquet page CRCs, so the store keeps
+/// its own: the footer's is checked at every open (cheap: one read of the file's tail), the whole
+/// file's and the sidecar's by [`crate::Store::verify_segments`] and whenever the store itself
+/// reads the segment (compaction, rollup rebuild).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentChecksum {
+    /// crc32 of the whole Parquet file.
+    pub file_crc32: u32,
+    /// Length of the Parquet footer (metadata, its length and the closing magic): the file's
+    /// last `footer_bytes` bytes.
+    pub footer_bytes: u32,
+    pub footer_crc32: u32,
+    /// crc32 of the rollup sidecar, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollup_crc32: Option<u32>,
 }
 
 /// What a query sees of one table at one instant: in-memory batches not yet flushed plus the
@@ -140,6 +161,17 @@ pub struct RetentionReport {
     pub bytes_removed: u64,
 }
 
+/// What [`crate::Store::verify_segments`] read and set aside.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct VerifyReport {
+    pub segments_checked: usize,
+    pub bytes_checked: u64,
+    /// Segments whose bytes did not match their checksum (or could not be read), quarantined.
+    pub segments_quarantined: usize,
+    /// Sidecars quarantined (the segment itself was sound).
+    pub rollups_quarantined: usize,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct TableStats {
     pub memtable_rows: u64,
@@ -161,6 +193,23 @@ pub struct StoreStats {
     /// Segment rollups held in memory: read from their sidecars when first asked for, not when
     /// the store opens (a one-shot `infersight query` never needs them).
     pub rollups_in_memory: u64,
+    /// Corrupt files this process moved to `<data>/quarantine/` and WAL records it could not
+    /// replay (see [`QuarantineStats`]).
+    pub quarantine: QuarantineStats,
+}
+
+/// What the store set aside as corrupt since it opened: each is also logged once with its path
+/// and reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct QuarantineStats {
+    /// Parquet segments moved to quarantine (or found missing) and dropped from the catalog.
+    pub segments: u64,
+    /// Rollup sidecars moved to quarantine (their segments' rollups are rebuilt from rows).
+    pub rollups: u64,
+    /// WAL files copied to quarantine because part of them could not be replayed.
+    pub wal_files: u64,
+    /// Unreadable regions of WAL files skipped at replay (each held at least one record).
+    pub wal_regions_dropped: u64,
 }
 
 /// The seam between receivers/analytics and storage.

@@ -160,14 +160,17 @@ impl<'a> ByteReader<'a> {
     }
 }
 
-/// Why reading a WAL file stopped before its end.
+/// A part of a WAL file that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ScanProblem {
     /// Byte offset of the first record that could not be read.
     pub offset: u64,
+    /// Bytes skipped from `offset` to the next readable record (or to the end of the file).
+    pub skipped: u64,
     pub reason: String,
-    /// Whether nothing readable follows the bad record: a write torn by a crash, never
-    /// acknowledged. Anything else is corruption in the middle of the log.
+    /// Whether the bytes from `offset` on are what a write cut short by a crash leaves (a short
+    /// header or record, or zeros) with nothing readable after them: never acknowledged. Anything
+    /// else (a checksum mismatch, garbage, a readable record after the damage) is corruption.
     pub is_tail: bool,
 }
 
@@ -179,68 +182,116 @@ pub(crate) struct WalScan {
     pub records: Vec<(u64, Range<usize>)>,
     /// Length of the prefix made of whole, valid records.
     pub valid_len: u64,
-    pub problem: Option<ScanProblem>,
+    /// Unreadable parts, in file order; reading resumes at the next valid frame after each.
+    pub problems: Vec<ScanProblem>,
 }
 
-/// Reads every valid record of a WAL file, stopping at the first frame that is short, has a bad
-/// magic or a CRC mismatch.
+/// Reads every valid record of a WAL file. A frame that is short, has a bad magic or a CRC
+/// mismatch is skipped up to the next offset where a whole valid frame starts, so one damaged
+/// record does not take the records after it along.
 pub(crate) fn scan_file(path: &Path) -> Result<WalScan, StoreError> {
     let data = std::fs::read(path).map_err(StoreError::io(path))?;
-    let (records, valid_len, problem) = scan_bytes(&data);
+    let (records, valid_len, problems) = scan_bytes(&data);
     Ok(WalScan {
         data,
         records,
         valid_len,
-        problem,
+        problems,
     })
 }
 
-type ScanResult = (Vec<(u64, Range<usize>)>, u64, Option<ScanProblem>);
+type ScanResult = (Vec<(u64, Range<usize>)>, u64, Vec<ScanProblem>);
+
+/// Why the frame at `pos` is unreadable, and whether that looks like a torn write.
+struct FrameError {
+    reason: String,
+    torn: bool,
+}
+
+/// The frame starting at `pos`: (seq, payload range, end).
+fn frame_at(data: &[u8], pos: usize) -> Result<(u64, Range<usize>, usize), FrameError> {
+    let all_zero = |from: usize| data[from.min(data.len())..].iter().all(|b| *b == 0);
+    let rest = &data[pos..];
+    if rest.len() < HEADER_LEN {
+        return Err(FrameError {
+            reason: "short frame header".into(),
+            torn: true,
+        });
+    }
+    let field =
+        |at: usize| u32::from_le_bytes([rest[at], rest[at + 1], rest[at + 2], rest[at + 3]]);
+    let magic = field(0);
+    let payload_len = field(4) as usize;
+    let crc = field(8);
+    let mut seq_bytes = [0u8; 8];
+    seq_bytes.copy_from_slice(&rest[12..20]);
+    let seq = u64::from_le_bytes(seq_bytes);
+    if magic != MAGIC {
+        // a torn write that the file system zero-filled looks like this; garbage does not
+        return Err(FrameError {
+            reason: format!("bad frame magic {magic:#010x}"),
+            torn: all_zero(pos),
+        });
+    }
+    let end = pos.saturating_add(HEADER_LEN).saturating_add(payload_len);
+    if end > data.len() {
+        return Err(FrameError {
+            reason: "short record".into(),
+            torn: true,
+        });
+    }
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&seq_bytes);
+    hasher.update(&data[pos + HEADER_LEN..end]);
+    if hasher.finalize() != crc {
+        return Err(FrameError {
+            reason: format!("crc mismatch in record {seq}"),
+            torn: false,
+        });
+    }
+    Ok((seq, pos + HEADER_LEN..end, end))
+}
+
+/// The first offset after `from` where a whole valid frame starts.
+fn next_frame(data: &[u8], from: usize) -> Option<usize> {
+    let magic = MAGIC.to_le_bytes();
+    (from..data.len().saturating_sub(HEADER_LEN - 1))
+        .filter(|at| data[*at..*at + 4] == magic)
+        .find(|at| frame_at(data, *at).is_ok())
+}
 
 fn scan_bytes(data: &[u8]) -> ScanResult {
     let mut records = Vec::new();
+    let mut problems = Vec::new();
     let mut pos = 0usize;
-    let all_zero = |from: usize| data[from.min(data.len())..].iter().all(|b| *b == 0);
-    let problem = loop {
-        if pos == data.len() {
-            break None;
+    while pos < data.len() {
+        match frame_at(data, pos) {
+            Ok((seq, payload, end)) => {
+                records.push((seq, payload));
+                pos = end;
+            }
+            Err(error) => {
+                let next = next_frame(data, pos + 1);
+                problems.push(ScanProblem {
+                    offset: pos as u64,
+                    skipped: (next.unwrap_or(data.len()) - pos) as u64,
+                    reason: error.reason,
+                    is_tail: next.is_none() && error.torn,
+                });
+                match next {
+                    Some(next) => pos = next,
+                    None => break,
+                }
+            }
         }
-        let rest = &data[pos..];
-        if rest.len() < HEADER_LEN {
-            break Some((pos, "short frame header".to_string(), true));
-        }
-        let field =
-            |at: usize| u32::from_le_bytes([rest[at], rest[at + 1], rest[at + 2], rest[at + 3]]);
-        let magic = field(0);
-        let payload_len = field(4) as usize;
-        let crc = field(8);
-        let mut seq_bytes = [0u8; 8];
-        seq_bytes.copy_from_slice(&rest[12..20]);
-        let seq = u64::from_le_bytes(seq_bytes);
-        if magic != MAGIC {
-            // A torn write that the file system zero-filled looks like this; garbage followed by
-            // more data does not.
-            break Some((pos, format!("bad frame magic {magic:#010x}"), all_zero(pos)));
-        }
-        let end = pos + HEADER_LEN + payload_len;
-        if end > data.len() {
-            break Some((pos, "short record".to_string(), true));
-        }
-        let mut hasher = crc32fast::Hasher::new();
-        hasher.update(&seq_bytes);
-        hasher.update(&data[pos + HEADER_LEN..end]);
-        if hasher.finalize() != crc {
-            break Some((pos, format!("crc mismatch in record {seq}"), all_zero(end)));
-        }
-        records.push((seq, pos + HEADER_LEN..end));
-        pos = end;
-    };
-    let problem = problem.map(|(offset, reason, is_tail)| ScanProblem {
-        offset: offset as u64,
-        reason,
-        is_tail,
-    });
-    (records, pos as u64, problem)
+    }
+    let valid_len = problems.first().map_or(data.len() as u64, |p| p.offset);
+    (records, valid_len, problems)
+}
+
+/// The whole frame (header and payload) of a record whose payload is `payload` in its file.
+pub(crate) fn frame_range(payload: &Range<usize>) -> Range<usize> {
+    payload.start - HEADER_LEN..payload.end
 }
 
 /// The file name of a WAL file whose first record has `first_seq`.
@@ -487,8 +538,8 @@ mod tests {
     fn frames_round_trip() {
         let mut data = frame(1);
         data.extend(frame(2));
-        let (records, valid_len, problem) = scan_bytes(&data);
-        assert_eq!(problem, None);
+        let (records, valid_len, problems) = scan_bytes(&data);
+        assert_eq!(problems, vec![]);
         assert_eq!(valid_len, data.len() as u64);
         assert_eq!(records.iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 2]);
         let batches = decode_payload(&data[records[1].1.clone()]).unwrap();
@@ -496,6 +547,7 @@ mod tests {
         assert_eq!(batches[0].table, Table::Requests);
         assert_eq!(batches[1].table, Table::Logs);
         assert_eq!(batches[1].batch.num_rows(), 3);
+        assert_eq!(&data[frame_range(&records[1].1)], &frame(2)[..]);
     }
 
     #[test]
@@ -504,27 +556,57 @@ mod tests {
         let mut data = one.clone();
         data.extend(frame(2));
         // torn: the second record is cut short
-        let (records, valid_len, problem) = scan_bytes(&data[..data.len() - 5]);
+        let (records, valid_len, problems) = scan_bytes(&data[..data.len() - 5]);
         assert_eq!(records.len(), 1);
         assert_eq!(valid_len, one.len() as u64);
-        assert!(problem.unwrap().is_tail);
-        // a flipped byte in the last record with nothing after it: still the tail
+        assert!(problems[0].is_tail);
+        // a flipped byte in the last record with nothing after it: the record is complete, so it
+        // is damage, not a torn write
         let mut last_flipped = data.clone();
         let at = last_flipped.len() - 3;
         last_flipped[at] ^= 0xff;
-        assert!(scan_bytes(&last_flipped).2.unwrap().is_tail);
-        // a flipped byte in the first record: corruption in the middle
-        let mut first_flipped = data.clone();
-        first_flipped[HEADER_LEN + 2] ^= 0xff;
-        let problem = scan_bytes(&first_flipped).2.unwrap();
-        assert!(!problem.is_tail);
-        assert_eq!(problem.offset, 0);
+        let (records, _, problems) = scan_bytes(&last_flipped);
+        assert_eq!(records.len(), 1);
+        assert!(!problems[0].is_tail);
         // a zero-filled tail (file extended but never written) is torn, not corrupt
         let mut zero_tail = one.clone();
         zero_tail.extend(vec![0u8; 64]);
-        let (records, _, problem) = scan_bytes(&zero_tail);
+        let (records, _, problems) = scan_bytes(&zero_tail);
         assert_eq!(records.len(), 1);
-        assert!(problem.unwrap().is_tail);
+        assert!(problems[0].is_tail);
+    }
+
+    #[test]
+    fn reading_resumes_after_a_damaged_record_in_the_middle() {
+        let frames: Vec<Vec<u8>> = (1..=4).map(frame).collect();
+        let starts: Vec<usize> = frames
+            .iter()
+            .scan(0, |at, f| {
+                let start = *at;
+                *at += f.len();
+                Some(start)
+            })
+            .collect();
+        let data: Vec<u8> = frames.concat();
+        // a flipped payload byte in record 2, and a garbled header of record 3
+        for (damaged, at) in [
+            (vec![2], starts[1] + HEADER_LEN + 2),
+            (vec![3], starts[2] + 5),
+        ] {
+            let mut bad = data.clone();
+            bad[at] ^= 0x5a;
+            let (records, valid_len, problems) = scan_bytes(&bad);
+            let seqs: Vec<u64> = records.iter().map(|r| r.0).collect();
+            let expected: Vec<u64> = (1..=4).filter(|s| !damaged.contains(s)).collect();
+            assert_eq!(seqs, expected, "damage at byte {at}");
+            assert_eq!(problems.len(), 1);
+            let problem = &problems[0];
+            assert!(!problem.is_tail);
+            let bad_index = damaged[0] as usize - 1;
+            assert_eq!(problem.offset, starts[bad_index] as u64);
+            assert_eq!(problem.skipped, frames[bad_index].len() as u64);
+            assert_eq!(valid_len, starts[bad_index] as u64);
+        }
     }
 
     #[test]

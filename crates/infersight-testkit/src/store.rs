@@ -109,6 +109,7 @@ impl TestStore {
             max_ts_ns,
             schema_version: 1,
             rollup_bytes: None,
+            checksum: None,
         }
     }
 }

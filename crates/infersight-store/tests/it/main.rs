@@ -7,5 +7,6 @@ mod common;
 mod concurrency;
 mod durability;
 mod flush;
+mod integrity;
 mod maintenance;
 mod rollups;
