@@ -96,6 +96,10 @@ pub enum Surface {
     CliQuery,
     /// `infersight report`.
     CliReport,
+    /// Any other HTTP API call that reads or changes data (SLIs, dimensions, RCA, incidents,
+    /// reports, confirmations): who called which route and how it ended, written by the
+    /// server's authorization gate.
+    Api,
 }
 
 /// Who reads, from where and through what; one per request or command.

@@ -8,14 +8,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Query, State};
-use axum::http::{HeaderMap, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use infersight_explore::{SliRequest, SliRequestText};
 use infersight_model::ErrorKind;
 use infersight_model::time::now_ns;
-use infersight_query::audit::actor_from_headers;
 use infersight_query::{AccessContext, AuditStatus, OutputFormat, Surface};
 use infersight_store::{StorageBackend, TimeRange};
 use serde::Deserialize;
@@ -25,7 +24,18 @@ use infersight_model::telemetry::{Counters, catalog};
 
 pub use crate::state::{ApiError, ApiState};
 
+/// The API with authentication off (every caller an anonymous admin); see [`router_with_auth`].
 pub fn router(state: ApiState) -> Router {
+    router_with_auth(state, std::sync::Arc::new(crate::auth::Auth::disabled()))
+}
+
+/// The API behind `auth`'s gate: every route's role is declared in `auth::routes::ROUTES`, and
+/// the gate authenticates, authorizes and audits each call before the handler runs.
+pub fn router_with_auth(state: ApiState, auth: Arc<crate::auth::Auth>) -> Router {
+    let gate = crate::auth::middleware::ApiGate {
+        auth,
+        audit: state.engine.access_audit().cloned(),
+    };
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
@@ -40,6 +50,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/stats", get(stats))
         .merge(crate::incidents::routes())
         .merge(crate::ui::routes())
+        .layer(axum::middleware::from_fn_with_state(
+            gate,
+            crate::auth::api_gate,
+        ))
         .with_state(state)
 }
 
@@ -220,13 +234,14 @@ struct QueryBody {
 }
 
 /// Runs one SQL statement for the UI or a script. Every planned statement, answered or failed, is
-/// recorded in the access audit (when the engine has one) with the caller's identity from
-/// [`ACTOR_HEADERS`](infersight_query::audit::ACTOR_HEADERS) and the peer address pseudonymized;
+/// recorded in the access audit (when the engine has one) with the caller's identity (the auth
+/// gate's [`Identity`](crate::auth::Identity): a token's name, or the user a trusted proxy
+/// names) and the peer address pseudonymized;
 /// a failed audit write is warned about and counted, and the answer is still returned.
 async fn query(
     State(state): State<ApiState>,
     peer: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
-    headers: HeaderMap,
+    identity: Option<axum::Extension<crate::auth::Identity>>,
     body: Result<Json<QueryBody>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(body) = body
@@ -243,11 +258,10 @@ async fn query(
         }
     };
     let context = AccessContext {
-        actor: actor_from_headers(|name| {
-            headers
-                .get(name)
-                .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
-        }),
+        actor: identity.map_or_else(
+            || crate::auth::ANONYMOUS.to_string(),
+            |axum::Extension(identity)| identity.name,
+        ),
         client: state.engine.access_audit().and_then(|audit| {
             peer.map(|axum::Extension(ConnectInfo(addr))| audit.client_label(addr.ip()))
         }),

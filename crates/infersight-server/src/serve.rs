@@ -118,6 +118,9 @@ pub struct ServeExtras {
     /// a crash took are rebuilt from stored spans; removed at a clean shutdown. `None`: held
     /// rows are lost with a crash (their spans are stored).
     pub held_requests_mark: Option<std::path::PathBuf>,
+    /// Authentication of every listener (`crate::auth`), its tokens file re-read on change and
+    /// on SIGHUP. `None`: off, every caller is an anonymous admin.
+    pub auth: Option<Arc<crate::auth::Auth>>,
 }
 
 /// [`serve`] with [`ServeExtras`]: scrapers feeding the same ingest queue, the SLO evaluation
@@ -139,12 +142,22 @@ pub async fn serve_with(
     let (stop_tx, stop_rx) = watch::channel(false);
     let scrape_stop = stop_tx.subscribe();
     let stop = Stop(stop_rx);
+    if let Some(auth) = &extras.auth {
+        // ends at the stop signal; it holds no queue handle
+        crate::auth::spawn_reloader(auth.clone(), crate::auth::RELOAD_POLL, stop.stopped());
+    }
     let receiver_state = receiver_state(&settings, &queue, mapper, counters.clone());
     let held_mark = mark_held_requests(&extras, &store, &receiver_state).await;
     let (ended_tx, mut ended_rx) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
     let api_app = api_app(&settings, &extras, &store, counters);
     let running = Running {
-        servers: spawn_servers(listeners, &receiver_state, api_app, &stop, ended_tx),
+        servers: spawn_servers(
+            listeners,
+            (&receiver_state, extras.auth.clone()),
+            api_app,
+            &stop,
+            ended_tx,
+        ),
         alert_task: spawn_alert_loop(&extras, &store, &stop),
         action_task: spawn_action_loop(&extras, &store, &stop),
         watch_task: spawn_watch_loop(&extras, &store, &stop),
@@ -304,7 +317,11 @@ fn api_app(
     if let Some(audit) = extras.access_audit.clone() {
         engine = engine.with_access_audit(audit);
     }
-    api::router(ApiState {
+    let auth = extras
+        .auth
+        .clone()
+        .unwrap_or_else(|| Arc::new(crate::auth::Auth::disabled()));
+    let state = ApiState {
         store: store.clone(),
         engine: Arc::new(engine),
         counters,
@@ -313,21 +330,26 @@ fn api_app(
         alerts: extras.alerts.clone(),
         actions: extras.actions.clone(),
         reports: extras.reports.clone(),
-    })
+    };
+    api::router_with_auth(state, auth)
 }
 
 /// A server's task: what it returned, or why it failed.
 type ServerTask = tokio::task::JoinHandle<Result<(), String>>;
 
-/// Starts the OTLP HTTP, API and OTLP gRPC servers, each reporting on `ended` when it stops.
+/// Starts the OTLP HTTP, API and OTLP gRPC servers, each reporting on `ended` when it stops;
+/// the receivers behind `auth`'s ingest gates when it is on.
 fn spawn_servers(
     listeners: Listeners,
-    receiver_state: &ReceiverState,
+    (receiver_state, auth): (&ReceiverState, Option<Arc<crate::auth::Auth>>),
     api_app: axum::Router,
     stop: &Stop,
     ended: tokio::sync::mpsc::UnboundedSender<&'static str>,
 ) -> [(&'static str, ServerTask); 3] {
-    let http_app = otlp_http::router(receiver_state.clone());
+    let http_app = crate::auth::middleware::guard_otlp_http(
+        otlp_http::router(receiver_state.clone()),
+        auth.clone(),
+    );
     let http_task = watch_server("otlp http", ended.clone(), {
         let stop = stop.stopped();
         async move {
@@ -348,9 +370,12 @@ fn spawn_servers(
             .await
         }
     });
-    let grpc_routes = otlp_grpc::routes(GrpcReceiver {
-        state: receiver_state.clone(),
-    });
+    let grpc_routes = crate::auth::middleware::guard_otlp_grpc(
+        otlp_grpc::routes(GrpcReceiver {
+            state: receiver_state.clone(),
+        }),
+        auth,
+    );
     let grpc_task = watch_server("otlp grpc", ended, {
         let stop = stop.stopped();
         async move {

@@ -69,7 +69,10 @@ struct RpcStatus {
     message: String,
 }
 
-fn error_response(
+/// An error answer in OTLP's shape: `status` with a `google.rpc.Status` body (`grpc_code`,
+/// `message`) in `encoding`, and `Retry-After` on 429 / 503. The server's auth gate answers
+/// with it too.
+pub fn error_response(
     status: StatusCode,
     grpc_code: i32,
     message: String,
