@@ -66,13 +66,20 @@ pub fn parse_time(text: &str, now_ns: i64) -> Result<i64, String> {
     if text == "now" {
         return Ok(now_ns);
     }
+    let out_of_range = || format!("`{text}` is out of the representable range");
     if let Some(rel) = text.strip_prefix('-')
         && let Some(d) = parse_duration_ns(rel)
     {
-        return Ok(now_ns - d);
+        return now_ns.checked_sub(d).ok_or_else(out_of_range);
     }
     if let Ok(secs) = text.parse::<f64>() {
-        return Ok((secs * NANOS_PER_SECOND as f64) as i64);
+        // `NaN`, `inf` and `1e300` parse as floats; none is a time (a cast would make them 0 or
+        // the end of time without a word)
+        if !secs.is_finite() {
+            return Err(format!("`{text}` is not a time"));
+        }
+        let ns = secs * NANOS_PER_SECOND as f64;
+        return within_i64(ns).ok_or_else(out_of_range);
     }
     DateTime::parse_from_rfc3339(text)
         .map_err(|e| {
@@ -100,7 +107,14 @@ pub fn parse_duration_ns(text: &str) -> Option<i64> {
         "d" => 86_400e9,
         _ => return None,
     };
-    Some((number * unit_ns) as i64)
+    within_i64(number * unit_ns)
+}
+
+/// `value` as an `i64` when it is one (truncated toward zero), `None` beyond.
+fn within_i64(value: f64) -> Option<i64> {
+    // 2^63 is exact as an f64; `i64::MIN as f64` is -2^63 exactly
+    (value.is_finite() && value >= i64::MIN as f64 && value < 9_223_372_036_854_775_808.0)
+        .then_some(value as i64)
 }
 
 /// A duration as engines print it — Rust's `Duration` debug format (`2.046046581s`, `311.13µs`,
@@ -156,6 +170,24 @@ mod tests {
         assert_eq!(duration_text_seconds("3 parsecs"), None);
         assert_eq!(parse_duration_ns("1.5s"), Some(1_500_000_000));
         assert_eq!(parse_duration_ns("7x"), None);
+    }
+
+    /// Found by the fuzz harness (`tests/it/fuzz.rs`): `-10000000000s` before a `now` below
+    /// zero overflowed the subtraction (a panic in debug builds); floats out of range became 0
+    /// or the end of time.
+    #[test]
+    fn times_out_of_range_are_errors() {
+        assert!(parse_time("-10000000000s", -2).is_err());
+        assert!(parse_time("-99999999999999999999d", 10).is_err());
+        for text in ["NaN", "inf", "-inf", "1e300", "-1e300", "9223372037"] {
+            assert!(parse_time(text, 0).is_err(), "{text}");
+        }
+        assert_eq!(parse_time("-9223372036", 0), Ok(-9_223_372_036_000_000_000));
+        assert_eq!(parse_duration_ns("99999999999999999999d"), None);
+        assert_eq!(
+            parse_duration_ns("9223372036s"),
+            Some(9_223_372_036_000_000_000)
+        );
     }
 
     #[test]
