@@ -321,7 +321,7 @@ pub type KeyedHasher = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 /// Whether an access made it into the audit.
 #[derive(Debug)]
 pub enum AuditStatus {
-    /// No audit is attached, or the statement did not plan (it read nothing).
+    /// No audit is attached.
     NotRecorded,
     Recorded,
     /// The line could not be written; the caller warns and counts it.
@@ -718,15 +718,16 @@ mod tests {
             .await;
         assert!(failing.result.is_err());
         assert!(matches!(failing.audit, AuditStatus::Recorded));
-        // a statement that does not parse read nothing: no line
+        // a statement that does not parse read nothing: a line without tables, so refused
+        // attempts show in the audit too
         let unparsed = engine.sql_audited("SELEC nonsense", None, &context).await;
-        assert!(matches!(unparsed.audit, AuditStatus::NotRecorded));
+        assert!(matches!(unparsed.audit, AuditStatus::Recorded));
 
         let text = std::fs::read_to_string(audit.path()).unwrap();
         assert!(!text.contains("secret-tenant-42"), "{text}");
         assert!(!text.contains("10.1.2.3"), "{text}");
         let (records, unreadable) = read_records(audit.path()).unwrap();
-        assert_eq!((records.len(), unreadable), (2, 0), "{text}");
+        assert_eq!((records.len(), unreadable), (3, 0), "{text}");
         let first = &records[0];
         assert_eq!(first.actor, "alice");
         assert_eq!(first.client.as_deref(), Some("<IP>"));
@@ -747,7 +748,9 @@ mod tests {
                 .personal_fields
                 .contains(&"requests.attrs".to_string())
         );
-        assert_eq!(audit.writes_ok(), 2);
+        assert!(records[2].tables.is_empty() && records[2].columns.is_empty());
+        assert_eq!(records[2].outcome, "bad_request");
+        assert_eq!(audit.writes_ok(), 3);
     }
 
     #[tokio::test]

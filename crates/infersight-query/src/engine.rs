@@ -3,7 +3,11 @@
 //! session or data are rejected before they are planned into anything executable.
 //!
 //! An engine may carry the [`AccessAudit`]: [`QueryEngine::sql_audited`] then records which
-//! tables and columns each statement read (from its optimized logical plan), for whom.
+//! tables and columns each statement read (from its optimized logical plan), for whom, and every
+//! statement it refused. With [`QueryLimits`] ([`QueryEngine::with_limits`]) the same method runs
+//! each statement in a memory pool of its own, under a timeout and a response-size cap (see
+//! `limits`). The session has no table functions and no file or URL tables: only the canonical
+//! tables and `information_schema` can be named.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -11,7 +15,11 @@ use std::time::Instant;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::common::tree_node::TreeNode;
-use datafusion::execution::session_state::SessionState;
+use datafusion::error::DataFusionError;
+use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+use datafusion::execution::memory_pool::GreedyMemoryPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SessionConfig, SessionContext, col, lit};
 use datafusion::scalar::ScalarValue;
@@ -24,6 +32,9 @@ use crate::audit::{
     TrackedAccess, accessed_data, sha256_hex,
 };
 use crate::error::QueryError;
+use crate::limits::{
+    CallerPermit, CallerSlots, LimitedEnd, QueryCounters, QueryCounts, QueryLimits,
+};
 use crate::output::QueryOutput;
 use crate::provider::{ScanStats, ScanStatsRegistry, StoreTable};
 use crate::range::TS_COLUMN;
@@ -44,6 +55,10 @@ pub struct QueryEngine {
     access_audit: Option<Arc<AccessAudit>>,
     /// What every statement read since [`QueryEngine::with_access_tracking`] (reports).
     tracker: Option<Mutex<TrackedAccess>>,
+    /// The limits of [`QueryEngine::sql_audited`]; `None`: unlimited.
+    limits: Option<QueryLimits>,
+    caller_slots: Arc<CallerSlots>,
+    counters: Arc<QueryCounters>,
 }
 
 impl std::fmt::Debug for QueryEngine {
@@ -61,6 +76,16 @@ impl QueryEngine {
             .with_target_partitions(target_partitions)
             .with_information_schema(true);
         let context = SessionContext::new_with_config(config);
+        // generate_series/range: unbounded row generators nobody needs over stored telemetry
+        for name in context
+            .state()
+            .table_functions()
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+        {
+            context.deregister_udtf(&name);
+        }
         context.register_udf(json_get_udf());
         let stats = Arc::new(ScanStatsRegistry::default());
         for table in Table::ALL {
@@ -75,7 +100,34 @@ impl QueryEngine {
             store,
             access_audit: None,
             tracker: None,
+            limits: None,
+            caller_slots: Arc::new(CallerSlots::new(usize::MAX)),
+            counters: Arc::new(QueryCounters::default()),
         }
+    }
+
+    /// Runs every statement of [`QueryEngine::sql_audited`] under `limits` (memory pool,
+    /// timeout, response bytes) and hands out `limits.max_concurrent_per_caller` slots per
+    /// caller ([`QueryEngine::try_caller_slot`]).
+    pub fn with_limits(mut self, limits: QueryLimits) -> QueryEngine {
+        self.caller_slots = Arc::new(CallerSlots::new(limits.max_concurrent_per_caller));
+        self.limits = Some(limits);
+        self
+    }
+
+    pub fn limits(&self) -> Option<&QueryLimits> {
+        self.limits.as_ref()
+    }
+
+    /// A slot for one more statement of `caller` (a peer address, an identity); `None` when it
+    /// already runs as many as the limits allow. Without limits there is always one.
+    pub fn try_caller_slot(&self, caller: &str) -> Option<CallerPermit> {
+        self.caller_slots.try_acquire(caller)
+    }
+
+    /// How the limited statements ended so far, and how many run now.
+    pub fn query_counts(&self) -> QueryCounts {
+        self.counters.counts()
     }
 
     /// Records audited accesses to `audit` ([`QueryEngine::sql_audited`]).
@@ -127,12 +179,13 @@ impl QueryEngine {
         Ok(plan_access(&state, &plan))
     }
 
-    /// Runs `sql` like [`QueryEngine::sql`] (or [`QueryEngine::sql_limited`] with `max_rows`)
-    /// and appends one line to the attached audit: `context`'s actor, the tables and columns the
-    /// plan read, the rows returned, the outcome and the SQL's SHA-256, never the SQL. A
-    /// statement that fails after planning is recorded with its error kind; one that does not
-    /// plan read nothing and is not. The result never depends on the audit: see
-    /// [`AuditedQuery::audit`] for whether the line was written.
+    /// Runs `sql` like [`QueryEngine::sql`] (or [`QueryEngine::sql_limited`] with `max_rows`),
+    /// under the engine's [`QueryLimits`] when it has them, and appends one line to the attached
+    /// audit: `context`'s actor, the tables and columns the plan read, the rows returned, the
+    /// outcome and the SQL's SHA-256, never the SQL. A statement that fails is recorded with its
+    /// error kind; one that does not even plan (a file path as a table, an unknown function, a
+    /// syntax error) with no tables, so refused attempts show in the audit too. The result never
+    /// depends on the audit: see [`AuditedQuery::audit`] for whether the line was written.
     pub async fn sql_audited(
         &self,
         sql: &str,
@@ -140,10 +193,16 @@ impl QueryEngine {
         context: &AccessContext,
     ) -> AuditedQuery {
         let audited = self.access_audit.is_some();
-        let (access, result) = self.run_with_access(sql, max_rows, audited).await;
+        let (access, result) = self
+            .run_with_access(sql, max_rows, audited, self.limits.as_ref())
+            .await;
         let result = match max_rows {
             Some(max_rows) => result.and_then(|output| check_row_limit(output, max_rows)),
             None => result,
+        };
+        let access = match (access, &result) {
+            (None, Err(_)) => Some(AccessedData::default()),
+            (access, _) => access,
         };
         let audit = match access {
             Some(access) if audited => {
@@ -193,16 +252,17 @@ impl QueryEngine {
     }
 
     async fn run(&self, sql: &str, max_rows: Option<usize>) -> Result<QueryOutput, QueryError> {
-        self.run_with_access(sql, max_rows, false).await.1
+        self.run_with_access(sql, max_rows, false, None).await.1
     }
 
-    /// Plans and runs `sql`; with `want_access` (or tracking on) also answers what the plan
-    /// reads, `None` when it did not plan.
+    /// Plans and runs `sql` (under `limits`, if any); with `want_access` (or tracking on) also
+    /// answers what the plan reads, `None` when it did not plan.
     async fn run_with_access(
         &self,
         sql: &str,
         max_rows: Option<usize>,
         want_access: bool,
+        limits: Option<&QueryLimits>,
     ) -> (Option<AccessedData>, Result<QueryOutput, QueryError>) {
         let started = Instant::now();
         let state = self.context.state();
@@ -211,7 +271,10 @@ impl QueryEngine {
             Err(error) => return (None, Err(error.into())),
         };
         let access = (want_access || self.tracker.is_some()).then(|| plan_access(&state, &plan));
-        let result = self.execute(plan, max_rows, started).await;
+        let result = match limits {
+            Some(limits) => self.execute_limited(plan, max_rows, started, limits).await,
+            None => self.execute(plan, max_rows, started).await,
+        };
         if let (Some(tracker), Some(access)) = (&self.tracker, &access) {
             let mut tracked = tracker.lock().unwrap_or_else(PoisonError::into_inner);
             tracked.accessed.merge(access);
@@ -230,23 +293,85 @@ impl QueryEngine {
         started: Instant,
     ) -> Result<QueryOutput, QueryError> {
         ensure_read_only(&plan)?;
-        let mut frame = self.context.execute_logical_plan(plan).await?;
-        // EXPLAIN/SHOW/DESCRIBE outputs are small; a limit on them would change their meaning.
-        if let Some(max) = max_rows
-            && !matches!(
-                frame.logical_plan(),
-                LogicalPlan::Explain(_) | LogicalPlan::Analyze(_) | LogicalPlan::DescribeTable(_)
-            )
-        {
-            frame = frame.limit(0, Some(max.saturating_add(1)))?;
+        collect_plan(&self.context, plan, max_rows, started, None)
+            .await
+            .map_err(|error| match error {
+                RunError::Engine(error) => QueryError::from(error),
+                // no byte cap without limits
+                RunError::TooLarge => QueryError::Internal("response cap without limits".into()),
+            })
+    }
+
+    /// [`QueryEngine::execute`] in a session of its own with `limits`' memory pool, on a task of
+    /// its own under `limits`' timeout and byte cap. This future only waits for that task, so
+    /// it notices a timeout or a dropped caller (the HTTP client went away) at once, whatever
+    /// the plan does; either aborts the task, which drops the plan's streams and with them the
+    /// tasks DataFusion spawned. A panic inside DataFusion ends at the task's boundary: the
+    /// statement fails, the caller does not.
+    async fn execute_limited(
+        &self,
+        plan: LogicalPlan,
+        max_rows: Option<usize>,
+        started: Instant,
+        limits: &QueryLimits,
+    ) -> Result<QueryOutput, QueryError> {
+        ensure_read_only(&plan)?;
+        let context = self.limited_context(limits)?;
+        let running = self.counters.start();
+        let max_bytes = limits.max_response_bytes;
+        let task = AbortOnDrop(tokio::spawn(async move {
+            let result = collect_plan(&context, plan, max_rows, started, Some(max_bytes)).await;
+            let end = match &result {
+                Err(RunError::TooLarge) => LimitedEnd::ResponseTooLarge,
+                Err(RunError::Engine(error)) if is_resources_exhausted(error) => {
+                    LimitedEnd::MemoryExceeded
+                }
+                _ => LimitedEnd::Finished,
+            };
+            running.end(end);
+            result
+        }));
+        match tokio::time::timeout(limits.timeout, task).await {
+            Err(_elapsed) => {
+                // the task is aborted as `task` drops
+                self.counters.count(LimitedEnd::TimedOut);
+                Err(limits.timed_out())
+            }
+            Ok(Err(join_error)) => {
+                self.counters.count(LimitedEnd::Panicked);
+                let reason = match join_error.try_into_panic() {
+                    Ok(panic) => panic_message(panic.as_ref()),
+                    Err(join_error) => join_error.to_string(),
+                };
+                Err(QueryError::Internal(format!(
+                    "the query engine failed on this statement ({reason}); nothing else was affected"
+                )))
+            }
+            Ok(Ok(Err(RunError::TooLarge))) => Err(limits.response_too_large()),
+            Ok(Ok(Err(RunError::Engine(error)))) if is_resources_exhausted(&error) => {
+                Err(limits.memory_exceeded())
+            }
+            Ok(Ok(Err(RunError::Engine(error)))) => Err(error.into()),
+            Ok(Ok(Ok(output))) => Ok(output),
         }
-        let schema = Arc::clone(frame.schema().inner());
-        let batches = frame.collect().await?;
-        Ok(QueryOutput {
-            schema,
-            batches,
-            elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
-        })
+    }
+
+    /// The engine's session (catalog, functions, options, object stores) with a runtime of its
+    /// own: a memory pool of `limits.memory_limit_bytes` and no spill directory, so a statement
+    /// over its memory fails instead of filling the disk.
+    fn limited_context(&self, limits: &QueryLimits) -> Result<SessionContext, QueryError> {
+        let existing = self.context.runtime_env();
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_pool(Arc::new(GreedyMemoryPool::new(limits.memory_limit_bytes)))
+            .with_disk_manager_builder(
+                DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
+            )
+            .with_object_store_registry(Arc::clone(&existing.object_store_registry))
+            .build_arc()?;
+        let state = SessionStateBuilder::new_from_existing(self.context.state())
+            .with_runtime_env(runtime)
+            .build();
+        Ok(SessionContext::new_with_state(state))
     }
 
     /// What the most recent scan of `table` read (segments scanned and pruned, memtable rows);
@@ -283,6 +408,107 @@ impl QueryEngine {
             })
             .collect())
     }
+}
+
+/// A spawned statement that is aborted when its caller stops waiting for it.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Why [`collect_plan`] stopped without an answer.
+enum RunError {
+    Engine(DataFusionError),
+    /// The rows collected exceeded the byte cap.
+    TooLarge,
+}
+
+impl From<DataFusionError> for RunError {
+    fn from(error: DataFusionError) -> Self {
+        RunError::Engine(error)
+    }
+}
+
+/// Runs `plan` in `context` and collects its batches, at most `max_rows + 1` rows (not for
+/// EXPLAIN/SHOW/DESCRIBE, whose outputs are small and whose meaning a limit would change); with
+/// `max_bytes`, stops as soon as the collected rows hold more Arrow bytes than that.
+async fn collect_plan(
+    context: &SessionContext,
+    plan: LogicalPlan,
+    max_rows: Option<usize>,
+    started: Instant,
+    max_bytes: Option<usize>,
+) -> Result<QueryOutput, RunError> {
+    let mut frame = context.execute_logical_plan(plan).await?;
+    if let Some(max) = max_rows
+        && !matches!(
+            frame.logical_plan(),
+            LogicalPlan::Explain(_) | LogicalPlan::Analyze(_) | LogicalPlan::DescribeTable(_)
+        )
+    {
+        frame = frame.limit(0, Some(max.saturating_add(1)))?;
+    }
+    let schema = Arc::clone(frame.schema().inner());
+    let mut stream = frame.execute_stream().await?;
+    let mut batches = Vec::new();
+    let mut bytes = 0usize;
+    while let Some(batch) = stream.next().await {
+        let batch = batch?;
+        if let Some(max_bytes) = max_bytes {
+            bytes = bytes.saturating_add(batch_bytes(&batch));
+            if bytes > max_bytes {
+                return Err(RunError::TooLarge);
+            }
+        }
+        batches.push(batch);
+    }
+    Ok(QueryOutput {
+        schema,
+        batches,
+        elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+    })
+}
+
+/// The bytes of the rows `batch` holds (a slice counts its rows, not its parent's buffers).
+fn batch_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|column| {
+            let data = column.to_data();
+            data.get_slice_memory_size()
+                .unwrap_or_else(|_| data.get_buffer_memory_size())
+        })
+        .sum()
+}
+
+/// Whether a memory pool refused an allocation somewhere under `error`.
+fn is_resources_exhausted(error: &DataFusionError) -> bool {
+    matches!(error.find_root(), DataFusionError::ResourcesExhausted(_))
+        || error.to_string().contains("Resources exhausted")
+}
+
+/// The text of a caught panic.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
 /// A `ts` bound as the canonical tables store it (nanoseconds, UTC).
@@ -335,5 +561,53 @@ fn ensure_read_only(plan: &LogicalPlan) -> Result<(), QueryError> {
         Err(QueryError::BadRequest(READ_ONLY_MESSAGE.to_string()))
     } else {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use datafusion::arrow::datatypes::DataType;
+    use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
+    use infersight_testkit::store::{TestStore, base_ns, requests};
+
+    use super::*;
+    use crate::audit::Surface;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panic_inside_the_engine_ends_the_statement_not_the_caller() {
+        let store = TestStore::new();
+        store.append_requests(&requests(base_ns(), 50, "m"));
+        let engine = QueryEngine::new(store as Arc<dyn StorageBackend>).with_limits(QueryLimits {
+            timeout: Duration::from_secs(10),
+            ..QueryLimits::default()
+        });
+        let boom = create_udf(
+            "boom",
+            vec![DataType::Float64],
+            DataType::Float64,
+            Volatility::Immutable,
+            Arc::new(
+                |_: &[ColumnarValue]| -> datafusion::error::Result<ColumnarValue> {
+                    panic!("offset overflow in a test UDF")
+                },
+            ),
+        );
+        engine.context.register_udf(boom);
+        let context = AccessContext::cli(Surface::CliQuery);
+        let error = engine
+            .sql_audited("SELECT boom(e2e_ms) FROM requests", None, &context)
+            .await
+            .result
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Internal, "{error}");
+        assert!(error.to_string().contains("offset overflow"), "{error}");
+        let counts = engine.query_counts();
+        assert_eq!((counts.panicked, counts.running), (1, 0));
+        let after = engine
+            .sql_audited("SELECT count(*) FROM requests", None, &context)
+            .await;
+        assert_eq!(after.result.unwrap().row_count(), 1);
     }
 }

@@ -15,6 +15,7 @@
 pub mod audit;
 mod engine;
 mod error;
+mod limits;
 mod output;
 mod provider;
 mod range;
@@ -23,6 +24,7 @@ mod udf;
 pub use audit::{AccessAudit, AccessContext, AuditStatus, AuditedQuery, Surface};
 pub use engine::{BatchStream, QueryEngine};
 pub use error::QueryError;
+pub use limits::{CallerPermit, CallerSlots, QueryCounts, QueryLimits};
 pub use output::{OutputFormat, QueryOutput};
 pub use provider::ScanStats;
 pub use range::time_range_from_filters;

@@ -87,6 +87,26 @@ impl QueryOutput {
         }))
     }
 
+    /// [`QueryOutput::to_json_value`] as text, the rows written straight from the batches: a
+    /// JSON tree of a large result takes several times its text in memory, this takes the text.
+    pub fn to_json_text(&self) -> Result<String, QueryError> {
+        let rows = self.try_render(OutputFormat::Json)?;
+        let columns: Vec<serde_json::Value> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|field| {
+                serde_json::json!({ "name": field.name(), "type": field.data_type().to_string() })
+            })
+            .collect();
+        Ok(format!(
+            "{{\"columns\":{},\"rows\":{rows},\"row_count\":{},\"elapsed_ms\":{}}}",
+            json_text(&columns)?,
+            self.row_count(),
+            json_text(&self.elapsed_ms)?,
+        ))
+    }
+
     /// The batches, or one empty batch so headers still print for an empty result.
     fn batches_or_empty(&self) -> Vec<RecordBatch> {
         if self.batches.is_empty() {
@@ -126,4 +146,9 @@ impl QueryOutput {
         }
         String::from_utf8(buffer).map_err(|error| ArrowError::JsonError(error.to_string()))
     }
+}
+
+fn json_text<T: Serialize>(value: &T) -> Result<String, QueryError> {
+    serde_json::to_string(value)
+        .map_err(|error| QueryError::Internal(format!("encoding json: {error}")))
 }

@@ -233,11 +233,15 @@ struct QueryBody {
     format: Option<String>,
 }
 
-/// Runs one SQL statement for the UI or a script. Every planned statement, answered or failed, is
+/// Runs one SQL statement for the UI or a script. Every statement, answered, failed or refused, is
 /// recorded in the access audit (when the engine has one) with the caller's identity (the auth
 /// gate's [`Identity`](crate::auth::Identity): a token's name, or the user a trusted proxy
 /// names) and the peer address pseudonymized;
-/// a failed audit write is warned about and counted, and the answer is still returned.
+/// a failed audit write is warned about and counted, and the answer is still returned. The
+/// engine's `[query]` limits hold: a caller ([`caller_key`]) already running its share of
+/// statements gets 429 with `Retry-After`; memory, time and response bytes end a statement with
+/// a 400 naming the limit. A client that disconnects drops this future, and with it the
+/// statement's work.
 async fn query(
     State(state): State<ApiState>,
     peer: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
@@ -257,6 +261,12 @@ async fn query(
             )));
         }
     };
+    let Some(_slot) = state
+        .engine
+        .try_caller_slot(&caller_key(identity.as_ref(), peer.as_ref()))
+    else {
+        return Ok(too_many_queries(state.engine.limits()));
+    };
     let context = AccessContext {
         actor: identity.map_or_else(
             || crate::auth::ANONYMOUS.to_string(),
@@ -274,19 +284,53 @@ async fn query(
         .await;
     count_audit_write(&state, &audited.audit);
     let output = audited.result?;
-    match format {
-        OutputFormat::Json => Ok(Json(output.to_json_value()?).into_response()),
-        OutputFormat::Csv => Ok((
-            [(header::CONTENT_TYPE, "text/csv; charset=utf-8")],
+    let (content_type, body) = match format {
+        OutputFormat::Json => ("application/json", output.to_json_text()?),
+        OutputFormat::Csv => (
+            "text/csv; charset=utf-8",
             output.try_render(OutputFormat::Csv)?,
-        )
-            .into_response()),
-        OutputFormat::Table => Ok((
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        ),
+        OutputFormat::Table => (
+            "text/plain; charset=utf-8",
             output.try_render(OutputFormat::Table)?,
-        )
-            .into_response()),
+        ),
+    };
+    if let Some(limits) = state.engine.limits()
+        && body.len() > limits.max_response_bytes
+    {
+        return Err(limits.response_too_large().into());
     }
+    Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
+}
+
+/// Whose share of concurrent statements a request uses: an authenticated identity's (a token,
+/// a trusted proxy's user), else its peer address's.
+fn caller_key(
+    identity: Option<&axum::Extension<crate::auth::Identity>>,
+    peer: Option<&axum::Extension<ConnectInfo<SocketAddr>>>,
+) -> String {
+    match (identity, peer) {
+        (Some(axum::Extension(identity)), _) if identity.via != crate::auth::Via::Open => {
+            format!("identity:{}", identity.name)
+        }
+        (_, Some(axum::Extension(ConnectInfo(addr)))) => format!("peer:{}", addr.ip()),
+        _ => "unknown".to_string(),
+    }
+}
+
+/// 429 with `Retry-After` for a caller already running as many statements as it may.
+fn too_many_queries(limits: Option<&infersight_query::QueryLimits>) -> Response {
+    let limit = limits.map_or(0, |limits| limits.max_concurrent_per_caller);
+    let message = format!(
+        "this caller already runs {limit} queries, the most it may at once \
+         (query.max_concurrent_per_caller); retry when one has ended"
+    );
+    (
+        axum::http::StatusCode::TOO_MANY_REQUESTS,
+        [(header::RETRY_AFTER, "1")],
+        Json(json!({ "error": { "kind": "unavailable", "message": message } })),
+    )
+        .into_response()
 }
 
 /// `infersight_audit_writes_total{outcome="ok"|"failed"}` from the audit's own counts, and a

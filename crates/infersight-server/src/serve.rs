@@ -35,6 +35,8 @@ pub struct ServeSettings {
     pub queue_capacity: usize,
     pub max_query_rows: usize,
     pub max_dimension_cardinality: usize,
+    /// Memory, time, response bytes and per-caller concurrency of `POST /api/v1/query`.
+    pub query_limits: infersight_query::QueryLimits,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -313,7 +315,7 @@ fn api_app(
     store: &Arc<dyn StorageBackend>,
     counters: Arc<Counters>,
 ) -> axum::Router {
-    let mut engine = QueryEngine::new(store.clone());
+    let mut engine = QueryEngine::new(store.clone()).with_limits(settings.query_limits);
     if let Some(audit) = extras.access_audit.clone() {
         engine = engine.with_access_audit(audit);
     }

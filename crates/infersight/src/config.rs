@@ -201,13 +201,40 @@ pub struct QueryConfig {
     pub max_rows: usize,
     /// Attributes with more distinct values than this are not dimensions.
     pub max_dimension_cardinality: usize,
+    /// Memory pool of one statement of `POST /api/v1/query` (`infersight query` on the store
+    /// runs unlimited: the operator's own machine).
+    pub memory_limit_bytes: usize,
+    /// Longest one such statement may run.
+    pub timeout_ms: u64,
+    /// Largest answer of `POST /api/v1/query`, in bytes.
+    pub max_response_bytes: usize,
+    /// Statements one caller (its token or proxy user, else its peer address) may run at once
+    /// on `POST /api/v1/query`; more are answered 429 with `Retry-After`.
+    pub max_concurrent_per_caller: usize,
 }
 
 impl Default for QueryConfig {
     fn default() -> Self {
+        let limits = infersight_query::QueryLimits::default();
         Self {
             max_rows: 100_000,
             max_dimension_cardinality: 200,
+            memory_limit_bytes: limits.memory_limit_bytes,
+            timeout_ms: u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX),
+            max_response_bytes: limits.max_response_bytes,
+            max_concurrent_per_caller: limits.max_concurrent_per_caller,
+        }
+    }
+}
+
+impl QueryConfig {
+    /// The limits of the SQL surface the server offers (`POST /api/v1/query`).
+    pub fn limits(&self) -> infersight_query::QueryLimits {
+        infersight_query::QueryLimits {
+            memory_limit_bytes: self.memory_limit_bytes,
+            timeout: std::time::Duration::from_millis(self.timeout_ms),
+            max_response_bytes: self.max_response_bytes,
+            max_concurrent_per_caller: self.max_concurrent_per_caller,
         }
     }
 }
@@ -727,6 +754,18 @@ impl Config {
         }
         if self.query.max_rows == 0 {
             errors.push("query.max_rows: must be at least 1".into());
+        }
+        if self.query.memory_limit_bytes < 1024 * 1024 {
+            errors.push("query.memory_limit_bytes: must be at least 1048576 (1 MiB)".into());
+        }
+        if self.query.timeout_ms == 0 {
+            errors.push("query.timeout_ms: must be at least 1".into());
+        }
+        if self.query.max_response_bytes < 1024 {
+            errors.push("query.max_response_bytes: must be at least 1024".into());
+        }
+        if self.query.max_concurrent_per_caller == 0 {
+            errors.push("query.max_concurrent_per_caller: must be at least 1".into());
         }
         errors.extend(self.stages.validate());
         let scrape = self.validate_scrape(&mut errors);

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod errors;
+mod lockdown;
 mod percentiles;
 mod pruning;
 mod render;

@@ -29,6 +29,7 @@ fn settings() -> ServeSettings {
         queue_capacity: 64,
         max_query_rows: 100_000,
         max_dimension_cardinality: 1_000,
+        query_limits: infersight_query::QueryLimits::default(),
     }
 }
 

@@ -145,6 +145,7 @@ async fn send_through_server(
         queue_capacity: config.server.queue_capacity,
         max_query_rows: config.query.max_rows,
         max_dimension_cardinality: config.query.max_dimension_cardinality,
+        query_limits: config.query.limits(),
     };
     let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -84,6 +84,7 @@ fn settings(args: &ServeArgs, config: &Config) -> ServeSettings {
         queue_capacity: config.server.queue_capacity,
         max_query_rows: config.query.max_rows,
         max_dimension_cardinality: config.query.max_dimension_cardinality,
+        query_limits: config.query.limits(),
     }
 }
 

@@ -1,0 +1,6 @@
+//! Integration tests of infersight-server over a real listener.
+
+// Test code: a failed step should fail the test loudly, so unwrapping is fine here.
+#![allow(clippy::unwrap_used)]
+
+mod query_limits;
