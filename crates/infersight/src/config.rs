@@ -41,6 +41,8 @@ pub struct Config {
     pub notify: infersight_server::notify::NotifyConfig,
     /// The watcher inside `serve` (and `infersight watch`): step, history, watermarks.
     pub watch: WatchConfig,
+    /// Authentication and roles on every listener of `serve` (off unless `tokens_file` is set).
+    pub auth: infersight_server::auth::AuthConfig,
     /// The duration settings above, parsed by `validate` when the configuration is loaded.
     #[serde(skip)]
     durations: Durations,
@@ -61,6 +63,7 @@ impl Default for Config {
             actions: infersight_server::actions::ActionsConfig::default(),
             notify: infersight_server::notify::NotifyConfig::default(),
             watch: WatchConfig::default(),
+            auth: infersight_server::auth::AuthConfig::default(),
             durations: Durations::default(),
         }
     }
@@ -572,6 +575,7 @@ pub fn load(file: Option<&Path>, env: &[(String, String)]) -> Result<Config, Con
     );
     load_section("notify", raw.get("notify"), &mut config.notify, &mut errors);
     load_section("watch", raw.get("watch"), &mut config.watch, &mut errors);
+    load_section("auth", raw.get("auth"), &mut config.auth, &mut errors);
     match raw.get("version") {
         Some(toml::Value::Integer(v)) => config.version = u32::try_from(*v).unwrap_or(u32::MAX),
         Some(other) => errors.push(format!(
@@ -776,6 +780,7 @@ impl Config {
         );
         errors.extend(self.report.llm.validate());
         errors.extend(self.notify.validate());
+        errors.extend(self.auth.validate());
         if let Err(problems) = self.watch_settings() {
             errors.extend(problems);
         }

@@ -127,7 +127,23 @@ pub fn serve_extras(
                 .data_dir
                 .join(infersight_server::held::MARK_FILE),
         ),
+        auth: Some(auth(config)?),
     })
+}
+
+/// `[auth]` for `serve`: the tokens file read now (an invalid one stops the start), the trusted
+/// proxies; authentication stays off without `auth.tokens_file`.
+pub fn auth(config: &Config) -> Result<Arc<infersight_server::auth::Auth>, CliError> {
+    let settings = config
+        .auth
+        .settings()
+        .map_err(|errors| CliError::usage(errors.join("; ")))?;
+    let auth = infersight_server::auth::Auth::open(settings)
+        .map_err(|e| CliError::usage(format!("auth: {e}")))?;
+    if auth.is_enabled() {
+        tracing::info!("authentication on: every API and OTLP request needs a bearer token");
+    }
+    Ok(Arc::new(auth))
 }
 
 /// `[notify]`'s sinks, started (one delivery thread each); `None` when none is configured.

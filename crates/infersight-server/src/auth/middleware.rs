@@ -139,7 +139,7 @@ fn outcome(status: StatusCode) -> &'static str {
         413 => "too_large",
         429 => "throttled",
         503 => "unavailable",
-        400..=499 => "client_error",
+        402 | 406..=412 | 414..=428 | 430..=499 => "client_error",
         _ => "internal",
     }
 }

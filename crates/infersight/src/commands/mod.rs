@@ -22,6 +22,7 @@ mod simulate;
 mod sli;
 mod store;
 mod templates;
+mod tokens;
 mod validate;
 mod watch;
 
@@ -92,6 +93,8 @@ pub enum Command {
     /// Replay the watcher of `serve` over stored data as if live, step by step, and print the
     /// incidents it would have opened (detection time, verdict, top cause).
     Watch(watch::WatchArgs),
+    /// API tokens of `serve` (`[auth] tokens_file`): create (shown once), list, revoke.
+    Tokens(tokens::TokensArgs),
 }
 
 impl Command {
@@ -127,5 +130,6 @@ pub async fn run(cli: Cli) -> Result<i32, CliError> {
         Command::BenchGen(args) => bench_gen::run(args).await,
         Command::Store(args) => store::run(args).await,
         Command::Watch(args) => watch::run(args).await,
+        Command::Tokens(args) => tokens::run(args),
     }
 }

@@ -21,7 +21,8 @@ pub struct QueryArgs {
     pub sql: String,
     #[command(flatten)]
     pub format: FormatArgs,
-    /// Ask a running server instead of opening the store (e.g. http://127.0.0.1:7070).
+    /// Ask a running server instead of opening the store (e.g. http://127.0.0.1:7070); with
+    /// authentication on, the token in $INFERSIGHT_TOKEN goes along.
     #[arg(long)]
     pub server: Option<String>,
 }
@@ -56,7 +57,11 @@ fn query_format(format: OutputFormat) -> infersight_query::OutputFormat {
     }
 }
 
-/// `POST {server}/api/v1/query`; the server renders, and its error keeps its exit code.
+/// The API token `--server` sends when the server has authentication on.
+pub const TOKEN_ENV: &str = "INFERSIGHT_TOKEN";
+
+/// `POST {server}/api/v1/query` (with the token of `$INFERSIGHT_TOKEN`, if set); the server
+/// renders, and its error keeps its exit code.
 async fn ask_server(server: &str, sql: &str, format: OutputFormat) -> Result<i32, CliError> {
     let format_name = match format {
         OutputFormat::Table => "table",
@@ -70,11 +75,18 @@ async fn ask_server(server: &str, sql: &str, format: OutputFormat) -> Result<i32
             .http_status_as_error(false)
             .build()
             .into();
-        agent
+        let mut request = agent
             .post(&url)
             .header("content-type", "application/json")
             // who asks, for the server's access audit (a proxy's own header wins there)
-            .header("x-infersight-user", infersight_query::audit::cli_actor())
+            .header("x-infersight-user", infersight_query::audit::cli_actor());
+        // a server with authentication on wants a token (an analyst's or above)
+        if let Ok(token) = std::env::var(TOKEN_ENV)
+            && !token.trim().is_empty()
+        {
+            request = request.header("authorization", format!("Bearer {}", token.trim()));
+        }
+        request
             .send(body.as_str())
             .map_err(|e| CliError::failed(format!("{url}: {e}")))
             .and_then(|mut r| {

@@ -36,6 +36,10 @@ pub struct ServeArgs {
 pub async fn run(args: ServeArgs) -> Result<i32, CliError> {
     let config = args.common.resolve()?;
     let settings = settings(&args, &config);
+    config
+        .auth
+        .check_listen(settings.listen)
+        .map_err(CliError::usage)?;
     let store = tokio::task::block_in_place(|| wiring::open_store(&config))?;
     let maintenance = store.spawn_maintenance(config.durations().maintenance_interval);
     let counters = Arc::new(Counters::new());

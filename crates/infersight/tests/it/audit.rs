@@ -31,7 +31,8 @@ fn strings(value: &serde_json::Value) -> Vec<&str> {
         .collect()
 }
 
-/// POSTs `sql` to `/api/v1/query` as `user` (via `X-Forwarded-User`); answers status and body.
+/// POSTs `sql` to `/api/v1/query` as `user` (via `X-Forwarded-User`, which counts because the
+/// test's configuration trusts 127.0.0.1 as a proxy); answers status and body.
 fn query_as(server: &Server, user: &str, sql: &str) -> (u16, serde_json::Value) {
     let body = serde_json::json!({ "sql": sql }).to_string();
     let mut response = support::agent()
@@ -50,7 +51,8 @@ fn http_cli_and_report_accesses_are_audited_without_literals_or_addresses() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let config = format!(
-        "[store]\nfsync = \"always\"\n[query]\nmax_rows = 5\n[stages.redact]\nsecret_env = \"{SECRET_ENV}\"\n"
+        "[store]\nfsync = \"always\"\n[query]\nmax_rows = 5\n[stages.redact]\nsecret_env = \"{SECRET_ENV}\"\n\
+         [auth]\ntrusted_proxies = [\"127.0.0.1/32\"]\n"
     );
     let server = Server::start_with(
         &data,

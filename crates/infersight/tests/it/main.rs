@@ -7,6 +7,7 @@
 
 mod actions;
 mod audit;
+mod auth;
 mod canary;
 mod cli;
 mod incidents_api;

@@ -103,3 +103,71 @@ fn python_sdk_over_grpc_and_http_is_normalized() {
         "{logs:?}"
     );
 }
+
+/// The Python SDK against a server with authentication on: refused (gRPC UNAUTHENTICATED,
+/// HTTP 401) without a token, accepted with an ingest token given the SDK's own way
+/// (`OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20…`, as HTTP header and gRPC metadata).
+#[test]
+fn python_sdk_authenticates_with_a_bearer_token_and_is_refused_without() {
+    let Some(python) = python() else {
+        eprintln!(
+            "skipped: the Python OpenTelemetry SDK is not installed (.ci/run installs it and sets INFERSIGHT_TEST_PYTHON)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = format!(
+        "[store]\nfsync = \"always\"\n[auth]\ntokens_file = \"{}\"\n",
+        dir.path().join("tokens.json").display()
+    );
+    std::fs::write(data.with_extension("toml"), &config).unwrap();
+    let token = |name: &str, role: &str| {
+        let output = Command::new(crate::support::bin())
+            .args([
+                "tokens", "create", "--name", name, "--role", role, "--config",
+            ])
+            .arg(data.with_extension("toml"))
+            .output()
+            .unwrap();
+        crate::support::ok(&output, "infersight tokens create")
+            .trim()
+            .to_string()
+    };
+    let (exporter, admin) = (token("sdk", "ingest"), token("admin", "admin"));
+    let server = Server::start(&data, &config);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/otel_send.py");
+    let send = |headers: Option<String>, extra: &[&str]| {
+        let mut command = Command::new(&python);
+        command
+            .arg(script)
+            .arg(format!("http://{}", server.grpc))
+            .arg(format!("http://{}", server.http))
+            .args(extra)
+            .env_remove("OTEL_EXPORTER_OTLP_HEADERS");
+        if let Some(headers) = headers {
+            command.env("OTEL_EXPORTER_OTLP_HEADERS", headers);
+        }
+        let out = command.output().expect("running python");
+        assert!(
+            out.status.success(),
+            "python client:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    send(None, &["--expect-refused"]);
+    send(Some(format!("Authorization=Bearer%20{exporter}")), &[]);
+
+    let body = serde_json::json!({ "sql": "SELECT count(*) AS n FROM requests" }).to_string();
+    let mut response = crate::support::agent()
+        .post(&format!("http://{}/api/v1/query", server.api))
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {admin}"))
+        .send(body.as_str())
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let answer: serde_json::Value =
+        serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(rows(&answer)[0][0].1, 4, "{answer}");
+}

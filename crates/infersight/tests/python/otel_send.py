@@ -1,7 +1,9 @@
 """Send GenAI/vLLM spans and log records with the real OpenTelemetry Python SDK.
 
-Usage: otel_send.py GRPC_ENDPOINT HTTP_ENDPOINT
-Exports over OTLP/gRPC and OTLP/HTTP (protobuf), flushes, and exits non-zero on any export failure.
+Usage: otel_send.py GRPC_ENDPOINT HTTP_ENDPOINT [--expect-refused]
+Exports over OTLP/gRPC and OTLP/HTTP (protobuf), flushes, and exits non-zero on any export failure
+(with --expect-refused: unless every export failed). Headers such as a bearer token come the
+SDK's own way, from OTEL_EXPORTER_OTLP_HEADERS.
 """
 import logging
 import sys
@@ -19,6 +21,8 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as HttpLogs
 
 grpc_endpoint, http_endpoint = sys.argv[1], sys.argv[2]
+expect_refused = "--expect-refused" in sys.argv[3:]
+exports = []
 resource = Resource.create({"service.name": "vllm-python", "k8s.pod.name": "worker-7"})
 
 failures = []
@@ -31,6 +35,7 @@ class Checked:
         self.inner, self.name = inner, name
 
     def export(self, batch):
+        exports.append(self.name)
         result = self.inner.export(batch)
         ok = result in (SpanExportResult.SUCCESS,) or getattr(result, "name", "") == "SUCCESS"
         if not ok:
@@ -88,6 +93,12 @@ def send(transport, span_exporter, log_exporter):
 send("grpc", GrpcSpans(endpoint=grpc_endpoint, insecure=True), GrpcLogs(endpoint=grpc_endpoint, insecure=True))
 send("http", HttpSpans(endpoint=http_endpoint + "/v1/traces"), HttpLogs(endpoint=http_endpoint + "/v1/logs"))
 
+if expect_refused:
+    if len(failures) != len(exports) or not exports:
+        print(f"expected every export refused; {len(failures)} of {len(exports)} were", file=sys.stderr)
+        sys.exit(1)
+    print("refused")
+    sys.exit(0)
 if failures:
     print("export failures:", failures, file=sys.stderr)
     sys.exit(1)
