@@ -1,5 +1,6 @@
 //! From findings to advice: a latency spike confined to the top cause, signals promoted to causes
-//! when nothing localized, signals derived from the causes, and the suggestions and checklist.
+//! when nothing localized, fault signals beside what did (a second fault), signals derived from
+//! the causes, and the suggestions and checklist.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -114,6 +115,82 @@ pub(crate) fn promote_signals(report: &mut RcaReport, signals: &[Signal]) {
             top.evidence[0],
             Subject::describe(&top.dimensions)
         );
+    }
+}
+
+/// Signal kinds that are a fault of their own subject wherever localization points: a pod's
+/// device (memory leak, a throttled GPU), a pod's preemption storm, a tenant's speculative-decoding
+/// resonance, a gateway version losing trace context or stalling streams, a model truncating.
+/// Load-driven kinds (queue buildup, kv-cache pressure), pollution (see
+/// [`crate::signals::polluters_first`]) and what is read off the causes themselves are not.
+pub(crate) const FAULT_KINDS: &[SignalKind] = &[
+    SignalKind::GpuMemoryLeak,
+    SignalKind::SlowWorker,
+    SignalKind::PreemptionStorm,
+    SignalKind::Resonance,
+    SignalKind::TraceContextLoss,
+    SignalKind::FlowControlStall,
+    SignalKind::TruncationSurge,
+];
+
+/// The fault signals ([`FAULT_KINDS`], on a specific subject) among what the detectors found,
+/// strongest first; call it before any signal is derived from the causes.
+pub(crate) fn fault_signals(signals: &[Signal]) -> Vec<Signal> {
+    let mut faults: Vec<Signal> = signals
+        .iter()
+        .filter(|s| !s.subject.is_empty() && FAULT_KINDS.contains(&s.kind))
+        .cloned()
+        .collect();
+    faults.sort_by(|a, b| b.strength.total_cmp(&a.strength));
+    faults
+}
+
+/// Whether two combinations share an `attribute=value` pair.
+fn overlaps(a: &Subject, b: &Subject) -> bool {
+    a.iter().any(|(k, v)| b.get(k) == Some(v))
+}
+
+/// Two faults at once (a throttled pod while a gateway version loses trace context): when
+/// localization found causes, a fault signal on a subject none of them touches is a cause of
+/// its own. Below the top cause, causes a fault signal backs (those added here and those a
+/// detector confirms) rank ahead of slices only the partition found, which may be the
+/// consequences of the top cause (traffic moved off a slow pod, a cache gone cold there).
+pub(crate) fn add_fault_signals(report: &mut RcaReport, faults: &[Signal]) {
+    if report.root_causes.is_empty() {
+        return;
+    }
+    let mut added = Vec::new();
+    for fault in faults {
+        if report
+            .root_causes
+            .iter()
+            .any(|c| overlaps(&c.dimensions, &fault.subject))
+        {
+            continue;
+        }
+        added.push(format!("{} ({} signal)", fault.subject, fault.kind));
+        report.root_causes.push(RootCause {
+            rank: 0,
+            dimensions: fault.subject.clone(),
+            explained_fraction: 0.0,
+            score: fault.strength,
+            evidence: vec![
+                format!("{} signal: {}", fault.kind, fault.detail),
+                "a fault of its own beside the top cause (no cause found by localization touches it)"
+                    .into(),
+            ],
+        });
+    }
+    let backed = |c: &RootCause| faults.iter().any(|f| f.subject == c.dimensions);
+    let rest = report.root_causes.split_off(1);
+    let (first, second): (Vec<RootCause>, Vec<RootCause>) = rest.into_iter().partition(backed);
+    report.root_causes.extend(first);
+    report.root_causes.extend(second);
+    for (i, cause) in report.root_causes.iter_mut().enumerate() {
+        cause.rank = i + 1;
+    }
+    if !added.is_empty() {
+        report.verdict = format!("{}; also: {}", report.verdict, added.join("; "));
     }
 }
 

@@ -12,7 +12,9 @@ use infersight_query::{QueryEngine, QueryError};
 use infersight_rollup::Rollup;
 use infersight_store::TimeRange;
 
-use crate::advice::{advice, derived_signals, promote_signals, slice_latency_spike};
+use crate::advice::{
+    add_fault_signals, advice, derived_signals, fault_signals, promote_signals, slice_latency_spike,
+};
 use crate::attributes::attribute_rollup;
 use crate::windows::{KnownCause, Localized, localize_incident, relocalize};
 use crate::{
@@ -158,6 +160,9 @@ pub async fn analyse(engine: &QueryEngine, request: RcaRequest) -> Result<RcaRep
         started.elapsed().as_secs_f64() * 1e3 - signals_ms,
     );
     report.timings_ms.insert("signals".into(), signals_ms);
+    // faults the detectors found on their own subjects, before anything is read off the causes
+    let faults = fault_signals(&signals);
+    let localized_causes = !report.root_causes.is_empty();
     signals.extend(derived_signals(&report, &ctx));
     signals.extend(found_signals);
     // a flow-control stall is a latency spike at the gateway, whatever the engine SLIs say
@@ -189,7 +194,10 @@ pub async fn analyse(engine: &QueryEngine, request: RcaRequest) -> Result<RcaRep
         signals.extend(spike);
     }
     // the polluter is the cause of what localization found where its pollution shows
-    crate::signals::polluters_first(&mut report, &signals);
+    crate::signals::polluters_first(&mut report, &signals, &faults);
+    if localized_causes {
+        add_fault_signals(&mut report, &faults);
+    }
     report.signals = signals;
     report.log_evidence = log_evidence(engine, &ctx).await?;
     report
@@ -211,6 +219,14 @@ pub async fn analyse(engine: &QueryEngine, request: RcaRequest) -> Result<RcaRep
     report
         .timings_ms
         .insert("log_sequences".into(), lap(&mut clock));
+    // a cause that is the load on its workers is labelled so before the advice reads it
+    let store = Arc::clone(engine.store());
+    let mut report = tokio::task::spawn_blocking(move || {
+        crate::load::label_load_causes(store.as_ref(), leaf_rollup.as_deref(), &ctx, &mut report)
+            .map(|()| report)
+    })
+    .await
+    .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))??;
     let (suggestions, checklist) = advice(&report);
     report.suggestions = suggestions;
     report.checklist = checklist;

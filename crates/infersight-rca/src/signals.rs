@@ -1259,8 +1259,10 @@ fn tenant_signals(
 /// shows (the victims' slice, the prefix-caching pool: their time to first token rose), so when
 /// a `cache_pollution` signal names a polluter that is not already the top cause, the polluter
 /// becomes the first root cause, with the signal (victims and their hit rates) as evidence, and
-/// the localized causes follow as the context where the pollution shows. The verdict says so.
-pub(crate) fn polluters_first(report: &mut RcaReport, signals: &[Signal]) {
+/// the localized causes follow as the context where the pollution shows, except those a fault
+/// signal of their own backs (`faults`: a throttled pod is no effect of the pollution), which
+/// rank right after the polluter. The verdict says so.
+pub(crate) fn polluters_first(report: &mut RcaReport, signals: &[Signal], faults: &[Signal]) {
     let Some(pollution) = signals
         .iter()
         .filter(|s| s.kind == SignalKind::CachePollution && !s.subject.is_empty())
@@ -1276,11 +1278,12 @@ pub(crate) fn polluters_first(report: &mut RcaReport, signals: &[Signal]) {
         return;
     }
     let polluter = pollution.subject.to_string();
-    let effects: Vec<RootCause> = report
+    // a cause a fault signal of its own backs (a throttled pod) is no effect of the pollution
+    let (independent, effects): (Vec<RootCause>, Vec<RootCause>) = report
         .root_causes
         .drain(..)
         .filter(|c| c.dimensions != pollution.subject)
-        .collect();
+        .partition(|c| faults.iter().any(|f| f.subject == c.dimensions));
     let shown_on: Vec<String> = effects.iter().map(|c| c.dimensions.to_string()).collect();
     let mut evidence = vec![format!("{} signal: {}", pollution.kind, pollution.detail)];
     if !shown_on.is_empty() {
@@ -1293,12 +1296,15 @@ pub(crate) fn polluters_first(report: &mut RcaReport, signals: &[Signal]) {
         score: pollution.strength,
         evidence,
     });
-    for (i, mut cause) in effects.into_iter().enumerate() {
-        cause.rank = i + 2;
+    report.root_causes.extend(independent);
+    for mut cause in effects {
         cause
             .evidence
             .push(format!("where {polluter}'s cache pollution shows"));
         report.root_causes.push(cause);
+    }
+    for (i, cause) in report.root_causes.iter_mut().enumerate() {
+        cause.rank = i + 1;
     }
     let change = report
         .verdict
@@ -1910,8 +1916,19 @@ mod tests {
             &[("k8s.deployment.name", "prefix-pool")],
             &[("user.org", "scanco")],
         ]);
+        // and a pod whose GPU throttles: a fault of its own, no effect of the pollution
+        let mut report = report_with(&[
+            &[("k8s.deployment.name", "prefix-pool")],
+            &[("worker", "engine-3")],
+            &[("user.org", "scanco")],
+        ]);
         let signals = [pollution_signal(&[("user.org", "scanco")])];
-        polluters_first(&mut report, &signals);
+        let throttled = Signal {
+            kind: SignalKind::SlowWorker,
+            detail: "device 0: SM clock 2020 MHz → 1122 MHz (−44 %)".into(),
+            ..pollution_signal(&[("worker", "engine-3")])
+        };
+        polluters_first(&mut report, &signals, std::slice::from_ref(&throttled));
         let causes: Vec<String> = report
             .root_causes
             .iter()
@@ -1919,7 +1936,11 @@ mod tests {
             .collect();
         assert_eq!(
             causes,
-            ["1 user.org=scanco", "2 k8s.deployment.name=prefix-pool"]
+            [
+                "1 user.org=scanco",
+                "2 worker=engine-3",
+                "3 k8s.deployment.name=prefix-pool"
+            ]
         );
         assert!(report.root_causes[0].evidence[0].starts_with("cache_pollution signal: "));
         assert!(report.root_causes[0].evidence[1].contains("prefix-pool"));
@@ -1937,10 +1958,10 @@ mod tests {
         );
         // nothing changes when the polluter already leads, or without a pollution signal
         let before = report.verdict.clone();
-        polluters_first(&mut report, &signals);
+        polluters_first(&mut report, &signals, &[]);
         assert_eq!(report.verdict, before);
         let mut plain = report_with(&[&[("worker", "backend-1")]]);
-        polluters_first(&mut plain, &[]);
+        polluters_first(&mut plain, &[], &[]);
         assert_eq!(
             plain.root_causes[0].dimensions,
             subject(&[("worker", "backend-1")])

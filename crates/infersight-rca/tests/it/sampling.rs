@@ -6,7 +6,9 @@
 //!   weighted and every significance judged on the rows behind it;
 //! - a pod whose GPU throttles (its device metrics, complete) and a regression on a slice that
 //!   one coarser combination covers together with that pod: both must be named, each with its
-//!   share of the excess.
+//!   share of the excess;
+//! - a pod whose GPU throttles while another pod's KV cache fills and preempts (its metrics
+//!   alone show it; its requests are no slower): both are faults, both are named.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -268,6 +270,100 @@ async fn a_throttled_pod_and_a_slice_regression_are_both_named() {
                 .any(|s| s.kind == SignalKind::SlowWorker && s.subject == pod),
             "seed {seed}: {:?}",
             report.signals
+        );
+    }
+}
+
+/// Every pod's KV-cache usage and cumulative preemptions every 30 s; from [`ONSET`] on the
+/// `storming` pod's cache is full and it preempts ~50 requests a minute (the others: ~1 an
+/// hour), while its requests stay as fast as before (a signal-only fault).
+fn kv_metrics(pods: &[Pod], storming: &str, seed: u64) -> Vec<MetricRecord> {
+    let mut rng = SplitMix64::new(seed ^ 0xcafe);
+    let mut rows = Vec::new();
+    for pod in pods {
+        let mut preempted = 0.0;
+        for step in 0..MINUTES * 2 {
+            let ts = START_NS + step * MINUTE_NS / 2;
+            let storm = pod.name == storming && step >= ONSET * 2;
+            let usage = if storm {
+                1.0
+            } else {
+                0.55 + 0.1 * rng.uniform()
+            };
+            preempted += if storm {
+                20.0 + rng.below(11) as f64
+            } else if rng.uniform() < 0.01 {
+                1.0
+            } else {
+                0.0
+            };
+            for (name, kind, value) in [
+                ("kv_cache_usage_ratio", "gauge", usage),
+                ("preemptions_total", "counter", preempted),
+            ] {
+                rows.push(MetricRecord {
+                    ts,
+                    name: Some(name.into()),
+                    kind: Some(kind.into()),
+                    value: Some(value),
+                    worker: Some(pod.name.clone()),
+                    ..Default::default()
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// Two faults of different kinds on different pods: one pod's GPU throttles (its requests
+/// slow down, localization finds it), another's KV cache fills and preempts (only its metrics
+/// show it). The second is a cause of its own, ranked right after the first, from complete
+/// traces and from traces sampled at 1/10; when the storm is on the throttled pod itself there
+/// is one cause, not two.
+#[tokio::test]
+async fn a_signal_only_fault_beside_a_localized_one_is_named_second() {
+    let throttled = "engine-us-west-1";
+    for (seed, weight, storming) in [
+        (11, 1.0, "engine-eu-central-2"),
+        (12, 10.0, "engine-ap-east-3"),
+        (13, 1.0, throttled),
+    ] {
+        let pods = fleet(|_| weight, &[]);
+        let slow = |p: &Pod| (p.name == throttled).then_some(2.2);
+        let rows = generate(&pods, (480, 0.005), &slow, seed);
+        let mut metrics = device_metrics(&pods, Some(throttled), seed);
+        metrics.extend(kv_metrics(&pods, storming, seed));
+        let report = rca_of(&rows, &metrics).await;
+        let found = causes(&report);
+        let pod = subject(&[("worker", throttled)]);
+        let storm = subject(&[("worker", storming)]);
+        assert!(
+            report
+                .signals
+                .iter()
+                .any(|s| s.kind == SignalKind::PreemptionStorm && s.subject == storm),
+            "seed {seed}: {:?}",
+            report.signals
+        );
+        if storming == throttled {
+            assert_eq!(found.first(), Some(&pod), "seed {seed}: {}", report.verdict);
+            assert_eq!(
+                found.iter().filter(|c| **c == pod).count(),
+                1,
+                "seed {seed}: {found:?}"
+            );
+            continue;
+        }
+        assert_eq!(
+            found.iter().take(2).collect::<Vec<_>>(),
+            vec![&pod, &storm],
+            "seed {seed} (1/{weight}): {}",
+            report.verdict
+        );
+        assert!(
+            report.verdict.contains(storming),
+            "seed {seed}: {}",
+            report.verdict
         );
     }
 }
