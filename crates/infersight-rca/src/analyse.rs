@@ -126,8 +126,23 @@ pub async fn analyse(engine: &QueryEngine, request: RcaRequest) -> Result<RcaRep
     };
     let signals_ms = signals_started.elapsed().as_secs_f64() * 1e3;
     let known = device_faults(&signals);
-    let (localized, leaf_rollup) =
+    let (mut localized, mut leaf_rollup) =
         with_attribute_dimensions(engine, request, localized, known).await?;
+    let store = Arc::clone(engine.store());
+    let again = tokio::task::spawn_blocking(move || {
+        crate::windows::unconfirmed_to_fallback(store.as_ref(), request, stored_rows, &localized)
+            .map(|again| again.ok_or(localized))
+    })
+    .await
+    .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))??;
+    match again {
+        // the signals read the new windows
+        Ok(fallback) => {
+            signals = collect_signals(engine, &fallback.context).await?;
+            (localized, leaf_rollup) = (fallback, None);
+        }
+        Err(unchanged) => localized = unchanged,
+    }
     let Some(mut report) = localized.report else {
         return Ok(RcaReport {
             symptom: None,

@@ -1911,12 +1911,9 @@ mod tests {
 
     #[test]
     fn the_polluter_leads_and_where_it_shows_follows() {
-        // localization found the pool the victims are served from; the signal found the polluter
-        let mut report = report_with(&[
-            &[("k8s.deployment.name", "prefix-pool")],
-            &[("user.org", "scanco")],
-        ]);
-        // and a pod whose GPU throttles: a fault of its own, no effect of the pollution
+        // localization found the pool the victims are served from and a pod whose GPU
+        // throttles (a fault of its own, no effect of the pollution); the signal found the
+        // polluter
         let mut report = report_with(&[
             &[("k8s.deployment.name", "prefix-pool")],
             &[("worker", "engine-3")],

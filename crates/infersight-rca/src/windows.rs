@@ -54,10 +54,7 @@ pub(crate) fn localize_incident(
 ) -> Result<Localized, QueryError> {
     let parts: Vec<Arc<Rollup>> = store.rollups(TimeRange::ALL)?;
     let refs: Vec<&Rollup> = parts.iter().map(Arc::as_ref).collect();
-    let sample_weight = stored_rows.filter(|rows| *rows > 0).map_or(1.0, |rows| {
-        let requests = Totals::of(&refs, None, None).fleet.requests;
-        (requests as f64 / rows as f64).max(1.0)
-    });
+    let sample_weight = mean_sample_weight(&refs, stored_rows);
     let bounds = minute_bounds(&refs);
     let Some((first_minute, last_minute)) = bounds else {
         return Ok(Localized {
@@ -68,14 +65,7 @@ pub(crate) fn localize_incident(
         });
     };
     let data_end = last_minute + MINUTE_NS;
-    let fallback = || {
-        let split = first_minute + (data_end - first_minute) * 2 / 3;
-        let split = split.div_euclid(MINUTE_NS) * MINUTE_NS;
-        TimeRange {
-            since_ns: Some(split),
-            until_ns: Some(data_end),
-        }
-    };
+    let fallback = || fallback_window(first_minute, data_end);
     let (incident, detected) = match request.incident {
         Some(range) => (range, None),
         None => match choose_onset(&refs, first_minute, data_end) {
@@ -124,6 +114,69 @@ pub(crate) fn localize_incident(
         return windows.analyse(fallback(), None);
     }
     Ok(result)
+}
+
+/// The fleet's mean sampling weight: the requests the rollups count (by their weights) per
+/// stored row; 1 when the count of rows is unknown.
+fn mean_sample_weight(refs: &[&Rollup], stored_rows: Option<u64>) -> f64 {
+    stored_rows.filter(|rows| *rows > 0).map_or(1.0, |rows| {
+        let requests = Totals::of(refs, None, None).fleet.requests;
+        (requests as f64 / rows as f64).max(1.0)
+    })
+}
+
+/// The window looked at when nothing changed: the last third of the data, on whole minutes.
+fn fallback_window(first_minute: i64, data_end: i64) -> TimeRange {
+    let split = first_minute + (data_end - first_minute) * 2 / 3;
+    TimeRange {
+        since_ns: Some(split.div_euclid(MINUTE_NS) * MINUTE_NS),
+        until_ns: Some(data_end),
+    }
+}
+
+/// A window a detected change chose, that the second pass (each leaf judged on the rows it
+/// holds: see [`relocalize`]) no longer confirms, was a false alarm of the first pass (sampled
+/// rows weighed as if complete make a slice's series noisier than it looks): the data is looked
+/// at as if nothing had changed, as [`localize_incident`] does for a fleet change no SLI
+/// confirms. `None` when `localized` stands: a symptom, a window the caller gave, or the
+/// fallback already.
+pub(crate) fn unconfirmed_to_fallback(
+    store: &dyn infersight_store::StorageBackend,
+    request: RcaRequest,
+    stored_rows: Option<u64>,
+    localized: &Localized,
+) -> Result<Option<Localized>, QueryError> {
+    let unconfirmed = localized
+        .report
+        .as_ref()
+        .is_some_and(|r| r.symptom.is_none());
+    let detected = localized
+        .chosen
+        .as_ref()
+        .is_some_and(|c| c.detected.is_some());
+    if request.incident.is_some() || !unconfirmed || !detected {
+        return Ok(None);
+    }
+    let parts: Vec<Arc<Rollup>> = store.rollups(TimeRange::ALL)?;
+    let refs: Vec<&Rollup> = parts.iter().map(Arc::as_ref).collect();
+    let Some((first_minute, last_minute)) = minute_bounds(&refs) else {
+        return Ok(None);
+    };
+    let sample_weight = mean_sample_weight(&refs, stored_rows);
+    let data_end = last_minute + MINUTE_NS;
+    let windows = Windows {
+        refs: &refs,
+        leaf_refs: None,
+        known: &[],
+        row_refs: None,
+        sample_weight,
+        request,
+        first_minute,
+        data_end,
+    };
+    windows
+        .analyse(fallback_window(first_minute, data_end), None)
+        .map(Some)
 }
 
 /// Localizes again the windows `chosen` settled on, with leaves from `leaf_rollup` (the rows of
