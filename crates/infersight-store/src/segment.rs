@@ -204,7 +204,7 @@ pub(crate) fn write_segment(
     std::fs::create_dir_all(&hour_dir).map_err(StoreError::io(&hour_dir))?;
     let mut checksum = None;
     durable::write_atomic_with(&path, |file| {
-        checksum = Some(write_file(file, table, batches, format)?);
+        checksum = Some(write_file(&path, file, table, batches, format)?);
         Ok::<(), StoreError>(())
     })?;
     if created_dir {
@@ -255,11 +255,18 @@ struct ChecksumWriter<W> {
     inner: W,
     hasher: crc32fast::Hasher,
     tail: Vec<u8>,
+    /// The last write error: the Parquet writer turns some into text (its buffer's
+    /// `into_inner`), and a full disk must still be told apart from a bug.
+    failed: Arc<std::sync::Mutex<Option<std::io::ErrorKind>>>,
 }
 
 impl<W: Write> Write for ChecksumWriter<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
+        let n = self.inner.write(buf).inspect_err(|err| {
+            if let Ok(mut failed) = self.failed.lock() {
+                *failed = Some(err.kind());
+            }
+        })?;
         let written = &buf[..n];
         self.hasher.update(written);
         if written.len() >= FOOTER_KEEP_BYTES {
@@ -293,26 +300,41 @@ fn footer_len(trailer: &[u8]) -> Option<usize> {
 /// Encodes `batches` as Parquet into `file` (the durable writer fsyncs it); answers the file's
 /// checksums.
 fn write_file(
+    path: &Path,
     file: &mut File,
     table: Table,
     batches: &[RecordBatch],
     format: SegmentFormat,
 ) -> Result<SegmentChecksum, StoreError> {
+    let failed = Arc::new(std::sync::Mutex::new(None));
     let sink = ChecksumWriter {
         inner: file,
         hasher: crc32fast::Hasher::new(),
         tail: Vec::new(),
+        failed: Arc::clone(&failed),
     };
-    let mut writer = ArrowWriter::try_new(
-        sink,
-        table.schema(),
-        Some(writer_properties(table, format)?),
-    )?;
-    // row groups are cut by row count across batches, as for one concatenated batch
-    for batch in batches {
-        writer.write(batch)?;
-    }
-    let sink = writer.into_inner()?;
+    let encode = || -> Result<ChecksumWriter<&mut File>, StoreError> {
+        let mut writer = ArrowWriter::try_new(
+            sink,
+            table.schema(),
+            Some(writer_properties(table, format)?),
+        )?;
+        // row groups are cut by row count across batches, as for one concatenated batch
+        for batch in batches {
+            writer.write(batch)?;
+        }
+        Ok(writer.into_inner()?)
+    };
+    let sink = encode().map_err(|err| {
+        // the file's own I/O error, whatever text the encoder made of it
+        match failed.lock().ok().and_then(|failed| *failed) {
+            Some(kind) => StoreError::Io {
+                path: durable::temp_path(path),
+                source: std::io::Error::new(kind, err.to_string()),
+            },
+            None => err,
+        }
+    })?;
     let tail = &sink.tail;
     let footer_bytes = tail
         .len()

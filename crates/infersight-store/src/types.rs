@@ -264,14 +264,39 @@ impl StoreError {
                 ErrorKind::BadRequest
             }
             StoreError::Closed | StoreError::Locked { .. } => ErrorKind::Unavailable,
+            // a full disk (or quota) is waited out: the client retries, nothing is dropped
+            _ if self.is_out_of_space() => ErrorKind::Unavailable,
             _ => ErrorKind::Internal,
         }
+    }
+
+    /// Whether a write failed for want of space (ENOSPC, EDQUOT), however deep in the encoder
+    /// the I/O error sits (a Parquet writer wraps it).
+    pub fn is_out_of_space(&self) -> bool {
+        let mut current: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(error) = current {
+            if let Some(io) = error.downcast_ref::<std::io::Error>()
+                && is_out_of_space(io)
+            {
+                return true;
+            }
+            current = error.source();
+        }
+        false
     }
 
     pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> StoreError {
         let path = path.into();
         move |source| StoreError::Io { path, source }
     }
+}
+
+/// ENOSPC or EDQUOT: no room left for the write.
+pub fn is_out_of_space(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
 }
 
 impl From<infersight_model::durable::DurableError> for StoreError {

@@ -42,16 +42,72 @@ fn to_status(error: &IngestError) -> Status {
     match error.kind() {
         ErrorKind::BadRequest | ErrorKind::NotFound => Status::invalid_argument(error.to_string()),
         ErrorKind::TooLarge => Status::resource_exhausted(error.to_string()),
-        ErrorKind::Unavailable => Status::unavailable(error.to_string()),
+        ErrorKind::Unavailable => retry_later(tonic::Code::Unavailable, error.to_string()),
         ErrorKind::Internal => Status::internal(error.to_string()),
     }
 }
 
+/// `google.protobuf.Duration`, `google.rpc.RetryInfo`, `google.protobuf.Any` and
+/// `google.rpc.Status`: the details a retryable gRPC status carries.
+mod retry_info {
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Duration {
+        #[prost(int64, tag = "1")]
+        pub seconds: i64,
+        #[prost(int32, tag = "2")]
+        pub nanos: i32,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct RetryInfo {
+        #[prost(message, optional, tag = "1")]
+        pub retry_delay: Option<Duration>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Any {
+        #[prost(string, tag = "1")]
+        pub type_url: String,
+        #[prost(bytes = "vec", tag = "2")]
+        pub value: Vec<u8>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct RpcStatus {
+        #[prost(int32, tag = "1")]
+        pub code: i32,
+        #[prost(string, tag = "2")]
+        pub message: String,
+        #[prost(message, repeated, tag = "3")]
+        pub details: Vec<Any>,
+    }
+    pub const TYPE_URL: &str = "type.googleapis.com/google.rpc.RetryInfo";
+}
+
+/// A status the client should retry after a second (a full queue, a full disk): gRPC's
+/// Retry-After is a `google.rpc.RetryInfo` detail, which OTLP exporters honour (OTLP spec,
+/// "Throttling").
+fn retry_later(code: tonic::Code, message: String) -> Status {
+    use prost::Message;
+    let retry = retry_info::RetryInfo {
+        retry_delay: Some(retry_info::Duration {
+            seconds: 1,
+            nanos: 0,
+        }),
+    };
+    let details = retry_info::RpcStatus {
+        code: code as i32,
+        message: message.clone(),
+        details: vec![retry_info::Any {
+            type_url: retry_info::TYPE_URL.into(),
+            value: retry.encode_to_vec(),
+        }],
+    };
+    Status::with_details(code, message, details.encode_to_vec().into())
+}
+
 fn submit_status(error: &SinkError) -> Status {
     match error {
-        SinkError::Full => Status::resource_exhausted(error.to_string()),
+        SinkError::Full => retry_later(tonic::Code::ResourceExhausted, error.to_string()),
         SinkError::Rejected(m) => Status::invalid_argument(m.clone()),
-        SinkError::Unavailable(_) => Status::unavailable(error.to_string()),
+        SinkError::Unavailable(_) => retry_later(tonic::Code::Unavailable, error.to_string()),
         SinkError::Internal(_) => Status::internal(error.to_string()),
     }
 }
@@ -210,4 +266,32 @@ pub fn routes(receiver: GrpcReceiver) -> tonic::service::Routes {
     tonic::service::Routes::new(traces)
         .add_service(logs)
         .add_service(metrics)
+}
+
+#[cfg(test)]
+mod retry_tests {
+    use prost::Message;
+
+    use super::*;
+
+    #[test]
+    fn retryable_statuses_carry_a_one_second_retry_info() {
+        for (error, code) in [
+            (
+                SinkError::Unavailable("no space left on device".into()),
+                tonic::Code::Unavailable,
+            ),
+            (SinkError::Full, tonic::Code::ResourceExhausted),
+        ] {
+            let status = submit_status(&error);
+            assert_eq!(status.code(), code);
+            let details = retry_info::RpcStatus::decode(status.details()).unwrap();
+            assert_eq!(details.code, code as i32);
+            assert_eq!(details.details[0].type_url, retry_info::TYPE_URL);
+            let retry = retry_info::RetryInfo::decode(&details.details[0].value[..]).unwrap();
+            assert_eq!(retry.retry_delay.unwrap().seconds, 1);
+        }
+        let rejected = submit_status(&SinkError::Rejected("bad".into()));
+        assert!(rejected.details().is_empty());
+    }
 }

@@ -5,6 +5,7 @@
 
 mod common;
 mod concurrency;
+mod disk_full;
 mod durability;
 mod flush;
 mod integrity;
