@@ -737,17 +737,32 @@ async fn templates(
 
 /// Workers named by the root causes, then by signal subjects (strongest first); failing both,
 /// the workers whose mean SLI grew most from the baseline to the incident.
+/// The implicated workers of the resource chart: the worker the top cause or a signal about it
+/// names, the workers of a device fault; else the workers of the top slice (the whole fleet
+/// without one) whose latency rose most. A lower-ranked cause never names them (it may be
+/// load elsewhere, or spurious).
 async fn workers(
     engine: &QueryEngine,
     ctx: &Ctx,
     rca: &RcaReport,
 ) -> Result<Vec<String>, QueryError> {
+    use infersight_model::signal::SignalKind;
     let mut out: Vec<String> = Vec::new();
-    let named = rca
-        .root_causes
-        .iter()
-        .map(|c| &c.dimensions)
-        .chain(rca.signals.iter().map(|s| &s.subject))
+    let top = rca.root_causes.first().map(|c| &c.dimensions);
+    let device = |kind: SignalKind| {
+        matches!(
+            kind,
+            SignalKind::GpuMemoryLeak | SignalKind::SlowWorker | SignalKind::PreemptionStorm
+        )
+    };
+    let named = top
+        .into_iter()
+        .chain(
+            rca.signals
+                .iter()
+                .filter(|s| Some(&s.subject) == top || device(s.kind))
+                .map(|s| &s.subject),
+        )
         .filter_map(|d| d.get("worker"))
         .filter(|w| !w.is_empty());
     for worker in named {
@@ -766,10 +781,14 @@ async fn workers(
     let sql = format!(
         "SELECT worker, avg(CASE WHEN {incident} THEN {col} END) AS during, \
            avg(CASE WHEN {base} THEN {col} END) AS before \
-         FROM requests WHERE {span} AND worker IS NOT NULL AND worker <> '' GROUP BY 1",
+         FROM requests WHERE {span}{slice} AND worker IS NOT NULL AND worker <> '' GROUP BY 1",
         incident = Ctx::window_predicate(&ctx.incident),
         base = Ctx::window_predicate(&baseline),
         span = ctx.span_predicate(),
+        slice = ctx
+            .slice
+            .as_ref()
+            .map_or_else(String::new, |p| format!(" AND {p}")),
     );
     let rows = query(engine, &sql).await?;
     let mut changes: Vec<(f64, String)> = rows
@@ -786,6 +805,77 @@ async fn workers(
         .take(MAX_WORKERS)
         .map(|(_, w)| w)
         .collect())
+}
+
+/// One worker of a cause's slice: its requests of the slice in the incident and how much their
+/// mean latency (the symptom's SLI) changed against the slice's requests on it in the baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerChange {
+    pub worker: String,
+    pub requests: u64,
+    /// Milliseconds; `None` when the worker served the slice only in the incident.
+    pub change_ms: Option<f64>,
+}
+
+/// The workers of one cause's slice: those whose latency rose most, at most [`MAX_WORKERS`] + 2,
+/// and how many served the slice in the incident.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CauseWorkers {
+    pub workers: Vec<WorkerChange>,
+    pub serving: usize,
+}
+
+/// The workers of the slice `dimensions` in `rca`'s windows (see [`CauseWorkers`]); empty
+/// without windows or a slice.
+pub async fn cause_workers(
+    engine: &QueryEngine,
+    rca: &RcaReport,
+    dimensions: &BTreeMap<String, String>,
+) -> Result<CauseWorkers, QueryError> {
+    let (Some(incident), Some(slice)) = (&rca.incident_window, slice_predicate(dimensions)) else {
+        return Ok(CauseWorkers::default());
+    };
+    let within = |since: i64, until: i64| {
+        format!("ts >= to_timestamp_nanos({since}) AND ts < to_timestamp_nanos({until})")
+    };
+    let baseline = rca
+        .baseline_window
+        .as_ref()
+        .map_or((incident.since, incident.since), |b| (b.since, b.until));
+    let col = sli_column(rca);
+    let sql = format!(
+        "SELECT worker, sum(CASE WHEN {inc} THEN 1 ELSE 0 END) AS n, \
+           avg(CASE WHEN {inc} THEN {col} END) AS during, \
+           avg(CASE WHEN {base} THEN {col} END) AS before \
+         FROM requests WHERE {span} AND {slice} AND worker IS NOT NULL AND worker <> '' GROUP BY 1",
+        inc = within(incident.since, incident.until),
+        base = within(baseline.0, baseline.1),
+        span = within(baseline.0.min(incident.since), incident.until),
+    );
+    let rows = query(engine, &sql).await?;
+    let mut workers: Vec<WorkerChange> = rows
+        .iter()
+        .filter_map(|r| {
+            let requests = u64::try_from(int(r, "n")?).ok().filter(|&n| n > 0)?;
+            Some(WorkerChange {
+                worker: text(r, "worker")?.to_string(),
+                requests,
+                change_ms: float(r, "during")
+                    .zip(float(r, "before"))
+                    .map(|(d, b)| d - b),
+            })
+        })
+        .collect();
+    let serving = workers.len();
+    workers.sort_by(|a, b| {
+        let change = |w: &WorkerChange| w.change_ms.unwrap_or(f64::NEG_INFINITY);
+        change(b)
+            .total_cmp(&change(a))
+            .then_with(|| b.requests.cmp(&a.requests))
+            .then_with(|| a.worker.cmp(&b.worker))
+    });
+    workers.truncate(MAX_WORKERS + 2);
+    Ok(CauseWorkers { workers, serving })
 }
 
 async fn resources(

@@ -40,6 +40,10 @@ pub struct Report {
     /// timeline (absent when nothing was recorded beyond the verdict).
     #[serde(default, skip_serializing_if = "IncidentSection::is_empty")]
     pub incident: IncidentSection,
+    /// What to read first: the symptom with units, what to do now, the first check and the
+    /// runbook's confirm steps with their SQL, each cause's kind and workers.
+    #[serde(default)]
+    pub lead: crate::lead::Lead,
 }
 
 /// The report's incident section: what the stored incident recorded besides its verdict.

@@ -69,6 +69,13 @@ pub struct KnowledgeHit {
     pub summary: String,
     pub fixes: Vec<String>,
     pub checklist: Vec<String>,
+    /// A runbook's "How to confirm" steps (Markdown; a fenced block belongs to its step); empty
+    /// for a past incident and in reports stored before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub confirm: Vec<String>,
+    /// The signal kinds a runbook covers (empty for a past incident).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signals: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -431,6 +438,8 @@ struct Entry {
     summary: String,
     fixes: Vec<String>,
     checklist: Vec<String>,
+    confirm: Vec<String>,
+    signals: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -549,6 +558,8 @@ impl KnowledgeBase {
                 summary: runbook.summary.clone(),
                 fixes: runbook.fixes.clone(),
                 checklist: runbook.checklist.clone(),
+                confirm: runbook.confirm.clone(),
+                signals: runbook.signals.clone(),
             });
         }
         for incident in past
@@ -600,6 +611,8 @@ impl KnowledgeBase {
                 },
                 fixes,
                 checklist: rca.checklist.clone(),
+                confirm: Vec::new(),
+                signals: Vec::new(),
             });
         }
         writer.commit().map_err(index_error)?;
@@ -760,6 +773,8 @@ impl KnowledgeBase {
                 summary: entry.summary.clone(),
                 fixes: entry.fixes.clone(),
                 checklist: entry.checklist.clone(),
+                confirm: entry.confirm.clone(),
+                signals: entry.signals.clone(),
             });
         }
         // Ties in score keep a stable order (by id), so reports are reproducible.

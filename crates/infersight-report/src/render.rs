@@ -37,42 +37,15 @@ fn window_text(window: &Option<Window>) -> String {
 }
 
 fn number(v: f64) -> String {
-    if !v.is_finite() {
-        "—".into()
-    } else if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
-    }
+    crate::format::significant(v)
 }
 
-/// The symptom's value with its unit: latency SLIs are milliseconds (p99), the rest rates.
-fn sli_value(sli: &str, v: f64) -> String {
-    if sli.ends_with("rate") {
-        format!("{:.2} %", v * 100.0)
-    } else {
-        format!("{} ms", number(v))
-    }
-}
-
+/// The symptom with units and its onset: `TTFT p99 194 ms → 963 ms, ×4.95; onset …`.
 fn symptom_line(rca: &RcaReport) -> Option<String> {
     let s = rca.symptom.as_ref()?;
-    let what = if s.sli.ends_with("rate") {
-        s.sli.clone()
-    } else {
-        format!("p99 {}", s.sli)
-    };
-    let factor = if s.baseline > 0.0 {
-        format!(" (×{:.2})", s.current / s.baseline)
-    } else {
-        String::new()
-    };
     Some(format!(
-        "{what}: {} → {}{factor}, onset {}",
-        sli_value(&s.sli, s.baseline),
-        sli_value(&s.sli, s.current),
+        "{}; onset {}",
+        crate::format::symptom_line(&s.sli, s.baseline, s.current),
         format_rfc3339(s.onset)
     ))
 }

@@ -93,6 +93,14 @@ impl Report {
         let knowledge = knowledge_base.retrieve(&rca, config.retrieval_limit);
         let (suggestions, checklist) = advice(&rca, &knowledge);
         let charts = crate::data::collect(engine, &rca).await?;
+        let lead = match crate::lead::Lead::build(engine, &rca, &knowledge).await {
+            Ok(lead) => lead,
+            Err(error) => {
+                // the implicated workers are left out; the rest does not read the store
+                tracing::warn!(%error, "the lead's workers were not read");
+                crate::lead::Lead::of(&rca, &knowledge, &[])
+            }
+        };
         let mut report = Report {
             incident_id: incident.id.clone(),
             generated_at: infersight_model::time::format_rfc3339(infersight_model::time::now_ns()),
@@ -104,6 +112,7 @@ impl Report {
             narrative: None,
             narrative_note: None,
             incident: crate::document::IncidentSection::of(incident),
+            lead,
         };
         // The narrative call is blocking network i/o with its own timeout.
         let llm = config.llm.clone();

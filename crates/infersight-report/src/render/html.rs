@@ -41,6 +41,9 @@ ul.checklist li{margin:3px 0}
 .src{color:var(--muted);font-size:12px}
 .note{color:var(--muted);font-style:italic}
 footer{margin-top:32px;color:var(--muted);font-size:12px}
+.lead .headline{font-size:18px;font-weight:600;margin:6px 0}
+.lead .do-now{font-size:16px;background:#eef6ee;border-left:4px solid #2e7d32;padding:8px 12px}
+pre{background:var(--soft);border:1px solid var(--line);padding:6px 8px;white-space:pre-wrap}
 @media print{main{max-width:none;padding:0}h2{break-after:avoid}table,figure{break-inside:avoid}body{font-size:11px}.verdict{background:none}}
 ";
 
@@ -81,6 +84,7 @@ pub fn html(report: &Report) -> String {
     let rca = &report.rca;
     let mut out = String::new();
     head(&mut out, report);
+    lead_section(&mut out, report);
     summary_cards(&mut out, rca);
     incident_section(&mut out, report);
     narrative(&mut out, report);
@@ -130,6 +134,73 @@ fn head(out: &mut String, report: &Report) {
         })
     );
     let _ = writeln!(out, "<p class=\"verdict\">{}</p>", h(&rca.verdict));
+}
+
+/// What to read first (`crate::lead`): the symptom, what to do now, the first check, the
+/// causes with their kinds and workers, and the runbook's confirm steps with their SQL.
+fn lead_section(out: &mut String, report: &Report) {
+    let lead = &report.lead;
+    if lead.do_now.is_none() && lead.confirm.is_empty() && lead.causes.is_empty() {
+        return;
+    }
+    out.push_str("<section class=\"lead\">\n<h2>Do now</h2>\n");
+    if let Some(headline) = &lead.headline {
+        let _ = writeln!(out, "<p class=\"headline\">{}</p>", h(headline));
+    }
+    if let Some(action) = &lead.do_now {
+        let _ = writeln!(out, "<p class=\"do-now\"><b>Do now:</b> {}</p>", h(action));
+    }
+    if let Some(check) = &lead.first_check {
+        let _ = write!(
+            out,
+            "<p><b>First check</b> <span class=\"src\">({})</span>: {}</p>",
+            h(&check.source),
+            h(&check.text)
+        );
+        if let Some(sql) = &check.sql {
+            let _ = write!(out, "<pre><code>{}</code></pre>", h(sql));
+        }
+        out.push('\n');
+    }
+    if !lead.causes.is_empty() {
+        out.push_str("<ol class=\"causes\">\n");
+        for cause in &lead.causes {
+            let workers = if cause.workers.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; workers: {} ({} serving it)",
+                    cause.workers.join(", "),
+                    cause.serving_workers
+                )
+            };
+            let _ = writeln!(
+                out,
+                "<li value=\"{}\"><code>{}</code> — {}, explains {}{}</li>",
+                cause.rank,
+                h(&cause.slice),
+                h(&cause.kind),
+                h(&cause.explained),
+                h(&workers)
+            );
+        }
+        out.push_str("</ol>\n");
+    }
+    if let Some(note) = &lead.ranking_note {
+        let _ = writeln!(out, "<p class=\"note\">{}</p>", h(note));
+    }
+    if let Some(first) = lead.confirm.first() {
+        let _ = writeln!(out, "<h3>How to confirm ({})</h3>\n<ol>", h(&first.source));
+        for step in &lead.confirm {
+            let _ = write!(out, "<li>{}", h(&step.text));
+            if let Some(sql) = &step.sql {
+                let _ = write!(out, "<pre><code>{}</code></pre>", h(sql));
+            }
+            out.push_str("</li>\n");
+        }
+        out.push_str("</ol>\n");
+    }
+    out.push_str("</section>\n");
 }
 
 /// The watcher's record, the automatic actions taken and the timeline, when there are any.

@@ -43,6 +43,7 @@ pub fn markdown(report: &Report) -> String {
     let rca = &report.rca;
     let mut out = String::new();
     header(&mut out, report);
+    lead_section(&mut out, report);
     incident_section(&mut out, report);
     symptom(&mut out, rca);
     root_causes(&mut out, rca);
@@ -72,6 +73,71 @@ fn header(out: &mut String, report: &Report) {
     let _ = writeln!(out, "# Incident {}\n", md(&report.incident_id));
     let _ = writeln!(out, "**Verdict:** {}\n", md(&rca.verdict));
     let _ = writeln!(out, "Generated {}.\n", md(&report.generated_at));
+}
+
+/// What to read first (`crate::lead`): the symptom, what to do now, the first check, the
+/// causes with their kinds and workers, and the runbook's confirm steps with their SQL.
+fn lead_section(out: &mut String, report: &Report) {
+    let lead = &report.lead;
+    if lead.do_now.is_none() && lead.confirm.is_empty() && lead.causes.is_empty() {
+        return;
+    }
+    out.push_str("## Do now\n\n");
+    if let Some(headline) = &lead.headline {
+        let _ = writeln!(out, "**{}**\n", md(headline));
+    }
+    if let Some(action) = &lead.do_now {
+        let _ = writeln!(out, "- **Do now:** {}", md(action));
+    }
+    if let Some(check) = &lead.first_check {
+        let _ = writeln!(
+            out,
+            "- **First check** ({}): {}",
+            md(&check.source),
+            md(&check.text)
+        );
+        if let Some(sql) = &check.sql {
+            let _ = writeln!(out, "\n  ```sql\n  {sql}\n  ```");
+        }
+    }
+    out.push('\n');
+    for cause in &lead.causes {
+        let workers = if cause.workers.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; workers: {} ({} serving it)",
+                cause.workers.join(", "),
+                cause.serving_workers
+            )
+        };
+        let _ = writeln!(
+            out,
+            "{}. {} — {}, explains {}{}",
+            cause.rank,
+            md(&cause.slice),
+            md(&cause.kind),
+            md(&cause.explained),
+            md(&workers)
+        );
+    }
+    if let Some(note) = &lead.ranking_note {
+        let _ = writeln!(out, "\n_{}_", md(note));
+    }
+    if !lead.confirm.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n### How to confirm ({})\n",
+            md(&lead.confirm[0].source)
+        );
+        for (i, step) in lead.confirm.iter().enumerate() {
+            let _ = writeln!(out, "{}. {}", i + 1, md(&step.text));
+            if let Some(sql) = &step.sql {
+                let _ = writeln!(out, "\n   ```sql\n   {sql}\n   ```\n");
+            }
+        }
+    }
+    out.push('\n');
 }
 
 /// The watcher's record, the automatic actions taken and the timeline, when there are any.

@@ -115,6 +115,8 @@ fn report() -> Report {
             summary: format!("example conversation: {RAW_PROMPT}"),
             fixes: vec!["raise max_loras so the set stays resident".into()],
             checklist: vec!["no adapter reload lines for 10 minutes".into()],
+            confirm: vec![],
+            signals: vec![],
         }],
         suggestions: vec![],
         checklist: vec![],
@@ -122,6 +124,7 @@ fn report() -> Report {
         narrative: None,
         narrative_note: None,
         incident: Default::default(),
+        lead: Default::default(),
     }
 }
 

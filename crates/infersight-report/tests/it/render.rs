@@ -260,6 +260,8 @@ fn synthetic_report() -> Report {
             summary: "Memory grows without bound until preemption and OOM.".into(),
             fixes: vec!["restart the worker".into()],
             checklist: vec!["memory flat".into()],
+            confirm: vec![],
+            signals: vec![],
         }],
         suggestions: vec![
             Advice {
@@ -287,6 +289,7 @@ fn synthetic_report() -> Report {
         }),
         narrative_note: None,
         incident: Default::default(),
+        lead: Default::default(),
     }
 }
 
@@ -731,14 +734,14 @@ fn markdown_has_every_section() {
         "# Incident inc-42",
         "**Verdict:** p99 ttft 820 ms",
         "## Symptom",
-        "p99 ttft: 820 ms → 1700 ms (×2.07), onset 2025-11-29T10:40:00",
+        "TTFT p99 820 ms → 1.7 s, ×2.07; onset 2025-11-29T10:40:00",
         "## Root causes",
-        "| 1 | worker=worker-3 | 82 % | 41.50 |",
+        "| 1 | worker=worker-3 | 82 % | 41.5 |",
         "## Signals",
         "| gpu\\_memory\\_leak | worker=worker-3 |",
         "GPU memory +18 GiB over 40 min \\| slope",
         "## Log evidence",
-        "| 14.00 | 120 s before | 3 | 420 | worker=worker-3 | 20 record(s) on worker-3 ×18, worker-5 ×2; 17 request(s) served by r2 ×15, r1 ×2; 4 link(s) to other evidence |",
+        "| 14 | 120 s before | 3 | 420 | worker=worker-3 | 20 record(s) on worker-3 ×18, worker-5 ×2; 17 request(s) served by r2 ×15, r1 ×2; 4 link(s) to other evidence |",
         "## Unexpected log sequences",
         "| (start of session) | no baseline session logged it | 354 of 5002 (7.1 %) | 0 of 12877 (0.0 %) | worker-3 ×205, worker-7 ×149 |",
         "## Runbooks and past incidents",

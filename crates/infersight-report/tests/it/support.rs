@@ -113,6 +113,7 @@ fn build_simulated() -> Simulated {
         narrative: None,
         narrative_note: Some("no LLM endpoint configured".into()),
         incident: Default::default(),
+        lead: Default::default(),
     };
     Simulated {
         leak_worker,
