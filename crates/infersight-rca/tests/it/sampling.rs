@@ -367,3 +367,32 @@ async fn a_signal_only_fault_beside_a_localized_one_is_named_second() {
         );
     }
 }
+
+/// A preemption storm on one pod (its metrics alone show it) in a fleet whose traces are all
+/// sampled at 1/10: the sampled rows' noise may move a slice's series enough for the first pass
+/// (over the rollups) to choose a window, which the second pass (each leaf judged on its rows)
+/// does not confirm; such a window is a false alarm, and the storm is read in the window the
+/// data would get if nothing had changed. Never a detected-change window without a symptom.
+#[tokio::test]
+async fn an_unconfirmed_window_does_not_hide_a_signal_only_fault() {
+    let storming = "engine-ap-east-1";
+    let storm = subject(&[("worker", storming)]);
+    for seed in 21..=26 {
+        let pods = fleet(|_| 10.0, &[]);
+        let rows = generate(&pods, (240, 0.0), &|_| None, seed);
+        let report = rca_of(&rows, &kv_metrics(&pods, storming, seed)).await;
+        assert!(
+            report.symptom.is_some() || !report.window_source.starts_with("change"),
+            "seed {seed}: {} ({})",
+            report.verdict,
+            report.window_source
+        );
+        assert_eq!(
+            causes(&report).first(),
+            Some(&storm),
+            "seed {seed}: {} ({})",
+            report.verdict,
+            report.window_source
+        );
+    }
+}
