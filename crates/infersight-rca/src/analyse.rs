@@ -234,6 +234,14 @@ pub async fn analyse(engine: &QueryEngine, request: RcaRequest) -> Result<RcaRep
     report
         .timings_ms
         .insert("log_sequences".into(), lap(&mut clock));
+    // a cause that is the load on its workers is labelled so before the advice reads it
+    let store = Arc::clone(engine.store());
+    let mut report = tokio::task::spawn_blocking(move || {
+        crate::load::label_load_causes(store.as_ref(), leaf_rollup.as_deref(), &ctx, &mut report)
+            .map(|()| report)
+    })
+    .await
+    .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))??;
     let (suggestions, checklist) = advice(&report);
     report.suggestions = suggestions;
     report.checklist = checklist;

@@ -48,6 +48,7 @@ pub mod contract;
 pub mod error;
 pub mod incidents;
 pub mod leaves;
+pub mod load;
 pub mod logs;
 pub mod measures;
 pub mod record;
