@@ -6,6 +6,7 @@
 
 mod correlate;
 mod files;
+mod fuzz;
 mod logs_metrics;
 mod otlp_json;
 mod prom_scrape;

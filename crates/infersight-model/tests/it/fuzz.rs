@@ -36,24 +36,37 @@ fn seed() -> u64 {
 }
 
 /// Runs `test` on `cases()` values of `strategy` (fixed seed, shrinking on failure, no files
-/// written) and prints `fuzz NAME: N cases in S s` for `bench/fuzz.sh`.
+/// written) and prints `fuzz NAME: N cases in S s` for `bench/fuzz.sh`. With
+/// `INFERSIGHT_FUZZ_SECONDS`, rounds of `cases()` cases (seed, seed + 1, …) run until that much time
+/// has passed.
 fn fuzz<S: Strategy>(name: &str, strategy: S, test: impl Fn(S::Value) -> Result<(), TestCaseError>)
 where
     S::Value: std::fmt::Debug,
 {
-    let config = Config {
-        cases: cases(),
-        rng_seed: RngSeed::Fixed(seed()),
-        failure_persistence: None,
-        max_shrink_iters: 4096,
-        ..Config::default()
-    };
+    let budget_s: Option<f64> = std::env::var("INFERSIGHT_FUZZ_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok());
     let started = Instant::now();
-    let mut runner = TestRunner::new(config.clone());
-    let result = runner.run(&strategy, test);
+    let mut total = 0u64;
+    let mut round = 0u64;
+    let result = loop {
+        let config = Config {
+            cases: cases(),
+            rng_seed: RngSeed::Fixed(seed().wrapping_add(round)),
+            failure_persistence: None,
+            max_shrink_iters: 4096,
+            ..Config::default()
+        };
+        let result = TestRunner::new(config.clone()).run(&strategy, &test);
+        total += u64::from(config.cases);
+        round += 1;
+        let more = budget_s.is_some_and(|s| started.elapsed().as_secs_f64() < s);
+        if result.is_err() || !more {
+            break result;
+        }
+    };
     eprintln!(
-        "fuzz {name}: {} cases in {:.2} s, {}",
-        config.cases,
+        "fuzz {name}: {total} cases in {:.2} s, {}",
         started.elapsed().as_secs_f64(),
         if result.is_ok() { "ok" } else { "FAILED" }
     );
