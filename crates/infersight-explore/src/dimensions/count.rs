@@ -24,7 +24,8 @@ use arrow::datatypes::{DataType, Int64Type};
 use infersight_model::attrs::{AttrsEntry, AttrsValue, ValueTexts, read_attrs};
 
 use super::{
-    ATTRS_COLUMN, Dimension, DimensionSource, MAX_ATTR_KEYS, SETTING_COLUMNS, STRING_COLUMNS,
+    ATTRS_COLUMN, Dimension, DimensionKind, DimensionSource, MAX_ATTR_KEYS, SETTING_COLUMNS,
+    STRING_COLUMNS, is_numeric_value,
 };
 use infersight_query::QueryError;
 
@@ -106,6 +107,7 @@ impl Counter {
         if self.too_many || self.not_scalar || self.total_rows == 0 || is_id {
             return None;
         }
+        let all_numeric = self.counts.keys().all(|value| is_numeric_value(value));
         let mut values: Vec<(String, u64)> = self
             .counts
             .into_iter()
@@ -119,6 +121,7 @@ impl Counter {
             distinct_values,
             total_rows: self.total_rows,
             values,
+            kind: DimensionKind::of(distinct_values, all_numeric),
         })
     }
 }

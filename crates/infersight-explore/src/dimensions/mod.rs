@@ -73,6 +73,49 @@ impl std::fmt::Display for DimensionSource {
     }
 }
 
+/// What slicing by a dimension's values can tell: a categorical dimension splits the rows into
+/// groups worth comparing; a constant one (one value) splits nothing; a continuous one (a score,
+/// a measured quantity: many distinct numbers) has values too fine to compare one by one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DimensionKind {
+    Categorical,
+    Constant,
+    Continuous,
+}
+
+/// A dimension whose values are all numbers is continuous from this many distinct values on: a
+/// setting (batch size, a GPU index, an HTTP status) takes few values, a score or a measured
+/// quantity takes hundreds.
+pub const CONTINUOUS_MIN_DISTINCT: u64 = 50;
+
+impl DimensionKind {
+    /// The kind of a dimension with `distinct_values` values, `all_numeric` when every one of
+    /// them reads as a finite number.
+    pub fn of(distinct_values: u64, all_numeric: bool) -> DimensionKind {
+        if distinct_values <= 1 {
+            DimensionKind::Constant
+        } else if all_numeric && distinct_values >= CONTINUOUS_MIN_DISTINCT {
+            DimensionKind::Continuous
+        } else {
+            DimensionKind::Categorical
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DimensionKind::Categorical => "categorical",
+            DimensionKind::Constant => "constant",
+            DimensionKind::Continuous => "continuous",
+        }
+    }
+}
+
+/// Whether a value reads as a finite number (`12`, `0.25`, `-3e2`).
+pub fn is_numeric_value(value: &str) -> bool {
+    value.trim().parse::<f64>().is_ok_and(f64::is_finite)
+}
+
 /// A candidate dimension and its value distribution in the requested range.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Dimension {
@@ -85,6 +128,8 @@ pub struct Dimension {
     pub total_rows: u64,
     /// The most frequent values with their row counts, by count descending then value ascending.
     pub values: Vec<(String, u64)>,
+    /// Categorical, constant or continuous, judged on every distinct value (not only `values`).
+    pub kind: DimensionKind,
 }
 
 /// Low-cardinality attributes of `requests` in `range`, the candidate dimensions for

@@ -8,7 +8,8 @@ use arrow::array::{Array, Int64Array, RecordBatch, StringArray};
 
 use super::count::{ID_MIN_ROWS, as_utf8};
 use super::{
-    ATTRS_COLUMN, Dimension, DimensionSource, MAX_ATTR_KEYS, SETTING_COLUMNS, STRING_COLUMNS,
+    ATTRS_COLUMN, Dimension, DimensionKind, DimensionSource, MAX_ATTR_KEYS, SETTING_COLUMNS,
+    STRING_COLUMNS, is_numeric_value,
 };
 use infersight_query::QueryError;
 use infersight_query::value_text;
@@ -50,6 +51,7 @@ impl Counter {
         if self.too_many || self.not_scalar || self.total_rows == 0 || is_id {
             return None;
         }
+        let all_numeric = self.counts.keys().all(|value| is_numeric_value(value));
         let mut values: Vec<(String, u64)> = self.counts.into_iter().collect();
         values.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         values.truncate(max_values);
@@ -59,6 +61,7 @@ impl Counter {
             distinct_values,
             total_rows: self.total_rows,
             values,
+            kind: DimensionKind::of(distinct_values, all_numeric),
         })
     }
 }

@@ -62,6 +62,66 @@ fn counter_excludes_ids_and_high_cardinality() {
     );
 }
 
+/// A counter of `rows` rows over the values `value(i)`.
+fn counted(rows: usize, value: impl Fn(usize) -> String) -> Dimension {
+    let mut counter = Counter::default();
+    for i in 0..rows {
+        counter.add(&value(i), 1, 1000);
+    }
+    counter
+        .into_dimension("d".into(), DimensionSource::Attrs, 5)
+        .unwrap()
+}
+
+/// Scores (hundreds of distinct numbers, seeded) are continuous and a single value is constant,
+/// judged on every value, not the few reported; settings and names stay categorical, however
+/// many values they have, and a number column with few values is a setting.
+#[test]
+fn dimensions_are_told_categorical_constant_or_continuous() {
+    let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut score = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        format!("{:.3}", (rng % 1000) as f64 / 1000.0)
+    };
+    let scores: Vec<String> = (0..4000).map(|_| score()).collect();
+    let dimension = counted(4000, |i| scores[i].clone());
+    assert!(
+        dimension.distinct_values >= 190,
+        "{}",
+        dimension.distinct_values
+    );
+    assert_eq!(dimension.kind, DimensionKind::Continuous);
+    assert_eq!(
+        counted(500, |_| "vllm".into()).kind,
+        DimensionKind::Constant
+    );
+    assert_eq!(counted(500, |_| "0.5".into()).kind, DimensionKind::Constant);
+    assert_eq!(
+        counted(500, |i| (1 << (i % 8)).to_string()).kind,
+        DimensionKind::Categorical
+    );
+    assert_eq!(
+        counted(5000, |i| format!("tenant-{}", i % 300)).kind,
+        DimensionKind::Categorical
+    );
+    // one non-number among many numbers: a label that happens to be numeric mostly
+    assert_eq!(
+        counted(5000, |i| if i == 0 {
+            "n/a".into()
+        } else {
+            (i % 300).to_string()
+        })
+        .kind,
+        DimensionKind::Categorical
+    );
+    assert_eq!(
+        counted(5000, |i| (i % 300).to_string()).kind,
+        DimensionKind::Continuous
+    );
+}
+
 #[test]
 fn merged_counters_cut_off_at_the_union() {
     // 6 distinct values in each half, 11 together: within a limit of 10 apart, over it merged

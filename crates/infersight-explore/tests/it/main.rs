@@ -5,4 +5,5 @@
 
 mod derived;
 mod dimensions;
+mod freshness;
 mod support;
