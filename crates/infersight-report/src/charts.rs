@@ -51,9 +51,15 @@ const FONT: &str = "system-ui, -apple-system, 'Segoe UI', Roboto, Helvetica, Ari
 const AXIS_COLOUR: &str = "#555";
 const GRID_COLOUR: &str = "#e5e5e5";
 const ONSET_COLOUR: &str = "#c0392b";
-const PALETTE: [&str; 8] = [
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+/// The series colours: Okabe–Ito, told apart under every common colour-vision deficiency. The
+/// web UI draws with the same list (its `charts.js` `PALETTE`; a server test keeps them equal).
+pub const PALETTE: [&str; 8] = [
+    "#0072b2", "#e69f00", "#009e73", "#d55e00", "#cc79a7", "#56b4e9", "#f0e442", "#000000",
 ];
+
+/// The heatmap's scale from few to many: reversed viridis (perceptually even, colour-blind
+/// safe), shared with the web UI's `HEAT_STOPS`.
+pub const HEAT_STOPS: [&str; 5] = ["#fde725", "#5ec962", "#21918c", "#3b528b", "#440154"];
 
 /// Escapes text for XML/HTML content and attribute values.
 pub fn escape(text: &str) -> String {
@@ -475,23 +481,17 @@ fn format_count(v: f64) -> String {
 // -------------------------------------------------------------------------------- heatmap
 
 fn heat_colour(t: f64) -> String {
-    // light yellow → orange → dark purple, interpolated in RGB
-    const STOPS: [(f64, [f64; 3]); 4] = [
-        (0.0, [255.0, 247.0, 188.0]),
-        (0.35, [254.0, 178.0, 76.0]),
-        (0.7, [227.0, 74.0, 51.0]),
-        (1.0, [84.0, 39.0, 136.0]),
-    ];
-    let t = t.clamp(0.0, 1.0);
-    let mut rgb = STOPS[0].1;
-    for pair in STOPS.windows(2) {
-        let ((t0, a), (t1, b)) = (pair[0], pair[1]);
-        if t >= t0 && t <= t1 {
-            let f = (t - t0) / (t1 - t0);
-            rgb = [0, 1, 2].map(|i| a[i] + (b[i] - a[i]) * f);
-            break;
-        }
-    }
+    // along HEAT_STOPS, evenly spaced, interpolated in RGB (as the UI's heatColour)
+    let channel = |hex: &str, i: usize| {
+        hex.get(1 + 2 * i..3 + 2 * i)
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+            .map_or(0.0, f64::from)
+    };
+    let x = t.clamp(0.0, 1.0) * (HEAT_STOPS.len() - 1) as f64;
+    let i = (x.floor() as usize).min(HEAT_STOPS.len() - 2);
+    let f = x - i as f64;
+    let (a, b) = (HEAT_STOPS[i], HEAT_STOPS[i + 1]);
+    let rgb = [0, 1, 2].map(|k| channel(a, k) + (channel(b, k) - channel(a, k)) * f);
     format!(
         "#{:02x}{:02x}{:02x}",
         rgb[0].round() as u8,

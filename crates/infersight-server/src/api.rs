@@ -48,6 +48,7 @@ pub fn router_with_auth(state: ApiState, auth: Arc<crate::auth::Auth>) -> Router
         .route("/api/v1/alerts", get(alerts))
         .route("/api/v1/actions", get(actions))
         .route("/api/v1/stats", get(stats))
+        .route("/api/v1/freshness", get(freshness))
         .merge(crate::incidents::routes())
         .merge(crate::ui::routes())
         .layer(axum::middleware::from_fn_with_state(
@@ -423,10 +424,21 @@ async fn dimensions(
                 "distinct_values": d.distinct_values,
                 "total_rows": d.total_rows,
                 "values": d.values.iter().map(|(v, n)| json!({"value": v, "count": n})).collect::<Vec<_>>(),
+                "kind": d.kind,
             })
         })
         .collect();
     Ok(Json(json!({ "dimensions": list })))
+}
+
+/// When the store last received data, overall and per source, and which sources stopped
+/// (`infersight_explore::freshness`).
+async fn freshness(
+    State(state): State<ApiState>,
+) -> Result<Json<infersight_explore::Freshness>, ApiError> {
+    Ok(Json(
+        infersight_explore::freshness(&state.engine, now_ns()).await?,
+    ))
 }
 
 async fn stats(State(state): State<ApiState>) -> Json<serde_json::Value> {

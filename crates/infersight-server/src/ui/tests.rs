@@ -84,3 +84,36 @@ fn the_policy_forbids_inline_script_and_foreign_origins() {
         );
     }
 }
+
+/// The quoted colours of the JS constant `name` (`export const NAME = ['#…', …];`).
+fn js_colours(body: &str, name: &str) -> Vec<String> {
+    let start = body
+        .find(&format!("export const {name} = ["))
+        .unwrap_or_else(|| panic!("charts.js has no {name}"));
+    let rest = &body[start..];
+    let list = &rest[rest.find('[').unwrap() + 1..rest.find(']').unwrap()];
+    list.split(',')
+        .map(|c| c.trim().trim_matches('\'').to_string())
+        .collect()
+}
+
+#[test]
+fn the_ui_and_the_report_draw_with_one_palette() {
+    let charts = ASSETS.iter().find(|a| a.name == "charts.js").unwrap().body;
+    assert_eq!(
+        js_colours(charts, "PALETTE"),
+        infersight_report::charts::PALETTE.to_vec()
+    );
+    assert_eq!(
+        js_colours(charts, "HEAT_STOPS"),
+        infersight_report::charts::HEAT_STOPS.to_vec()
+    );
+    // the legend swatches of the stylesheet are the same series colours, in order
+    let css = ASSETS.iter().find(|a| a.name == "app.css").unwrap().body;
+    for (i, colour) in infersight_report::charts::PALETTE.iter().enumerate() {
+        assert!(
+            css.contains(&format!(".legend .s{i} {{ --swatch: {colour}; }}")),
+            "app.css .legend .s{i} is not {colour}"
+        );
+    }
+}

@@ -22,6 +22,7 @@ mod server;
 mod sli;
 mod support;
 mod ui;
+mod ui_fresh;
 mod ui_incidents;
 mod ui_logs;
 mod variations;

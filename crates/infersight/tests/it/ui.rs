@@ -208,7 +208,7 @@ fn ui_finds_the_root_cause_of_a_brushed_spike() {
     assert!(driver.current_url().contains("base_since="));
     // the p50 and p99 lines are drawn over the cells
     let lines = driver.execute(
-        "return [...document.querySelectorAll('svg[data-chart=latency-heatmap] polyline.quantile-line')].map(l => l.dataset.series)",
+        "return [...document.querySelectorAll('svg[data-chart=latency-heatmap] path.quantile-line')].map(l => l.dataset.series)",
         json!([]),
     );
     assert_eq!(lines, json!(["p99", "p50"]));

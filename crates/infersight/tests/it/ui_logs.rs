@@ -282,11 +282,12 @@ fn ui_logs_search_templates_and_lineage() {
     );
     check_page(&driver, &out, "logs-label", 1);
 
-    // (4) templates by growth (largest first), then one opened: only its lines
+    // (4) templates by growth (largest first: new ones by their recent count, then by growth),
+    // then one opened: only its lines
     driver.navigate(&format!("{base}/?page=logs&range=1h&sort=growth"));
     wait_for_page(&driver, "logs");
     let growth = driver.execute(
-        "return [...document.querySelectorAll('[data-table=templates] [data-growth]')].map(e => Number(e.dataset.growth))",
+        "return [...document.querySelectorAll('[data-table=templates] [data-rank]')].map(e => Number(e.dataset.rank))",
         json!([]),
     );
     let growth: Vec<f64> = growth
@@ -301,12 +302,19 @@ fn ui_logs_search_templates_and_lineage() {
     );
     driver.navigate(&format!("{base}/?page=logs&range=1h"));
     wait_for_page(&driver, "logs");
-    let template = attribute(
+    // the second template row (a collapsed family of prompt lines has no single template)
+    let template = driver
+        .execute(
+            "return [...document.querySelectorAll('[data-table=templates] tbody tr:not([data-family])')][1].dataset.template",
+            json!([]),
+        )
+        .as_str()
+        .unwrap()
+        .to_string();
+    click(
         &driver,
-        "[data-table=templates] tbody tr:nth-child(2)",
-        "data-template",
+        &format!("[data-table=templates] tbody tr[data-template='{template}'] a"),
     );
-    click(&driver, "[data-table=templates] tbody tr:nth-child(2) a");
     wait_for_page(&driver, "logs");
     assert!(
         driver

@@ -1,12 +1,27 @@
 // The JSON API and the SQL endpoint, plus the formatting every page shares.
 
+/** A server that limits concurrent calls answers 429: asked again this often, this much later. */
+const RETRIES_ON_429 = 6;
+const RETRY_BASE_MS = 150;
+
+/** `fetch`, asked again (after Retry-After, or a growing pause) while the server answers 429. */
+async function fetchPolitely(path, init) {
+  for (let attempt = 0; ; attempt += 1) {
+    const response = await fetch(path, init);
+    if (response.status !== 429 || attempt >= RETRIES_ON_429) return response;
+    const after = Number(response.headers.get('retry-after'));
+    const pause = Number.isFinite(after) && after > 0 ? Math.min(after * 1000, 5000) : RETRY_BASE_MS * 2 ** attempt;
+    await new Promise((resolve) => setTimeout(resolve, pause * (0.75 + Math.random() / 2)));
+  }
+}
+
 export async function getJSON(path) {
-  const response = await fetch(path, { headers: { accept: 'application/json' } });
+  const response = await fetchPolitely(path, { headers: { accept: 'application/json' } });
   return answer(response, path);
 }
 
 export async function postJSON(path, value) {
-  const response = await fetch(path, {
+  const response = await fetchPolitely(path, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json' },
     body: JSON.stringify(value),
@@ -23,10 +38,23 @@ async function answer(response, path) {
   return body;
 }
 
+/** Queries one page keeps in flight at most (a server may limit each caller's; 429 above it). */
+const MAX_QUERIES_IN_FLIGHT = 3;
+let inFlight = 0;
+const waiting = [];
+
 /** Rows of a SQL query over the store, as objects. */
 export async function sql(text) {
-  const result = await postJSON('/api/v1/query', { sql: text });
-  return result.rows || [];
+  if (inFlight >= MAX_QUERIES_IN_FLIGHT) await new Promise((resolve) => waiting.push(resolve));
+  inFlight += 1;
+  try {
+    const result = await postJSON('/api/v1/query', { sql: text });
+    return result.rows || [];
+  } finally {
+    inFlight -= 1;
+    const next = waiting.shift();
+    if (next) next();
+  }
 }
 
 /** Columns of `requests` a filter or a breakdown may name (crates/infersight-model tables.rs). */
@@ -106,6 +134,73 @@ export function fmtNum(value, digits = 1) {
   if (Math.abs(value) >= 1e6) return `${(value / 1e6).toFixed(digits)} M`;
   if (Math.abs(value) >= 1e4) return `${(value / 1e3).toFixed(digits)} k`;
   return value.toFixed(Math.abs(value) >= 100 ? 0 : digits);
+}
+
+/**
+ * Round ticks over [lo, hi]: multiples of a step of 1, 2 or 5 × 10^k, the smallest such step
+ * giving at most `count` intervals.
+ */
+export function niceTicks(lo, hi, count = 5) {
+  if (!(hi > lo) || !Number.isFinite(lo) || !Number.isFinite(hi)) return Number.isFinite(lo) ? [lo] : [];
+  const raw = (hi - lo) / Math.max(1, count);
+  const magnitude = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((m) => m * magnitude).find((s) => s >= raw * (1 - 1e-9));
+  const ticks = [];
+  for (let i = Math.ceil(lo / step - 1e-9); i * step <= hi + step * 1e-9; i += 1) ticks.push(Number((i * step).toPrecision(12)));
+  return ticks;
+}
+
+/** Ticks of a log axis over [lo, hi] (> 0): 1-2-5 × 10^k, or only the powers of ten when too many. */
+export function logTicks(lo, hi, count = 10) {
+  if (!(hi > lo) || !(lo > 0)) return [];
+  const ticks = [];
+  for (let k = Math.floor(Math.log10(lo)); 10 ** k <= hi; k += 1) {
+    for (const m of [1, 2, 5]) {
+      const v = Number((m * 10 ** k).toPrecision(12));
+      if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9)) ticks.push(v);
+    }
+  }
+  return ticks.length > count ? ticks.filter((v) => Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9) : ticks;
+}
+
+/** Steps of a time axis: round seconds, minutes, hours, days. */
+const TIME_STEPS_MS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400].map((s) => s * 1000);
+
+/**
+ * Ticks of a time axis over [since, until] (ms): multiples of the smallest round step (1 s …
+ * 30 s, 1, 2, 5, 10, 15, 30 min, 1, 2, 3, 6, 12 h, days) giving at most `count` intervals, so
+ * labels fall on round times in UTC. Answers `{ step, ticks }`.
+ */
+export function timeTicks(since, until, count = 8) {
+  if (!(until > since)) return { step: 60000, ticks: [] };
+  const span = until - since;
+  const step = TIME_STEPS_MS.find((s) => span / s <= count) || 86400e3 * Math.ceil(span / 86400e3 / count);
+  const ticks = [];
+  for (let t = Math.ceil(since / step) * step; t <= until; t += step) ticks.push(t);
+  return { step, ticks };
+}
+
+/** A time tick's label: seconds when the step is under a minute, the date when it is days. */
+export function fmtTick(ms, step) {
+  const iso = new Date(ms).toISOString();
+  if (step < 60000) return iso.slice(11, 19);
+  if (step >= 86400e3) return iso.slice(5, 10);
+  return iso.slice(11, 16);
+}
+
+/** A round latency for an axis: `200 ms`, `1 s`, `2.5 s`. */
+export function fmtTickMs(value) {
+  if (!Number.isFinite(value)) return '–';
+  if (value >= 1000) return `${Number((value / 1000).toPrecision(3))} s`;
+  return `${Number(value.toPrecision(3))} ms`;
+}
+
+/** `N min ago` / `N h ago` / `N d ago` of a time `ms` before `now`. */
+export function ago(ms, now = Date.now()) {
+  const minutes = Math.max(0, Math.round((now - ms) / 60000));
+  if (minutes < 90) return `${minutes} min ago`;
+  if (minutes < 48 * 60) return `${Math.round(minutes / 60)} h ago`;
+  return `${Math.round(minutes / 1440)} d ago`;
 }
 
 export function fmtTime(ms, withDate = false) {

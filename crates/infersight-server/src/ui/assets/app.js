@@ -1,8 +1,11 @@
-// The shell: navigation, the time-range picker, URL state and auto-refresh. Every page is a
-// module function `render(ctx)` that fills `ctx.el`; the whole state of a view is in the query
-// string, so a URL reproduces the view.
+// The shell: navigation, the time-range picker, URL state, auto-refresh and freshness. Every page
+// is a module function `render(ctx)` that fills `ctx.el`; the whole state of a view is in the
+// query string, so a URL reproduces the view. The header says when the data last arrived; a
+// relative range ends at the last data when nothing newer exists (said on screen, `anchor=now`
+// undoes it), an empty range offers to jump to the last data, and a source that stopped sending
+// while the others go on is warned about on every page.
 
-import { sql, h } from './api.js';
+import { sql, getJSON, h, ago, fmtTime } from './api.js';
 import { overview } from './overview.js';
 import { heatmapPage } from './heatmap.js';
 import { incidentsPage, incidentPage } from './incidents.js';
@@ -25,22 +28,31 @@ const PAGES = {
 const RANGES = { '15m': 15 * 60e3, '1h': 3600e3, '6h': 6 * 3600e3, '24h': 24 * 3600e3, '7d': 7 * 24 * 3600e3 };
 const REFRESH_MS = 30000;
 /** Keys that carry over when moving between pages: the time range and refresh. */
-const SHARED = ['range', 'since', 'until', 'refresh'];
+const SHARED = ['range', 'since', 'until', 'refresh', 'anchor'];
+/** A relative range ends at the last data once the data is this much older than now. */
+const ANCHOR_AFTER_MS = 3 * 60e3;
+/** The freshness answer is reused this long between renders (a refresh asks again). */
+const FRESHNESS_TTL_MS = 10e3;
 
 const view = document.getElementById('view');
 const nav = document.getElementById('nav');
 const rangeSelect = document.getElementById('range');
 const refreshBox = document.getElementById('refresh');
 const updated = document.getElementById('updated');
+const lastData = document.getElementById('last-data');
 const customForm = document.getElementById('custom-range');
 const rangeFrom = document.getElementById('range-from');
 const rangeTo = document.getElementById('range-to');
-/** `datetime-local` text of a UTC time in ms, and back (the inputs are read as UTC). */
-const localText = (ms) => new Date(ms).toISOString().slice(0, 16);
-const fromLocal = (text) => Date.parse(`${text}:00Z`);
+/** ISO text (`YYYY-MM-DD HH:MM`, UTC) of a time in ms, and back (a `T` or seconds are taken too). */
+export const isoText = (ms) => new Date(ms).toISOString().slice(0, 16).replace('T', ' ');
+export function fromIsoText(text) {
+  const match = /^\s*(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2})(:\d{2})?\s*Z?\s*$/.exec(text || '');
+  return match ? Date.parse(`${match[1]}T${match[2]}${match[3] || ':00'}Z`) : NaN;
+}
 let generation = 0;
 let timer = null;
 let extent = null;
+let fresh = null;
 
 function readState() {
   const state = Object.fromEntries(new URLSearchParams(location.search));
@@ -80,8 +92,33 @@ export function update(patch, options) {
   navigate(urlOf(state), options);
 }
 
-/** The window of the state in ms: a relative range ends now; `all` spans the stored requests. */
-async function windowOf(state) {
+/** The store's freshness (`GET /api/v1/freshness`), reused for a few seconds; null if unknown. */
+async function freshness(force) {
+  if (!force && fresh && Date.now() - fresh.at < FRESHNESS_TTL_MS) return fresh.answer;
+  const answer = await getJSON('/api/v1/freshness').catch(() => null);
+  fresh = { at: Date.now(), answer };
+  return answer;
+}
+
+/**
+ * The window of a relative range of `length` ms: it ends now, or at the (minute after the) last
+ * data when that is older than ANCHOR_AFTER_MS and the URL does not say `anchor=now`. Answers
+ * the window and whether it was moved.
+ */
+export function relativeWindow(length, now, lastDataMs, anchor) {
+  const until = Math.ceil(now / 60000) * 60000;
+  if (anchor !== 'now' && Number.isFinite(lastDataMs) && now - lastDataMs > ANCHOR_AFTER_MS) {
+    const end = Math.ceil((lastDataMs + 1) / 60000) * 60000;
+    return { since: end - length, until: end, anchored: true };
+  }
+  return { since: until - length, until, anchored: false };
+}
+
+/**
+ * The window of the state in ms: a relative range ends now (or at the last data, see
+ * `relativeWindow`); `all` spans the stored requests.
+ */
+async function windowOf(state, known = fresh && fresh.answer) {
   if (state.range === 'custom') {
     const [since, until] = [Number(state.since), Number(state.until)];
     if (Number.isFinite(since) && Number.isFinite(until) && until > since) return { since, until };
@@ -94,8 +131,78 @@ async function windowOf(state) {
     }
     if (extent) return { ...extent };
   }
-  const until = Math.ceil(Date.now() / 60000) * 60000;
-  return { since: until - (RANGES[state.range] || RANGES['1h']), until };
+  return relativeWindow(RANGES[state.range] || RANGES['1h'], Date.now(), known ? Number(known.last_data_ms) : NaN, state.anchor);
+}
+
+/** The header's "last data HH:MM (N min ago)", warning-coloured when the store is stale. */
+function drawLastData(answer) {
+  if (!answer || answer.last_data_ms == null) {
+    lastData.textContent = answer ? 'no data stored yet' : '';
+    lastData.classList.toggle('stale', false);
+    delete lastData.dataset.lastData;
+    return;
+  }
+  const at = Number(answer.last_data_ms);
+  const old = Date.now() - at > 86400e3;
+  lastData.textContent = `last data ${old ? fmtTime(at, true).replace(/:\d\dZ$/, 'Z') : `${fmtTime(at)}Z`} (${ago(at)})`;
+  lastData.title = `the newest stored row: ${new Date(at).toISOString()}`;
+  lastData.classList.toggle('stale', Boolean(answer.stale));
+  lastData.dataset.lastData = String(at);
+  lastData.dataset.stale = answer.stale ? 'true' : 'false';
+}
+
+/** Sources that stopped while the others went on, one entry per service/worker. */
+export function stoppedSources(answer) {
+  const byName = new Map();
+  for (const source of (answer && answer.sources) || []) {
+    if (!source.stopped) continue;
+    const name = source.worker || source.service || '(unnamed source)';
+    const entry = byName.get(name) || { name, tables: [], last: 0 };
+    entry.tables.push(source.table);
+    entry.last = Math.max(entry.last, Number(source.last_ms));
+    byName.set(name, entry);
+  }
+  return [...byName.values()].sort((a, b) => a.last - b.last);
+}
+
+/** Whether any watched table holds a row in the window (one row each at most is read). */
+async function holdsData(win) {
+  const cond = `ts >= to_timestamp_millis(${Math.floor(win.since)}) AND ts < to_timestamp_millis(${Math.ceil(win.until)})`;
+  const rows = await sql(['requests', 'logs', 'metrics'].map((t) => `SELECT * FROM (SELECT 1 AS x FROM ${t} WHERE ${cond} LIMIT 1)`).join(' UNION ALL '));
+  return rows.length > 0;
+}
+
+/**
+ * Notices above the page: the range moved to the last data, an empty range (`empty`: no row in
+ * it, or it starts after the last data), stopped sources.
+ */
+function freshnessNotices(state, win, answer, empty) {
+  const notices = [];
+  const last = answer && answer.last_data_ms != null ? Number(answer.last_data_ms) : null;
+  if (win.anchored && last != null) {
+    notices.push(h('div', { class: 'notice', role: 'status', 'data-notice': 'anchored' }, h('p', {},
+      `No data since ${fmtTime(last, true)} (${ago(last)}): the range ends at the last data instead of now.`,
+      h('a', { href: urlOf({ ...state, anchor: 'now' }) }, 'Show up to now'))));
+  } else if (last != null && state.page !== 'incident' && state.page !== 'request' && (empty || last < win.since)) {
+    const span = win.until - win.since;
+    const end = Math.ceil((last + 1) / 60000) * 60000;
+    notices.push(h('div', { class: 'notice', role: 'status', 'data-notice': 'empty-range' }, h('p', {},
+      `No data in this range: the last data is at ${fmtTime(last, true)} (${ago(last)}).`,
+      h('a', { href: urlOf({ ...state, range: 'custom', since: String(end - span), until: String(end), anchor: null }), 'data-action': 'jump-to-last-data' }, 'Jump to the last data'))));
+  }
+  if (answer && answer.stale && last != null && !win.anchored && win.until > last) {
+    notices.push(h('div', { class: 'notice stopped', role: 'alert', 'data-freshness-warning': 'all' }, h('p', {},
+      `No source has sent data for ${ago(last).replace(' ago', '')}: the newest row is from ${fmtTime(last, true)}. Is the pipeline down?`)));
+  }
+  const stopped = stoppedSources(answer);
+  if (stopped.length) {
+    notices.push(h('div', { class: 'notice stopped', role: 'alert', 'data-freshness-warning': 'stopped' },
+      h('p', {}, `${stopped.length === 1 ? 'A source stopped' : `${stopped.length} sources stopped`} sending while the others go on: `,
+        stopped.slice(0, 8).map((s, i) => h('span', { 'data-stopped-source': s.name },
+          `${i ? '; ' : ''}${s.name} (${s.tables.join(', ')}; last ${fmtTime(s.last, Date.now() - s.last > 86400e3)}, ${ago(s.last)})`)),
+        stopped.length > 8 ? ` and ${stopped.length - 8} more` : '', '.')));
+  }
+  return notices;
 }
 
 function drawNav(state) {
@@ -118,15 +225,19 @@ async function render() {
   view.dataset.page = state.page;
   const el = h('div');
   try {
-    const win = await windowOf(state);
-    if (state.range === 'custom' && document.activeElement !== rangeFrom && document.activeElement !== rangeTo) {
-      rangeFrom.value = localText(win.since);
-      rangeTo.value = localText(win.until);
-    }
-    const ctx = { state, win, el, update, navigate, linkTo, stale: () => mine !== generation };
-    await page.render(ctx);
+    const answer = await freshness(false);
     if (mine !== generation) return;
-    view.replaceChildren(el);
+    drawLastData(answer);
+    const win = await windowOf(state, answer);
+    if (state.range === 'custom' && document.activeElement !== rangeFrom && document.activeElement !== rangeTo) {
+      rangeFrom.value = isoText(win.since);
+      rangeTo.value = isoText(win.until);
+    }
+    const ctx = { state, win, el, update, navigate, linkTo, freshness: answer, stale: () => mine !== generation };
+    // a range picked by hand may hold nothing: say so, and offer the last data
+    const [, holds] = await Promise.all([page.render(ctx), state.range === 'custom' && answer && answer.last_data_ms != null ? holdsData(win).catch(() => true) : true]);
+    if (mine !== generation) return;
+    view.replaceChildren(...freshnessNotices(state, win, answer, !holds), el);
     view.dataset.state = 'ready';
   } catch (error) {
     if (mine !== generation) return;
@@ -139,7 +250,7 @@ async function render() {
 
 function schedule(state) {
   clearTimeout(timer);
-  if (state.refresh === '1' && state.range !== 'custom') timer = setTimeout(() => { if (!document.hidden) render(); else schedule(readState()); }, REFRESH_MS);
+  if (state.refresh === '1' && state.range !== 'custom') timer = setTimeout(() => { fresh = null; if (!document.hidden) render(); else schedule(readState()); }, REFRESH_MS);
 }
 
 rangeSelect.addEventListener('change', async () => {
@@ -147,8 +258,8 @@ rangeSelect.addEventListener('change', async () => {
   if (rangeSelect.value === 'custom') {
     // start from the window in view; the form applies it
     const win = await windowOf(readState());
-    rangeFrom.value = localText(win.since);
-    rangeTo.value = localText(win.until);
+    rangeFrom.value = isoText(win.since);
+    rangeTo.value = isoText(win.until);
     customForm.hidden = false;
     rangeFrom.focus();
     return;
@@ -157,9 +268,12 @@ rangeSelect.addEventListener('change', async () => {
 });
 customForm.addEventListener('submit', (event) => {
   event.preventDefault();
-  const [since, until] = [fromLocal(rangeFrom.value), fromLocal(rangeTo.value)];
-  if (!(until > since)) { rangeTo.setCustomValidity('the end must be after the start'); rangeTo.reportValidity(); return; }
-  rangeTo.setCustomValidity('');
+  const [since, until] = [fromIsoText(rangeFrom.value), fromIsoText(rangeTo.value)];
+  for (const [input, value] of [[rangeFrom, since], [rangeTo, until]]) {
+    input.setCustomValidity(Number.isFinite(value) ? '' : 'a UTC time as YYYY-MM-DD HH:MM');
+  }
+  if (Number.isFinite(since) && Number.isFinite(until) && !(until > since)) rangeTo.setCustomValidity('the end must be after the start');
+  if (!rangeFrom.reportValidity() || !rangeTo.reportValidity()) return;
   update({ range: 'custom', since: String(since), until: String(until) });
 });
 refreshBox.addEventListener('change', () => update({ refresh: refreshBox.checked ? '1' : null }, { replace: true }));

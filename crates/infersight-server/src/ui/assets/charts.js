@@ -1,11 +1,20 @@
 // SVG charts drawn in the browser: sparklines, the latency heatmap (with brushing) and stacked
 // bars. Every chart is an `svg[data-chart]` whose marks carry `data-series`, and an empty chart
-// says so with `data-empty="true"`, so tests can check that every chart has data.
+// says so with `data-empty="true"`, so tests can check that every chart has data. Colours come
+// from one colour-blind-safe palette shared with the report (crates/infersight-report charts.rs
+// PALETTE and HEAT_STOPS; a test keeps them equal); axes tick on round values and times.
 
-import { fmtMs, fmtTime } from './api.js';
+import { fmtMs, fmtTime, fmtTick, fmtTickMs, logTicks, niceTicks, timeTicks } from './api.js';
 
 const NS = 'http://www.w3.org/2000/svg';
-export const PALETTE = ['#2f6fde', '#e0752d', '#2a9d6a', '#c23b5a', '#7b5cc4', '#8c6d3f', '#d060a8', '#5b8c99', '#9aa3ae'];
+/** Okabe–Ito: tells apart for every common colour-vision deficiency (same as the report's). */
+export const PALETTE = ['#0072b2', '#e69f00', '#009e73', '#d55e00', '#cc79a7', '#56b4e9', '#f0e442', '#000000'];
+/** The colour of an "other" series (everything past the top values). */
+export const OTHER_COLOUR = '#b8bec6';
+/** Reversed viridis, few → many: the heatmap's scale, perceptually even, colour-blind safe. */
+export const HEAT_STOPS = ['#fde725', '#5ec962', '#21918c', '#3b528b', '#440154'];
+/** The colour of fault onsets and incident windows drawn over charts. */
+export const MARK_COLOUR = '#d55e00';
 
 export function s(tag, attrs = {}, ...children) {
   const el = document.createElementNS(NS, tag);
@@ -27,36 +36,108 @@ function emptyNote(svg, width, height) {
   return svg;
 }
 
-/** A sparkline of `series` = [{name, points: [[x, y]]}], the first series drawn strongest. */
-export function sparkline(id, series, label) {
+/**
+ * Runs of a line's points without a gap: a point whose y is not a number, or (with `stepMs`) a
+ * missing step between two points, ends a run, so missing data is drawn as missing.
+ */
+export function runsOf(points, stepMs = null) {
+  const runs = [];
+  let run = [];
+  let previous = null;
+  for (const [x, y] of points) {
+    const gap = !Number.isFinite(y) || (stepMs && previous != null && x - previous > 1.5 * stepMs);
+    if (gap && run.length) { runs.push(run); run = []; }
+    if (Number.isFinite(y)) { run.push([x, y]); previous = x; }
+  }
+  if (run.length) runs.push(run);
+  return runs;
+}
+
+/** SVG path text of the runs (a lone point a short dash, so it stays visible). */
+function pathOf(runs, px, py) {
+  return runs.map((run) => {
+    const pts = run.map(([x, y]) => `${px(x).toFixed(1)},${py(y).toFixed(1)}`);
+    return run.length === 1 ? `M${pts[0]}h1.5` : `M${pts.join('L')}`;
+  }).join('');
+}
+
+/**
+ * A sparkline of `series` = [{name, points: [[x, y]]}], the first series drawn strongest. With
+ * `span` ({since, until}) the x axis is the whole window, so data that stops early leaves the
+ * rest empty; with `stepMs` a missing step breaks the line.
+ */
+export function sparkline(id, series, label, span = null, stepMs = null) {
   const width = 240, height = 40, pad = 2;
   const svg = chart(id, width, height, label);
   const all = series.flatMap((line) => line.points).filter(([, y]) => Number.isFinite(y));
-  if (all.length < 2) return emptyNote(svg, width, height);
+  if (all.length < 1 || (all.length < 2 && !span)) return emptyNote(svg, width, height);
   const xs = all.map(([x]) => x), ys = all.map(([, y]) => y);
-  const [x0, x1] = [Math.min(...xs), Math.max(...xs)];
+  const [x0, x1] = span ? [span.since, span.until] : [Math.min(...xs), Math.max(...xs)];
   const [y0, y1] = [Math.min(0, ...ys), Math.max(...ys) || 1];
   const px = (x) => pad + ((x - x0) / (x1 - x0 || 1)) * (width - 2 * pad);
   const py = (y) => height - pad - ((y - y0) / (y1 - y0 || 1)) * (height - 2 * pad);
   series.forEach((line, i) => {
-    const points = line.points.filter(([, y]) => Number.isFinite(y));
-    if (points.length < 2) return;
-    svg.append(s('polyline', {
+    const runs = runsOf(line.points, stepMs);
+    if (!runs.length) return;
+    svg.append(s('path', {
       'data-series': line.name, fill: 'none', stroke: PALETTE[i % PALETTE.length],
       'stroke-width': i === 0 ? 1.8 : 1, 'stroke-opacity': i === 0 ? 1 : 0.55,
-      'vector-effect': 'non-scaling-stroke',
-      points: points.map(([x, y]) => `${px(x).toFixed(1)},${py(y).toFixed(1)}`).join(' '),
+      'vector-effect': 'non-scaling-stroke', 'stroke-linecap': 'round', d: pathOf(runs, px, py),
     }, s('title', {}, line.name)));
   });
   svg.dataset.points = String(all.length);
+  svg.dataset.runs = String(Math.max(0, ...series.map((line) => runsOf(line.points, stepMs).length)));
   return svg;
 }
 
-/** Colour of a heatmap cell: light blue → dark red on a log scale of the count. */
+/** Colour at `t` in [0, 1] along HEAT_STOPS, interpolated in RGB. */
+export function heatColour(t) {
+  const x = Math.min(1, Math.max(0, t)) * (HEAT_STOPS.length - 1);
+  const i = Math.min(HEAT_STOPS.length - 2, Math.floor(x));
+  const rgb = (hex) => [1, 3, 5].map((k) => parseInt(hex.slice(k, k + 2), 16));
+  const [a, b] = [rgb(HEAT_STOPS[i]), rgb(HEAT_STOPS[i + 1])];
+  const f = x - i;
+  return `#${a.map((v, k) => Math.round(v + (b[k] - v) * f).toString(16).padStart(2, '0')).join('')}`;
+}
+
+/** Colour of a heatmap cell: the log of its count against the largest. */
 function heat(count, max) {
-  const t = Math.log1p(count) / Math.log1p(max || 1);
-  const hue = 210 - 210 * t;
-  return `hsl(${hue.toFixed(0)}, 75%, ${(88 - 45 * t).toFixed(0)}%)`;
+  return heatColour(Math.log1p(count) / Math.log1p(max || 1));
+}
+
+/**
+ * The counts the heatmap legend labels, from 1 to `max` on the same log scale as the cells:
+ * round numbers (1-2-5) in between.
+ */
+export function legendCounts(max) {
+  if (!(max > 1)) return [1];
+  const counts = [1];
+  for (const v of logTicks(1, max, 6)) if (v > 1 && v < max * 0.8) counts.push(v);
+  counts.push(max);
+  return counts;
+}
+
+/** The heatmap's colour legend (HTML): a swatch per count of `legendCounts`. */
+export function heatLegend(max, unit = 'requests per cell') {
+  const el = document.createElement('div');
+  el.className = 'heat-legend';
+  el.dataset.legend = 'colour';
+  el.setAttribute('role', 'img');
+  const counts = legendCounts(max);
+  el.setAttribute('aria-label', `colour scale: ${counts.join(', ')} ${unit}`);
+  const title = document.createElement('span');
+  title.className = 'muted';
+  title.textContent = unit;
+  el.append(title);
+  for (const n of counts) {
+    const item = document.createElement('span');
+    item.className = 'swatch';
+    item.dataset.count = String(n);
+    item.style.setProperty('--swatch', heat(n, max));
+    item.textContent = n >= 1e4 ? `${Math.round(n / 1e3)} k` : String(n);
+    el.append(item);
+  }
+  return el;
 }
 
 /**
@@ -65,10 +146,12 @@ function heat(count, max) {
  * be brushed: the incident `selection` and the `baseline`; `mode()` says which one a drag (or
  * the arrow keys) sets, and `onBrush(kind, since, until)` reports it in ms (since null when
  * cleared). `lines` = [{name, points: [[t, ms]]}] are drawn over the cells (e.g. p50 and p99),
- * at the fractional bucket `bucketOf(ms)`.
+ * at the fractional bucket `bucketOf(ms)`, broken where a step has no data. `marks` =
+ * [{kind: 'onset' | 'incident', since, until?, label}] are drawn over the plot: an onset as a
+ * dashed rule, an incident as a band along the top from its onset to its end (or the window's).
  */
-export function heatmap({ cells, win, stepMs, bucketMs, bucketOf, selection, baseline, mode = () => 'selection', onBrush, sli, lines = [] }) {
-  const width = 1200, height = 380, left = 64, right = 12, top = 10, bottom = 28;
+export function heatmap({ cells, win, stepMs, bucketMs, bucketOf, selection, baseline, mode = () => 'selection', onBrush, sli, lines = [], marks = [] }) {
+  const width = 1200, height = 520, left = 64, right = 12, top = 14, bottom = 28;
   const svg = chart('latency-heatmap', width, height, `${sli} latency heatmap`);
   svg.classList.add('heatmap');
   svg.removeAttribute('preserveAspectRatio');
@@ -84,41 +167,32 @@ export function heatmap({ cells, win, stepMs, bucketMs, bucketOf, selection, bas
   const rowH = plotH / (b1 - b0);
   const py = (b) => top + plotH - (b - b0 + 1) * rowH;
   const colW = Math.max(1, (stepMs / (win.until - win.since)) * plotW);
-  const marks = s('g');
+  const cellMarks = s('g');
   for (const c of cells) {
     if (c.t + stepMs <= win.since || c.t >= win.until) continue;
     const x = Math.max(left, px(c.t));
-    marks.append(s('rect', {
+    cellMarks.append(s('rect', {
       'data-series': 'requests', x: x.toFixed(1), y: py(c.b).toFixed(1),
       width: Math.max(0.5, Math.min(colW, left + plotW - x)).toFixed(1), height: rowH.toFixed(2),
       fill: heat(c.n, max),
     }, s('title', {}, `${fmtTime(c.t)} · ${fmtMs(bucketMs(c.b))}–${fmtMs(bucketMs(c.b + 1))}: ${c.n} requests`)));
   }
-  svg.append(marks);
+  svg.append(cellMarks);
+  // the quantile lines: a light halo under each, so they read on dark and light cells alike
   lines.forEach((line, i) => {
     const points = line.points.filter(([t, v]) => Number.isFinite(v) && v > 0 && t >= win.since && t < win.until);
-    if (points.length < 2) return;
+    const runs = runsOf(points, stepMs);
+    if (!runs.length) return;
     const y = (v) => Math.min(top + plotH, Math.max(top, top + plotH - (bucketOf(v) - b0) * rowH));
-    svg.append(s('polyline', {
-      'data-series': line.name, class: 'quantile-line', fill: 'none', stroke: i === 0 ? '#1d2330' : '#ffffff',
-      'stroke-width': 1.6, 'stroke-dasharray': i === 0 ? null : '5 3', 'pointer-events': 'none',
-      points: points.map(([t, v]) => `${(px(t) + colW / 2).toFixed(1)},${y(v).toFixed(1)}`).join(' '),
+    const d = pathOf(runs, (t) => px(t) + colW / 2, y);
+    svg.append(s('path', { d, fill: 'none', stroke: '#ffffff', 'stroke-width': 3.4, 'stroke-opacity': 0.85, 'pointer-events': 'none' }));
+    svg.append(s('path', {
+      'data-series': line.name, class: 'quantile-line', fill: 'none', stroke: i === 0 ? MARK_COLOUR : '#1d2330',
+      'stroke-width': 1.6, 'stroke-dasharray': i === 0 ? null : '5 3', 'pointer-events': 'none', d,
     }, s('title', {}, line.name)));
   });
-  // axes: latency labels every few rows, time labels at ~8 places
-  const axis = s('g');
-  const every = Math.max(1, Math.ceil((b1 - b0) / 8));
-  for (let b = b0; b <= b1; b += every) {
-    const y = top + plotH - (b - b0) * rowH;
-    axis.append(s('text', { x: left - 6, y: y + 4, 'text-anchor': 'end' }, fmtMs(bucketMs(b))));
-    axis.append(s('line', { x1: left - 3, x2: left, y1: y, y2: y, stroke: '#999' }));
-  }
-  for (let i = 0; i <= 8; i += 1) {
-    const t = win.since + ((win.until - win.since) * i) / 8;
-    axis.append(s('text', { x: px(t), y: height - 8, 'text-anchor': i === 0 ? 'start' : i === 8 ? 'end' : 'middle' }, fmtTime(t)));
-  }
-  axis.append(s('rect', { x: left, y: top, width: plotW, height: plotH, fill: 'none', stroke: '#ccd' }));
-  svg.append(axis);
+  svg.append(heatmapAxes({ win, px, left, top, plotW, plotH, height, b0, b1, rowH, bucketMs, bucketOf }));
+  svg.append(windowMarks(marks, { win, px, left, top, plotW, plotH }));
   // brushing: drag across the plot; arrow keys on the focused chart move / resize the selection
   const brushes = {
     baseline: s('rect', { class: 'brush baseline', y: top, height: plotH, x: left, width: 0, visibility: 'hidden', 'data-marker': 'baseline' }),
@@ -193,6 +267,50 @@ export function heatmap({ cells, win, stepMs, bucketMs, bucketOf, selection, bas
   return svg;
 }
 
+/** Round latency ticks (1-2-5 ms / s) on the log rows, round times on the x axis, the frame. */
+function heatmapAxes({ win, px, left, top, plotW, plotH, height, b0, b1, rowH, bucketMs, bucketOf }) {
+  const axis = s('g', { class: 'axis' });
+  const yOf = (ms) => top + plotH - (bucketOf(ms) - b0) * rowH;
+  for (const v of logTicks(bucketMs(b0), bucketMs(b1), 12)) {
+    const y = yOf(v);
+    axis.append(s('text', { x: left - 6, y: y + 4, 'text-anchor': 'end', 'data-tick': String(v) }, fmtTickMs(v)));
+    axis.append(s('line', { x1: left - 3, x2: left, y1: y, y2: y, stroke: '#999' }));
+  }
+  const { step, ticks } = timeTicks(win.since, win.until, 10);
+  for (const t of ticks) {
+    const x = px(t);
+    axis.append(s('line', { x1: x, x2: x, y1: top + plotH, y2: top + plotH + 4, stroke: '#999' }));
+    axis.append(s('text', { x, y: height - 8, 'text-anchor': x - left < 20 ? 'start' : left + plotW - x < 20 ? 'end' : 'middle', 'data-tick': String(t) }, fmtTick(t, step)));
+  }
+  axis.append(s('rect', { x: left, y: top, width: plotW, height: plotH, fill: 'none', stroke: '#ccd' }));
+  return axis;
+}
+
+/** Onsets (dashed rules) and incidents (bands along the top) inside the window. */
+function windowMarks(marks, { win, px, left, top, plotW, plotH }) {
+  const g = s('g', { class: 'window-marks', 'pointer-events': 'none' });
+  const clamp = (t) => Math.min(left + plotW, Math.max(left, px(t)));
+  for (const mark of marks) {
+    const until = mark.until ?? mark.since;
+    if (!(until >= win.since && mark.since <= win.until)) continue;
+    if (mark.kind === 'incident') {
+      const [a, b] = [clamp(mark.since), clamp(Math.max(until, mark.since))];
+      g.append(s('rect', {
+        'data-marker': 'incident', x: a.toFixed(1), y: top - 10, width: Math.max(3, b - a).toFixed(1), height: 7,
+        fill: MARK_COLOUR, 'fill-opacity': 0.75,
+      }, s('title', {}, mark.label)));
+    }
+    if (mark.kind === 'onset' || mark.kind === 'incident') {
+      if (mark.since < win.since || mark.since > win.until) continue;
+      const x = px(mark.since).toFixed(1);
+      g.append(s('line', {
+        'data-marker': 'onset', x1: x, x2: x, y1: top, y2: top + plotH, stroke: MARK_COLOUR, 'stroke-width': 1.4, 'stroke-dasharray': '6 4',
+      }, s('title', {}, `onset: ${mark.label}`)));
+    }
+  }
+  return g;
+}
+
 /** Stacked bars: `steps` (ms), `series` = [{name, values[]}] aligned with steps. */
 export function stackedBars(id, steps, series, stepMs, label, span = null) {
   const width = 1200, height = 260, left = 56, right = 8, top = 8, bottom = 24;
@@ -215,24 +333,24 @@ export function stackedBars(id, steps, series, stepMs, label, span = null) {
       svg.append(s('rect', {
         'data-series': line.name, x: px(t).toFixed(1), width: barW.toFixed(1),
         y: py(base + v).toFixed(1), height: Math.max(0.5, py(base) - py(base + v)).toFixed(1),
-        fill: PALETTE[k % PALETTE.length],
+        fill: line.name === 'other' ? OTHER_COLOUR : PALETTE[k % PALETTE.length],
       }, s('title', {}, `${fmtTime(t)} ${line.name}: ${v}`)));
       base += v;
     });
   });
-  for (let i = 0; i <= 4; i += 1) {
-    const v = (max * i) / 4;
-    svg.append(s('text', { x: left - 6, y: py(v) + 4, 'text-anchor': 'end' }, v >= 100 || Number.isInteger(v) ? v.toFixed(0) : v.toFixed(1)));
+  for (const v of niceTicks(0, max, 4)) {
+    svg.append(s('text', { x: left - 6, y: py(v) + 4, 'text-anchor': 'end', 'data-tick': String(v) }, String(v)));
   }
-  for (let i = 0; i <= 6; i += 1) {
-    const t = t0 + ((t1 - t0) * i) / 6;
-    svg.append(s('text', { x: px(t), y: height - 6, 'text-anchor': i === 0 ? 'start' : i === 6 ? 'end' : 'middle' }, fmtTime(t)));
+  const { step, ticks } = timeTicks(t0, t1, 8);
+  for (const t of ticks) {
+    const x = px(t);
+    svg.append(s('text', { x, y: height - 6, 'text-anchor': x - left < 20 ? 'start' : width - right - x < 20 ? 'end' : 'middle', 'data-tick': String(t) }, fmtTick(t, step)));
   }
   return svg;
 }
 
 /** Colours of the latency phases, shared by every phase chart. */
-export const PHASE_COLOURS = { queue: '#e0752d', prefill: '#7b5cc4', decode: '#2f6fde', other: '#9aa3ae' };
+export const PHASE_COLOURS = { queue: PALETTE[1], prefill: PALETTE[4], decode: PALETTE[0], other: OTHER_COLOUR };
 
 /**
  * Horizontal stacked bars, one per row: `rows` = [{name, parts: {phase: ms}}] drawn with the
@@ -264,10 +382,10 @@ export function phaseBars(id, rows, phases, label) {
     }
     svg.append(s('text', { x: x + 6, y: y + rowH / 2 + 4 }, fmtMs(total(row))));
   });
-  for (let i = 0; i <= 4; i += 1) {
-    const v = (max * i) / 4;
-    svg.append(s('text', { x: left + px(v), y: height - 6, 'text-anchor': i === 0 ? 'start' : i === 4 ? 'end' : 'middle' }, fmtMs(v)));
-  }
+  const ticks = niceTicks(0, max, 5);
+  ticks.forEach((v, i) => {
+    svg.append(s('text', { x: left + px(v), y: height - 6, 'text-anchor': i === 0 ? 'start' : 'middle', 'data-tick': String(v) }, fmtTickMs(v)));
+  });
   return svg;
 }
 
@@ -345,10 +463,9 @@ export function waterfall(id, spans, label) {
     svg.append(bar);
     svg.append(s('text', { x: px(end) + 4, y: y + rowH / 2 + 4 }, fmtMs(end - sp.start)));
   });
-  for (let i = 0; i <= 5; i += 1) {
-    const t = t0 + ((t1 - t0) * i) / 5;
-    svg.append(s('text', { x: px(t), y: height - 6, 'text-anchor': i === 0 ? 'start' : i === 5 ? 'end' : 'middle' }, `+${fmtMs(t - t0)}`));
-  }
+  niceTicks(0, t1 - t0, 5).forEach((v, i) => {
+    svg.append(s('text', { x: px(t0 + v), y: height - 6, 'text-anchor': i === 0 ? 'start' : 'middle' }, `+${fmtTickMs(v)}`));
+  });
   return svg;
 }
 
@@ -368,23 +485,21 @@ export function tokenTimeline(id, tokens, label, marks = []) {
   const px = (x) => left + (x / x1) * plotW;
   const py = (y) => top + plotH - (Math.sqrt(Math.max(0, y)) / Math.sqrt(y1)) * plotH;
   for (const mark of marks) {
-    svg.append(s('line', { x1: px(mark.at), x2: px(mark.at), y1: top, y2: top + plotH, stroke: '#c62f2f', 'stroke-dasharray': '4 3' }),
+    svg.append(s('line', { x1: px(mark.at), x2: px(mark.at), y1: top, y2: top + plotH, stroke: MARK_COLOUR, 'stroke-dasharray': '4 3', 'data-marker': mark.name, 'data-at': String(mark.at) }),
       s('text', { x: px(mark.at) + 4, y: top + 10 }, mark.name));
   }
   for (const t of tokens) {
     svg.append(s('circle', {
       'data-series': t.stage || 'token', cx: px(t.at).toFixed(1), cy: py(t.latency).toFixed(1), r: 2.6,
-      fill: PHASE_COLOURS[t.stage] || '#2f6fde', 'fill-opacity': t.kv_hit === false ? 0.45 : 0.9,
+      fill: PHASE_COLOURS[t.stage] || PALETTE[0], 'fill-opacity': t.kv_hit === false ? 0.45 : 0.9,
     }, s('title', {}, `token ${t.step} (${t.stage || 'unknown stage'}) at +${fmtMs(t.at)}: ${fmtMs(t.latency)}${t.kv_hit == null ? '' : t.kv_hit ? ' · KV hit' : ' · KV miss'}`)));
   }
-  for (let i = 0; i <= 4; i += 1) {
-    const v = (y1 * i * i) / 16;
-    svg.append(s('text', { x: left - 6, y: py(v) + 4, 'text-anchor': 'end' }, fmtMs(v)));
+  for (const v of niceTicks(0, y1, 4)) {
+    svg.append(s('text', { x: left - 6, y: py(v) + 4, 'text-anchor': 'end' }, fmtTickMs(v)));
   }
-  for (let i = 0; i <= 5; i += 1) {
-    const x = (x1 * i) / 5;
-    svg.append(s('text', { x: px(x), y: height - 6, 'text-anchor': i === 0 ? 'start' : i === 5 ? 'end' : 'middle' }, `+${fmtMs(x)}`));
-  }
+  niceTicks(0, x1, 5).forEach((x, i) => {
+    svg.append(s('text', { x: px(x), y: height - 6, 'text-anchor': i === 0 ? 'start' : 'middle' }, `+${fmtTickMs(x)}`));
+  });
   svg.append(s('rect', { x: left, y: top, width: plotW, height: plotH, fill: 'none', stroke: '#ccd' }));
   return svg;
 }

@@ -6,13 +6,40 @@ import { stackedBars, phaseBars, flame, PALETTE, PHASE_COLOURS } from './charts.
 
 const TOP = 8;
 
+/**
+ * The dimensions worth slicing by (categorical ones) and those set aside: constant (one value:
+ * splits nothing) and continuous (a score or a measure: hundreds of distinct numbers). `kind`
+ * comes from the server, which judges it on every value.
+ */
+export function sliceable(dims) {
+  const shown = [], constant = [], continuous = [];
+  for (const d of dims) {
+    if (d.kind === 'constant') constant.push(d);
+    else if (d.kind === 'continuous') continuous.push(d);
+    else shown.push(d);
+  }
+  return { shown, constant, continuous };
+}
+
 export async function dimensionsPage(ctx) {
-  const { win } = ctx;
+  const { state, win } = ctx;
   const answer = await getJSON(`/api/v1/dimensions?since=${seconds(win.since)}&until=${seconds(win.until)}`);
-  const dims = answer.dimensions || [];
+  const all = answer.dimensions || [];
+  const { shown, constant, continuous } = sliceable(all);
+  const dims = state.all === '1' ? all : shown;
   ctx.el.append(h('h1', {}, 'Dimensions'),
     h('p', { class: 'muted' }, 'Low-cardinality attributes of the requests in the range, with their most frequent values. Columns link to a breakdown; every value links to its slice\u2019s heatmap (attributes as attrs.<key>=value).'));
-  if (!dims.length) { ctx.el.append(h('p', { class: 'empty' }, 'No requests in the range.')); return; }
+  if (!all.length) { ctx.el.append(h('p', { class: 'empty' }, 'No requests in the range.')); return; }
+  const names = (list) => list.map((d) => d.name).join(', ');
+  const hidden = [
+    constant.length ? `${constant.length} constant (one value: ${names(constant)})` : null,
+    continuous.length ? `${continuous.length} continuous (many distinct numbers: ${names(continuous)})` : null,
+  ].filter(Boolean);
+  if (hidden.length) {
+    ctx.el.append(h('p', { class: 'muted hidden-dims', 'data-hidden-dimensions': String(constant.length + continuous.length) },
+      state.all === '1' ? 'Showing every attribute, ' : 'Not listed: ', hidden.join('; '), '. ',
+      h('a', { href: ctx.linkTo('dimensions', { all: state.all === '1' ? null : '1' }) }, state.all === '1' ? 'Hide them' : 'Show them')));
+  }
   const table = h('table', { 'data-table': 'dimensions' },
     h('thead', {}, h('tr', {}, h('th', {}, 'dimension'), h('th', { class: 'num' }, 'distinct'), h('th', {}, 'top values'))),
     h('tbody', {}, dims.map((d) => {
@@ -140,42 +167,77 @@ export async function breakdownPage(ctx) {
           h('a', { href: ctx.linkTo('requests', { filter: [state.filter, `${by}=${r.v}`].filter(Boolean).join(',') }) }, 'requests'))))))));
 }
 
-const REQUEST_COLUMNS = ['ts', 'request_id', 'worker', 'model_version', 'lora_adapters', 'kv_cache_policy', 'status', 'finish_reason', 'input_tokens', 'output_tokens', 'queue_ms', 'ttft_ms', 'tpot_ms', 'e2e_ms'];
-const ORDERS = { slowest_ttft: 'ttft_ms DESC NULLS LAST', slowest_e2e: 'e2e_ms DESC NULLS LAST', newest: 'ts DESC', oldest: 'ts ASC' };
+/** Columns of the requests table: when and which, the latencies first, then the rest. */
+const REQUEST_COLUMNS = ['ts', 'request_id', 'ttft_ms', 'tpot_ms', 'e2e_ms', 'queue_ms', 'worker', 'model_version', 'lora_adapters', 'kv_cache_policy', 'finish_reason', 'status', 'input_tokens', 'output_tokens'];
+/** Columns a header click sorts by. */
+const SORTABLE = ['ts', 'ttft_ms', 'tpot_ms', 'e2e_ms', 'queue_ms', 'input_tokens', 'output_tokens', 'worker', 'model_version', 'finish_reason'];
+/** Named orders (URLs written before the sortable headers keep working). */
+const NAMED_ORDERS = { slowest_ttft: 'ttft_ms.desc', slowest_e2e: 'e2e_ms.desc', newest: 'ts.desc', oldest: 'ts.asc' };
+/** A status that says nothing (OTel's default): shown as blank. */
+const UNSET_STATUS = ['unset', 'STATUS_CODE_UNSET', ''];
 const PAGE = 100;
+
+/** `column.asc|desc` of the URL's `order` (a named order, or a sortable column), and its SQL. */
+export function orderOf(text) {
+  const named = NAMED_ORDERS[text] || text || NAMED_ORDERS.slowest_ttft;
+  const [column, direction] = named.split('.');
+  if (!SORTABLE.includes(column)) return orderOf('slowest_ttft');
+  const dir = direction === 'asc' ? 'asc' : 'desc';
+  return { column, dir, key: `${column}.${dir}`, sql: `${column} ${dir.toUpperCase()} NULLS LAST` };
+}
 
 export async function requestsPage(ctx) {
   const { state, win } = ctx;
   const filters = parseFilter(state.filter);
-  const order = ORDERS[state.order] ? state.order : 'slowest_ttft';
+  const order = orderOf(state.order);
   const offset = Math.max(0, Math.floor(Number(state.offset) || 0));
   const withTokens = state.tokens === '1';
   let cond = where(win, filters);
   if (withTokens) cond += ` AND request_id IN (SELECT DISTINCT request_id FROM tokens WHERE ${where(win)})`;
   const [rows, [{ n: total } = { n: 0 }]] = await Promise.all([
     sql(`SELECT ${REQUEST_COLUMNS.map((c) => (c === 'ts' ? 'CAST(ts AS BIGINT) / 1000000 AS ts' : c)).join(', ')}, trace_id
-      FROM requests WHERE ${cond} ORDER BY ${ORDERS[order]}, request_id LIMIT ${PAGE} OFFSET ${offset}`),
+      FROM requests WHERE ${cond} ORDER BY ${order.sql}, request_id LIMIT ${PAGE} OFFSET ${offset}`),
     sql(`SELECT count(*) AS n FROM requests WHERE ${cond}`),
   ]);
-  const orderSelect = h('select', { name: 'order' }, Object.keys(ORDERS).map((o) => h('option', { value: o, selected: o === order }, o.replace('_', ' '))));
+  // status only when some row has one that says something
+  const columns = REQUEST_COLUMNS.filter((c) => c !== 'status' || rows.some((r) => r.status != null && !UNSET_STATUS.includes(String(r.status))));
+  const orderSelect = h('select', { name: 'order' }, Object.keys(NAMED_ORDERS).map((o) => h('option', { value: o, selected: NAMED_ORDERS[o] === order.key }, o.replace('_', ' '))),
+    Object.values(NAMED_ORDERS).includes(order.key) ? null : h('option', { value: order.key, selected: true }, `${order.column.replace('_ms', '')} ${order.dir === 'asc' ? 'ascending' : 'descending'}`));
   const filterInput = h('input', { type: 'text', name: 'filter', value: state.filter || '', placeholder: 'worker=worker-03,attrs.gen_ai.system=vllm', size: 40 });
   const tokensBox = h('input', { type: 'checkbox', name: 'tokens', checked: withTokens });
   const detail = (r) => ctx.linkTo('request', r.request_id ? { request: r.request_id, at: String(r.ts) } : { trace: r.trace_id, at: String(r.ts) });
+  const spansDays = win.until - win.since > 86400e3 || new Date(win.since).getUTCDate() !== new Date(win.until - 1).getUTCDate();
   const cell = (r, c) => {
     const v = r[c];
     if (v == null) return h('td', {}, '');
-    if (c === 'ts') return h('td', { title: new Date(Number(v)).toISOString() }, new Date(Number(v)).toISOString().slice(11, 23));
+    if (c === 'ts') {
+      const iso = new Date(Number(v)).toISOString();
+      return h('td', { title: iso, 'data-ts': String(v) }, spansDays ? `${iso.slice(0, 10)} ${iso.slice(11, 23)}` : iso.slice(11, 23));
+    }
     if (c === 'request_id') return h('td', {}, h('a', { href: detail(r), 'data-request-link': '' }, String(v)));
+    if (c === 'status' && UNSET_STATUS.includes(String(v))) return h('td', {}, '');
     if (c.endsWith('_ms')) return h('td', { class: 'num' }, fmtMs(Number(v)));
     if (c.endsWith('_tokens')) return h('td', { class: 'num' }, String(v));
     return h('td', {}, String(v));
   };
-  const pageLink = (to, text) => h('a', { href: ctx.linkTo('requests', { ...pick(state, ['order', 'filter', 'tokens']), offset: to ? String(to) : null }), rel: to > offset ? 'next' : 'prev' }, text);
+  const keep = pick(state, ['order', 'filter', 'tokens']);
+  const pageLink = (to, text) => h('a', { href: ctx.linkTo('requests', { ...keep, offset: to ? String(to) : null }), rel: to > offset ? 'next' : 'prev' }, text);
   const total_ = Number(total);
   const pager = h('nav', { class: 'pager', 'aria-label': 'Pages of requests' },
     offset > 0 ? pageLink(Math.max(0, offset - PAGE), '← previous') : null,
     h('span', { class: 'muted' }, rows.length ? `${offset + 1}–${offset + rows.length} of ${total_}` : `0 of ${total_}`),
     offset + PAGE < total_ ? pageLink(offset + PAGE, 'next →') : null);
+  const title = (c) => (c === 'ts' ? `time (UTC${spansDays ? '' : `, ${new Date(win.since).toISOString().slice(0, 10)}`})` : c.replace('_ms', '').replace('_tokens', ' tok'));
+  const header = (c) => {
+    const numeric = c.endsWith('_ms') || c.endsWith('_tokens');
+    if (!SORTABLE.includes(c)) return h('th', { class: numeric ? 'num' : null }, title(c));
+    const current = order.column === c;
+    // a first click sorts latencies and counts largest first, names A→Z; a second reverses
+    const next = current ? (order.dir === 'desc' ? 'asc' : 'desc') : (c === 'ts' || numeric ? 'desc' : 'asc');
+    return h('th', { class: numeric ? 'num' : null, 'aria-sort': current ? (order.dir === 'asc' ? 'ascending' : 'descending') : null },
+      h('button', { type: 'button', class: 'sort', 'data-sort': c, 'aria-pressed': current ? 'true' : 'false',
+        onclick: () => ctx.update({ order: `${c}.${next}`, offset: null }) }, title(c), current ? (order.dir === 'asc' ? ' ▲' : ' ▼') : ''));
+  };
   ctx.el.append(
     h('h1', {}, 'Requests'),
     h('form', { class: 'toolbar', onsubmit: (e) => { e.preventDefault(); ctx.update({ order: orderSelect.value, filter: filterInput.value.trim() || null, tokens: tokensBox.checked ? '1' : null, offset: null }); } },
@@ -184,8 +246,8 @@ export async function requestsPage(ctx) {
       h('button', { type: 'submit', class: 'secondary' }, 'Apply')),
     pager,
     h('div', { class: 'panel scroll' }, rows.length ? h('table', { 'data-table': 'requests' },
-      h('thead', {}, h('tr', {}, REQUEST_COLUMNS.map((c) => h('th', { class: c.endsWith('_ms') || c.endsWith('_tokens') ? 'num' : null }, c.replace('_ms', '').replace('_tokens', ' tok'))))),
-      h('tbody', {}, rows.map((r) => h('tr', {}, REQUEST_COLUMNS.map((c) => cell(r, c))))))
+      h('thead', {}, h('tr', {}, columns.map(header))),
+      h('tbody', {}, rows.map((r) => h('tr', {}, columns.map((c) => cell(r, c))))))
       : h('p', { class: 'empty' }, 'No requests match.')));
 }
 

@@ -1,5 +1,6 @@
 // Logs: a substring search over the line text with label filters, the templates in the range with
-// their rates (sortable by count or by growth), the latest lines (paged), and the lineage of one
+// their rates (sortable by count or by growth against a baseline; templates of prompt/response
+// lines, one per distinct prompt, collapsed into one row), the latest lines (paged), and the lineage of one
 // selected record: its template, the request it belongs to, the other records of its trace, the
 // records it declares as upstream (and those naming it), and its worker's records within ±5 s.
 // Every bit of state is in the URL; every query is bounded in time and LIMITed.
@@ -147,11 +148,58 @@ function filledSeries(win, step, pairs) {
   return points;
 }
 
-/** Rate in the last quarter of the window over the rate before it (+1 smoothing: new → large). */
-function growthOf(recent, total, recentFraction) {
-  const older = Math.max(0, total - recent);
-  return (recent / recentFraction) / ((older + 1) / (1 - recentFraction));
+/**
+ * The two windows template growth compares, in ms: the URL's baseline (`base_since`,
+ * `base_until`) against its selection (`sel_since`, `sel_until`) or the rest of the range after
+ * the baseline; else the last quarter of the data against the rest, where the data spans its
+ * first to its last line in the range (`[firstMs, lastMs]`), not the range: a range that runs
+ * past the data (or starts before it) must not read as a fall (or a rise). Bounds are on steps.
+ * Null when the range has no lines.
+ */
+export function growthWindows(win, stepMs, [firstMs, lastMs], state = {}) {
+  if (!Number.isFinite(lastMs)) return null;
+  const snap = (t) => Math.round(t / stepMs) * stepMs;
+  const given = (a, b) => (Number(b) > Number(a) ? [Number(a), Number(b)] : null);
+  const base = given(state.base_since, state.base_until);
+  if (base) {
+    const recent = given(state.sel_since, state.sel_until) || [base[1], win.until];
+    const [b0, b1] = [Math.max(win.since, snap(base[0])), Math.min(win.until, snap(base[1]))];
+    const [r0, r1] = [Math.max(win.since, snap(recent[0])), Math.min(win.until, snap(recent[1]))];
+    if (b1 > b0 && r1 > r0) return { base: [b0, b1], recent: [r0, r1], from: 'baseline' };
+  }
+  const end = Math.min(win.until, (Math.floor(lastMs / stepMs) + 1) * stepMs);
+  const start = Math.floor(Math.max(win.since, Number.isFinite(firstMs) ? firstMs : win.since) / stepMs) * stepMs;
+  if (end - start < 2 * stepMs) return null;
+  const cut = Math.min(end - stepMs, Math.max(start + stepMs, snap(start + 0.75 * (end - start))));
+  return { base: [start, cut], recent: [cut, end], from: 'data' };
 }
+
+/**
+ * Growth of a template: its rate in the recent window over its rate in the baseline. `isNew`
+ * when it has no baseline lines but recent ones; `rank` is smoothed (+1 baseline line) for
+ * sorting, so new templates come first by their recent count.
+ */
+export function growthOf(recent, base, windows) {
+  if (!windows) return { growth: null, isNew: false, rank: 0 };
+  const recentMs = windows.recent[1] - windows.recent[0];
+  const baseMs = windows.base[1] - windows.base[0];
+  const rate = (n, ms) => n / Math.max(1, ms);
+  return {
+    growth: base > 0 ? rate(recent, recentMs) / rate(base, baseMs) : null,
+    isNew: base === 0 && recent > 0,
+    rank: rate(recent, recentMs) / rate(base + 1, baseMs),
+  };
+}
+
+/**
+ * A template that carries free text (a prompt, a response, messages) gets one template per
+ * distinct text: such templates are collapsed on their text up to the content marker, when at
+ * least FAMILY_MIN share it. (Rust regex syntax, for DataFusion's regexp_replace.)
+ */
+const CONTENT_MARKER = String.raw`^(.*?\b(?:prompt|prompts|response|completion|messages)\b\S*)\s.*$`;
+const FAMILY_MIN = 3;
+/** The id prefix of a collapsed family's row. */
+const FAMILY = 'family:';
 
 // -- the page ----------------------------------------------------------------------------------
 
@@ -164,25 +212,37 @@ export async function logsPage(ctx) {
   const range = where(win, [], 'l.');
   const matching = [range, ...filterConditions(state, true)].join(' AND ');
   const anyTemplate = [range, ...filterConditions(state, false)].join(' AND ');
-  // the last quarter of the window, on step boundaries
   const span = win.until - win.since;
-  const quarter = Math.min(win.until - step.ms, Math.max(win.since + step.ms, Math.round((win.since + 0.75 * span) / step.ms) * step.ms));
-  const recentFraction = Math.min(0.95, Math.max(0.05, (win.until - quarter) / span));
-  const growthSql = `(recent * ${(1 - recentFraction).toFixed(6)}) / ((n - recent + 1) * ${recentFraction.toFixed(6)})`;
   const templateRows = state.more === '1' ? TEMPLATE_ROWS_MORE : TEMPLATE_ROWS;
+  // growth compares two windows; without a baseline in the URL they end at the last line
+  const [{ first, last } = {}] = await sql(`SELECT CAST(min(l.ts) AS BIGINT) / 1000000 AS first, CAST(max(l.ts) AS BIGINT) / 1000000 AS last
+    FROM logs l WHERE ${anyTemplate}`);
+  const windows = growthWindows(win, step.ms, [first == null ? NaN : Number(first), last == null ? NaN : Number(last)], state);
+  const inWindow = (w) => (w ? `t >= ${w[0]} AND t < ${w[1]}` : 'false');
+  const [recentMs, baseMs] = windows ? [windows.recent[1] - windows.recent[0], windows.base[1] - windows.base[0]] : [1, 1];
+  const growthSql = `(recent * ${baseMs}.0) / ((base + 1) * ${recentMs}.0)`;
 
   const labelFacets = LABELS.map(({ key }) => `SELECT * FROM (SELECT ${quote(key)} AS k, l.${key} AS v, count(*) AS n FROM logs l
-    WHERE ${range} AND l.${key} IS NOT NULL GROUP BY l.${key} ORDER BY n DESC LIMIT ${LABEL_OPTIONS})`).join(' UNION ALL ');
+    WHERE ${range} AND l.${key} IS NOT NULL GROUP BY l.${key} ORDER BY n DESC LIMIT ${LABEL_OPTIONS})`).join(' UNION ALL ')
+    // and every line of the range, with or without a label
+    + ` UNION ALL SELECT '' AS k, NULL AS v, count(*) AS n FROM logs l WHERE ${range}`;
   const [facets, templateOptions, [total], templates, lines, lineage] = await Promise.all([
     sql(labelFacets),
     sql(`SELECT c.id, c.n, t.template FROM (SELECT l.template_id AS id, count(*) AS n FROM logs l WHERE ${range} AND l.template_id IS NOT NULL
       GROUP BY l.template_id ORDER BY n DESC LIMIT ${TEMPLATE_OPTIONS}) c LEFT JOIN ${TEMPLATE_TEXTS} t ON c.id = t.template_id ORDER BY c.n DESC`),
     sql(`SELECT count(*) AS n FROM logs l WHERE ${matching}`),
-    sql(`SELECT b.id, b.n, b.recent, b.ts, b.cs, t.template FROM (
-        SELECT id, sum(c) AS n, sum(CASE WHEN t >= ${quarter} THEN c ELSE 0 END) AS recent, array_agg(t ORDER BY t) AS ts, array_agg(c ORDER BY t) AS cs
-        FROM (SELECT l.template_id AS id, CAST(l.ts AS BIGINT) / ${stepNs} * ${step.ms} AS t, count(*) AS c FROM logs l WHERE ${anyTemplate} GROUP BY 1, 2) g
-        GROUP BY id ORDER BY ${sort === 'growth' ? `${growthSql} DESC, n DESC` : 'n DESC'} LIMIT ${TEMPLATE_ROWS_MORE}) b
-      LEFT JOIN ${TEMPLATE_TEXTS} t ON b.id = t.template_id`),
+    sql(`WITH g AS (SELECT l.template_id AS id, CAST(l.ts AS BIGINT) / ${stepNs} * ${step.ms} AS t, count(*) AS c FROM logs l WHERE ${anyTemplate} GROUP BY 1, 2),
+      tt AS (SELECT i.id, max(x.template) AS template FROM (SELECT DISTINCT id FROM g) i LEFT JOIN templates x ON i.id = x.template_id GROUP BY i.id),
+      fk AS (SELECT id, template, regexp_replace(template, ${quote(CONTENT_MARKER)}, '\${1}', 'is') AS fam FROM tt),
+      fams AS (SELECT fam, count(*) AS members FROM fk WHERE fam <> template GROUP BY fam HAVING count(*) >= ${FAMILY_MIN}),
+      k AS (SELECT fk.id, CASE WHEN fams.fam IS NULL THEN fk.id ELSE concat(${quote(FAMILY)}, fams.fam) END AS key,
+        CASE WHEN fams.fam IS NULL THEN fk.template ELSE fams.fam END AS template, COALESCE(fams.members, 1) AS members FROM fk LEFT JOIN fams ON fk.fam = fams.fam),
+      gk AS (SELECT k.key, k.template, k.members, g.t, sum(g.c) AS c FROM g LEFT JOIN k ON g.id = k.id GROUP BY 1, 2, 3, 4)
+      SELECT key AS id, max(template) AS template, max(members) AS members, sum(c) AS n,
+        sum(CASE WHEN ${inWindow(windows && windows.recent)} THEN c ELSE 0 END) AS recent,
+        sum(CASE WHEN ${inWindow(windows && windows.base)} THEN c ELSE 0 END) AS base,
+        array_agg(t ORDER BY t) AS ts, array_agg(c ORDER BY t) AS cs
+      FROM gk GROUP BY key ORDER BY ${sort === 'growth' ? `${growthSql} DESC, n DESC` : 'n DESC'} LIMIT ${TEMPLATE_ROWS_MORE}`),
     sql(`SELECT ${RECORD_COLUMNS} FROM logs l WHERE ${matching}
       ORDER BY l.ts DESC, l.worker, l.template_id, l.body LIMIT ${PAGE_SIZE + 1} OFFSET ${offset}`),
     lineagePanel(ctx, step).catch((error) => h('section', { class: 'panel lineage', 'data-lineage': 'error' },
@@ -190,7 +250,7 @@ export async function logsPage(ctx) {
   ]);
 
   const matchingCount = Number(total ? total.n : 0);
-  const inRange = facets.filter((f) => f.k === 'service').reduce((sum, f) => sum + Number(f.n), 0);
+  const inRange = facets.filter((f) => f.k === '').reduce((sum, f) => sum + Number(f.n), 0);
   const withDate = span > 86400e3;
   const byFacet = new Map(LABELS.map(({ key }) => [key, facets.filter((f) => f.k === key)]));
 
@@ -199,7 +259,7 @@ export async function logsPage(ctx) {
     searchForm(ctx, byFacet, templateOptions),
     summary(ctx, matchingCount, inRange, templateOptions),
     lineage || '',
-    templatesSection(ctx, templates, { step, sort, recentFraction, templateRows, matchingCount }),
+    templatesSection(ctx, templates, { step, sort, windows, templateRows, matchingCount }),
     linesSection(ctx, lines, { offset, matchingCount, withDate }),
   );
   if (lineage && state.rec && focusedRecord !== state.rec) {
@@ -266,44 +326,49 @@ function summary(ctx, matchingCount, inRange, templateOptions) {
     active.push(['template', `template = ${truncate(t && t.template ? t.template : state.template, 60)}`]);
   }
   return h('div', { class: 'logs-summary' },
-    h('p', { 'data-count': 'matching', 'data-value': String(matchingCount), 'data-since': String(ctx.win.since), 'data-until': String(ctx.win.until) },
+    h('p', { 'data-count': 'matching', 'data-value': String(matchingCount), 'data-in-range': String(inRange), 'data-since': String(ctx.win.since), 'data-until': String(ctx.win.until) },
       h('strong', {}, count(matchingCount)), active.length ? ` matching lines of ${count(inRange)} in the range` : ' lines in the range'),
     active.length ? h('ul', { class: 'filter-chips', 'aria-label': 'Active filters' }, active.map(([key, text]) => h('li', {},
       h('a', { class: 'chip', href: here(ctx, { [key]: null, offset: null }), 'aria-label': `Remove the filter ${text}`, 'data-filter': key }, text, h('span', { 'aria-hidden': 'true' }, ' ×'))))) : '');
 }
 
-function templatesSection(ctx, templates, { step, sort, recentFraction, templateRows, matchingCount }) {
+function templatesSection(ctx, templates, { step, sort, windows, templateRows, matchingCount }) {
   const { state, win } = ctx;
   const rows = templates.map((t) => {
     const n = Number(t.n);
     const recent = Number(t.recent);
+    const base = Number(t.base);
     const pairs = (t.ts || []).map((ts, i) => [ts, (t.cs || [])[i]]);
-    return { ...t, n, recent, growth: growthOf(recent, n, recentFraction), points: filledSeries(win, step, pairs) };
+    const family = t.id != null && String(t.id).startsWith(FAMILY) ? Number(t.members) : 0;
+    return { ...t, n, recent, base, family, ...growthOf(recent, base, windows), points: filledSeries(win, step, pairs) };
   });
-  rows.sort(sort === 'growth' ? (a, b) => b.growth - a.growth || b.n - a.n : (a, b) => b.n - a.n);
+  rows.sort(sort === 'growth' ? (a, b) => b.rank - a.rank || b.n - a.n : (a, b) => b.n - a.n);
   const shown = rows.slice(0, templateRows);
   const sortLink = (key, text) => h('a', { href: here(ctx, { sort: key === 'count' ? null : key }), 'aria-current': sort === key ? 'true' : null, 'data-sort': key }, text);
-  const recentMinutes = Math.round(((win.until - win.since) * recentFraction) / 60000);
+  const period = (w) => `${clock(w[0], w[1] - w[0] > 86400e3).slice(0, 5)}–${clock(w[1], false).slice(0, 5)}`;
+  const growthText = !windows ? 'Growth needs lines in the range.'
+    : `Growth: the rate ${period(windows.recent)} over the rate ${period(windows.base)} (${windows.from === 'baseline' ? 'the baseline in the URL' : 'the last quarter of the data against the rest; the data ends at the last line'}); "new": no line in the baseline.`;
   return h('section', { class: 'logs-templates', 'aria-labelledby': 'logs-templates-title' },
     h('div', { class: 'section-head' },
       h('h2', { id: 'logs-templates-title' }, 'Templates'),
       h('p', { class: 'sort' }, 'Sort ', sortLink('count', 'by lines'), ' · ', sortLink('growth', 'by growth'))),
-    h('p', { class: 'muted' }, `Templates of the matching lines (any template), with their lines per ${step.text}. Growth: the rate in the last ${recentMinutes} min over the rate before it ("new": none before). Click a template to filter by it.`),
+    h('p', { class: 'muted', 'data-growth-windows': windows ? `${windows.base.join('-')}/${windows.recent.join('-')}` : '' },
+      `Templates of the matching lines (any template), with their lines per ${step.text}. ${growthText} Templates of prompt/response lines (one per distinct text) are collapsed into one row. Click a template to filter by it.`),
     h('div', { class: 'panel' }, shown.length ? [
       h('table', { 'data-table': 'templates', class: 'templates' },
         h('thead', {}, h('tr', {}, h('th', {}, 'template'), h('th', { class: 'num' }, 'lines'), h('th', { class: 'num' }, 'growth'), h('th', {}, `lines per ${step.text}`))),
         h('tbody', {}, shown.map((t) => {
-          const text = t.template || t.id || '(no template)';
+          const text = t.family ? `${t.template} … (${count(t.family)} templates of prompt/response text)` : t.template || t.id || '(no template)';
           const selected = t.id != null && t.id === state.template;
-          const older = t.n - t.recent;
-          return h('tr', { 'data-template': t.id || '', 'aria-current': selected ? 'true' : null },
-            h('td', {}, h('a', {
+          const growthCell = t.isNew ? 'new' : t.growth == null ? '–' : `×${t.growth >= 10 ? t.growth.toFixed(0) : t.growth.toFixed(2)}`;
+          return h('tr', { 'data-template': t.family ? '' : t.id || '', 'data-family': t.family ? String(t.family) : null, 'aria-current': selected ? 'true' : null },
+            h('td', {}, t.family ? h('pre', { class: 'log clamp', title: text }, text) : h('a', {
               href: here(ctx, { template: selected ? null : t.id, offset: null }), title: text,
               'aria-label': `${selected ? 'Stop filtering by' : 'Filter by'} template ${truncate(text, 120)}`,
             }, h('pre', { class: 'log clamp' }, text))),
             h('td', { class: 'num' }, count(t.n)),
-            h('td', { class: 'num', 'data-growth': t.growth.toFixed(3), title: `${count(t.recent)} lines in the last quarter, ${count(older)} before` },
-              older === 0 ? 'new' : `×${t.growth >= 10 ? t.growth.toFixed(0) : t.growth.toFixed(2)}`),
+            h('td', { class: 'num', 'data-growth': t.isNew ? 'new' : t.growth == null ? '' : t.growth.toFixed(3), 'data-rank': t.rank.toFixed(6), title: `${count(t.recent)} lines in the recent window, ${count(t.base)} in the baseline` },
+              growthCell),
             h('td', { class: 'spark' }, sparkline('template-rate', [{ name: t.id || 'none', points: t.points }], `Lines per ${step.text} of template ${truncate(text, 80)}`)));
         }))),
       rows.length > shown.length ? h('p', {}, h('a', { href: here(ctx, { more: '1' }) }, `Show ${rows.length} templates`))

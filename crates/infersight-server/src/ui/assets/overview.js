@@ -1,5 +1,6 @@
 // Fleet overview: SLI tiles with sparklines (from the rollups), SLO status, firing alerts and
-// open incidents.
+// open incidents. Sparklines span the whole window and break where steps have no requests, so
+// data that stopped looks stopped; a tile whose latest value is old says when it is from.
 
 import { getJSON, h, chips, fmtMs, fmtPct, fmtNum, fmtTime, seconds, stepOf } from './api.js';
 import { sparkline } from './charts.js';
@@ -31,6 +32,12 @@ function last(pts) {
   return pts.length ? pts[pts.length - 1] : null;
 }
 
+/** ` · at HH:MM` when the latest point is more than two steps before the window's end. */
+function latestAt(latest, win) {
+  const step = stepOf(win).ms;
+  return latest && win.until - latest[0] > 3 * step ? ` · at ${fmtTime(latest[0])}` : '';
+}
+
 function latencyTile(key, title, answer, ctx) {
   const pts = points(answer);
   const latest = last(pts);
@@ -39,11 +46,11 @@ function latencyTile(key, title, answer, ctx) {
   return h('a', { class: 'tile panel', href: ctx.linkTo('heatmap', { sli: key }), 'data-tile': key, 'aria-label': `${title}: open the heatmap` },
     h('h3', {}, `${title} p99`),
     h('div', { class: 'value', 'data-value': key }, latest ? fmtMs(latest[1].p99) : '–'),
-    h('div', { class: 'sub' }, latest ? `p50 ${fmtMs(latest[1].p50)} · p95 ${fmtMs(latest[1].p95)} · peak p99 ${fmtMs(peak)}` : 'no requests in the range'),
-    sparkline(`spark-${key}`, [line('p99'), line('p95'), line('p50')], `${title} p50, p95, p99 over the range`));
+    h('div', { class: 'sub' }, latest ? `p50 ${fmtMs(latest[1].p50)} · p95 ${fmtMs(latest[1].p95)} · peak p99 ${fmtMs(peak)}${latestAt(latest, ctx.win)}` : 'no requests in the range'),
+    sparkline(`spark-${key}`, [line('p99'), line('p95'), line('p50')], `${title} p50, p95, p99 over the range`, ctx.win, stepOf(ctx.win).ms));
 }
 
-function rateTile(key, title, format, answer) {
+function rateTile(key, title, format, answer, win) {
   const pts = points(answer);
   const latest = last(pts);
   const values = pts.map(([t, v]) => [t, v[key]]);
@@ -51,8 +58,8 @@ function rateTile(key, title, format, answer) {
   return h('div', { class: 'tile panel', 'data-tile': key },
     h('h3', {}, title),
     h('div', { class: 'value', 'data-value': key }, latest ? format(latest[1][key]) : '–'),
-    h('div', { class: 'sub' }, mean == null ? 'no requests in the range' : `range mean ${format(mean)}`),
-    sparkline(`spark-${key}`, [{ name: key, points: values }], `${title} over the range`));
+    h('div', { class: 'sub' }, mean == null ? 'no requests in the range' : `range mean ${format(mean)}${latestAt(latest, win)}`),
+    sparkline(`spark-${key}`, [{ name: key, points: values }], `${title} over the range`, win, stepOf(win).ms));
 }
 
 const windowText = (seconds) => (seconds % 86400 === 0 ? `${seconds / 86400}d` : seconds % 3600 === 0 ? `${seconds / 3600}h` : `${Math.round(seconds / 60)}m`);
@@ -118,7 +125,7 @@ export async function overview(ctx) {
     h('p', { class: 'muted' }, `${fmtTime(win.since, true)} – ${fmtTime(win.until, true)}; latest complete step shown, sparklines over the range. Click a latency tile for its heatmap.`),
     h('section', { class: 'tiles', 'aria-label': 'Service level indicators' },
       LATENCY_TILES.map(([key, title], i) => latencyTile(key, title, latency[i], ctx)),
-      RATE_TILES.map(([key, title, format], i) => rateTile(key, title, format, rates[i]))),
+      RATE_TILES.map(([key, title, format], i) => rateTile(key, title, format, rates[i], win))),
     h('div', { class: 'cols' },
       h('section', {}, h('h2', {}, 'SLOs'), h('div', { class: 'panel' }, sloPanel(slo),
         firing.length ? h('p', { class: 'error' }, `Firing: ${firing.map((a) => `${a.slo} (${a.severity})`).join(', ')}`) : h('p', { class: 'muted' }, 'No alert firing.'))),

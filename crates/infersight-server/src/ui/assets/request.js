@@ -1,8 +1,10 @@
 // One request: its attributes and phases, the trace waterfall (gateway → engine → …) with the
 // request's queue / prefill / decode drawn inside the serving span, the token timeline when token
-// events exist, the engine metrics of its worker at that moment, and its log lines. Found by
-// `trace` (trace id) or `request` (request id); `at` (ms) narrows the search to the hour around
-// it, otherwise the page's range is searched.
+// events exist, the engine metrics of its worker at that moment, and its log lines: those whose
+// trace or request id column names it, those that carry its request id as the value of any
+// attribute (a raw engine line parsed at ingest keeps it in `attrs.request_id`), and those that
+// name it in their text. Found by `trace` (trace id) or `request` (request id); `at` (ms)
+// narrows the search to the hour around it, otherwise the page's range is searched.
 
 import { sql, h, quote, chips, fmtMs, fmtPct, fmtNum, fmtTime } from './api.js';
 import { waterfall, tokenTimeline, momentLine, phaseBars, PHASE_COLOURS } from './charts.js';
@@ -65,6 +67,47 @@ function attrsTable(text) {
     h('th', {}, k), h('td', {}, typeof attrs[k] === 'object' ? JSON.stringify(attrs[k]) : String(attrs[k]))))));
 }
 
+/** Characters an id may hold: a mention of `id` in a text must not continue with one. */
+const ID_CHAR = /[A-Za-z0-9_.:-]/;
+
+/** Whether `text` names `id` as a whole token (not as part of a longer id). */
+export function mentions(text, id) {
+  if (!text || !id) return false;
+  for (let at = text.indexOf(id); at >= 0; at = text.indexOf(id, at + 1)) {
+    const before = at > 0 ? text[at - 1] : '';
+    const after = text[at + id.length] || '';
+    if (!ID_CHAR.test(before) && !ID_CHAR.test(after)) return true;
+  }
+  return false;
+}
+
+/**
+ * The SQL condition of the request's log lines (alias-free): its trace or request id column,
+ * its request id as the exact value of any attribute (`"…":"<id>"`), or in the line's text
+ * (checked for a whole-token mention with `mentions` afterwards).
+ */
+export function logCondition(traceId, requestId) {
+  const parts = [];
+  if (traceId) parts.push(`trace_id = ${quote(traceId)}`);
+  if (requestId) {
+    parts.push(`request_id = ${quote(requestId)}`);
+    parts.push(`strpos(attrs, ${quote(JSON.stringify(String(requestId)))}) > 0`);
+    parts.push(`strpos(body, ${quote(requestId)}) > 0`);
+  }
+  return parts.length ? parts.join(' OR ') : 'false';
+}
+
+/** Whether a log row found by `logCondition` really belongs to the request. */
+export function belongsToRequest(row, traceId, requestId) {
+  if (traceId && row.trace_id === traceId) return true;
+  if (!requestId) return false;
+  if (row.request_id === requestId) return true;
+  let attrs = {};
+  try { attrs = JSON.parse(row.attrs || '{}') || {}; } catch { attrs = {}; }
+  if (Object.values(attrs).some((v) => v === requestId)) return true;
+  return mentions(row.body, requestId);
+}
+
 function fieldValue(key, value) {
   if (value == null) return '–';
   if (key.endsWith('_ms')) return fmtMs(Number(value));
@@ -88,8 +131,8 @@ export async function requestPage(ctx) {
   const start = Number(request.ts_ms);
   const near = `ts >= to_timestamp_millis(${Math.floor(start - AROUND_MS)}) AND ts < to_timestamp_millis(${Math.ceil(start + AROUND_MS + (Number(request.e2e_ms) || 0))})`;
   const traceCond = request.trace_id ? `trace_id = ${quote(request.trace_id)}` : 'false';
-  const logCond = [request.trace_id && `trace_id = ${quote(request.trace_id)}`, request.request_id && `request_id = ${quote(request.request_id)}`].filter(Boolean).join(' OR ') || 'false';
-  const [spans, tokens, metrics, logs] = await Promise.all([
+  const logCond = logCondition(request.trace_id, request.request_id);
+  const [spans, tokens, metrics, logRows] = await Promise.all([
     sql(`SELECT span_id, parent_span_id, name, service, kind, status, status_message, CAST(ts AS BIGINT) / 1000000.0 AS start_ms, duration_ms
       FROM spans WHERE ${traceCond} AND ${near} ORDER BY ts LIMIT 500`),
     request.request_id
@@ -101,9 +144,11 @@ export async function requestPage(ctx) {
           WHERE worker = ${quote(request.worker)} AND name IN (${GAUGES.map(([n]) => quote(n)).join(', ')}) AND ${near}
           GROUP BY name, ts ORDER BY name, t`)
       : Promise.resolve([]),
-    sql(`SELECT CAST(ts AS BIGINT) / 1000000 AS ts, CAST(CAST(ts AS BIGINT) AS VARCHAR) AS ns, severity, service, worker, template_id, body FROM logs
-      WHERE (${logCond}) AND ${near} ORDER BY ts LIMIT 200`),
+    sql(`SELECT CAST(ts AS BIGINT) / 1000000 AS ts, CAST(CAST(ts AS BIGINT) AS VARCHAR) AS ns, severity, service, worker, template_id, body,
+        trace_id, request_id, attrs FROM logs
+      WHERE ${near} AND (${logCond}) ORDER BY ts LIMIT 400`),
   ]);
+  const logs = logRows.filter((l) => belongsToRequest(l, request.trace_id, request.request_id)).slice(0, 200);
 
   // -- phases: queue, prefill, decode and the rest of e2e
   const phase = (k) => Math.max(0, Number(request[`${k}_ms`]) || 0);
@@ -174,16 +219,16 @@ export async function requestPage(ctx) {
     h('h2', {}, 'Token timeline'),
     h('div', { class: 'panel', 'data-tokens': String(tokenPoints.length) }, tokenPoints.length
       ? [h('p', { class: 'muted' }, tokenSummary, ' Each dot is a token: its time since the request started (x) and its latency (y, square-root scale); faint dots missed the KV cache.'),
-        tokenTimeline('token-timeline', tokenPoints, 'Token latencies of the request', request.ttft_ms != null ? [{ name: 'TTFT', at: Number(request.ttft_ms) + parts.queue }] : [])]
+        tokenTimeline('token-timeline', tokenPoints, 'Token latencies of the request', request.ttft_ms != null ? [{ name: 'TTFT', at: Number(request.ttft_ms) }] : [])]
       : h('p', { class: 'empty' }, 'No token events for this request (engines emit them for a sample of requests, if at all).')),
     h('h2', {}, `Engine metrics of ${request.worker || 'its worker'} at that moment`),
     gaugeCards.length ? h('div', { class: 'metric-cards' }, gaugeCards) : h('div', { class: 'panel' }, h('p', { class: 'empty' }, 'No engine metrics of this worker around the request.')),
     h('h2', {}, `Log lines (${logs.length})`),
-    h('div', { class: 'panel' }, logs.length ? h('table', { 'data-table': 'request-logs' },
+    h('div', { class: 'panel', 'data-request-logs': String(logs.length) }, logs.length ? h('table', { 'data-table': 'request-logs' },
       h('thead', {}, h('tr', {}, h('th', {}, 'time'), h('th', {}, 'severity'), h('th', {}, 'service'), h('th', {}, 'worker'), h('th', {}, 'line'), h('th', {}, ''))),
       h('tbody', {}, logs.map((l) => h('tr', {}, h('td', {}, fmtTime(Number(l.ts), true)), h('td', {}, l.severity || ''), h('td', {}, l.service || ''), h('td', {}, l.worker || ''),
         h('td', {}, h('pre', { class: 'log' }, l.body || '')), h('td', {}, h('a', { href: lineageHref(ctx, l), 'data-lineage-link': '' }, 'lineage'))))))
-      : h('p', { class: 'empty' }, 'No log lines carry this trace or request id.')),
+      : h('p', { class: 'empty' }, 'No log lines carry this trace or request id (as a column, an attribute or in their text).')),
     h('h2', {}, 'Attributes'),
     h('div', { class: 'panel cols' },
       h('table', { 'data-table': 'request-fields' }, h('tbody', {}, REQUEST_FIELDS.filter((k) => request[k] != null).map((k) => h('tr', {}, h('th', {}, k), h('td', {}, fieldValue(k, request[k])))))),
