@@ -16,6 +16,10 @@
 //! so the watcher, the action runner, the notifier and a person's judgement never undo each
 //! other's writes. [`Incident::summary`] is the one list row (API, CLI) and
 //! [`Incident::timeline`] the one merged timeline (UI, report).
+//!
+//! Which verdicts become incidents and how incidents of one event find each other: a window
+//! with too few requests to judge gives an answer but no incident ([`quality`]); a new incident
+//! is linked both ways to the stored ones of the same event ([`related`]).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -32,6 +36,9 @@ use infersight_model::signal::Subject;
 use serde::{Deserialize, Serialize};
 
 use crate::RcaError;
+
+pub mod quality;
+pub mod related;
 
 /// A person's judgement of a stored verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -225,6 +232,11 @@ pub struct Incident {
     /// Notifications sent about it, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notifications: Vec<NotificationRecord>,
+    /// Other stored incidents of the same event ([`related::same_event`]: overlapping incident
+    /// windows with the same top cause or onsets a few minutes apart), oldest first; each of
+    /// them lists this one too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub related: Vec<String>,
 }
 
 impl Incident {
@@ -272,6 +284,7 @@ impl Incident {
             "resolved_at": watch.and_then(|w| w.resolved_at.as_ref()),
             "actions": self.actions.len(),
             "notifications": self.notifications.len(),
+            "related": self.related,
         })
     }
 
@@ -486,8 +499,12 @@ impl IncidentStore {
             watch,
             actions: Vec::new(),
             notifications: Vec::new(),
+            related: Vec::new(),
         };
         incident.rca.incident_id = None;
+        // incidents of the same event stored before: linked both ways once this one exists
+        let earlier = self.same_event_as(rca);
+        incident.related = earlier.iter().map(|i| i.id.clone()).collect();
         let counter = CREATE_COUNTER.fetch_add(1, Ordering::Relaxed);
         for attempt in 0..MAX_ID_ATTEMPTS {
             let mut hasher = DefaultHasher::new();
@@ -504,6 +521,7 @@ impl IncidentStore {
             if durable::create_new_atomic(&target, &incident_bytes(&incident)?)
                 .map_err(durable_error)?
             {
+                self.link_back(&incident.id, &earlier);
                 return Ok(incident);
             }
         }
@@ -511,6 +529,39 @@ impl IncidentStore {
             "{}: no free incident id for onset {stamp} after {MAX_ID_ATTEMPTS} attempts",
             self.dir.display()
         )))
+    }
+
+    /// The stored incidents of the same event as `rca` ([`related::same_event`]), oldest
+    /// first, at most [`related::MAX_RELATED`]; an unreadable store links nothing.
+    fn same_event_as(&self, rca: &RcaReport) -> Vec<Incident> {
+        let mut found: Vec<Incident> = match self.list() {
+            Ok(all) => all
+                .into_iter()
+                .filter(|other| related::same_event(&other.rca, rca))
+                .take(related::MAX_RELATED)
+                .collect(),
+            Err(error) => {
+                tracing::warn!(%error, "incidents not read: the new one is linked to none");
+                Vec::new()
+            }
+        };
+        found.reverse();
+        found
+    }
+
+    /// Adds `id` to the `related` list of each of `earlier`; a failure is warned about (the new
+    /// incident still lists them).
+    fn link_back(&self, id: &str, earlier: &[Incident]) {
+        for other in earlier {
+            let linked = self.modify(&other.id, |incident| {
+                if !incident.related.iter().any(|r| r == id) {
+                    incident.related.push(id.to_string());
+                }
+            });
+            if let Err(error) = linked {
+                tracing::warn!(incident = %other.id, related = id, %error, "not linked back");
+            }
+        }
     }
 
     /// One incident; `NotFound` when there is none with that id, `BadRequest` for a malformed id.

@@ -190,7 +190,12 @@ async fn rca(
                 .await?
                 .report
         }
-        None => infersight_rca::analyse(&state.engine, request).await?,
+        None => {
+            let mut report = infersight_rca::analyse(&state.engine, request).await?;
+            // the same "not enough data" answer as a stored verdict's
+            infersight_rca::incidents::quality::check(&state.engine, &mut report).await?;
+            report
+        }
     };
     let value = serde_json::to_value(&report).map_err(|e| ApiError {
         kind: ErrorKind::Internal,

@@ -13,7 +13,7 @@
 //! | route | answer |
 //! |---|---|
 //! | `GET /api/v1/incidents` | `{"incidents": [summary…]}`, newest first (`Incident::summary`: state, severity, detection time, top cause, …) |
-//! | `GET /api/v1/incidents/{id}` | the incident (`id`, times, `status`, `note`, `rca`, `watch`, `actions`, `notifications`) and its merged `timeline` |
+//! | `GET /api/v1/incidents/{id}` | the incident (`id`, times, `status`, `note`, `rca`, `watch`, `actions`, `notifications`, `related`: incidents of the same event), its merged `timeline` and its `lead` (`infersight_report::lead`: headline with units, do now, first check and confirm SQL, causes with kinds and workers) |
 //! | `GET /api/v1/incidents/{id}/report?format=json\|markdown\|html&llm=false` | the report |
 //! | `POST /api/v1/incidents/{id}/confirm` `{"note": "…"}` | the updated incident |
 //! | `POST /api/v1/incidents/{id}/reject` `{"note": "…"}` (optional) | the updated incident |
@@ -31,6 +31,7 @@ use axum::routing::{get, post};
 use infersight_model::ErrorKind;
 use infersight_rca::incidents::{Incident, IncidentStatus};
 use infersight_report::ReportFormat;
+use infersight_report::lead::Lead;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -77,13 +78,38 @@ async fn show(
     id: Result<UrlPath<String>, PathRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let id = incident_id(id)?;
-    let incident = service(&state)?.get(id).await?;
+    let service = Arc::clone(service(&state)?);
+    let (incident, knowledge) = {
+        let service = Arc::clone(&service);
+        blocking(move || {
+            let incident = service.incidents().get(&id)?;
+            // the runbooks of the lead; a knowledge base that cannot be built leaves them out
+            let knowledge = match service.knowledge_for(&incident) {
+                Ok(base) => base.retrieve(&incident.rca, service.config().retrieval_limit),
+                Err(error) => {
+                    tracing::warn!(%error, "no runbooks for the incident's lead");
+                    Vec::new()
+                }
+            };
+            Ok((incident, knowledge))
+        })
+        .await?
+    };
     let mut shown = to_json(&incident)?;
     // the merged timeline (watcher, actions, notifications, judgement) the UI draws
     shown.0["timeline"] = serde_json::to_value(incident.timeline()).map_err(|e| ApiError {
         kind: ErrorKind::Internal,
         message: e.to_string(),
     })?;
+    // what the page shows first: the symptom with units, do now, the first check, the causes
+    let lead = match Lead::build(&state.engine, &incident.rca, &knowledge).await {
+        Ok(lead) => lead,
+        Err(error) => {
+            tracing::warn!(%error, "the lead's workers were not read");
+            Lead::of(&incident.rca, &knowledge, &[])
+        }
+    };
+    shown.0["lead"] = to_json(&lead)?.0;
     Ok(shown)
 }
 
@@ -252,16 +278,39 @@ mod tests {
             .to_string()
     }
 
+    /// A stored verdict (the store is empty: `POST /api/v1/rca` would store none).
+    async fn stored(f: &Fixture) -> (String, serde_json::Value) {
+        let service = f.state.reports.clone().unwrap();
+        let rca = infersight_rca::analyse(&f.state.engine, Default::default())
+            .await
+            .unwrap();
+        let incident = service.create(rca).await.unwrap();
+        let mut rca = serde_json::to_value(&incident.rca).unwrap();
+        rca["incident_id"] = json!(incident.id);
+        (incident.id, rca)
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn rca_stores_an_incident_that_is_listed_reported_and_judged() {
+    async fn rca_over_no_data_answers_and_stores_no_incident() {
         let f = fixture(true);
         let (status, _, body) = call(&f.state, "POST", "/api/v1/rca", "{}").await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let rca = json_of(&body);
-        let id = rca["incident_id"]
-            .as_str()
-            .expect("incident_id")
-            .to_string();
+        assert!(rca.get("incident_id").is_none(), "{rca}");
+        assert!(
+            rca["verdict"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("not enough data: 0 requests")),
+            "{rca}"
+        );
+        let (_, _, body) = call(&f.state, "GET", "/api/v1/incidents", "").await;
+        assert_eq!(json_of(&body)["incidents"], json!([]));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rca_stores_an_incident_that_is_listed_reported_and_judged() {
+        let f = fixture(true);
+        let (id, rca) = stored(&f).await;
         assert!(rca["verdict"].is_string(), "{rca}");
 
         let (status, _, body) = call(&f.state, "GET", "/api/v1/incidents", "").await;
@@ -342,8 +391,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn bad_requests_and_unknown_incidents() {
         let f = fixture(true);
-        let (_, _, body) = call(&f.state, "POST", "/api/v1/rca", "{}").await;
-        let id = json_of(&body)["incident_id"].as_str().unwrap().to_string();
+        let (id, _) = stored(&f).await;
         let cases = [
             (
                 "GET",

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod fleets;
+mod incidents;
 mod load;
 mod logs;
 mod memory;

@@ -88,7 +88,10 @@ pub async fn run(args: DemoArgs) -> Result<i32, CliError> {
     let recorded = infersight_rca::analyse_and_record(&engine, &incidents, Default::default())
         .await
         .map_err(|e| CliError::failed(format!("rca: {e}")))?;
-    let (rca, incident) = (recorded.report, recorded.incident);
+    let rca = recorded.report.clone();
+    let incident = recorded
+        .stored()
+        .map_err(|e| CliError::failed(format!("rca: {e}")))?;
     write_rca_sections(&mut report, &rca, &truth);
     let _ = writeln!(
         report,

@@ -60,10 +60,13 @@ pub async fn run(args: RcaArgs) -> Result<i32, CliError> {
         }
         OutputFormat::Table | OutputFormat::Csv => {
             print!("{}", render_rca(&report));
-            println!(
-                "incident: {} (infersight report --incident {})",
-                incident.id, incident.id
-            );
+            match incident {
+                Some(incident) => println!(
+                    "incident: {} (infersight report --incident {})",
+                    incident.id, incident.id
+                ),
+                None => println!("incident: none stored (not enough data)"),
+            }
         }
     }
     Ok(0)

@@ -111,14 +111,12 @@ async fn build_audited_parts(
     let incident = match incident_id {
         Some(id) => incidents.get(id).map_err(rca_failed)?,
         None => {
-            let recorded = infersight_rca::analyse_and_record(engine, incidents, request)
+            let incident = infersight_rca::analyse_and_record(engine, incidents, request)
                 .await
+                .and_then(infersight_rca::RecordedRca::stored)
                 .map_err(rca_failed)?;
-            eprintln!(
-                "infersight report: stored as incident {}",
-                recorded.incident.id
-            );
-            recorded.incident
+            eprintln!("infersight report: stored as incident {}", incident.id);
+            incident
         }
     };
     infersight_report::report::build_for_incident(engine, incidents, &incident, &config.report)
