@@ -22,6 +22,7 @@ use serde_json::json;
 
 use infersight_model::telemetry::{Counters, catalog};
 
+use crate::errors::ApiJson;
 pub use crate::state::{ApiError, ApiState};
 
 /// The API with authentication off (every caller an anonymous admin); see [`router_with_auth`].
@@ -51,6 +52,11 @@ pub fn router_with_auth(state: ApiState, auth: Arc<crate::auth::Auth>) -> Router
         .route("/api/v1/freshness", get(freshness))
         .merge(crate::incidents::routes())
         .merge(crate::ui::routes())
+        // after every route: a known path asked with another method answers 405 with a JSON
+        // body, an unknown one 404; the layer gives any other error answer its JSON body
+        .method_not_allowed_fallback(crate::errors::method_not_allowed)
+        .fallback(crate::errors::not_found)
+        .layer(axum::middleware::from_fn(crate::errors::json_error_bodies))
         .layer(axum::middleware::from_fn_with_state(
             gate,
             crate::auth::api_gate,
@@ -170,9 +176,8 @@ struct RcaBody {
 
 async fn rca(
     State(state): State<ApiState>,
-    body: Result<Json<RcaBody>, axum::extract::rejection::JsonRejection>,
+    ApiJson(body): ApiJson<RcaBody>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let Json(body) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let request = infersight_rca::RcaRequest::from_bounds(
         (body.since.as_deref(), body.until.as_deref()),
         (
@@ -252,10 +257,8 @@ async fn query(
     State(state): State<ApiState>,
     peer: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
     identity: Option<axum::Extension<crate::auth::Identity>>,
-    body: Result<Json<QueryBody>, axum::extract::rejection::JsonRejection>,
+    ApiJson(body): ApiJson<QueryBody>,
 ) -> Result<Response, ApiError> {
-    let Json(body) = body
-        .map_err(|e| ApiError::bad_request(format!("invalid query request: {}", e.body_text())))?;
     // checked first, so a request that cannot be answered reads nothing
     let format = match body.format.as_deref() {
         None | Some("json") => OutputFormat::Json,

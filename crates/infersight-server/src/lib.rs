@@ -5,6 +5,7 @@
 pub mod actions;
 pub mod alerts;
 pub mod api;
+pub mod errors;
 pub mod auth;
 pub mod held;
 pub mod incidents;
