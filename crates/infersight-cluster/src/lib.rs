@@ -1,0 +1,34 @@
+//! The cluster's shared state in an object store (issue 21): where segments live in the bucket
+//! (`layout`, ids from `ulid`), the append-only catalog log that says which segments exist and how
+//! far each ingest node's WAL is flushed (`catalog`, its state in `entry`), the leases that let one
+//! compactor act at a time (`lease`), the startup check that refuses a store whose conditional
+//! writes do not answer 412 on conflict (`self_check`), and segment bytes written once and read
+//! through a bounded cache (`segments`).
+//!
+//! Data flow: an ingest node flushes a segment, writes it under `layout::segment_path`
+//! (`segments::write_segment`) and commits an `Action::AddSegment` (with its flushed WAL sequence)
+//! through a [`CatalogBackend`]; query nodes replay the log (latest checkpoint + later entries) to
+//! know the segments to scan and read them through `segments::SegmentCache`; the compactor takes
+//! the `compact` lease and commits removals and merged segments in one entry.
+//!
+//! Everything here is optional: the single-node store does not use it, and S3 support is the `s3`
+//! cargo feature.
+
+pub mod catalog;
+pub mod clock;
+pub mod entry;
+pub mod error;
+pub mod layout;
+pub mod lease;
+#[cfg(feature = "s3")]
+pub mod s3;
+pub mod segments;
+pub mod self_check;
+pub mod ulid;
+
+pub use catalog::{CatalogBackend, CatalogConfig, ObjectStoreCatalog};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use entry::{Action, CatalogState, LogEntry, SegmentMeta};
+pub use error::ClusterError;
+pub use lease::{Acquire, Lease};
+pub use ulid::{NodeId, SegmentId, Ulid};

@@ -1,0 +1,349 @@
+//! Segment and sidecar bytes in the bucket: written once under their cluster-wide id
+//! ([`write_segment`]), and read through [`SegmentCache`], an `ObjectStore` in front of the bucket
+//! that keeps recently read segments in memory up to a size bound. Segments never change once
+//! written (a new id for every flush and every merge), so a cached copy is never stale; a delete
+//! through the cache drops it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    Attributes, CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload, ListResult,
+    MultipartUpload, ObjectMeta, ObjectStore, ObjectStoreExt as _, PutMode, PutMultipartOptions,
+    PutOptions, PutPayload, PutResult,
+};
+
+use crate::error::ClusterError;
+use crate::layout::SEGMENTS_DIR;
+
+/// Writes a segment (or sidecar) at `path` unless the key exists. A retried upload of the same
+/// bytes succeeds; different bytes under an existing key are a `Conflict` (ids are unique, so
+/// that is a bug, never overwritten).
+pub async fn write_segment(
+    store: &dyn ObjectStore,
+    path: &Path,
+    bytes: Bytes,
+) -> Result<(), ClusterError> {
+    let put = store
+        .put_opts(
+            path,
+            PutPayload::from(bytes.clone()),
+            PutOptions::from(PutMode::Create),
+        )
+        .await;
+    match put {
+        Ok(_) => Ok(()),
+        Err(object_store::Error::AlreadyExists { .. }) => {
+            let existing = store
+                .get_opts(path, GetOptions::default())
+                .await?
+                .bytes()
+                .await?;
+            if existing == bytes {
+                Ok(())
+            } else {
+                Err(ClusterError::Conflict(format!(
+                    "`{path}` already holds other bytes ({} vs {})",
+                    existing.len(),
+                    bytes.len()
+                )))
+            }
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// What the cache did since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    /// Objects too large to cache (over a quarter of the capacity), read from the bucket.
+    pub bypassed: u64,
+    pub evictions: u64,
+    pub cached_bytes: u64,
+}
+
+#[derive(Debug)]
+struct Cached {
+    data: Bytes,
+    meta: ObjectMeta,
+    attributes: Attributes,
+    last_used: u64,
+}
+
+/// Least recently used first: `order` maps each entry's last use to its path.
+#[derive(Debug, Default)]
+struct Lru {
+    entries: HashMap<Path, Cached>,
+    order: BTreeMap<u64, Path>,
+    bytes: u64,
+    clock: u64,
+}
+
+impl Lru {
+    fn touch(&mut self, path: &Path) -> Option<(Bytes, ObjectMeta, Attributes)> {
+        self.clock += 1;
+        let now = self.clock;
+        let entry = self.entries.get_mut(path)?;
+        self.order.remove(&entry.last_used);
+        entry.last_used = now;
+        self.order.insert(now, path.clone());
+        Some((
+            entry.data.clone(),
+            entry.meta.clone(),
+            entry.attributes.clone(),
+        ))
+    }
+
+    fn remove(&mut self, path: &Path) {
+        if let Some(old) = self.entries.remove(path) {
+            self.order.remove(&old.last_used);
+            self.bytes -= old.data.len() as u64;
+        }
+    }
+
+    /// Inserts, then evicts the least recently used until within `capacity`; returns evictions.
+    fn insert(&mut self, path: Path, cached: Cached, capacity: u64) -> u64 {
+        self.remove(&path);
+        self.clock += 1;
+        let cached = Cached {
+            last_used: self.clock,
+            ..cached
+        };
+        self.bytes += cached.data.len() as u64;
+        self.order.insert(cached.last_used, path.clone());
+        self.entries.insert(path, cached);
+        let mut evicted = 0;
+        while self.bytes > capacity {
+            let Some((_, oldest)) = self.order.pop_first() else {
+                break;
+            };
+            if let Some(old) = self.entries.remove(&oldest) {
+                self.bytes -= old.data.len() as u64;
+                evicted += 1;
+            }
+        }
+        evicted
+    }
+}
+
+/// A read cache for segments in front of the bucket; everything that is not under `segments/`
+/// (the catalog, leases) goes straight through.
+#[derive(Debug)]
+pub struct SegmentCache {
+    remote: Arc<dyn ObjectStore>,
+    capacity_bytes: u64,
+    lru: Arc<std::sync::Mutex<Lru>>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    bypassed: AtomicU64,
+    evictions: AtomicU64,
+}
+
+impl SegmentCache {
+    pub fn new(remote: Arc<dyn ObjectStore>, capacity_bytes: u64) -> Self {
+        Self {
+            remote,
+            capacity_bytes,
+            lru: Arc::new(std::sync::Mutex::new(Lru::default())),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            bypassed: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+        }
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            bypassed: self.bypassed.load(Ordering::Relaxed),
+            evictions: self.evictions.load(Ordering::Relaxed),
+            cached_bytes: self.with_lru(|lru| lru.bytes),
+        }
+    }
+
+    fn with_lru<T>(&self, f: impl FnOnce(&mut Lru) -> T) -> T {
+        f(&mut lock(&self.lru))
+    }
+
+    fn cacheable(location: &Path) -> bool {
+        location.prefix_matches(&Path::from(SEGMENTS_DIR))
+    }
+
+    /// The whole object from the cache, or from the bucket into the cache; `None` when it is
+    /// too large to cache.
+    async fn whole(
+        &self,
+        location: &Path,
+    ) -> object_store::Result<Option<(Bytes, ObjectMeta, Attributes)>> {
+        if let Some(hit) = self.with_lru(|lru| lru.touch(location)) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(Some(hit));
+        }
+        let meta = self.remote.head(location).await?;
+        if meta.size > self.capacity_bytes / 4 {
+            self.bypassed.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let got = self
+            .remote
+            .get_opts(location, GetOptions::default())
+            .await?;
+        let (meta, attributes) = (got.meta.clone(), got.attributes.clone());
+        let data = got.bytes().await?;
+        let cached = Cached {
+            data: data.clone(),
+            meta: meta.clone(),
+            attributes: attributes.clone(),
+            last_used: 0,
+        };
+        let capacity = self.capacity_bytes;
+        let evicted = self.with_lru(|lru| lru.insert(location.clone(), cached, capacity));
+        self.evictions.fetch_add(evicted, Ordering::Relaxed);
+        Ok(Some((data, meta, attributes)))
+    }
+}
+
+impl std::fmt::Display for SegmentCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SegmentCache({})", self.remote)
+    }
+}
+
+/// The LRU is consistent after every call, so a poisoned lock still holds a valid one.
+fn lock(lru: &std::sync::Mutex<Lru>) -> std::sync::MutexGuard<'_, Lru> {
+    lru.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn range_error(error: impl std::error::Error + Send + Sync + 'static) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "SegmentCache",
+        source: Box::new(error),
+    }
+}
+
+#[async_trait]
+impl ObjectStore for SegmentCache {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.with_lru(|lru| lru.remove(location));
+        self.remote.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.with_lru(|lru| lru.remove(location));
+        self.remote.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        if !Self::cacheable(location) || options.head || options.version.is_some() {
+            return self.remote.get_opts(location, options).await;
+        }
+        let Some((data, meta, attributes)) = self.whole(location).await? else {
+            return self.remote.get_opts(location, options).await;
+        };
+        options.check_preconditions(&meta)?;
+        let range = match &options.range {
+            Some(range) => range.as_range(meta.size).map_err(range_error)?,
+            None => 0..meta.size,
+        };
+        let slice = data.slice(range.start as usize..range.end as usize);
+        let stream = futures::stream::once(futures::future::ready(Ok(slice)));
+        Ok(GetResult {
+            payload: GetResultPayload::Stream(stream.boxed()),
+            meta,
+            range,
+            attributes,
+        })
+    }
+
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
+        if !Self::cacheable(location) {
+            return self.remote.get_ranges(location, ranges).await;
+        }
+        let Some((data, meta, _)) = self.whole(location).await? else {
+            return self.remote.get_ranges(location, ranges).await;
+        };
+        ranges
+            .iter()
+            .map(|range| {
+                let checked = GetRange::Bounded(range.clone())
+                    .as_range(meta.size)
+                    .map_err(range_error)?;
+                Ok(data.slice(checked.start as usize..checked.end as usize))
+            })
+            .collect()
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        // a path leaves the cache before it is deleted and again once it is (a read in between
+        // may have cached it anew)
+        let before = Arc::clone(&self.lru);
+        let locations = locations
+            .map(move |location| {
+                if let Ok(path) = &location {
+                    lock(&before).remove(path);
+                }
+                location
+            })
+            .boxed();
+        let after = Arc::clone(&self.lru);
+        self.remote
+            .delete_stream(locations)
+            .map(move |deleted| {
+                if let Ok(path) = &deleted {
+                    lock(&after).remove(path);
+                }
+                deleted
+            })
+            .boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.remote.list(prefix)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.remote.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.with_lru(|lru| lru.remove(to));
+        self.remote.copy_opts(from, to, options).await
+    }
+}
