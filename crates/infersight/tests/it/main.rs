@@ -10,6 +10,7 @@ mod audit;
 mod auth;
 mod canary;
 mod cli;
+mod crash;
 mod incidents_api;
 mod notify;
 mod prometheus;
