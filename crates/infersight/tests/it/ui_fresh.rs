@@ -394,6 +394,42 @@ fn ui_shows_stale_data_stopped_sources_and_the_fixed_pages() {
         assert_eq!(shown, kind == "categorical", "{} ({kind})", d["name"]);
     }
 
+    // the incident against its baseline (the ground truth's windows, as the heatmap's brushing
+    // puts them in the URL): the injected slice's value rises most among the slow requests
+    let ms = |v: &Value| {
+        driver
+            .execute("return Date.parse(arguments[0])", json!([v]))
+            .as_f64()
+            .unwrap()
+    };
+    let (window, baseline) = (&truth["incident_window"], &truth["baseline_window"]);
+    driver.navigate(&format!(
+        "{base}/?page=dimensions&range=1h&sel_since={}&sel_until={}&base_since={}&base_until={}",
+        ms(&window["start"]),
+        ms(&window["end"]),
+        ms(&baseline["start"]),
+        ms(&baseline["end"])
+    ));
+    wait_for_page(&driver, "dimensions");
+    let top = driver.execute(
+        "const tr = document.querySelector('[data-table=dimension-changes] tbody tr'); return tr ? tr.dataset.change : null",
+        json!([]),
+    );
+    let top = top.as_str().expect("a ranked change").to_string();
+    let truth_pairs: Vec<(String, String)> = truth["root_causes"][0]["dimensions"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+        .collect();
+    assert!(
+        truth_pairs
+            .iter()
+            .any(|(k, v)| top == format!("{k}={v}") || top.ends_with(&format!("={v}"))),
+        "the top change {top} is not the injected slice {truth_pairs:?}"
+    );
+    check_page(&driver, &out, "fresh-dimensions-compare", 0);
+
     // (6) the pure helpers, in the same browser
     let helpers = driver.execute_async(
         "const done = arguments[arguments.length - 1];

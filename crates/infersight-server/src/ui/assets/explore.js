@@ -1,7 +1,10 @@
 // Dimensions, breakdown by a dimension and the requests explorer: all from
-// `/api/v1/dimensions` and SQL over the store.
+// `/api/v1/dimensions` and SQL over the store. The dimensions page compares an incident window
+// with a baseline (the URL's `sel_*` / `base_*`, else the newest stored incident's windows):
+// every value ranked by how much more of the slow incident requests it holds than of the
+// baseline's requests (BubbleUp's question: what do the slow requests have in common?).
 
-import { getJSON, sql, h, where, parseFilter, stepOf, seconds, fmtMs, REQUEST_DIMENSIONS, LATENCY_SLIS } from './api.js';
+import { getJSON, sql, h, quote, where, parseFilter, stepOf, seconds, fmtMs, fmtPct, fmtTime, REQUEST_DIMENSIONS, LATENCY_SLIS } from './api.js';
 import { stackedBars, phaseBars, flame, PALETTE, PHASE_COLOURS } from './charts.js';
 
 const TOP = 8;
@@ -58,7 +61,103 @@ export async function dimensionsPage(ctx) {
             h('td', {}, bar));
         })))));
     })));
-  ctx.el.append(h('div', { class: 'panel' }, table));
+  const comparison = await compareSection(ctx, shown).catch((error) => h('p', { class: 'error', role: 'alert' }, `comparison: ${error.message || error}`));
+  ctx.el.append(comparison || '', h('h2', {}, 'Values in the range'), h('div', { class: 'panel' }, table));
+}
+
+/** Incidents looked at for default windows, newest first. */
+const COMPARE_INCIDENTS = 5;
+/** Dimensions compared at most, and rows shown. */
+const COMPARE_DIMENSIONS = 40;
+const COMPARE_ROWS = 12;
+
+/**
+ * The windows to compare: the URL's incident (`sel_since`/`sel_until`) and baseline
+ * (`base_since`/`base_until`), else those of the newest stored incident overlapping the range.
+ */
+async function comparisonWindows(state, win) {
+  const given = (a, b) => (Number(b) > Number(a) ? [Number(a), Number(b)] : null);
+  const sel = given(state.sel_since, state.sel_until);
+  const base = given(state.base_since, state.base_until);
+  if (sel && base) return { sel, base, from: 'the windows in the URL' };
+  const list = await getJSON('/api/v1/incidents').then((a) => a.incidents || [], () => []);
+  for (const incident of list.slice(0, COMPARE_INCIDENTS)) {
+    const full = await getJSON(`/api/v1/incidents/${encodeURIComponent(incident.id)}`).catch(() => null);
+    const rca = full && full.rca;
+    if (!rca || !rca.incident_window || !rca.baseline_window) continue;
+    const span = (w) => [Date.parse(w.since), Date.parse(w.until)];
+    const [s, b] = [span(rca.incident_window), span(rca.baseline_window)];
+    if (s.every(Number.isFinite) && b.every(Number.isFinite) && s[1] > win.since && s[0] < win.until) {
+      return { sel: s, base: b, from: `incident ${incident.id}`, id: incident.id };
+    }
+  }
+  return null;
+}
+
+/**
+ * Share of each value among the slow requests of the incident window (slower than the
+ * baseline's p95 of the SLI) against its share of the baseline's requests; `rows` = [{d, s, v,
+ * slow, base}] per dimension (d), source (s) and value (v, null for none), with the totals.
+ * Ranked by the difference of shares; values with fewer than `minSlow` slow requests are left out.
+ */
+export function rankChanges(rows, totals, minSlow = 5) {
+  const out = [];
+  for (const r of rows) {
+    if (r.v == null || Number(r.slow) < minSlow) continue;
+    const slowShare = Number(r.slow) / Math.max(1, totals.slow);
+    const baseShare = Number(r.base) / Math.max(1, totals.base);
+    out.push({ ...r, slow: Number(r.slow), base: Number(r.base), slowShare, baseShare, delta: slowShare - baseShare });
+  }
+  return out.sort((a, b) => b.delta - a.delta || b.slow - a.slow);
+}
+
+/** What differs between the incident and the baseline, by dimension value. */
+async function compareSection(ctx, dims) {
+  const { state, win } = ctx;
+  const windows = await comparisonWindows(state, win);
+  const sli = LATENCY_SLIS.includes(state.sli) ? state.sli : 'ttft';
+  const head = h('h2', {}, 'What differs in the incident');
+  if (!windows) {
+    return h('section', { 'data-compare': 'none' }, head, h('p', { class: 'muted' },
+      'No incident window to compare: brush one and a baseline on the heatmap (they come here in the URL), or run RCA to store an incident.'));
+  }
+  const inWin = (w) => `ts >= to_timestamp_millis(${Math.floor(w[0])}) AND ts < to_timestamp_millis(${Math.ceil(w[1])})`;
+  const column = `${sli}_ms`;
+  const [{ p } = {}] = await sql(`SELECT approx_percentile_cont(${column}, 0.95) AS p FROM requests WHERE ${inWin(windows.base)} AND ${column} IS NOT NULL`);
+  if (p == null) return h('section', { 'data-compare': 'empty' }, head, h('p', { class: 'empty' }, 'The baseline window holds no requests.'));
+  const compared = dims.filter((d) => d.source === 'attrs' || /^[a-z_]+$/.test(d.name)).slice(0, COMPARE_DIMENSIONS);
+  const exprOf = (d) => (d.source === 'attrs' ? `json_get(attrs, ${quote(d.name)})` : `CAST(${d.name} AS VARCHAR)`);
+  // one scan: each row of the two windows unnested into one (dimension, value) pair per dimension
+  const pairs = compared.map((d, i) => `CASE WHEN ${exprOf(d)} IS NULL THEN NULL ELSE concat('${i}', chr(31), ${exprOf(d)}) END`);
+  const slow = `(${inWin(windows.sel)} AND ${column} > ${Number(p)})`;
+  const rows = await sql(`SELECT pair, sum(slow) AS slow, sum(base) AS base FROM (
+      SELECT unnest(make_array(${pairs.join(', ')})) AS pair, CASE WHEN ${slow} THEN 1 ELSE 0 END AS slow, CASE WHEN ${inWin(windows.base)} THEN 1 ELSE 0 END AS base
+      FROM requests WHERE ${slow} OR ${inWin(windows.base)}) x
+    WHERE pair IS NOT NULL GROUP BY pair`);
+  const [totals] = await sql(`SELECT sum(CASE WHEN ${slow} THEN 1 ELSE 0 END) AS slow, sum(CASE WHEN ${inWin(windows.base)} THEN 1 ELSE 0 END) AS base
+    FROM requests WHERE ${slow} OR ${inWin(windows.base)}`);
+  const parsed = rows.map((r) => {
+    const [index, value] = String(r.pair).split('\u001f');
+    const d = compared[Number(index)];
+    return { d: d.name, s: d.source, v: value, slow: r.slow, base: r.base };
+  });
+  const ranked = rankChanges(parsed, { slow: Number(totals.slow), base: Number(totals.base) }).slice(0, COMPARE_ROWS);
+  const span = (w) => `${fmtTime(w[0], true)} – ${fmtTime(w[1])}Z`;
+  return h('section', { 'data-compare': windows.from },
+    head,
+    h('p', { class: 'muted' }, `Incident ${span(windows.sel)} against the baseline ${span(windows.base)} (${windows.from}): `,
+      `${Number(totals.slow)} incident requests slower than the baseline's ${sli} p95 (${fmtMs(Number(p))}), ${Number(totals.base)} baseline requests. `,
+      'Each value\u2019s share of the slow requests against its share of the baseline, largest rise first.'),
+    h('div', { class: 'panel' }, ranked.length ? h('table', { 'data-table': 'dimension-changes' },
+      h('thead', {}, h('tr', {}, h('th', {}, 'value'), h('th', { class: 'num' }, 'slow requests'), h('th', { class: 'num' }, 'share of slow'), h('th', { class: 'num' }, 'share of baseline'), h('th', { class: 'num' }, 'change'))),
+      h('tbody', {}, ranked.map((r) => {
+        const key = `${r.s === 'attrs' ? 'attrs.' : ''}${r.d}`;
+        return h('tr', { 'data-change': `${key}=${r.v}` },
+          h('td', {}, h('a', { href: ctx.linkTo('heatmap', { sli, filter: `${key}=${r.v}`, sel_since: String(windows.sel[0]), sel_until: String(windows.sel[1]), base_since: String(windows.base[0]), base_until: String(windows.base[1]) }) }, `${key}=${r.v}`)),
+          h('td', { class: 'num' }, String(r.slow)), h('td', { class: 'num' }, fmtPct(r.slowShare)), h('td', { class: 'num' }, fmtPct(r.baseShare)),
+          h('td', { class: 'num', 'data-delta': r.delta.toFixed(4) }, `${r.delta >= 0 ? '+' : ''}${(100 * r.delta).toFixed(1)} pp`));
+      })))
+      : h('p', { class: 'empty' }, 'No value holds more of the slow requests than of the baseline.')));
 }
 
 const PHASES = ['queue', 'prefill', 'decode', 'other'];
