@@ -429,6 +429,28 @@ fn ui_shows_stale_data_stopped_sources_and_the_fixed_pages() {
         "the top change {top} is not the injected slice {truth_pairs:?}"
     );
     check_page(&driver, &out, "fresh-dimensions-compare", 0);
+    // the breakdown by the injected slice's dimension: p99 before and after, the slice first
+    let (key, value) = &truth_pairs[0];
+    let compare_keys = driver
+        .current_url()
+        .split_once("&sel_since")
+        .map(|(_, rest)| format!("&sel_since{rest}"))
+        .unwrap();
+    driver.navigate(&format!(
+        "{base}/?page=breakdown&range=1h&by={key}{compare_keys}"
+    ));
+    wait_for_page(&driver, "breakdown");
+    let first = driver.execute(
+        "const tr = document.querySelector('[data-table=breakdown] tbody tr');
+         return [tr.dataset.value, tr.querySelector('[data-change]').dataset.change]",
+        json!([]),
+    );
+    assert_eq!(first[0], json!(value), "{first}");
+    assert!(
+        first[1].as_str().unwrap().parse::<f64>().unwrap() > 0.2,
+        "{first}"
+    );
+    check_page(&driver, &out, "fresh-breakdown-compare", 3);
 
     // (6) the pure helpers, in the same browser
     let helpers = driver.execute_async(

@@ -160,6 +160,33 @@ async function compareSection(ctx, dims) {
       : h('p', { class: 'empty' }, 'No value holds more of the slow requests than of the baseline.')));
 }
 
+/**
+ * Per value of `by`: the SLI's p99 in the baseline and in the incident window (the URL's, else
+ * the newest stored incident's), their change, and the order by the relative change (largest
+ * rise first, values without both last). Null without windows to compare.
+ */
+async function sliceChanges(state, win, by, sli, filters) {
+  const windows = await comparisonWindows(state, win).catch(() => null);
+  if (!windows) return null;
+  const p99 = (w) => sql(`SELECT ${valueOf(by)} AS v, approx_percentile_cont(${sli}_ms, 0.99) AS p99 FROM requests
+    WHERE ${where({ since: w[0], until: w[1] }, filters)} GROUP BY 1`);
+  const [base, sel] = await Promise.all([p99(windows.base), p99(windows.sel)]);
+  const byValue = new Map();
+  for (const r of base) byValue.set(r.v, { base: Number(r.p99) });
+  for (const r of sel) byValue.set(r.v, { ...(byValue.get(r.v) || {}), sel: Number(r.p99) });
+  const rise = (v) => { const c = byValue.get(v); return c && c.base > 0 && Number.isFinite(c.sel) ? c.sel / c.base - 1 : -Infinity; };
+  return {
+    ...windows,
+    order: (rows) => [...rows].sort((a, b) => rise(b.v) - rise(a.v)),
+    cells: (v) => {
+      const c = byValue.get(v) || {};
+      const r = rise(v);
+      return [h('td', { class: 'num' }, fmtMs(c.base)), h('td', { class: 'num' }, fmtMs(c.sel)),
+        h('td', { class: 'num', 'data-change': Number.isFinite(r) ? r.toFixed(4) : '' }, Number.isFinite(r) ? `${r >= 0 ? '+' : ''}${(100 * r).toFixed(0)} %` : '–')];
+    },
+  };
+}
+
 const PHASES = ['queue', 'prefill', 'decode', 'other'];
 /** SQL of a dimension's value as text, `(none)` for NULL. */
 const valueOf = (column) => `COALESCE(CAST(${column} AS VARCHAR), '(none)')`;
@@ -216,6 +243,7 @@ export async function breakdownPage(ctx) {
     by2 ? sql(`SELECT ${valueOf(by)} AS v, ${valueOf(by2)} AS v2, count(*) AS n, ${PHASE_SUMS}
       FROM requests WHERE ${cond} GROUP BY 1, 2`) : Promise.resolve(null),
   ]);
+  const compare = await sliceChanges(state, win, by, sli, filters);
   const top = stats.slice(0, TOP).map((r) => r.v);
   const names = stats.length > TOP ? [...top, 'other'] : top;
   const steps = [...new Set(cells.map((c) => Number(c.t)))].sort((a, b) => a - b);
@@ -257,10 +285,14 @@ export async function breakdownPage(ctx) {
       stackedBars('breakdown', steps, series, step.ms, `requests by ${by}`, win),
       h('div', { class: 'legend' }, names.map((name, i) => h('span', { class: `s${i}` }, name)))),
     h('h2', {}, `${by}: requests and ${sli}`),
+    compare ? h('p', { class: 'muted', 'data-compare': compare.from }, `p99 in the baseline ${fmtTime(compare.base[0], true)}–${fmtTime(compare.base[1])}Z and in the incident ${fmtTime(compare.sel[0], true)}–${fmtTime(compare.sel[1])}Z (${compare.from}), largest rise first.`) : null,
     h('div', { class: 'panel' }, h('table', { 'data-table': 'breakdown' },
-      h('thead', {}, h('tr', {}, h('th', {}, by), h('th', { class: 'num' }, 'requests'), h('th', { class: 'num' }, `${sli} p50`), h('th', { class: 'num' }, `${sli} p99`), h('th', { class: 'num' }, 'errors'), h('th', {}, ''))),
-      h('tbody', {}, stats.map((r) => h('tr', {},
+      h('thead', {}, h('tr', {}, h('th', {}, by), h('th', { class: 'num' }, 'requests'), h('th', { class: 'num' }, `${sli} p50`), h('th', { class: 'num' }, `${sli} p99`),
+        compare ? [h('th', { class: 'num' }, 'p99 baseline'), h('th', { class: 'num' }, 'p99 incident'), h('th', { class: 'num' }, 'change')] : null,
+        h('th', { class: 'num' }, 'errors'), h('th', {}, ''))),
+      h('tbody', {}, (compare ? compare.order(stats) : stats).map((r) => h('tr', { 'data-value': r.v },
         h('td', {}, r.v), h('td', { class: 'num' }, String(r.n)), h('td', { class: 'num' }, fmtMs(r.p50)), h('td', { class: 'num' }, fmtMs(r.p99)),
+        compare ? compare.cells(r.v) : null,
         h('td', { class: 'num' }, String(r.errors)),
         h('td', {}, h('a', { href: ctx.linkTo('heatmap', { sli, filter: [state.filter, `${by}=${r.v}`].filter(Boolean).join(',') }) }, 'heatmap'), ' · ',
           h('a', { href: ctx.linkTo('requests', { filter: [state.filter, `${by}=${r.v}`].filter(Boolean).join(',') }) }, 'requests'))))))));
