@@ -451,6 +451,21 @@ fn ui_shows_stale_data_stopped_sources_and_the_fixed_pages() {
         "{first}"
     );
     check_page(&driver, &out, "fresh-breakdown-compare", 3);
+    // requests most unusual for their model against the baseline: the injected slice's first
+    driver.navigate(&format!(
+        "{base}/?page=requests&range=1h&order=most_unusual{compare_keys}"
+    ));
+    wait_for_page(&driver, "requests");
+    let first = driver.execute(
+        "const tr = document.querySelector('[data-table=requests] tbody tr');
+         return [tr.innerText, Number(tr.querySelector('[data-unusual]').dataset.unusual)]",
+        json!([]),
+    );
+    assert!(
+        first[0].as_str().unwrap().contains(value.as_str()) && first[1].as_f64().unwrap() > 2.0,
+        "{first}"
+    );
+    check_page(&driver, &out, "fresh-requests-unusual", 0);
 
     // (6) the pure helpers, in the same browser
     let helpers = driver.execute_async(

@@ -303,7 +303,9 @@ const REQUEST_COLUMNS = ['ts', 'request_id', 'ttft_ms', 'tpot_ms', 'e2e_ms', 'qu
 /** Columns a header click sorts by. */
 const SORTABLE = ['ts', 'ttft_ms', 'tpot_ms', 'e2e_ms', 'queue_ms', 'input_tokens', 'output_tokens', 'worker', 'model_version', 'finish_reason'];
 /** Named orders (URLs written before the sortable headers keep working). */
-const NAMED_ORDERS = { slowest_ttft: 'ttft_ms.desc', slowest_e2e: 'e2e_ms.desc', newest: 'ts.desc', oldest: 'ts.asc' };
+const NAMED_ORDERS = { slowest_ttft: 'ttft_ms.desc', slowest_e2e: 'e2e_ms.desc', newest: 'ts.desc', oldest: 'ts.asc', most_unusual: 'unusual.desc' };
+/** The pseudo-column of "how unusual for its slice": TTFT over its model's baseline p95. */
+const UNUSUAL = 'unusual';
 /** A status that says nothing (OTel's default): shown as blank. */
 const UNSET_STATUS = ['unset', 'STATUS_CODE_UNSET', ''];
 const PAGE = 100;
@@ -312,7 +314,7 @@ const PAGE = 100;
 export function orderOf(text) {
   const named = NAMED_ORDERS[text] || text || NAMED_ORDERS.slowest_ttft;
   const [column, direction] = named.split('.');
-  if (!SORTABLE.includes(column)) return orderOf('slowest_ttft');
+  if (!SORTABLE.includes(column) && column !== UNUSUAL) return orderOf('slowest_ttft');
   const dir = direction === 'asc' ? 'asc' : 'desc';
   return { column, dir, key: `${column}.${dir}`, sql: `${column} ${dir.toUpperCase()} NULLS LAST` };
 }
@@ -325,13 +327,27 @@ export async function requestsPage(ctx) {
   const withTokens = state.tokens === '1';
   let cond = where(win, filters);
   if (withTokens) cond += ` AND request_id IN (SELECT DISTINCT request_id FROM tokens WHERE ${where(win)})`;
+  // most unusual for its slice: TTFT over its model's p95 in the baseline (the URL's or the
+  // newest stored incident's), else in the range
+  const windows = order.column === UNUSUAL ? await comparisonWindows(state, win).catch(() => null) : null;
+  const baseWin = windows ? { since: windows.base[0], until: windows.base[1] } : win;
+  const unusualSql = () => {
+    let aliased = where(win, filters, 'r.');
+    if (withTokens) aliased += ` AND r.request_id IN (SELECT DISTINCT request_id FROM tokens WHERE ${where(win)})`;
+    return `SELECT ${REQUEST_COLUMNS.map((c) => (c === 'ts' ? 'CAST(r.ts AS BIGINT) / 1000000 AS ts' : `r.${c}`)).join(', ')}, r.trace_id,
+        r.ttft_ms / m.p95 AS unusual
+      FROM requests r LEFT JOIN (SELECT model, approx_percentile_cont(ttft_ms, 0.95) AS p95 FROM requests WHERE ${where(baseWin)} AND ttft_ms > 0 GROUP BY model) m
+        ON r.model = m.model
+      WHERE ${aliased} ORDER BY unusual DESC NULLS LAST, r.request_id LIMIT ${PAGE} OFFSET ${offset}`;
+  };
   const [rows, [{ n: total } = { n: 0 }]] = await Promise.all([
-    sql(`SELECT ${REQUEST_COLUMNS.map((c) => (c === 'ts' ? 'CAST(ts AS BIGINT) / 1000000 AS ts' : c)).join(', ')}, trace_id
+    order.column === UNUSUAL ? sql(unusualSql()) : sql(`SELECT ${REQUEST_COLUMNS.map((c) => (c === 'ts' ? 'CAST(ts AS BIGINT) / 1000000 AS ts' : c)).join(', ')}, trace_id
       FROM requests WHERE ${cond} ORDER BY ${order.sql}, request_id LIMIT ${PAGE} OFFSET ${offset}`),
     sql(`SELECT count(*) AS n FROM requests WHERE ${cond}`),
   ]);
   // status only when some row has one that says something
   const columns = REQUEST_COLUMNS.filter((c) => c !== 'status' || rows.some((r) => r.status != null && !UNSET_STATUS.includes(String(r.status))));
+  if (order.column === UNUSUAL) columns.splice(2, 0, UNUSUAL);
   const orderSelect = h('select', { name: 'order' }, Object.keys(NAMED_ORDERS).map((o) => h('option', { value: o, selected: NAMED_ORDERS[o] === order.key }, o.replace('_', ' '))),
     Object.values(NAMED_ORDERS).includes(order.key) ? null : h('option', { value: order.key, selected: true }, `${order.column.replace('_ms', '')} ${order.dir === 'asc' ? 'ascending' : 'descending'}`));
   const filterInput = h('input', { type: 'text', name: 'filter', value: state.filter || '', placeholder: 'worker=worker-03,attrs.gen_ai.system=vllm', size: 40 });
@@ -347,6 +363,7 @@ export async function requestsPage(ctx) {
     }
     if (c === 'request_id') return h('td', {}, h('a', { href: detail(r), 'data-request-link': '' }, String(v)));
     if (c === 'status' && UNSET_STATUS.includes(String(v))) return h('td', {}, '');
+    if (c === UNUSUAL) return h('td', { class: 'num', 'data-unusual': Number(v).toFixed(3), title: 'TTFT over its model\u2019s baseline p95' }, `×${Number(v).toFixed(1)}`);
     if (c.endsWith('_ms')) return h('td', { class: 'num' }, fmtMs(Number(v)));
     if (c.endsWith('_tokens')) return h('td', { class: 'num' }, String(v));
     return h('td', {}, String(v));
@@ -358,9 +375,9 @@ export async function requestsPage(ctx) {
     offset > 0 ? pageLink(Math.max(0, offset - PAGE), '← previous') : null,
     h('span', { class: 'muted' }, rows.length ? `${offset + 1}–${offset + rows.length} of ${total_}` : `0 of ${total_}`),
     offset + PAGE < total_ ? pageLink(offset + PAGE, 'next →') : null);
-  const title = (c) => (c === 'ts' ? `time (UTC${spansDays ? '' : `, ${new Date(win.since).toISOString().slice(0, 10)}`})` : c.replace('_ms', '').replace('_tokens', ' tok'));
+  const title = (c) => (c === UNUSUAL ? 'vs model p95' : c === 'ts' ? `time (UTC${spansDays ? '' : `, ${new Date(win.since).toISOString().slice(0, 10)}`})` : c.replace('_ms', '').replace('_tokens', ' tok'));
   const header = (c) => {
-    const numeric = c.endsWith('_ms') || c.endsWith('_tokens');
+    const numeric = c.endsWith('_ms') || c.endsWith('_tokens') || c === UNUSUAL;
     if (!SORTABLE.includes(c)) return h('th', { class: numeric ? 'num' : null }, title(c));
     const current = order.column === c;
     // a first click sorts latencies and counts largest first, names A→Z; a second reverses
