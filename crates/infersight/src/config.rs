@@ -998,6 +998,9 @@ pub fn duration(text: &str) -> Option<Duration> {
 }
 
 #[cfg(test)]
+mod fuzz;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -400,13 +400,20 @@ fn print_summary(
     summaries: &[(PathBuf, FileSummary)],
     format: OutputFormat,
 ) -> Result<(), CliError> {
+    if format != OutputFormat::Json {
+        // a file read by its content where its name said another format
+        for note in summaries.iter().flat_map(|(_, s)| &s.notes) {
+            eprintln!("note: {note}");
+        }
+    }
     match format {
         OutputFormat::Json => {
             let files: Vec<_> = summaries
                 .iter()
                 .map(|(p, s)| {
                     json!({"path": p.display().to_string(), "lines": s.lines, "records_read": s.records_read,
-                           "records_stored": s.records_stored, "rejected": s.rejected, "errors": s.first_errors})
+                           "records_stored": s.records_stored, "rejected": s.rejected, "errors": s.first_errors,
+                           "notes": s.notes})
                 })
                 .collect();
             println!("{}", output::json_line(&json!({ "files": files }))?);

@@ -214,6 +214,21 @@ fn bad_sql_and_bad_files_exit_2_with_one_line() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("rejected"), "{}", stderr(&out));
+    // detected, not forced: a one-line file holding a truncated export is rejected the same way
+    let one_line = dir.path().join("one-line.jsonl");
+    std::fs::write(&one_line, "{\"resourceLogs\":[{\"scopeLogs\":[").unwrap();
+    let out = run(&[
+        "ingest",
+        "--data",
+        data.to_str().unwrap(),
+        "--format",
+        "json",
+        one_line.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(stderr(&out).trim().lines().count(), 1, "{}", stderr(&out));
+    let at_line = format!("{}:1: ", one_line.display());
+    assert!(stderr(&out).contains(&at_line), "{}", stderr(&out));
     let out = run(&[
         "ingest",
         "--data",
