@@ -9,7 +9,8 @@
 //! - Do now: the engine's own suggestion for the top cause's subject (a rollback for a version
 //!   regression, capacity for load), else the first suggestion, else the best runbook's first fix.
 //! - Runbook: the first retrieved runbook covering a signal kind seen on the top cause (latency
-//!   spikes aside), else the first runbook retrieved. Its "How to confirm" steps are listed;
+//!   spikes aside) and none seen only on the other causes (it was retrieved for them), else the
+//!   first covering a kind of the top cause, else the first runbook retrieved. Its "How to confirm" steps are listed;
 //!   the first check is its first step with SQL (else its first step).
 //! - SQL of a step: a fenced block, else the first inline code span that starts with `SELECT`
 //!   or `WITH`; a placeholder `<key>` is filled from the top cause (`<worker>` also from its
@@ -198,19 +199,27 @@ fn runbook<'a>(rca: &RcaReport, knowledge: &'a [KnowledgeHit]) -> Option<&'a Kno
             .iter()
             .filter(|h| h.kind == HitKind::Runbook && !h.confirm.is_empty())
     };
-    let top_kinds: Vec<&str> = rca
+    let kinds_on = |cause: &infersight_rca::RootCause| -> Vec<&str> {
+        rca.signals
+            .iter()
+            .filter(|s| s.subject == cause.dimensions && s.kind != SignalKind::LatencySpike)
+            .map(|s| s.kind.name())
+            .collect()
+    };
+    let top_kinds: Vec<&str> = rca.root_causes.first().map(kinds_on).unwrap_or_default();
+    // kinds seen only on the other causes: a runbook covering one was retrieved for them
+    let other_kinds: Vec<&str> = rca
         .root_causes
-        .first()
-        .map(|top| {
-            rca.signals
-                .iter()
-                .filter(|s| s.subject == top.dimensions && s.kind != SignalKind::LatencySpike)
-                .map(|s| s.kind.name())
-                .collect()
-        })
-        .unwrap_or_default();
+        .iter()
+        .skip(1)
+        .flat_map(kinds_on)
+        .filter(|k| !top_kinds.contains(k))
+        .collect();
+    let covers =
+        |h: &&KnowledgeHit, kinds: &[&str]| h.signals.iter().any(|k| kinds.contains(&k.as_str()));
     runbooks()
-        .find(|h| h.signals.iter().any(|k| top_kinds.contains(&k.as_str())))
+        .find(|h| covers(h, &top_kinds) && !covers(h, &other_kinds))
+        .or_else(|| runbooks().find(|h| covers(h, &top_kinds)))
         .or_else(|| runbooks().next())
 }
 
@@ -229,8 +238,8 @@ fn placeholders(rca: &RcaReport, top_workers: Option<&CauseWorkers>) -> BTreeMap
     fill
 }
 
-/// One confirm step: its text without the fenced SQL, and the SQL to run (see the module's
-/// rule).
+/// One confirm step: its text without the SQL it runs (a fenced block left out, an inline
+/// query written as "the query below"), and the SQL to run (see the module's rule).
 fn confirm_step(step: &str, source: &str, fill: &BTreeMap<String, String>) -> ConfirmStep {
     let (text, fenced) = match step.find("```") {
         Some(start) => {
@@ -254,11 +263,17 @@ fn confirm_step(step: &str, source: &str, fill: &BTreeMap<String, String>) -> Co
             })
             .map(str::to_string)
     };
+    let fenced = fenced.filter(|s| !s.is_empty());
+    let code = if fenced.is_none() { inline() } else { None };
     let sql = fenced
-        .filter(|s| !s.is_empty())
-        .or_else(inline)
+        .or_else(|| code.clone())
         .map(|sql| fill_placeholders(&sql, fill))
         .filter(|sql| !has_placeholder(sql));
+    // an inline query that is shown as the step's SQL is not repeated in its text
+    let text = match (&code, &sql) {
+        (Some(code), Some(_)) => text.replacen(&format!("`{code}`"), "the query below", 1),
+        _ => text,
+    };
     ConfirmStep {
         text,
         sql,

@@ -118,6 +118,14 @@ fn the_lead_says_what_to_do_first_with_units_kinds_and_workers() {
     );
     assert_eq!(lead.confirm[2].text, "Per version:");
     assert_eq!(
+        lead.confirm[1].text,
+        "Adapter reloads per worker: the query below."
+    );
+    assert!(
+        lead.confirm[3].text.contains("`SELECT body"),
+        "an unrun query stays in the text"
+    );
+    assert_eq!(
         lead.confirm[3].sql, None,
         "an unfilled placeholder is not run"
     );
