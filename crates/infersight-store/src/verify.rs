@@ -1,22 +1,22 @@
 //! Segment integrity: the checks between the catalog and the files it names. At every open each
 //! segment's footer is checked against its checksum and each sidecar's size against the catalog
 //! ([`check_catalog_at_open`]: one read of every file's tail, on all cores); the whole files are
-//! read by [`Store::verify_segments`] (run by the maintenance thread after start, and callable at
-//! any time) and whenever the store reads a segment itself. Whatever fails goes to quarantine
+//! read by `Store::verify_segments` (module `scrub`: run by the maintenance thread after start,
+//! and callable at any time) and whenever the store reads a segment itself. Whatever fails goes to quarantine
 //! (module `quarantine`) and leaves the catalog, so the store keeps serving the rest.
 
 use std::collections::HashSet;
 use std::path::Path;
 
 use crate::catalog::Catalog;
+use crate::parallel::map_in_parallel;
 use crate::quarantine::{self, Kind, QuarantineCounters};
 use crate::rollups;
 use crate::segment::{self, FileCheck};
-use crate::store::{Store, map_in_parallel};
-use crate::types::{SegmentMeta, StoreError, VerifyReport};
+use crate::types::{SegmentMeta, StoreError};
 
 /// What to do about one catalog entry.
-enum Verdict {
+pub(crate) enum Verdict {
     Sound,
     /// The segment file is corrupt or missing: quarantine it (with its sidecar).
     Segment(String),
@@ -24,7 +24,7 @@ enum Verdict {
     Rollup(String),
 }
 
-fn judge_segment(check: FileCheck, meta: &SegmentMeta) -> Option<String> {
+pub(crate) fn judge_segment(check: FileCheck, meta: &SegmentMeta) -> Option<String> {
     match check {
         FileCheck::Sound => None,
         FileCheck::Corrupt(reason) => Some(reason),
@@ -112,92 +112,4 @@ pub(crate) fn set_aside(
         }
     }
     catalog.segments.retain(|s| !dropped.contains(&s.id));
-}
-
-impl Store {
-    /// Reads every segment and sidecar the catalog names and compares them with their
-    /// checksums; what fails is quarantined and leaves the catalog. Runs without blocking
-    /// appends or queries (only the final catalog change takes the maintenance lock).
-    pub fn verify_segments(&self) -> Result<VerifyReport, StoreError> {
-        let segments = self.state.lock().catalog.segments.clone();
-        let verdicts = map_in_parallel(&segments, |meta| {
-            if let Some(reason) = judge_segment(segment::check_file(meta), meta) {
-                return Verdict::Segment(reason);
-            }
-            if meta.rollup_bytes.is_none() {
-                return Verdict::Sound;
-            }
-            match rollups::read_sidecar(meta) {
-                Err(StoreError::Corrupt { reason, .. }) => Verdict::Rollup(reason),
-                Err(StoreError::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::NotFound =>
-                {
-                    Verdict::Rollup("the file is missing".into())
-                }
-                _ => Verdict::Sound,
-            }
-        });
-        let mut report = VerifyReport {
-            segments_checked: segments.len(),
-            bytes_checked: segments
-                .iter()
-                .map(|s| s.bytes + s.rollup_bytes.unwrap_or(0))
-                .sum(),
-            ..VerifyReport::default()
-        };
-        let mut corrupt = Vec::new();
-        for (meta, verdict) in segments.iter().zip(verdicts) {
-            match verdict {
-                Verdict::Sound => {}
-                Verdict::Segment(reason) => {
-                    report.segments_quarantined += 1;
-                    corrupt.push((meta.id, Kind::Segment, reason));
-                }
-                Verdict::Rollup(reason) => {
-                    report.rollups_quarantined += 1;
-                    corrupt.push((meta.id, Kind::Rollup, reason));
-                }
-            }
-        }
-        if !corrupt.is_empty() {
-            let _maintenance = self.maintenance.lock();
-            self.set_aside_locked(&corrupt)?;
-        }
-        Ok(report)
-    }
-
-    /// Quarantines one segment (or only its sidecar) the store found corrupt while reading it;
-    /// the caller does not hold the maintenance lock.
-    pub(crate) fn quarantine_found(&self, id: u64, kind: Kind, reason: String) {
-        let _maintenance = self.maintenance.lock();
-        if let Err(err) = self.set_aside_locked(&[(id, kind, reason)]) {
-            tracing::error!(%err, "could not take a corrupt segment out of the catalog");
-        }
-    }
-
-    /// [`set_aside`] on the live catalog: saved, then published with the rollups of dropped
-    /// segments forgotten. Entries no longer in the catalog (compacted meanwhile) are ignored.
-    /// The caller holds the maintenance lock.
-    pub(crate) fn set_aside_locked(
-        &self,
-        corrupt: &[(u64, Kind, String)],
-    ) -> Result<(), StoreError> {
-        let mut catalog = self.state.lock().catalog.clone();
-        let live: Vec<_> = corrupt
-            .iter()
-            .filter(|(id, _, _)| catalog.segments.iter().any(|s| s.id == *id))
-            .cloned()
-            .collect();
-        if live.is_empty() {
-            return Ok(());
-        }
-        set_aside(&self.data_dir, &mut catalog, &live, &self.quarantine);
-        catalog.save(&self.data_dir)?;
-        let mut state = self.state.lock();
-        state.catalog = catalog;
-        for (id, _, _) in &live {
-            state.rollups.remove(id);
-        }
-        Ok(())
-    }
 }
