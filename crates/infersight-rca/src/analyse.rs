@@ -129,19 +129,25 @@ pub async fn analyse(engine: &QueryEngine, request: RcaRequest) -> Result<RcaRep
     let (mut localized, mut leaf_rollup) =
         with_attribute_dimensions(engine, request, localized, known).await?;
     let store = Arc::clone(engine.store());
-    let again = tokio::task::spawn_blocking(move || {
-        crate::windows::unconfirmed_to_fallback(store.as_ref(), request, stored_rows, &localized)
-            .map(|again| again.ok_or(localized))
+    let (again, fell_back) = tokio::task::spawn_blocking(move || {
+        let fallback = crate::windows::unconfirmed_to_fallback(
+            store.as_ref(),
+            request,
+            stored_rows,
+            &localized,
+        )?;
+        Ok::<_, QueryError>(match fallback {
+            Some(fallback) => (fallback, true),
+            None => (localized, false),
+        })
     })
     .await
     .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))??;
-    match again {
+    localized = again;
+    if fell_back {
         // the signals read the new windows
-        Ok(fallback) => {
-            signals = collect_signals(engine, &fallback.context).await?;
-            (localized, leaf_rollup) = (fallback, None);
-        }
-        Err(unchanged) => localized = unchanged,
+        signals = collect_signals(engine, &localized.context).await?;
+        leaf_rollup = None;
     }
     let Some(mut report) = localized.report else {
         return Ok(RcaReport {

@@ -91,11 +91,29 @@ pub(crate) fn localize_incident(
     };
     let result = windows.analyse(incident, detected.clone())?;
     let confirmed = |l: &Localized| l.report.as_ref().is_some_and(|r| r.symptom.is_some());
+    let has_cause = |l: &Localized| l.report.as_ref().is_some_and(|r| !r.root_causes.is_empty());
     if request.incident.is_some() {
         return Ok(result);
     }
     if confirmed(&result) {
-        return windows.moved_to_cause_onset(result);
+        let result = windows.moved_to_cause_onset(result)?;
+        if has_cause(&result) {
+            return Ok(result);
+        }
+        // a fleet change no slice explains is the last resort: the fleet's series may have
+        // dated it by a lone noisy minute before the real onset (sampled rows), diluting the
+        // slice that changed; a slice's own series dates it, if its window localizes a cause
+        for (onset, series) in choose_slice_onsets(&refs, first_minute, data_end, 0) {
+            let window = TimeRange {
+                since_ns: Some(onset),
+                until_ns: Some(data_end),
+            };
+            let sliced = windows.analyse(window, Some(series))?;
+            if confirmed(&sliced) && has_cause(&sliced) {
+                return windows.moved_to_cause_onset(sliced);
+            }
+        }
+        return Ok(result);
     }
     // no fleet series changed, or its change was a false alarm of the detector (no SLI
     // confirms it against its baseline): a change confined to a slice, the first whose window
