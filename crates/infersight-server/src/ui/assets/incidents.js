@@ -1,10 +1,13 @@
 // Incidents: the list, kept up to date without a reload (it polls `GET /api/v1/incidents`), and
-// one incident with its timeline (an SVG chart of onset, detection, verdict updates, automatic
-// actions, notifications sent and resolution), verdict, root causes, the actions taken while it
-// was open, confirm / reject and the full report (the API's self-contained HTML, in a
-// same-origin frame).
+// one incident. Its page leads with action: the symptom with units, one "do now" line, the first
+// check with its SQL (run here through `/api/v1/query`), each cause with its kind, explained share
+// and implicated workers, the incidents of the same event, all on the first screen (the API's
+// `lead`, written by the report crate's formatter); then the runbook's confirm steps, confirm /
+// reject, the timeline (an SVG chart of onset, detection, verdict updates, automatic actions,
+// notifications sent and resolution), the actions taken while it was open, and the full report
+// (the API's self-contained HTML, in a same-origin frame, folded: it repeats the verdict).
 
-import { getJSON, postJSON, h, chips, fmtPct, fmtTime } from './api.js';
+import { getJSON, postJSON, sql, h, chips, fmtTime } from './api.js';
 import { incidentTable, judgement } from './overview.js';
 import { incidentTimeline } from './charts.js';
 
@@ -60,12 +63,81 @@ function watchLine(watch) {
   return h('p', { 'data-watch': '' }, 'Opened by the watcher: ', parts);
 }
 
+/** Rows a confirm query shows on the page. */
+const RESULT_ROWS = 20;
+
+/** A confirm step's SQL with a button that runs it through `/api/v1/query` and shows the rows. */
+function runnableSql(text, key) {
+  const result = h('div', { class: 'sql-result', 'data-sql-result': key, 'aria-live': 'polite' });
+  const run = h('button', { type: 'button', class: 'secondary', 'data-run-sql': key }, 'Run');
+  run.addEventListener('click', async () => {
+    run.disabled = true;
+    result.replaceChildren(h('span', { class: 'muted' }, 'running…'));
+    try {
+      const rows = await sql(text);
+      const columns = rows.length ? Object.keys(rows[0]) : [];
+      result.replaceChildren(
+        h('p', { class: 'muted', 'data-rows': String(rows.length) }, `${rows.length} row${rows.length === 1 ? '' : 's'}${rows.length > RESULT_ROWS ? `, the first ${RESULT_ROWS} shown` : ''}`),
+        rows.length ? h('table', {}, h('thead', {}, h('tr', {}, columns.map((c) => h('th', {}, c)))),
+          h('tbody', {}, rows.slice(0, RESULT_ROWS).map((r) => h('tr', {}, columns.map((c) => h('td', {}, r[c] == null ? '' : String(r[c]))))))) : null);
+    } catch (error) {
+      result.replaceChildren(h('span', { class: 'error' }, error.message));
+    } finally {
+      run.disabled = false;
+    }
+  });
+  return h('div', { class: 'sql' }, h('pre', {}, h('code', {}, text)), run, result);
+}
+
+/** One confirm step: its text, and its SQL when it has some. */
+function confirmStep(step, key) {
+  return [h('span', {}, step.text), step.sql ? runnableSql(step.sql, key) : null];
+}
+
+/** The causes: rank, slice, kind, explained share, the workers where it shows. */
+function causeList(lead, rca) {
+  const causes = lead.causes || [];
+  if (!causes.length) {
+    return h('p', { class: 'empty', 'data-root-causes': '' }, rca.fleet_wide ? 'Fleet-wide: no single slice explains it.' : 'No root cause found.');
+  }
+  const byRank = new Map((rca.root_causes || []).map((c) => [c.rank, c]));
+  return h('ol', { 'data-root-causes': '' }, causes.map((c) => h('li', { class: 'rc', value: c.rank, 'data-kind': c.kind },
+    chips((byRank.get(c.rank) || {}).dimensions), ' ',
+    h('span', { class: `kind kind-${c.kind.replace(/\W+/g, '-')}` }, c.kind),
+    ` · explains ${c.explained}`,
+    c.workers.length ? h('span', { class: 'muted', 'data-workers': '' }, ` · workers: ${c.workers.join(', ')} (${c.serving_workers} serving it)`) : null)));
+}
+
+/** The first screen: headline, do now, first check, causes, related incidents, the verdict. */
+function leadPanel(incident, ctx) {
+  const rca = incident.rca || {};
+  const lead = incident.lead || {};
+  const related = incident.related || [];
+  return h('div', { class: 'panel lead', 'data-lead': '' },
+    h('p', { class: 'headline', 'data-headline': '' }, lead.headline || 'No SLI moved significantly against the baseline.'),
+    lead.do_now ? h('p', { class: 'do-now', 'data-do-now': '' }, h('strong', {}, 'Do now: '), lead.do_now) : null,
+    lead.first_check ? h('div', { class: 'first-check', 'data-first-check': '' },
+      h('strong', {}, 'First check '), h('span', { class: 'muted' }, `(${lead.first_check.source}) `),
+      confirmStep(lead.first_check, 'first')) : null,
+    h('h2', {}, 'Causes'),
+    causeList(lead, rca),
+    lead.ranking_note ? h('p', { class: 'muted', 'data-ranking-note': '' }, lead.ranking_note) : null,
+    related.length ? h('p', { 'data-related': '' }, 'Same event as ', related.map((id, i) => [i ? ', ' : '', h('a', { href: ctx.linkTo('incident', { id }) }, id)])) : null,
+    h('p', { class: 'muted verdict', 'data-verdict': '' }, rca.verdict || 'no verdict'));
+}
+
+/** The runbook's confirm steps, each SQL runnable. */
+function confirmSection(lead) {
+  const steps = lead.confirm || [];
+  if (!steps.length) return [];
+  return [h('h2', {}, `How to confirm (${steps[0].source})`),
+    h('div', { class: 'panel' }, h('ol', { 'data-confirm': '' }, steps.map((step, i) => h('li', {}, confirmStep(step, `step-${i}`)))))];
+}
+
 export async function incidentPage(ctx) {
   const id = ctx.state.id;
   if (!id) throw new Error('no incident id in the URL');
   const incident = await getJSON(`/api/v1/incidents/${encodeURIComponent(id)}`);
-  const rca = incident.rca || {};
-  const causes = rca.root_causes || [];
   const timeline = incident.timeline || [];
   const note = h('textarea', { id: 'note', name: 'note', 'aria-label': 'Note (required to confirm)', placeholder: 'what you found or did (required to confirm)' }, incident.note || '');
   const feedback = h('span', { class: 'muted', 'aria-live': 'polite' });
@@ -83,25 +155,24 @@ export async function incidentPage(ctx) {
     class: 'report', title: `Report of incident ${id}`,
     src: `/api/v1/incidents/${encodeURIComponent(id)}/report?format=html&llm=false`,
   });
-  // same origin: fit the frame to the report so the page scrolls once
-  report.addEventListener('load', () => {
+  // same origin: fit the frame to the report so the page scrolls once (again when unfolded)
+  const fit = () => {
     const doc = report.contentDocument;
-    if (doc && doc.documentElement) report.style.height = `${doc.documentElement.scrollHeight + 20}px`;
-    report.dataset.loaded = 'true';
-  });
+    if (doc && doc.documentElement && doc.documentElement.scrollHeight) report.style.height = `${doc.documentElement.scrollHeight + 20}px`;
+  };
+  report.addEventListener('load', () => { fit(); report.dataset.loaded = 'true'; });
+  const folded = h('details', { class: 'report-fold', 'data-report': '' },
+    h('summary', {}, 'Full report: evidence, charts, runbooks (repeats the verdict)'), report);
+  folded.addEventListener('toggle', fit);
   ctx.el.append(
     h('h1', {}, `Incident ${id}`),
-    h('div', { class: 'panel', 'data-incident': id },
-      h('p', {}, 'Judgement: ', h('strong', { class: `status-${incident.status}`, 'data-status': incident.status }, judgement(incident.status)), ` · created ${fmtTime(Date.parse(incident.created_at), true)}`,
-        incident.note ? ` · note: ${incident.note}` : ''),
-      watchLine(incident.watch),
-      h('p', { 'data-verdict': '' }, rca.verdict || 'no verdict'),
-      h('h2', {}, 'Root causes'),
-      causes.length
-        ? h('ol', { 'data-root-causes': '' }, causes.map((rc) => h('li', { class: 'rc' }, chips(rc.dimensions), ` explains ${fmtPct(rc.explained_fraction)}`)))
-        : h('p', { class: 'empty' }, rca.fleet_wide ? 'Fleet-wide: no single slice explains it.' : 'No root cause found.'),
-      h('h2', {}, 'Your verdict'),
-      note,
+    h('p', { 'data-incident': id }, 'Judgement: ', h('strong', { class: `status-${incident.status}`, 'data-status': incident.status }, judgement(incident.status)), ` · created ${fmtTime(Date.parse(incident.created_at), true)}`,
+      incident.note ? ` · note: ${incident.note}` : ''),
+    ...(incident.watch ? [watchLine(incident.watch)] : []),
+    leadPanel(incident, ctx),
+    ...confirmSection(incident.lead || {}),
+    h('h2', {}, 'Your verdict'),
+    h('div', { class: 'panel' }, note,
       h('div', { class: 'actions-row' },
         h('button', { type: 'button', 'data-action': 'confirm', onclick: decide('confirm') }, 'Confirm'),
         h('button', { type: 'button', class: 'secondary', 'data-action': 'reject', onclick: decide('reject') }, 'Reject'),
@@ -110,5 +181,5 @@ export async function incidentPage(ctx) {
     h('h2', {}, 'Automatic actions'),
     h('div', { class: 'panel' }, actionsTable(incident.actions || [])),
     h('h2', {}, 'Report'),
-    report);
+    folded);
 }
