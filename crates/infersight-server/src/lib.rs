@@ -5,8 +5,8 @@
 pub mod actions;
 pub mod alerts;
 pub mod api;
-pub mod errors;
 pub mod auth;
+pub mod errors;
 pub mod held;
 pub mod incidents;
 pub mod notify;
