@@ -3,12 +3,14 @@
 //! through chromedriver, used by the HTML report test (`infersight-report`) and the web UI's
 //! end-to-end test (`infersight`); [`webhook`], a receiver for what `serve` POSTs out, and
 //! [`https`], one behind a self-signed certificate for the https clients;
-//! [`store`], an in-memory storage backend for the query and root-cause tests.
+//! [`store`], an in-memory storage backend for the query and root-cause tests; [`fuzz`], the
+//! fuzz harnesses' runner.
 
 // Test-only code: a failed setup step should fail the test loudly, so unwrapping is fine here.
 #![allow(clippy::unwrap_used)]
 
 pub mod chromium;
+pub mod fuzz;
 pub mod https;
 pub mod store;
 pub mod webhook;

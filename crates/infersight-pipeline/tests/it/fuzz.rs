@@ -9,66 +9,19 @@
 //! `INFERSIGHT_FUZZ_SEED` the seed; `bench/fuzz.sh` runs them long.
 
 use std::sync::OnceLock;
-use std::time::Instant;
 
 use infersight_pipeline::stages::template::{Miner, detect_header};
 use infersight_pipeline::{LogFormat, MinerConfig, RedactConfig, Redactor, mine_lines, parse_line};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 
-/// Cases per harness: `INFERSIGHT_FUZZ_CASES`, else a CI default that keeps the module fast.
-fn cases() -> u32 {
-    std::env::var("INFERSIGHT_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64)
-}
-
-fn seed() -> u64 {
-    std::env::var("INFERSIGHT_FUZZ_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0x1f5e_2023)
-}
-
-/// Runs `test` on `cases()` values of `strategy` (fixed seed, shrinking on failure, no files
-/// written) and prints `fuzz NAME: N cases in S s` for `bench/fuzz.sh`. With
-/// `INFERSIGHT_FUZZ_SECONDS`, rounds of `cases()` cases (seed, seed + 1, …) run until that much time
-/// has passed.
+/// Runs one harness through the shared runner ([`infersight_testkit::fuzz::run`]), with
+/// 64 cases in CI unless `INFERSIGHT_FUZZ_CASES` says otherwise.
 fn fuzz<S: Strategy>(name: &str, strategy: S, test: impl Fn(S::Value) -> Result<(), TestCaseError>)
 where
     S::Value: std::fmt::Debug,
 {
-    let budget_s: Option<f64> = std::env::var("INFERSIGHT_FUZZ_SECONDS")
-        .ok()
-        .and_then(|v| v.parse().ok());
-    let started = Instant::now();
-    let mut total = 0u64;
-    let mut round = 0u64;
-    let result = loop {
-        let config = Config {
-            cases: cases(),
-            rng_seed: RngSeed::Fixed(seed().wrapping_add(round)),
-            failure_persistence: None,
-            max_shrink_iters: 4096,
-            ..Config::default()
-        };
-        let result = TestRunner::new(config.clone()).run(&strategy, &test);
-        total += u64::from(config.cases);
-        round += 1;
-        let more = budget_s.is_some_and(|s| started.elapsed().as_secs_f64() < s);
-        if result.is_err() || !more {
-            break result;
-        }
-    };
-    eprintln!(
-        "fuzz {name}: {total} cases in {:.2} s, {}",
-        started.elapsed().as_secs_f64(),
-        if result.is_ok() { "ok" } else { "FAILED" }
-    );
-    if let Err(error) = result {
-        panic!("fuzz {name}: {error}");
-    }
+    infersight_testkit::fuzz::run(name, 64, strategy, test);
 }
 
 /// Tokens of log lines: words, numbers, ids, paths, punctuation, multi-byte text, blanks.
