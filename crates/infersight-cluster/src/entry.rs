@@ -28,6 +28,28 @@ pub struct SegmentMeta {
     pub bytes: u64,
     pub min_ts_ns: i64,
     pub max_ts_ns: i64,
+    /// What the bytes must hash to, taken while the segment was written (entries written before
+    /// the store recorded them have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<SegmentChecksum>,
+    /// The canonical schema version of the rows (absent: 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_version: Option<u32>,
+}
+
+/// crc32s of a segment and its sidecar, as the single-node store keeps them (arrow-rs writes no
+/// Parquet page CRCs): the footer's can be checked with one ranged read, the whole file's on a
+/// full read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentChecksum {
+    pub file_crc32: u32,
+    /// The Parquet footer is the file's last `footer_bytes` bytes.
+    pub footer_bytes: u32,
+    pub footer_crc32: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sidecar_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sidecar_crc32: Option<u32>,
 }
 
 /// One change a commit makes.

@@ -11,9 +11,12 @@
 //! know the segments to scan and read them through `segments::SegmentCache`; the compactor takes
 //! the `compact` lease and commits removals and merged segments in one entry.
 //!
-//! Everything here is optional: the single-node store does not use it, and S3 support is the `s3`
+//! A store names its bucket by one URL (`bucket`: `s3://bucket/prefix` or `file:///dir`).
+//!
+//! The single-node store uses it only when a storage URL is configured; S3 support is the `s3`
 //! cargo feature.
 
+pub mod bucket;
 pub mod catalog;
 pub mod clock;
 pub mod entry;
@@ -26,9 +29,12 @@ pub mod segments;
 pub mod self_check;
 pub mod ulid;
 
+pub use bucket::{Bucket, BucketConfig, StorageUrl};
 pub use catalog::{CatalogBackend, CatalogConfig, ObjectStoreCatalog};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use entry::{Action, CatalogState, LogEntry, SegmentMeta};
+pub use entry::{Action, CatalogState, LogEntry, SegmentChecksum, SegmentMeta};
 pub use error::ClusterError;
 pub use lease::{Acquire, Lease};
+/// The object store client crate, at the version DataFusion links: users name its types through here.
+pub use object_store;
 pub use ulid::{NodeId, SegmentId, Ulid};

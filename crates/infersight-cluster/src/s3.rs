@@ -3,9 +3,10 @@
 //! on (`etag`), which the catalog's self-check then verifies against the real server.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use object_store::ObjectStore;
-use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, S3ConditionalPut};
+use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, RetryConfig};
 
 use crate::error::ClusterError;
 
@@ -27,7 +28,17 @@ pub fn s3_store(config: &S3Config) -> Result<Arc<dyn ObjectStore>, ClusterError>
     let mut builder = AmazonS3Builder::from_env()
         .with_bucket_name(&config.bucket)
         .with_allow_http(config.allow_http)
-        .with_conditional_put(S3ConditionalPut::ETagMatch);
+        .with_conditional_put(S3ConditionalPut::ETagMatch)
+        // an unreachable endpoint fails in seconds (the client's default retries for minutes)
+        .with_config(
+            AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+            "5s",
+        )
+        .with_retry(RetryConfig {
+            backoff: BackoffConfig::default(),
+            max_retries: 3,
+            retry_timeout: Duration::from_secs(20),
+        });
     if let Some(endpoint) = &config.endpoint {
         builder = builder.with_endpoint(endpoint);
     }

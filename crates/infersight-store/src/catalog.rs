@@ -153,6 +153,7 @@ mod tests {
             table: Table::Logs,
             hour_ns: 0,
             path: dir.path().join("segments/logs/1970010100/1.parquet"),
+            location: None,
             rows: 3,
             bytes: 100,
             min_ts_ns: 1,

@@ -14,6 +14,9 @@
 //! segments/<table>/<YYYYMMDDHH>/<id>.parquet
 //! quarantine/<same relative path>        files found corrupt, set aside (module `quarantine`)
 //! ```
+//!
+//! With a bucket configured (`StoreOptions::remote`, module `remote`) the segments live there
+//! instead, listed in the bucket's catalog log, and `data_dir` keeps the lock and the WAL.
 
 mod catalog;
 mod fsutil;
@@ -21,6 +24,7 @@ mod maintenance;
 mod memtable;
 mod parallel;
 mod quarantine;
+mod remote;
 mod rollups;
 mod scrub;
 mod segment;
@@ -32,7 +36,7 @@ mod wal;
 pub use maintenance::MaintenanceHandle;
 pub use store::Store;
 pub use types::{
-    AppendReceipt, CompactionReport, FlushReport, FsyncPolicy, QuarantineStats, RetentionReport,
-    ScanSnapshot, SegmentChecksum, SegmentMeta, StorageBackend, StoreError, StoreOptions,
-    StoreStats, TableStats, TimeRange, VerifyReport,
+    AppendReceipt, CompactionReport, FlushReport, FsyncPolicy, QuarantineStats, RemoteOptions,
+    RemoteSegments, RetentionReport, ScanSnapshot, SegmentChecksum, SegmentMeta, StorageBackend,
+    StoreError, StoreOptions, StoreStats, TableStats, TimeRange, VerifyReport,
 };

@@ -71,6 +71,16 @@ pub(crate) fn check_sidecar_size(segment: &SegmentMeta) -> Option<String> {
 pub(crate) fn read_sidecar(segment: &SegmentMeta) -> Result<Arc<Rollup>, StoreError> {
     let path = sidecar_path(&segment.path);
     let compressed = std::fs::read(&path).map_err(StoreError::io(&path))?;
+    decode_sidecar(segment, path, &compressed)
+}
+
+/// Decodes the sidecar bytes of `segment` (read from `path`, or fetched from a bucket), checked
+/// against their size and checksum when the catalog has them.
+pub(crate) fn decode_sidecar(
+    segment: &SegmentMeta,
+    path: PathBuf,
+    compressed: &[u8],
+) -> Result<Arc<Rollup>, StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt {
         what: ROLLUP,
         path: path.clone(),
@@ -85,11 +95,11 @@ pub(crate) fn read_sidecar(segment: &SegmentMeta) -> Result<Arc<Rollup>, StoreEr
         )));
     }
     if let Some(expected) = segment.checksum.and_then(|c| c.rollup_crc32)
-        && crc32fast::hash(&compressed) != expected
+        && crc32fast::hash(compressed) != expected
     {
         return Err(corrupt("the file does not match its checksum".into()));
     }
-    Rollup::decode_sidecar(&compressed)
+    Rollup::decode_sidecar(compressed)
         .map(Arc::new)
         .map_err(|e| corrupt(e.to_string()))
 }

@@ -16,7 +16,11 @@ impl Store {
     /// checksums; what fails is quarantined and leaves the catalog. Runs without blocking
     /// appends or queries (only the final catalog change takes the maintenance lock).
     pub fn verify_segments(&self) -> Result<VerifyReport, StoreError> {
-        let segments = self.state.lock().catalog.segments.clone();
+        // local files only: objects in a bucket are checked whenever they are read
+        let segments: Vec<_> = (self.state.lock().catalog.segments.iter())
+            .filter(|s| s.location.is_none())
+            .cloned()
+            .collect();
         let verdicts = map_in_parallel(&segments, |meta| {
             if let Some(reason) = judge_segment(segment::check_file(meta), meta) {
                 return Verdict::Segment(reason);

@@ -235,6 +235,7 @@ pub(crate) fn write_segment(
         table,
         hour_ns,
         path,
+        location: None,
         rows: batches.iter().map(|b| b.num_rows() as u64).sum(),
         bytes,
         min_ts_ns,
@@ -453,12 +454,48 @@ pub(crate) fn read_segment(meta: &SegmentMeta) -> Result<Vec<RecordBatch>, Store
         }
     }
     let file = File::open(&meta.path).map_err(StoreError::io(&meta.path))?;
+    decode(meta, file)
+}
+
+/// [`read_segment`] of a segment fetched from a bucket: `bytes` checked against the size and
+/// checksum the catalog recorded, then decoded.
+pub(crate) fn read_segment_bytes(
+    meta: &SegmentMeta,
+    bytes: bytes::Bytes,
+) -> Result<Vec<RecordBatch>, StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt {
+        what: SEGMENT,
+        path: meta.path.clone(),
+        reason,
+    };
+    if bytes.len() as u64 != meta.bytes {
+        return Err(corrupt(format!(
+            "{} bytes in the bucket, {} written",
+            bytes.len(),
+            meta.bytes
+        )));
+    }
+    if let Some(checksum) = meta.checksum
+        && crc32fast::hash(&bytes) != checksum.file_crc32
+    {
+        return Err(corrupt("the object does not match its checksum".into()));
+    }
+    decode(meta, bytes)
+}
+
+/// Every row of a segment's Parquet bytes, with the table's canonical schema; what does not
+/// decode is `Corrupt`.
+fn decode<R: parquet::file::reader::ChunkReader + 'static>(
+    meta: &SegmentMeta,
+    source: R,
+) -> Result<Vec<RecordBatch>, StoreError> {
     let decode = || -> Result<Vec<RecordBatch>, StoreError> {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(file)?.build()?;
+        let reader = ParquetRecordBatchReaderBuilder::try_new(source)?.build()?;
         let schema = meta.table.schema();
         let mut batches = Vec::new();
         for batch in reader {
-            let batch = batch?;
+            // a segment from before a column was appended (such as `org`): null in that column
+            let batch = infersight_model::tables::with_appended_columns(meta.table, batch?);
             batches.push(RecordBatch::try_new(
                 Arc::clone(&schema),
                 batch.columns().to_vec(),
@@ -467,7 +504,11 @@ pub(crate) fn read_segment(meta: &SegmentMeta) -> Result<Vec<RecordBatch>, Store
         Ok(batches)
     };
     decode().map_err(|err| match err {
-        StoreError::Parquet(_) | StoreError::Arrow(_) => corrupt(err.to_string()),
+        StoreError::Parquet(_) | StoreError::Arrow(_) => StoreError::Corrupt {
+            what: SEGMENT,
+            path: meta.path.clone(),
+            reason: err.to_string(),
+        },
         other => other,
     })
 }

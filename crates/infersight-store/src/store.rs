@@ -30,6 +30,7 @@ use crate::fsutil::{remove_file_if_exists, sync_dir, sync_dir_best_effort};
 use crate::memtable::Memtable;
 use crate::parallel::map_in_parallel;
 use crate::quarantine::{self, QuarantineCounters};
+use crate::remote::Remote;
 use crate::rollups;
 use crate::segment::{self, SEGMENTS_DIR, SegmentFormat};
 use crate::types::{
@@ -92,6 +93,8 @@ pub struct Store {
     retired: Mutex<Vec<(Instant, Vec<SegmentMeta>)>>,
     /// WAL frame buffers of earlier appends, reused (see [`wal::encode_frame_into`]).
     frame_buffers: Mutex<Vec<Vec<u8>>>,
+    /// The bucket flushed segments go to (`StoreOptions::remote`); `None`: local files.
+    remote: Option<Remote>,
 }
 
 /// Frame buffers kept for reuse, and the largest one kept: one per concurrent appender is plenty,
@@ -188,10 +191,27 @@ impl Store {
             std::fs::create_dir_all(sub).map_err(StoreError::io(sub))?;
         }
         let lock_file = take_lock(&data_dir)?;
-        let mut catalog = Catalog::load(&data_dir)?;
-        remove_orphan_segments(&segments_dir, &catalog);
         let quarantine = QuarantineCounters::default();
-        verify::check_catalog_at_open(&data_dir, &mut catalog, &quarantine)?;
+        let (catalog, remote) = match &options.remote {
+            None => {
+                let mut catalog = Catalog::load(&data_dir)?;
+                remove_orphan_segments(&segments_dir, &catalog);
+                verify::check_catalog_at_open(&data_dir, &mut catalog, &quarantine)?;
+                (catalog, None)
+            }
+            Some(remote_options) => {
+                // the bucket's log is the catalog; local segment files are leftovers of a
+                // flush that did not commit (their rows are still in the WAL)
+                let (remote, state) = Remote::open(remote_options)?;
+                let mut catalog = Catalog {
+                    flushed_wal_seq: remote.flushed_wal_seq(&state),
+                    ..Catalog::default()
+                };
+                remote.load_segments(&state, &mut catalog)?;
+                remove_orphan_segments(&segments_dir, &Catalog::default());
+                (catalog, Some(remote))
+            }
+        };
 
         let replay = replay_wal(&data_dir, catalog.flushed_wal_seq, &quarantine)?;
         let next_seq = replay.last_seq.max(catalog.flushed_wal_seq) + 1;
@@ -239,6 +259,7 @@ impl Store {
             flushes: AtomicU64::new(0),
             compactions: AtomicU64::new(0),
             retired: Mutex::new(Vec::new()),
+            remote,
         })
     }
 
@@ -303,6 +324,10 @@ impl Store {
         let _maintenance = self.maintenance.lock();
         if self.is_closed() {
             return Err(StoreError::Closed);
+        }
+        if self.remote.is_some() {
+            // segments in a bucket are merged by the compact role (not built yet), not here
+            return Ok(CompactionReport::default());
         }
         let mut catalog = self.state.lock().catalog.clone();
         let mut partitions: BTreeMap<(Table, i64), Vec<SegmentMeta>> = BTreeMap::new();
@@ -408,6 +433,10 @@ impl Store {
         let Some(retention) = self.options.retention else {
             return Ok(RetentionReport::default());
         };
+        if self.remote.is_some() {
+            // retention of bucket segments belongs to the compact role (not built yet)
+            return Ok(RetentionReport::default());
+        }
         let retention_ns = i64::try_from(retention.as_nanos()).unwrap_or(i64::MAX);
         let cutoff_ns = now_ns.saturating_sub(retention_ns);
         let mut catalog = self.state.lock().catalog.clone();
@@ -537,6 +566,11 @@ impl Store {
         spec: &infersight_rollup::RollupSpec,
         segment: &SegmentMeta,
     ) -> Result<Option<Arc<Rollup>>, StoreError> {
+        if let Some(remote) = &self.remote
+            && segment.location.is_some()
+        {
+            return remote.load_rollup(spec, segment).map(Some);
+        }
         if segment.rollup_bytes.is_some() {
             match rollups::read_sidecar(segment) {
                 Ok(rollup) => return Ok(Some(rollup)),
@@ -710,13 +744,23 @@ impl Store {
             self.keep_segment_ids_allocated(&catalog);
             return Err(err);
         }
-        // 4. commit: catalog on disk, then memtable and catalog in memory under one lock
+        // 4. commit: catalog on disk (or in the bucket), then memtable and catalog in memory
+        //    under one lock
         if !written.is_empty() || catalog.flushed_wal_seq < rotation_seq {
-            let new_segments = written.clone();
-            catalog.segments.extend(written);
-            catalog.sort();
             catalog.flushed_wal_seq = catalog.flushed_wal_seq.max(rotation_seq);
-            self.commit_catalog(&catalog, &new_segments)?;
+            if let Some(remote) = &self.remote {
+                let published = remote.publish(&written, catalog.flushed_wal_seq);
+                // the local files are copies either way: uploaded and committed, or not
+                remove_unpublished(&written);
+                written = published.inspect_err(|_| self.keep_segment_ids_allocated(&catalog))?;
+                catalog.segments.extend(written);
+                catalog.sort();
+            } else {
+                let new_segments = written.clone();
+                catalog.segments.extend(written);
+                catalog.sort();
+                self.commit_catalog(&catalog, &new_segments)?;
+            }
             let mut state = self.state.lock();
             let removed_rows = state.memtable.remove_up_to(rotation_seq);
             debug_assert_eq!(removed_rows, report.rows);
@@ -794,6 +838,10 @@ impl StorageBackend for Store {
             segments,
             segments_pruned,
         })
+    }
+
+    fn remote_segments(&self) -> Option<crate::types::RemoteSegments> {
+        self.remote.as_ref().map(Remote::segments)
     }
 
     fn rollups(&self, range: TimeRange) -> Result<Vec<Arc<Rollup>>, StoreError> {
@@ -931,6 +979,8 @@ fn conform(table: Table, batch: &RecordBatch) -> Result<RecordBatch, StoreError>
     if Arc::ptr_eq(batch.schema_ref(), &expected) {
         return Ok(batch.clone());
     }
+    // a WAL record from before a column was appended (such as `org`): the column reads as null
+    let batch = &infersight_model::tables::with_appended_columns(table, batch.clone());
     let mismatch = |reason: String| StoreError::SchemaMismatch { table, reason };
     let actual = batch.schema();
     for (index, want) in expected.fields().iter().enumerate() {

@@ -54,6 +54,19 @@ pub struct StoreOptions {
     /// next maintenance pass after that (or closing the store) deletes them. Zero deletes at
     /// once.
     pub retired_grace: Duration,
+    /// Flushed segments go to this bucket and are listed in its catalog log (module `remote`);
+    /// `None`: segments are files under `data_dir` (the single-node default). The WAL stays in
+    /// `data_dir` either way.
+    pub remote: Option<RemoteOptions>,
+}
+
+/// A bucket for the segments: where it is and the name this node commits under.
+#[derive(Debug, Clone)]
+pub struct RemoteOptions {
+    pub bucket: infersight_cluster::BucketConfig,
+    /// This node's id in the catalog log and in segment names (`[A-Za-z0-9_.]`, see
+    /// `infersight_cluster::NodeId`); its WAL position is kept under it.
+    pub node: String,
 }
 
 impl StoreOptions {
@@ -71,6 +84,7 @@ impl StoreOptions {
             zstd_level: 1,
             rollup: Some(RollupSpec::default()),
             retired_grace: Duration::from_secs(300),
+            remote: None,
         }
     }
 }
@@ -86,8 +100,12 @@ pub struct SegmentMeta {
     pub table: Table,
     /// Start of the UTC hour all rows of the segment fall in.
     pub hour_ns: i64,
-    /// Absolute path of the Parquet file.
+    /// Absolute path of the Parquet file; for a segment in a bucket, the bucket URL and key
+    /// (for messages: nothing opens it as a file).
     pub path: PathBuf,
+    /// The segment's full key in the bucket ([`RemoteSegments::store`]); `None`: a local file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
     pub rows: u64,
     pub bytes: u64,
     pub min_ts_ns: i64,
@@ -130,6 +148,15 @@ pub struct ScanSnapshot {
     pub segments: Vec<SegmentMeta>,
     /// Segments of the table skipped because their time range lies outside the request.
     pub segments_pruned: usize,
+}
+
+/// The bucket segments with a [`SegmentMeta::location`] are read from: a query engine registers
+/// `store` under `url` and reads each segment by its location.
+#[derive(Debug, Clone)]
+pub struct RemoteSegments {
+    /// Scheme and authority: `s3://bucket`, `file://`.
+    pub url: String,
+    pub store: Arc<dyn infersight_cluster::object_store::ObjectStore>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,6 +255,10 @@ pub trait StorageBackend: Send + Sync {
         let _ = range;
         Err(StoreError::RollupsDisabled)
     }
+    /// Where segments in a bucket are read from; `None` when every segment is a local file.
+    fn remote_segments(&self) -> Option<RemoteSegments> {
+        None
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -255,6 +286,13 @@ pub enum StoreError {
     Closed,
     #[error("sli rollups are disabled in this store (store.rollups = false)")]
     RollupsDisabled,
+    /// The bucket (its catalog log or a segment object) could not be used.
+    #[error("segment storage {url}: {source}")]
+    Remote {
+        url: String,
+        #[source]
+        source: infersight_cluster::ClusterError,
+    },
 }
 
 impl StoreError {
@@ -264,6 +302,7 @@ impl StoreError {
                 ErrorKind::BadRequest
             }
             StoreError::Closed | StoreError::Locked { .. } => ErrorKind::Unavailable,
+            StoreError::Remote { source, .. } => source.kind(),
             // a full disk (or quota) is waited out: the client retries, nothing is dropped
             _ if self.is_out_of_space() => ErrorKind::Unavailable,
             _ => ErrorKind::Internal,

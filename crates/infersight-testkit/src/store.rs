@@ -104,6 +104,7 @@ impl TestStore {
             hour_ns,
             bytes: std::fs::metadata(&path).unwrap().len(),
             path,
+            location: None,
             rows: batch.num_rows() as u64,
             min_ts_ns,
             max_ts_ns,

@@ -34,6 +34,8 @@ pub fn segment(node: &NodeId, table: Table, ts_ns: i64) -> SegmentMeta {
         bytes: 4096,
         min_ts_ns: ts_ns,
         max_ts_ns: ts_ns + 1,
+        checksum: None,
+        schema_version: None,
     }
 }
 
