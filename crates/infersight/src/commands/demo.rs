@@ -137,6 +137,10 @@ async fn send_through_server(
     simulator: Simulator,
 ) -> Result<SimSummary, CliError> {
     let store = tokio::task::block_in_place(|| wiring::open_store(config))?;
+    // As under `serve`: the maintenance thread flushes the memtable once it reaches its row or
+    // byte limit. Without it the whole run stayed in memory until the shutdown's flush, which
+    // then sorted and encoded all of it at once (1.8 GB peak RSS for the demo's 85k requests).
+    let maintenance = store.spawn_maintenance(config.durations().maintenance_interval);
     let counters = Arc::new(Counters::new());
     let writer = wiring::batch_writer(config, store.clone(), counters.clone())?;
     let settings = ServeSettings {
@@ -186,6 +190,7 @@ async fn send_through_server(
         .await
         .map_err(|e| CliError::failed(e.to_string()))?
         .map_err(|e| CliError::failed(e.to_string()))?;
+    maintenance.stop();
     drop(store);
     Ok(summary)
 }
