@@ -17,7 +17,9 @@
 # Usage: bench/watch.sh [SCENARIOS (comma-separated, default all)] [SEEDS (default 1,2)]
 #        HEALTHY_HOURS=N bench/watch.sh healthy   # one long healthy run instead (incidents/day)
 # Env: INFERSIGHT (binary, default target/debug/infersight), OUT (work folder, default a temp dir),
-#      ARRIVALS (the simulator's --arrivals, default poisson; mooncake replays the real trace).
+#      ARRIVALS (the simulator's --arrivals, default poisson; mooncake replays the real trace),
+#      LOAD_CYCLE (the simulator's --load-cycle: default daily for HEALTHY_HOURS, the day of an
+#      interactive service on the UTC time of day, 3x from 02:00 to 14:00; short otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${INFERSIGHT:-$PWD/target/debug/infersight}"
@@ -48,7 +50,7 @@ run_one() { # scenario seed duration
     start=(--start $(( ( $(date +%s) - minutes * 60 ) / 60 * 60 )))
   fi
   "$BIN" simulate --scenario "$scenario" --seed "$seed" --duration "$duration" --workers 8 \
-    --rate 10 --arrivals "${ARRIVALS:-poisson}" --quiet --format json --out "$sim" "${start[@]}" > /dev/null
+    --rate 10 --arrivals "${ARRIVALS:-poisson}" --load-cycle "${LOAD_CYCLE:-short}" --quiet --format json --out "$sim" "${start[@]}" > /dev/null
   local inputs=("$sim/traces.jsonl" "$sim/metrics.jsonl")
   if [[ "$PROMPT_SCENARIOS" == *" $scenario "* ]]; then inputs+=("$(prompt_lines "$sim")"); fi
   "$BIN" ingest --quiet --data "$data" "${inputs[@]}" > /dev/null
@@ -146,6 +148,7 @@ EOF
 }
 
 if [[ "${HEALTHY_HOURS:-}" != "" ]]; then
+  LOAD_CYCLE="${LOAD_CYCLE:-daily}"
   run_one healthy 1 "${HEALTHY_HOURS}h"
   judge healthy 1
   exit 0

@@ -169,12 +169,15 @@ impl RateProfile {
         let mut cumulative = Vec::with_capacity(seconds + 1);
         let mut multiplier = Vec::with_capacity(seconds);
         let mut total = 0.0;
+        // The short cycle keeps its phase from the start of the run (as it always had); the
+        // daily one follows the time of day.
+        let origin_s = match config.load_cycle {
+            crate::config::LoadCycle::Daily => config.start_ns as f64 / 1e9,
+            _ => 0.0,
+        };
         for s in 0..seconds {
             let t = s as f64 + 0.5;
-            let mut m = 1.0;
-            if config.load_variation {
-                m *= 1.0 + 0.25 * (std::f64::consts::TAU * t / 1_800.0).sin();
-            }
+            let mut m = config.load_cycle.multiplier(origin_s + t);
             for surge in &config.surges {
                 if t >= surge.start_s && t < surge.end_s {
                     m *= surge.factor;

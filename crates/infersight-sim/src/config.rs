@@ -121,6 +121,45 @@ impl DimensionNames {
     }
 }
 
+/// The slow variation of the arrival rate over simulated time (the mean rate is kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadCycle {
+    /// A constant mean rate.
+    None,
+    /// ±25 % over a 30-minute period (short runs see a whole cycle).
+    #[default]
+    Short,
+    /// The daily cycle of an interactive service, on the time of day (UTC) of simulated time:
+    /// 1 + 0.5·cos(2π(h − 14)/24), the busiest hour 14:00 at 1.5× the mean, 02:00 at 0.5×
+    /// (3× from trough to peak), plus the short cycle's ±25 % on top.
+    Daily,
+}
+
+impl LoadCycle {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "none" => Some(Self::None),
+            "short" => Some(Self::Short),
+            "daily" => Some(Self::Daily),
+            _ => None,
+        }
+    }
+
+    /// Rate multiplier at `t_s` seconds since the Unix epoch.
+    pub fn multiplier(self, t_s: f64) -> f64 {
+        let short = 1.0 + 0.25 * (std::f64::consts::TAU * t_s / 1_800.0).sin();
+        match self {
+            Self::None => 1.0,
+            Self::Short => short,
+            Self::Daily => {
+                let hour = t_s.rem_euclid(86_400.0) / 3_600.0;
+                short * (1.0 + 0.5 * (std::f64::consts::TAU * (hour - 14.0) / 24.0).cos())
+            }
+        }
+    }
+}
+
 /// Extra load for a stretch of time: the arrival rate is multiplied by `factor`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Surge {
@@ -145,8 +184,8 @@ pub struct SimConfig {
     pub data_dir: Option<PathBuf>,
     /// Simulated seconds per emitted chunk (and the metrics scrape / stats-line interval).
     pub chunk_s: f64,
-    /// Slow diurnal-style load variation (±25 % over a 30-minute period); on by default.
-    pub load_variation: bool,
+    /// Slow load variation: ±25 % over 30 minutes by default, or the daily cycle.
+    pub load_cycle: LoadCycle,
     pub surges: Vec<Surge>,
     /// Fraction (0..=1) of requests whose engine span carries `gen_ai.token` events, one per
     /// output token up to [`MAX_TOKEN_EVENTS_PER_REQUEST`]; 0 disables. Which requests is drawn
@@ -172,7 +211,7 @@ impl SimConfig {
             dimension_names: DimensionNames::default(),
             data_dir: None,
             chunk_s: 10.0,
-            load_variation: true,
+            load_cycle: LoadCycle::Short,
             surges: Vec::new(),
             token_events: DEFAULT_TOKEN_EVENTS,
             phase_spans: false,

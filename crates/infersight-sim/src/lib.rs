@@ -94,8 +94,8 @@ pub mod timefmt;
 pub mod variation;
 
 pub use config::{
-    ArrivalKind, DEFAULT_TOKEN_EVENTS, DimensionNames, MAX_TOKEN_EVENTS_PER_REQUEST, SimConfig,
-    Surge, default_data_dir,
+    ArrivalKind, DEFAULT_TOKEN_EVENTS, DimensionNames, LoadCycle, MAX_TOKEN_EVENTS_PER_REQUEST,
+    SimConfig, Surge, default_data_dir,
 };
 pub use error::{SimError, SimErrorKind};
 pub use rng::Rng;

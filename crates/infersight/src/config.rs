@@ -343,6 +343,9 @@ pub struct WatchConfig {
     pub history: String,
     /// Quiet steps before an incident resolves.
     pub resolve_after_steps: u32,
+    /// A lone SLI change the RCA explains by no slice and no signal opens an incident only when
+    /// the fleet's symptom moved at least this much (ratio; 1 turns the gate off).
+    pub min_unexplained_effect: f64,
     /// How often an open incident's verdict is recomputed.
     pub refresh_every: String,
     /// How often the resource and behaviour detectors run.
@@ -373,6 +376,7 @@ impl Default for WatchConfig {
             step: "30s".into(),
             history: "49h".into(),
             resolve_after_steps: s.resolve_after_steps,
+            min_unexplained_effect: s.min_unexplained_effect,
             refresh_every: "5m".into(),
             behaviour_every: "2m".into(),
             gpu_memory_used_fraction: w.gpu_memory_used_fraction.unwrap_or(0.0),
@@ -411,6 +415,7 @@ impl Config {
             step_ns,
             history_ns,
             resolve_after_steps: w.resolve_after_steps,
+            min_unexplained_effect: w.min_unexplained_effect,
             refresh_every_ns,
             behaviour_every_ns,
             watermarks: infersight_rca::watch::Watermarks {

@@ -8,6 +8,7 @@
 //! notifier.
 
 use infersight_model::notice::{IncidentNotice, IncidentNotifier, Severity, Transition as Change};
+use infersight_model::signal::SignalKind;
 use infersight_model::time::format_rfc3339;
 use infersight_query::QueryEngine;
 use infersight_store::TimeRange;
@@ -303,8 +304,10 @@ impl Episodes {
                 self.unconfirmed_ns = None;
                 return Ok(Vec::new());
             }
-            let confirm = self.needs_confirmation(detections);
-            if confirm && self.unconfirmed_ns.is_some_and(|t| now_ns - t < MINUTE_NS) {
+            let confirm = self
+                .needs_confirmation(detections)
+                .then_some(settings.min_unexplained_effect);
+            if confirm.is_some() && self.unconfirmed_ns.is_some_and(|t| now_ns - t < MINUTE_NS) {
                 return Ok(Vec::new());
             }
             let shape = (self.kind, self.predictions.as_slice());
@@ -391,7 +394,9 @@ impl Episodes {
 }
 
 /// A new episode from the detections of the step at `now_ns`, with its first verdict, stored;
-/// none when `confirm` asks the RCA to confirm and it finds no symptom and nothing to blame.
+/// none when `confirm` (the least effect of an unexplained shift) asks the RCA to confirm and it
+/// finds no symptom and nothing to blame, or only a fleet-wide shift smaller than that effect
+/// with no cause and no signal behind it.
 async fn open_episode(
     engine: &QueryEngine,
     now_ns: i64,
@@ -399,7 +404,7 @@ async fn open_episode(
     detections: &[Detection],
     (kind, predictions): (EpisodeKind, &[Prediction]),
     store: Option<&IncidentStore>,
-    confirm: bool,
+    confirm: Option<f64>,
 ) -> Result<Option<Open>, RcaError> {
     let earliest = detections
         .iter()
@@ -412,13 +417,15 @@ async fn open_episode(
         .max(end_ns - MAX_ONSET_LOOKBACK_NS)
         .min(end_ns - MINUTE_NS);
     let rca = verdict(engine, onset_ns, end_ns).await?;
-    if confirm && rca.symptom.is_none() && rca.root_causes.is_empty() {
-        tracing::info!(
-            detections = detections.len(),
-            first = %detections[0].line(),
-            "watch: the RCA finds nothing behind what fired; no incident opened"
-        );
-        return Ok(None);
+    if let Some(min_effect) = confirm {
+        if let Some(why) = unconfirmed(&rca, min_effect) {
+            tracing::info!(
+                detections = detections.len(),
+                first = %detections[0].line(),
+                "watch: {why}; no incident opened"
+            );
+            return Ok(None);
+        }
     }
     let mut report = EpisodeReport {
         incident_id: None,
@@ -454,6 +461,36 @@ async fn open_episode(
         last_refresh_ns: now_ns,
         last_active_ns: end_ns,
     }))
+}
+
+/// Why the RCA does not confirm a lone SLI change (`None`: it does): it finds no symptom and
+/// nothing to blame, or only a fleet-wide shift under `min_effect` (ratio either way) that no
+/// cause or signal explains (a latency spike is the symptom itself, a demand shift is load).
+fn unconfirmed(rca: &RcaReport, min_effect: f64) -> Option<String> {
+    if !rca.root_causes.is_empty() {
+        return None;
+    }
+    let Some(symptom) = &rca.symptom else {
+        return Some("the RCA finds nothing behind what fired".into());
+    };
+    // The spike is the symptom itself and a demand shift is load, not a fault: neither explains.
+    let explains =
+        |s: &crate::Signal| !matches!(s.kind, SignalKind::LatencySpike | SignalKind::DemandShift);
+    if rca.signals.iter().any(explains) {
+        return None;
+    }
+    let (low, high) = if symptom.current >= symptom.baseline {
+        (symptom.baseline, symptom.current)
+    } else {
+        (symptom.current, symptom.baseline)
+    };
+    let effect = if low > 0.0 { high / low } else { f64::INFINITY };
+    (effect < min_effect).then(|| {
+        format!(
+            "the RCA finds only an unexplained fleet-wide {} shift {:.4} → {:.4} (×{effect:.2}, under ×{min_effect})",
+            symptom.sli, symptom.baseline, symptom.current
+        )
+    })
 }
 
 /// The RCA over `[onset, until)` against the hour before the onset.

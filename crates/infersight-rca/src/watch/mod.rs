@@ -79,6 +79,11 @@ pub struct WatchSettings {
     pub min_requests_per_minute: f64,
     /// Quiet steps before an incident resolves (10: five minutes at the default step).
     pub resolve_after_steps: u32,
+    /// A lone SLI change whose RCA blames no slice and finds no signal (a fleet-wide shift
+    /// nothing explains) opens an incident only when the symptom moved at least this much
+    /// (ratio of incident to baseline value, either way; 1.5). Bursty real traffic moves a
+    /// fleet's p99 by 15 % for minutes; a shift that large unexplained is worth a page.
+    pub min_unexplained_effect: f64,
     /// The verdict of an open incident is recomputed this often (5 min).
     pub refresh_every_ns: i64,
     /// The behaviour detectors run this often (2 min) over this window (5 min) against the
@@ -104,6 +109,7 @@ impl Default for WatchSettings {
             risk_q: 1e-5,
             min_requests_per_minute: 20.0,
             resolve_after_steps: 10,
+            min_unexplained_effect: 1.5,
             refresh_every_ns: 5 * MINUTE_NS,
             behaviour_every_ns: 2 * MINUTE_NS,
             behaviour_window_ns: 5 * MINUTE_NS,
@@ -139,6 +145,9 @@ impl WatchSettings {
         }
         if self.resolve_after_steps == 0 {
             out.push("watch.resolve_after_steps must be at least 1".into());
+        }
+        if !(self.min_unexplained_effect.is_finite() && self.min_unexplained_effect >= 1.0) {
+            out.push("watch.min_unexplained_effect must be at least 1 (1 turns it off)".into());
         }
         for (name, ns) in [
             ("refresh_every", self.refresh_every_ns),

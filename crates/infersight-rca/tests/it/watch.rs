@@ -28,6 +28,15 @@ const START_NS: i64 = 1_767_225_600_000_000_000; // 2026-01-01T00:00:00Z
 /// Requests of minutes `[0, minutes)`; with a fault, worker-3's requests of minutes
 /// `[40, 50)` get a TTFT and e2e × 6.
 fn rows(minutes: i64, fault: bool) -> Vec<RequestRecord> {
+    rows_with(minutes, |minute, worker| {
+        let slow = fault && worker == 3 && (40..50).contains(&minute);
+        if slow { 6.0 } else { 1.0 }
+    })
+}
+
+/// `minutes` of a two-model, 8-worker fleet at 10 requests/s; `factor(minute, worker)` scales
+/// the TTFT.
+fn rows_with(minutes: i64, factor: impl Fn(i64, usize) -> f64) -> Vec<RequestRecord> {
     let mut rng = SplitMix64::new(7);
     let mut rows = Vec::new();
     for minute in 0..minutes {
@@ -39,9 +48,7 @@ fn rows(minutes: i64, fault: bool) -> Vec<RequestRecord> {
             } else {
                 "llama-3-8b"
             };
-            let slow = fault && worker == 3 && (40..50).contains(&minute);
-            let factor = if slow { 6.0 } else { 1.0 };
-            let ttft = 80.0 * factor * (0.2 * rng.normal()).exp();
+            let ttft = 80.0 * factor(minute, worker) * (0.2 * rng.normal()).exp();
             rows.push(RequestRecord {
                 ts,
                 request_id: Some(format!("r-{minute}-{i}")),
@@ -338,4 +345,67 @@ async fn a_lone_sli_change_the_rca_does_not_confirm_opens_nothing() {
         .await
         .unwrap();
     assert_eq!(transitions.len(), 1, "{:?}", episodes.reports());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_fleet_wide_shift_nothing_explains_opens_nothing() {
+    // The whole fleet's TTFT 15 % higher from minute 40 (a bursty real trace does that): the
+    // RCA confirms a fleet-wide symptom but blames no slice and finds no signal.
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = |scale: f64| move |minute: i64, _| if minute >= 40 { scale } else { 1.0 };
+    let engine = engine_of(&dir.path().join("store"), &rows_with(50, fleet(1.15)));
+    let mut fired = detection(SLI_CHANGE);
+    fired.onset_ns = at(40);
+    let reports = open_one(WatchSettings::default(), &engine, &fired).await;
+    assert!(reports.is_empty(), "{reports:#?}");
+    // the same data with the gate off: the RCA does confirm a fleet-wide shift
+    let off = WatchSettings {
+        min_unexplained_effect: 1.0,
+        ..WatchSettings::default()
+    };
+    let reports = open_one(off, &engine, &fired).await;
+    assert_eq!(reports.len(), 1);
+    assert!(
+        reports[0].rca.root_causes.is_empty(),
+        "{:?}",
+        reports[0].rca.verdict
+    );
+    let symptom = reports[0].rca.symptom.as_ref().expect("a symptom");
+    assert!(symptom.current > symptom.baseline * 1.05, "{symptom:?}");
+    // and a fleet twice as slow opens one with the gate on
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_of(&dir.path().join("store"), &rows_with(50, fleet(2.0)));
+    let reports = open_one(WatchSettings::default(), &engine, &fired).await;
+    let off = WatchSettings {
+        min_unexplained_effect: 1.0,
+        ..WatchSettings::default()
+    };
+    let seen = open_one(off, &engine, &fired).await;
+    let seen = seen.first().map(|r| (&r.rca.symptom, &r.rca.verdict));
+    assert_eq!(
+        reports.len(),
+        1,
+        "a fleet-wide doubling must open an incident: {seen:?}"
+    );
+}
+
+/// The episodes after one step at minute 43 that saw `fired`.
+async fn open_one(
+    settings: WatchSettings,
+    engine: &QueryEngine,
+    fired: &Detection,
+) -> Vec<infersight_rca::watch::episode::EpisodeReport> {
+    let mut episodes = Episodes::default();
+    episodes
+        .advance(
+            engine,
+            &settings,
+            at(43),
+            std::slice::from_ref(fired),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    episodes.reports()
 }

@@ -4,8 +4,9 @@
 //! afterwards.
 
 use infersight_model::RequestRecord;
+use infersight_sim::arrivals::RateProfile;
 use infersight_sim::arrivals::load_trace;
-use infersight_sim::{ArrivalKind, Scenario, SimConfig, Surge};
+use infersight_sim::{ArrivalKind, LoadCycle, Scenario, SimConfig, Surge};
 
 use crate::support::{data_dir, quantile, requests, run_memory};
 
@@ -14,7 +15,7 @@ fn healthy(rate: f64, duration_s: f64) -> SimConfig {
     config.seed = 21;
     config.rate_per_s = rate;
     config.duration_s = duration_s;
-    config.load_variation = false;
+    config.load_cycle = LoadCycle::None;
     config
 }
 
@@ -185,4 +186,54 @@ fn queue_grows_without_bound_under_overload_and_drains_after() {
     );
     assert!(during[3] > 5.0 * during[0].max(100.0), "{during:?}");
     assert!(after < 20.0, "queue must drain: {after}");
+}
+
+#[test]
+fn the_daily_cycle_follows_the_time_of_day_and_keeps_the_mean_rate() {
+    // A day from midnight UTC, then the same day started at noon: the busy hours are the
+    // afternoon's whatever the run's start.
+    for start_hour in [0_i64, 12] {
+        let mut config = healthy(10.0, 86_400.0);
+        config.load_cycle = LoadCycle::Daily;
+        config.start_ns = (1_764_374_400 + start_hour * 3_600) * 1_000_000_000; // 2025-11-29 00:00 UTC + h
+        let profile = RateProfile::new(&config);
+        let mean_over = |from_h: i64, to_h: i64| {
+            let (a, b) = (
+                (from_h - start_hour).rem_euclid(24),
+                (to_h - start_hour).rem_euclid(24),
+            );
+            let (a, b) = (a * 3_600, if b == 0 { 86_400 } else { b * 3_600 });
+            (a..b).map(|s| profile.at(s as f64)).sum::<f64>() / (b - a) as f64
+        };
+        let day = (0..86_400).map(|s| profile.at(s as f64)).sum::<f64>() / 86_400.0;
+        assert!(
+            (day - 1.0).abs() < 0.01,
+            "start {start_hour}h: day mean {day}"
+        );
+        let (peak, trough) = (mean_over(13, 15), mean_over(1, 3));
+        assert!(
+            (1.4..1.6).contains(&peak),
+            "start {start_hour}h: 13-15h {peak}"
+        );
+        assert!(
+            (0.45..0.6).contains(&trough),
+            "start {start_hour}h: 01-03h {trough}"
+        );
+    }
+    // and the default short cycle is the same as before: ±25 % over 30 minutes from the start
+    let profile = RateProfile::new(&healthy(10.0, 3_600.0));
+    assert!((profile.at(0.0) - 1.0).abs() < 1e-9);
+    let mut config = healthy(10.0, 3_600.0);
+    config.load_cycle = LoadCycle::Short;
+    let profile = RateProfile::new(&config);
+    assert!(
+        (profile.at(450.0) - 1.25).abs() < 0.01,
+        "{}",
+        profile.at(450.0)
+    );
+    assert!(
+        (profile.at(1_350.0) - 0.75).abs() < 0.01,
+        "{}",
+        profile.at(1_350.0)
+    );
 }

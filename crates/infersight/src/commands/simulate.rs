@@ -39,6 +39,11 @@ pub struct SimulateArgs {
     /// poisson), mooncake, azure_code, azure_conv, poisson.
     #[arg(long, default_value = "auto")]
     pub arrivals: String,
+    /// Slow variation of the arrival rate: short (±25 % over 30 minutes), daily (an
+    /// interactive service's day on the UTC time of day: 0.5× the mean at 02:00, 1.5× at
+    /// 14:00, the short cycle on top), none.
+    #[arg(long, default_value = "short", value_name = "short|daily|none")]
+    pub load_cycle: String,
     /// Rename a dimension attribute, KEY=NAME (keys: model_version, lora_adapters,
     /// kv_cache_policy, batch_size, max_batch_size, batch_wait_ms); repeatable.
     #[arg(long = "dimension", value_name = "KEY=NAME")]
@@ -116,6 +121,12 @@ fn build_config(args: &SimulateArgs) -> Result<SimConfig, CliError> {
     }
     config.workers = args.workers;
     config.rate_per_s = args.rate;
+    config.load_cycle = infersight_sim::LoadCycle::parse(&args.load_cycle).ok_or_else(|| {
+        CliError::usage(format!(
+            "--load-cycle `{}`: expected short, daily or none",
+            args.load_cycle
+        ))
+    })?;
     config.token_events = args.token_events;
     config.phase_spans = args.phase_spans;
     let data_dir = infersight_sim::default_data_dir();
