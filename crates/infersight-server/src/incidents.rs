@@ -12,7 +12,7 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `GET /api/v1/incidents` | `{"incidents": [summary…]}`, newest first (`Incident::summary`: state, severity, detection time, top cause, …) |
+//! | `GET /api/v1/incidents` | `{"incidents": [summary…]}`, newest first (`Incident::summary`: state, severity, detection time, top cause, …, plus the RCA's `incident_window` and `baseline_window`) |
 //! | `GET /api/v1/incidents/{id}` | the incident (`id`, times, `status`, `note`, `rca`, `watch`, `actions`, `notifications`, `related`: incidents of the same event), its merged `timeline` and its `lead` (`infersight_report::lead`: headline with units, do now, first check and confirm SQL, causes with kinds and workers) |
 //! | `GET /api/v1/incidents/{id}/report?format=json\|markdown\|html&llm=false` | the report |
 //! | `POST /api/v1/incidents/{id}/confirm` `{"note": "…"}` | the updated incident |
@@ -69,8 +69,17 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<Json<serde_json::Value>, Ap
 
 async fn list(State(state): State<ApiState>) -> Result<Json<serde_json::Value>, ApiError> {
     let incidents = service(&state)?.list().await?;
-    let rows: Vec<_> = incidents.iter().map(Incident::summary).collect();
+    let rows: Vec<_> = incidents.iter().map(list_row).collect();
     Ok(Json(json!({ "incidents": rows })))
+}
+
+/// An incident's summary with the windows its RCA compared, which the UI's comparison pages
+/// offer and default to (one list call instead of one detail call per incident).
+fn list_row(incident: &Incident) -> serde_json::Value {
+    let mut row = incident.summary();
+    row["incident_window"] = json!(incident.rca.incident_window);
+    row["baseline_window"] = json!(incident.rca.baseline_window);
+    row
 }
 
 async fn show(
@@ -291,6 +300,46 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_list_carries_the_windows_each_rca_compared() {
+        let f = fixture(true);
+        let service = f.state.reports.clone().unwrap();
+        let window = |since: &str, until: &str| json!({"since": since, "until": until});
+        let rca: infersight_rca::RcaReport = serde_json::from_value(json!({
+            "symptom": null, "root_causes": [], "signals": [], "log_evidence": [],
+            "suggestions": [], "checklist": [], "fleet_wide": false,
+            "incident_window": window("2026-12-02T20:02:00Z", "2026-12-02T20:20:00Z"),
+            "baseline_window": window("2026-12-02T19:02:00Z", "2026-12-02T20:02:00Z"),
+            "window_source": "brushed", "verdict": "v", "elapsed_ms": 1.0, "timings_ms": {}
+        }))
+        .unwrap();
+        let id = service.create(rca).await.unwrap().id;
+        let (status, _, body) = call(&f.state, "GET", "/api/v1/incidents", "").await;
+        assert_eq!(status, StatusCode::OK);
+        let row = json_of(&body)["incidents"][0].clone();
+        assert_eq!(row["id"], json!(id), "{row}");
+        assert_eq!(
+            row["incident_window"]["since"],
+            json!("2026-12-02T20:02:00.000Z"),
+            "{row}"
+        );
+        assert_eq!(
+            row["incident_window"]["until"],
+            json!("2026-12-02T20:20:00.000Z"),
+            "{row}"
+        );
+        assert_eq!(
+            row["baseline_window"]["since"],
+            json!("2026-12-02T19:02:00.000Z"),
+            "{row}"
+        );
+        assert_eq!(
+            row["baseline_window"]["until"],
+            json!("2026-12-02T20:02:00.000Z"),
+            "{row}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rca_over_no_data_answers_and_stores_no_incident() {
         let f = fixture(true);
         let (status, _, body) = call(&f.state, "POST", "/api/v1/rca", "{}").await;
@@ -327,6 +376,10 @@ mod tests {
             "onset",
         ] {
             assert!(list["incidents"][0].get(key).is_some(), "{key} in {list}");
+        }
+        // the windows the comparison pages offer, as the RCA answered them (none here: no data)
+        for key in ["incident_window", "baseline_window"] {
+            assert_eq!(list["incidents"][0][key], rca[key], "{key} in {list}");
         }
 
         let (status, _, body) = call(&f.state, "GET", &format!("/api/v1/incidents/{id}"), "").await;
