@@ -55,6 +55,7 @@ pub const ASSETS: &[Asset] = &[
     asset!("heatmap.js", JS),
     asset!("incidents.js", JS),
     asset!("explore.js", JS),
+    asset!("compare.js", JS),
     asset!("logs.js", JS),
     asset!("request.js", JS),
 ];

@@ -203,6 +203,21 @@ export function ago(ms, now = Date.now()) {
   return `${Math.round(minutes / 1440)} d ago`;
 }
 
+/**
+ * ISO text (`YYYY-MM-DD HH:MM`, UTC) of a time in ms, with `:SS` when `withSeconds` and the time
+ * has seconds (a brushed window's edge); `fromIsoText` reads it back (a `T`, seconds and a
+ * trailing `Z` are taken too), NaN for anything else.
+ */
+export function isoText(ms, withSeconds = false) {
+  const iso = new Date(ms).toISOString();
+  return iso.slice(0, withSeconds && iso.slice(17, 19) !== '00' ? 19 : 16).replace('T', ' ');
+}
+
+export function fromIsoText(text) {
+  const match = /^\s*(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2})(:\d{2})?\s*Z?\s*$/.exec(text || '');
+  return match ? Date.parse(`${match[1]}T${match[2]}${match[3] || ':00'}Z`) : NaN;
+}
+
 export function fmtTime(ms, withDate = false) {
   const d = new Date(ms);
   const iso = d.toISOString();

@@ -5,7 +5,7 @@
 // undoes it), an empty range offers to jump to the last data, and a source that stopped sending
 // while the others go on is warned about on every page.
 
-import { sql, getJSON, h, ago, fmtTime } from './api.js';
+import { sql, getJSON, h, ago, fmtTime, isoText, fromIsoText } from './api.js';
 import { overview } from './overview.js';
 import { heatmapPage } from './heatmap.js';
 import { incidentsPage, incidentPage } from './incidents.js';
@@ -43,12 +43,8 @@ const lastData = document.getElementById('last-data');
 const customForm = document.getElementById('custom-range');
 const rangeFrom = document.getElementById('range-from');
 const rangeTo = document.getElementById('range-to');
-/** ISO text (`YYYY-MM-DD HH:MM`, UTC) of a time in ms, and back (a `T` or seconds are taken too). */
-export const isoText = (ms) => new Date(ms).toISOString().slice(0, 16).replace('T', ' ');
-export function fromIsoText(text) {
-  const match = /^\s*(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2})(:\d{2})?\s*Z?\s*$/.exec(text || '');
-  return match ? Date.parse(`${match[1]}T${match[2]}${match[3] || ':00'}Z`) : NaN;
-}
+// the custom range's ISO text (api.js), exported here too for the tests that import the shell
+export { isoText, fromIsoText };
 let generation = 0;
 let timer = null;
 let extent = null;

@@ -1,11 +1,14 @@
 // Dimensions, breakdown by a dimension and the requests explorer: all from
-// `/api/v1/dimensions` and SQL over the store. The dimensions page compares an incident window
-// with a baseline (the URL's `sel_*` / `base_*`, else the newest stored incident's windows):
-// every value ranked by how much more of the slow incident requests it holds than of the
-// baseline's requests (BubbleUp's question: what do the slow requests have in common?).
+// `/api/v1/dimensions` and SQL over the store. Each of the three compares an incident window
+// with a baseline (compare.js: picked on the page, brushed on the heatmap, else the newest
+// stored incident's windows): Dimensions ranks every value by how much more of the slow
+// incident requests it holds than of the baseline's requests (BubbleUp's question: what do the
+// slow requests have in common?), Breakdown shows each value's p99 before and after, Requests
+// orders requests by how unusual they are for their model.
 
 import { getJSON, sql, h, quote, where, parseFilter, stepOf, seconds, fmtMs, fmtPct, fmtTime, REQUEST_DIMENSIONS, LATENCY_SLIS } from './api.js';
 import { stackedBars, phaseBars, flame, PALETTE, PHASE_COLOURS } from './charts.js';
+import { comparison, comparePicker, windowKeys } from './compare.js';
 
 const TOP = 8;
 
@@ -26,7 +29,10 @@ export function sliceable(dims) {
 
 export async function dimensionsPage(ctx) {
   const { state, win } = ctx;
-  const answer = await getJSON(`/api/v1/dimensions?since=${seconds(win.since)}&until=${seconds(win.until)}`);
+  const [answer, compared] = await Promise.all([
+    getJSON(`/api/v1/dimensions?since=${seconds(win.since)}&until=${seconds(win.until)}`),
+    comparison(state, win).catch(() => ({ windows: null, incidents: [] })),
+  ]);
   const all = answer.dimensions || [];
   const { shown, constant, continuous } = sliceable(all);
   const dims = state.all === '1' ? all : shown;
@@ -61,38 +67,13 @@ export async function dimensionsPage(ctx) {
             h('td', {}, bar));
         })))));
     })));
-  const comparison = await compareSection(ctx, shown).catch((error) => h('p', { class: 'error', role: 'alert' }, `comparison: ${error.message || error}`));
-  ctx.el.append(comparison || '', h('h2', {}, 'Values in the range'), h('div', { class: 'panel' }, table));
+  const changes = await compareSection(ctx, shown, compared).catch((error) => h('p', { class: 'error', role: 'alert' }, `comparison: ${error.message || error}`));
+  ctx.el.append(changes || '', h('h2', {}, 'Values in the range'), h('div', { class: 'panel' }, table));
 }
 
-/** Incidents looked at for default windows, newest first. */
-const COMPARE_INCIDENTS = 5;
 /** Dimensions compared at most, and rows shown. */
 const COMPARE_DIMENSIONS = 40;
 const COMPARE_ROWS = 12;
-
-/**
- * The windows to compare: the URL's incident (`sel_since`/`sel_until`) and baseline
- * (`base_since`/`base_until`), else those of the newest stored incident overlapping the range.
- */
-async function comparisonWindows(state, win) {
-  const given = (a, b) => (Number(b) > Number(a) ? [Number(a), Number(b)] : null);
-  const sel = given(state.sel_since, state.sel_until);
-  const base = given(state.base_since, state.base_until);
-  if (sel && base) return { sel, base, from: 'the windows in the URL' };
-  const list = await getJSON('/api/v1/incidents').then((a) => a.incidents || [], () => []);
-  for (const incident of list.slice(0, COMPARE_INCIDENTS)) {
-    const full = await getJSON(`/api/v1/incidents/${encodeURIComponent(incident.id)}`).catch(() => null);
-    const rca = full && full.rca;
-    if (!rca || !rca.incident_window || !rca.baseline_window) continue;
-    const span = (w) => [Date.parse(w.since), Date.parse(w.until)];
-    const [s, b] = [span(rca.incident_window), span(rca.baseline_window)];
-    if (s.every(Number.isFinite) && b.every(Number.isFinite) && s[1] > win.since && s[0] < win.until) {
-      return { sel: s, base: b, from: `incident ${incident.id}`, id: incident.id };
-    }
-  }
-  return null;
-}
 
 /**
  * Share of each value among the slow requests of the incident window (slower than the
@@ -111,34 +92,33 @@ export function rankChanges(rows, totals, minSlow = 5) {
   return out.sort((a, b) => b.delta - a.delta || b.slow - a.slow);
 }
 
-/** What differs between the incident and the baseline, by dimension value. */
-async function compareSection(ctx, dims) {
-  const { state, win } = ctx;
-  const windows = await comparisonWindows(state, win);
+/** What differs between the incident and the baseline (`compared`), by dimension value. */
+async function compareSection(ctx, dims, compared) {
+  const { state } = ctx;
+  const { windows } = compared;
   const sli = LATENCY_SLIS.includes(state.sli) ? state.sli : 'ttft';
-  const head = h('h2', {}, 'What differs in the incident');
+  const head = [h('h2', {}, 'What differs in the incident'), comparePicker(ctx, compared)];
   if (!windows) {
     return h('section', { 'data-compare': 'none' }, head, h('p', { class: 'muted' },
-      'No incident window to compare: brush one and a baseline on the heatmap (they come here in the URL), or run RCA to store an incident.'));
+      'No incident window to compare: pick or type one and a baseline above, brush them on the heatmap, or run RCA to store an incident.'));
   }
   const inWin = (w) => `ts >= to_timestamp_millis(${Math.floor(w[0])}) AND ts < to_timestamp_millis(${Math.ceil(w[1])})`;
   const column = `${sli}_ms`;
   const [{ p } = {}] = await sql(`SELECT approx_percentile_cont(${column}, 0.95) AS p FROM requests WHERE ${inWin(windows.base)} AND ${column} IS NOT NULL`);
   if (p == null) return h('section', { 'data-compare': 'empty' }, head, h('p', { class: 'empty' }, 'The baseline window holds no requests.'));
-  const compared = dims.filter((d) => d.source === 'attrs' || /^[a-z_]+$/.test(d.name)).slice(0, COMPARE_DIMENSIONS);
+  const listed = dims.filter((d) => d.source === 'attrs' || /^[a-z_]+$/.test(d.name)).slice(0, COMPARE_DIMENSIONS);
   const exprOf = (d) => (d.source === 'attrs' ? `json_get(attrs, ${quote(d.name)})` : `CAST(${d.name} AS VARCHAR)`);
   // one scan: each row of the two windows unnested into one (dimension, value) pair per dimension
-  const pairs = compared.map((d, i) => `CASE WHEN ${exprOf(d)} IS NULL THEN NULL ELSE concat('${i}', chr(31), ${exprOf(d)}) END`);
+  const pairs = listed.map((d, i) => `CASE WHEN ${exprOf(d)} IS NULL THEN NULL ELSE concat('${i}', chr(31), ${exprOf(d)}) END`);
   const slow = `(${inWin(windows.sel)} AND ${column} > ${Number(p)})`;
-  const rows = await sql(`SELECT pair, sum(slow) AS slow, sum(base) AS base FROM (
+  const [rows, [totals]] = await Promise.all([sql(`SELECT pair, sum(slow) AS slow, sum(base) AS base FROM (
       SELECT unnest(make_array(${pairs.join(', ')})) AS pair, CASE WHEN ${slow} THEN 1 ELSE 0 END AS slow, CASE WHEN ${inWin(windows.base)} THEN 1 ELSE 0 END AS base
       FROM requests WHERE ${slow} OR ${inWin(windows.base)}) x
-    WHERE pair IS NOT NULL GROUP BY pair`);
-  const [totals] = await sql(`SELECT sum(CASE WHEN ${slow} THEN 1 ELSE 0 END) AS slow, sum(CASE WHEN ${inWin(windows.base)} THEN 1 ELSE 0 END) AS base
-    FROM requests WHERE ${slow} OR ${inWin(windows.base)}`);
+    WHERE pair IS NOT NULL GROUP BY pair`), sql(`SELECT sum(CASE WHEN ${slow} THEN 1 ELSE 0 END) AS slow, sum(CASE WHEN ${inWin(windows.base)} THEN 1 ELSE 0 END) AS base
+    FROM requests WHERE ${slow} OR ${inWin(windows.base)}`)]);
   const parsed = rows.map((r) => {
     const [index, value] = String(r.pair).split('\u001f');
-    const d = compared[Number(index)];
+    const d = listed[Number(index)];
     return { d: d.name, s: d.source, v: value, slow: r.slow, base: r.base };
   });
   const ranked = rankChanges(parsed, { slow: Number(totals.slow), base: Number(totals.base) }).slice(0, COMPARE_ROWS);
@@ -153,7 +133,7 @@ async function compareSection(ctx, dims) {
       h('tbody', {}, ranked.map((r) => {
         const key = `${r.s === 'attrs' ? 'attrs.' : ''}${r.d}`;
         return h('tr', { 'data-change': `${key}=${r.v}` },
-          h('td', {}, h('a', { href: ctx.linkTo('heatmap', { sli, filter: `${key}=${r.v}`, sel_since: String(windows.sel[0]), sel_until: String(windows.sel[1]), base_since: String(windows.base[0]), base_until: String(windows.base[1]) }) }, `${key}=${r.v}`)),
+          h('td', {}, h('a', { href: ctx.linkTo('heatmap', { sli, filter: `${key}=${r.v}`, ...windowKeys(windows.sel, windows.base) }) }, `${key}=${r.v}`)),
           h('td', { class: 'num' }, String(r.slow)), h('td', { class: 'num' }, fmtPct(r.slowShare)), h('td', { class: 'num' }, fmtPct(r.baseShare)),
           h('td', { class: 'num', 'data-delta': r.delta.toFixed(4) }, `${r.delta >= 0 ? '+' : ''}${(100 * r.delta).toFixed(1)} pp`));
       })))
@@ -161,12 +141,11 @@ async function compareSection(ctx, dims) {
 }
 
 /**
- * Per value of `by`: the SLI's p99 in the baseline and in the incident window (the URL's, else
- * the newest stored incident's), their change, and the order by the relative change (largest
- * rise first, values without both last). Null without windows to compare.
+ * Per value of `by`: the SLI's p99 in the baseline and in the incident window (`windows`:
+ * picked, the URL's, else the newest stored incident's), their change, and the order by the
+ * relative change (largest rise first, values without both last). Null without windows.
  */
-async function sliceChanges(state, win, by, sli, filters) {
-  const windows = await comparisonWindows(state, win).catch(() => null);
+async function sliceChanges(windows, by, sli, filters) {
   if (!windows) return null;
   const p99 = (w) => sql(`SELECT ${valueOf(by)} AS v, approx_percentile_cont(${sli}_ms, 0.99) AS p99 FROM requests
     WHERE ${where({ since: w[0], until: w[1] }, filters)} GROUP BY 1`);
@@ -233,7 +212,7 @@ export async function breakdownPage(ctx) {
   const filters = parseFilter(state.filter);
   const step = stepOf(win);
   const cond = where(win, filters);
-  const [cells, stats, nested] = await Promise.all([
+  const [cells, stats, nested, compared] = await Promise.all([
     sql(`SELECT CAST(date_bin(INTERVAL '${step.ms / 1000} seconds', ts, TIMESTAMP '1970-01-01T00:00:00Z') AS BIGINT) / 1000000 AS t,
       ${valueOf(by)} AS v, count(*) AS n FROM requests WHERE ${cond} GROUP BY 1, 2`),
     sql(`SELECT ${valueOf(by)} AS v, count(*) AS n,
@@ -242,8 +221,9 @@ export async function breakdownPage(ctx) {
       FROM requests WHERE ${cond} GROUP BY 1 ORDER BY n DESC`),
     by2 ? sql(`SELECT ${valueOf(by)} AS v, ${valueOf(by2)} AS v2, count(*) AS n, ${PHASE_SUMS}
       FROM requests WHERE ${cond} GROUP BY 1, 2`) : Promise.resolve(null),
+    comparison(state, win).catch(() => ({ windows: null, incidents: [] })),
   ]);
-  const compare = await sliceChanges(state, win, by, sli, filters);
+  const compare = await sliceChanges(compared.windows, by, sli, filters);
   const top = stats.slice(0, TOP).map((r) => r.v);
   const names = stats.length > TOP ? [...top, 'other'] : top;
   const steps = [...new Set(cells.map((c) => Number(c.t)))].sort((a, b) => a - b);
@@ -285,6 +265,7 @@ export async function breakdownPage(ctx) {
       stackedBars('breakdown', steps, series, step.ms, `requests by ${by}`, win),
       h('div', { class: 'legend' }, names.map((name, i) => h('span', { class: `s${i}` }, name)))),
     h('h2', {}, `${by}: requests and ${sli}`),
+    comparePicker(ctx, compared),
     compare ? h('p', { class: 'muted', 'data-compare': compare.from }, `p99 in the baseline ${fmtTime(compare.base[0], true)}–${fmtTime(compare.base[1])}Z and in the incident ${fmtTime(compare.sel[0], true)}–${fmtTime(compare.sel[1])}Z (${compare.from}), largest rise first.`) : null,
     h('div', { class: 'panel' }, h('table', { 'data-table': 'breakdown' },
       h('thead', {}, h('tr', {}, h('th', {}, by), h('th', { class: 'num' }, 'requests'), h('th', { class: 'num' }, `${sli} p50`), h('th', { class: 'num' }, `${sli} p99`),
@@ -327,9 +308,11 @@ export async function requestsPage(ctx) {
   const withTokens = state.tokens === '1';
   let cond = where(win, filters);
   if (withTokens) cond += ` AND request_id IN (SELECT DISTINCT request_id FROM tokens WHERE ${where(win)})`;
-  // most unusual for its slice: TTFT over its model's p95 in the baseline (the URL's or the
-  // newest stored incident's), else in the range
-  const windows = order.column === UNUSUAL ? await comparisonWindows(state, win).catch(() => null) : null;
+  // most unusual for its slice: TTFT over its model's p95 in the baseline (picked, the URL's or
+  // the newest stored incident's), else in the range
+  const comparing = comparison(state, win).catch(() => ({ windows: null, incidents: [] }));
+  const compared = order.column === UNUSUAL ? await comparing : null;
+  const windows = compared && compared.windows;
   const baseWin = windows ? { since: windows.base[0], until: windows.base[1] } : win;
   const unusualSql = () => {
     let aliased = where(win, filters, 'r.');
@@ -340,10 +323,11 @@ export async function requestsPage(ctx) {
         ON r.model = m.model
       WHERE ${aliased} ORDER BY unusual DESC NULLS LAST, r.request_id LIMIT ${PAGE} OFFSET ${offset}`;
   };
-  const [rows, [{ n: total } = { n: 0 }]] = await Promise.all([
+  const [rows, [{ n: total } = { n: 0 }], picked] = await Promise.all([
     order.column === UNUSUAL ? sql(unusualSql()) : sql(`SELECT ${REQUEST_COLUMNS.map((c) => (c === 'ts' ? 'CAST(ts AS BIGINT) / 1000000 AS ts' : c)).join(', ')}, trace_id
       FROM requests WHERE ${cond} ORDER BY ${order.sql}, request_id LIMIT ${PAGE} OFFSET ${offset}`),
     sql(`SELECT count(*) AS n FROM requests WHERE ${cond}`),
+    comparing,
   ]);
   // status only when some row has one that says something
   const columns = REQUEST_COLUMNS.filter((c) => c !== 'status' || rows.some((r) => r.status != null && !UNSET_STATUS.includes(String(r.status))));
@@ -368,7 +352,7 @@ export async function requestsPage(ctx) {
     if (c.endsWith('_tokens')) return h('td', { class: 'num' }, String(v));
     return h('td', {}, String(v));
   };
-  const keep = pick(state, ['order', 'filter', 'tokens']);
+  const keep = pick(state, ['order', 'filter', 'tokens', 'sel_since', 'sel_until', 'base_since', 'base_until']);
   const pageLink = (to, text) => h('a', { href: ctx.linkTo('requests', { ...keep, offset: to ? String(to) : null }), rel: to > offset ? 'next' : 'prev' }, text);
   const total_ = Number(total);
   const pager = h('nav', { class: 'pager', 'aria-label': 'Pages of requests' },
@@ -392,6 +376,10 @@ export async function requestsPage(ctx) {
       h('label', {}, 'Order', orderSelect), h('label', {}, 'Slice (column=value or attrs.key=value, …)', filterInput),
       h('label', { class: 'check' }, tokensBox, 'with token events'),
       h('button', { type: 'submit', class: 'secondary' }, 'Apply')),
+    comparePicker(ctx, picked, { order: 'most_unusual' }),
+    order.column === UNUSUAL ? h('p', { class: 'muted', 'data-compare': windows ? windows.from : 'none' }, windows
+      ? `“vs model p95”: each request’s TTFT over its model’s p95 in the baseline ${fmtTime(windows.base[0], true)}–${fmtTime(windows.base[1])}Z (${windows.from}).`
+      : '“vs model p95”: each request’s TTFT over its model’s p95 in the range (no baseline picked or stored).') : null,
     pager,
     h('div', { class: 'panel scroll' }, rows.length ? h('table', { 'data-table': 'requests' },
       h('thead', {}, h('tr', {}, columns.map(header))),
