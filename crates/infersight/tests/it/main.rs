@@ -23,6 +23,7 @@ mod server;
 mod sli;
 mod support;
 mod ui;
+mod ui_compare;
 mod ui_fresh;
 mod ui_incidents;
 mod ui_logs;
