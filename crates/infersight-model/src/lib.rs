@@ -14,6 +14,7 @@ pub mod log_prefix;
 pub mod mapping;
 pub mod normalize;
 pub mod notice;
+pub mod org;
 pub mod rng;
 pub mod scan;
 pub mod signal;

@@ -2,7 +2,8 @@
 //! list per table so the record, the schema and the batch builder can never disagree.
 //!
 //! Every table has a non-null `ts` column (nanoseconds, UTC): the store partitions by its hour and
-//! the query layer prunes segments with it. Numeric columns carry their unit in the name.
+//! the query layer prunes segments with it. Numeric columns carry their unit in the name. Every
+//! table ends with the nullable `org` column ([`crate::org`]), stamped at ingest.
 
 use std::sync::Arc;
 
@@ -347,6 +348,8 @@ canonical_table!(
     spec_accepted_tokens: i64,
     prompt_hash: str,
     attrs: json,
+    // the org that owns the row, stamped at ingest (`crate::org`); null in older data
+    org: str,
 });
 
 canonical_table!(
@@ -364,6 +367,8 @@ canonical_table!(
     status: str,
     status_message: str,
     attrs: json,
+    // the org that owns the row, stamped at ingest (`crate::org`); null in older data
+    org: str,
 });
 
 canonical_table!(
@@ -383,6 +388,8 @@ canonical_table!(
     label: str,
     label_confidence: f64,
     attrs: json,
+    // the org that owns the row, stamped at ingest (`crate::org`); null in older data
+    org: str,
 });
 
 canonical_table!(
@@ -401,6 +408,8 @@ canonical_table!(
     bucket_bounds: f64list,
     bucket_counts: f64list,
     labels: json,
+    // the org that owns the row, stamped at ingest (`crate::org`); null in older data
+    org: str,
 });
 
 canonical_table!(
@@ -412,6 +421,8 @@ canonical_table!(
     latency_ms: f64,
     stage: str,
     kv_hit: bool,
+    // the org that owns the row, stamped at ingest (`crate::org`); null in older data
+    org: str,
 });
 
 canonical_table!(
@@ -424,6 +435,8 @@ canonical_table!(
     last_seen: ots,
     count: i64,
     param_types: json,
+    // the org that owns the row, stamped at ingest (`crate::org`); null in older data
+    org: str,
 });
 
 canonical_table!(
@@ -444,7 +457,36 @@ canonical_table!(
     // `mask`, `hash` or `drop`
     action: str,
     count: i64,
+    // the org that owns the row, stamped at ingest (`crate::org`); null in older data
+    org: str,
 });
+
+/// `batch` of `table` written before columns were appended to its schema (such as `org`), with
+/// those columns added as nulls; any other batch unchanged (the caller checks its schema). The
+/// schema only ever grows at its end by nullable columns, so older WAL records and segments stay
+/// readable.
+pub fn with_appended_columns(table: Table, batch: RecordBatch) -> RecordBatch {
+    let expected = table.schema();
+    let have = batch.num_columns();
+    let fields = expected.fields();
+    let is_older_prefix = have < fields.len()
+        && fields[have..].iter().all(|field| field.is_nullable())
+        && fields[..have]
+            .iter()
+            .zip(batch.schema().fields())
+            .all(|(want, got)| want.name() == got.name() && want.data_type() == got.data_type());
+    if !is_older_prefix {
+        return batch;
+    }
+    let rows = batch.num_rows();
+    let mut columns = batch.columns().to_vec();
+    columns.extend(
+        fields[have..]
+            .iter()
+            .map(|field| arrow::array::new_null_array(field.data_type(), rows)),
+    );
+    RecordBatch::try_new(expected, columns).unwrap_or(batch)
+}
 
 /// Minimum and maximum of the `ts` column of a batch of any canonical table.
 pub fn ts_range(batch: &RecordBatch) -> Option<(i64, i64)> {
@@ -516,6 +558,25 @@ mod tests {
             assert_eq!(Table::from_name(table.name()).unwrap(), table);
         }
         assert!(Table::from_name("nope").is_err());
+    }
+
+    #[test]
+    fn batches_from_before_the_org_column_read_with_null_org() {
+        let full = RequestRecord::to_batch(&[RequestRecord {
+            ts: 7,
+            model: Some("m".into()),
+            ..Default::default()
+        }]);
+        let older = full.project(&(0..full.num_columns() - 1).collect::<Vec<_>>()).unwrap();
+        let upgraded = with_appended_columns(Table::Requests, older);
+        let back = RequestRecord::from_batch(&upgraded).unwrap();
+        assert_eq!((back[0].ts, back[0].org.clone()), (7, None));
+        // anything else is left for the caller to refuse
+        let spans = SpanRecord::to_batch(&[SpanRecord::default()]);
+        assert_eq!(
+            with_appended_columns(Table::Requests, spans.clone()).schema(),
+            spans.schema()
+        );
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! The one ingest runtime: a [`BatchWriter`] runs a submission through the pipeline stages,
 //! publishes the stages' counters to the `/metrics` registry, and appends the result to the
 //! store (any [`BatchAppend`]). `serve`'s ingest queue and `infersight ingest` both write through
-//! it, so "stages, then the store" is written once.
+//! it, so "stages, then the store" is written once. It is also where every row gets its org
+//! (`infersight_model::org`): whatever the stages emit (rows, templates, redaction counts) is
+//! stamped with the submitter's org, overwriting anything the rows claimed.
 
 use std::sync::Arc;
 
 use infersight_model::TableBatch;
 use infersight_model::append::{AppendError, Appended, BatchAppend, Durability};
+use infersight_model::org::stamp_org;
 use infersight_model::telemetry::{Counters, catalog};
 
 use crate::{Pipeline, PipelineError};
@@ -36,15 +39,19 @@ impl BatchWriter {
         }
     }
 
-    /// Runs the stages over one submission; the stages' cumulative counters are published
-    /// afterwards whatever the outcome.
+    /// Runs the stages over one submission of `org` and stamps every batch they emit with
+    /// `org`; the stages' cumulative counters are published afterwards whatever the outcome.
     pub fn transform(
         &mut self,
+        org: &str,
         batches: Vec<TableBatch>,
     ) -> Result<Vec<TableBatch>, PipelineError> {
         let result = self.pipeline.run(batches);
         self.publish_stage_counters();
-        result
+        result?
+            .iter()
+            .map(|batch| stamp_org(batch, org).map_err(PipelineError::from))
+            .collect()
     }
 
     /// One append of already transformed batches, counted as the `store` stage's emitted or
@@ -68,10 +75,11 @@ impl BatchWriter {
     /// memory flat that way): `infersight ingest`'s path.
     pub fn write(
         &mut self,
+        org: &str,
         batches: Vec<TableBatch>,
         durability: Durability,
     ) -> Result<Appended, WriteError> {
-        let out = self.transform(batches)?;
+        let out = self.transform(org, batches)?;
         let appended = self.append(&out, durability)?;
         self.sink.flush_if_full()?;
         Ok(appended)

@@ -8,6 +8,9 @@
 //! each statement in a memory pool of its own, under a timeout and a response-size cap (see
 //! `limits`). The session has no table functions and no file or URL tables: only the canonical
 //! tables and `information_schema` can be named.
+//!
+//! [`QueryEngine::scoped`] makes a session over the same store whose table providers serve only
+//! some orgs' rows (see `scope`): the HTTP API builds one per caller.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,6 +18,7 @@ use std::time::Instant;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::common::tree_node::TreeNode;
+use datafusion::datasource::object_store::ObjectStoreUrl;
 use datafusion::error::DataFusionError;
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::memory_pool::GreedyMemoryPool;
@@ -38,6 +42,7 @@ use crate::limits::{
 use crate::output::QueryOutput;
 use crate::provider::{ScanStats, ScanStatsRegistry, StoreTable};
 use crate::range::TS_COLUMN;
+use crate::scope::OrgScope;
 use crate::udf::json_get_udf;
 
 /// The record batches of one partition of a scan, in order; see [`QueryEngine::scan_partitions`].
@@ -59,6 +64,8 @@ pub struct QueryEngine {
     limits: Option<QueryLimits>,
     caller_slots: Arc<CallerSlots>,
     counters: Arc<QueryCounters>,
+    /// The orgs whose rows the tables serve.
+    scope: OrgScope,
 }
 
 impl std::fmt::Debug for QueryEngine {
@@ -68,34 +75,11 @@ impl std::fmt::Debug for QueryEngine {
 }
 
 impl QueryEngine {
+    /// Every org's rows; see [`QueryEngine::scoped`].
     pub fn new(store: Arc<dyn StorageBackend>) -> QueryEngine {
-        let target_partitions = std::thread::available_parallelism()
-            .map(|cores| cores.get())
-            .unwrap_or(1);
-        let config = SessionConfig::new()
-            .with_target_partitions(target_partitions)
-            .with_information_schema(true);
-        let context = SessionContext::new_with_config(config);
-        // generate_series/range: unbounded row generators nobody needs over stored telemetry
-        for name in context
-            .state()
-            .table_functions()
-            .keys()
-            .cloned()
-            .collect::<Vec<_>>()
-        {
-            context.deregister_udtf(&name);
-        }
-        context.register_udf(json_get_udf());
         let stats = Arc::new(ScanStatsRegistry::default());
-        for table in Table::ALL {
-            let provider = StoreTable::new(table, Arc::clone(&store), Arc::clone(&stats));
-            context
-                .register_table(table.name(), Arc::new(provider))
-                .expect("a fresh session accepts the six canonical table names");
-        }
         QueryEngine {
-            context,
+            context: session(&store, &stats, &OrgScope::All),
             stats,
             store,
             access_audit: None,
@@ -103,7 +87,30 @@ impl QueryEngine {
             limits: None,
             caller_slots: Arc::new(CallerSlots::new(usize::MAX)),
             counters: Arc::new(QueryCounters::default()),
+            scope: OrgScope::All,
         }
+    }
+
+    /// An engine over the same store, audit, limits, per-caller slots and counters whose
+    /// tables serve only `scope`'s rows, whatever the SQL (a fresh session: nothing registered
+    /// in this one carries over). Access tracking does not carry over either.
+    pub fn scoped(&self, scope: OrgScope) -> QueryEngine {
+        QueryEngine {
+            context: session(&self.store, &self.stats, &scope),
+            stats: Arc::clone(&self.stats),
+            store: Arc::clone(&self.store),
+            access_audit: self.access_audit.clone(),
+            tracker: None,
+            limits: self.limits.clone(),
+            caller_slots: Arc::clone(&self.caller_slots),
+            counters: Arc::clone(&self.counters),
+            scope,
+        }
+    }
+
+    /// The orgs whose rows this engine's tables serve.
+    pub fn scope(&self) -> &OrgScope {
+        &self.scope
     }
 
     /// Runs every statement of [`QueryEngine::sql_audited`] under `limits` (memory pool,
@@ -407,6 +414,59 @@ impl QueryEngine {
                 Box::pin(stream.map(|batch| batch.map_err(QueryError::from))) as BatchStream
             })
             .collect())
+    }
+}
+
+/// A session over `store` with the canonical tables (serving `scope`'s rows), `json_get` and
+/// `information_schema`, without table functions.
+fn session(
+    store: &Arc<dyn StorageBackend>,
+    stats: &Arc<ScanStatsRegistry>,
+    scope: &OrgScope,
+) -> SessionContext {
+    let target_partitions = std::thread::available_parallelism()
+        .map(|cores| cores.get())
+        .unwrap_or(1);
+    let config = SessionConfig::new()
+        .with_target_partitions(target_partitions)
+        .with_information_schema(true);
+    let context = SessionContext::new_with_config(config);
+    // generate_series/range: unbounded row generators nobody needs over stored telemetry
+    for name in context
+        .state()
+        .table_functions()
+        .keys()
+        .cloned()
+        .collect::<Vec<_>>()
+    {
+        context.deregister_udtf(&name);
+    }
+    context.register_udf(json_get_udf());
+    register_bucket(&context, store.as_ref());
+    for table in Table::ALL {
+        let provider = StoreTable::new(table, Arc::clone(store), Arc::clone(stats), scope.clone());
+        context
+            .register_table(table.name(), Arc::new(provider))
+            .expect("a fresh session accepts the six canonical table names");
+    }
+    context
+}
+
+/// Registers the object store of the store's bucket (when its segments are in one) under the
+/// bucket's URL, so scans read the segment objects through the client the store wrote them
+/// with. The limited sessions share the registry.
+fn register_bucket(context: &SessionContext, store: &dyn StorageBackend) {
+    let Some(bucket) = store.remote_segments() else {
+        return;
+    };
+    match ObjectStoreUrl::parse(&bucket.url) {
+        Ok(url) => {
+            context
+                .runtime_env()
+                .register_object_store(url.as_ref(), bucket.store);
+        }
+        // the store built the URL itself (`s3://bucket`, `file://`): never seen
+        Err(error) => tracing::error!(url = %bucket.url, %error, "bucket URL not registered"),
     }
 }
 

@@ -19,6 +19,7 @@ mod limits;
 mod output;
 mod provider;
 mod range;
+mod scope;
 mod udf;
 
 pub use audit::{AccessAudit, AccessContext, AuditStatus, AuditedQuery, Surface};
@@ -28,4 +29,5 @@ pub use limits::{CallerPermit, CallerSlots, QueryCounts, QueryLimits};
 pub use output::{OutputFormat, QueryOutput};
 pub use provider::ScanStats;
 pub use range::time_range_from_filters;
+pub use scope::OrgScope;
 pub use udf::{JSON_GET, json_get_udf, json_get_value, value_text};

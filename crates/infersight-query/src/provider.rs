@@ -2,7 +2,11 @@
 //! [`ScanSnapshot`](infersight_store::ScanSnapshot) of the store: the `ts` filters of a query
 //! become the [`TimeRange`] the store prunes segments with, and the plan is the union of a Parquet
 //! scan over the remaining segment files and an in-memory scan of the memtable. The store
-//! guarantees a row is never in both, so the union never double counts.
+//! guarantees a row is never in both, so the union never double counts. Segments in a bucket
+//! (`SegmentMeta::location`) are read by their key through the object store the engine
+//! registered for the store's bucket URL ([`StorageBackend::remote_segments`]). A provider of a session
+//! scoped to some orgs (`scope::OrgScope`) filters that union by the `org` column before handing
+//! on a single row.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,6 +15,7 @@ use async_trait::async_trait;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::DFSchema;
 use datafusion::common::{Result, project_schema};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::memory::{DataSourceExec, MemorySourceConfig};
@@ -22,11 +27,16 @@ use datafusion::object_store::ObjectMeta;
 use datafusion::object_store::path::Path as ObjectPath;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::expressions::Column;
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::union::UnionExec;
 use infersight_model::Table;
+use infersight_model::org::ORG_COLUMN;
 use infersight_store::{SegmentMeta, StorageBackend, TimeRange};
 
 use crate::range::time_range_from_filters;
+use crate::scope::OrgScope;
 
 /// What the last scan of one table read, so callers (and tests) can see pruning at work.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -70,12 +80,14 @@ pub struct StoreTable {
     schema: SchemaRef,
     store: Arc<dyn StorageBackend>,
     stats: Arc<ScanStatsRegistry>,
+    scope: OrgScope,
 }
 
 impl std::fmt::Debug for StoreTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StoreTable")
             .field("table", &self.table)
+            .field("scope", &self.scope)
             .finish_non_exhaustive()
     }
 }
@@ -85,13 +97,49 @@ impl StoreTable {
         table: Table,
         store: Arc<dyn StorageBackend>,
         stats: Arc<ScanStatsRegistry>,
+        scope: OrgScope,
     ) -> Self {
         Self {
             table,
             schema: table.schema(),
             store,
             stats,
+            scope,
         }
+    }
+
+    /// `plan` (the table's rows, projected by `projection` plus the `org` column at its end
+    /// when `added_org`) reduced to the scope's rows and then to `projection`.
+    fn filter_to_scope(
+        &self,
+        state: &dyn Session,
+        plan: Arc<dyn ExecutionPlan>,
+        predicate: datafusion::logical_expr::Expr,
+        added_org: bool,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let schema = plan.schema();
+        let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
+        let predicate = state.create_physical_expr(predicate, &df_schema)?;
+        let filtered: Arc<dyn ExecutionPlan> = Arc::new(FilterExec::try_new(predicate, plan)?);
+        if !added_org {
+            return Ok(filtered);
+        }
+        // drop the org column the filter needed and the query did not ask for
+        let kept = schema.fields().len() - 1;
+        let columns: Vec<(Arc<dyn datafusion::physical_plan::PhysicalExpr>, String)> = schema
+            .fields()
+            .iter()
+            .take(kept)
+            .enumerate()
+            .map(|(index, field)| {
+                (
+                    Arc::new(Column::new(field.name(), index))
+                        as Arc<dyn datafusion::physical_plan::PhysicalExpr>,
+                    field.name().clone(),
+                )
+            })
+            .collect();
+        Ok(Arc::new(ProjectionExec::try_new(columns, filtered)?))
     }
 
     /// Takes the snapshot and stats its segment files on a blocking thread: the store may wait on
@@ -110,11 +158,21 @@ impl StoreTable {
                 .segments
                 .into_iter()
                 .partition(|segment| range.overlaps(segment.min_ts_ns, segment.max_ts_ns));
+            let (remote, local): (Vec<SegmentMeta>, Vec<SegmentMeta>) = segments
+                .into_iter()
+                .partition(|segment| segment.location.is_some());
+            let bucket_url = match (remote.is_empty(), store.remote_segments()) {
+                (true, _) => None,
+                (false, Some(bucket)) => Some(ObjectStoreUrl::parse(&bucket.url)?),
+                (false, None) => {
+                    return Err(DataFusionError::Internal(
+                        "the store lists segments in a bucket but names no bucket".into(),
+                    ));
+                }
+            };
             Ok(PreparedScan {
-                files: segments
-                    .iter()
-                    .map(partitioned_file)
-                    .collect::<Result<_>>()?,
+                files: local.iter().map(partitioned_file).collect::<Result<_>>()?,
+                bucket_files: bucket_url.map(|url| (url, remote.iter().map(bucket_file).collect())),
                 segments_pruned: snapshot.segments_pruned + extra.len(),
                 memtable: snapshot
                     .memtable
@@ -130,6 +188,7 @@ impl StoreTable {
     fn parquet_plan(
         &self,
         state: &dyn Session,
+        url: ObjectStoreUrl,
         files: Vec<PartitionedFile>,
         projection: Option<&Vec<usize>>,
         limit: Option<usize>,
@@ -145,12 +204,11 @@ impl StoreTable {
         // twice), where they prune row groups and pages by their statistics.
         let source = ParquetSource::new(Arc::clone(&self.schema))
             .with_table_parquet_options(state.table_options().parquet.clone());
-        let config =
-            FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), Arc::new(source))
-                .with_file_groups(groups.into_iter().map(FileGroup::new).collect())
-                .with_projection_indices(projection.cloned())?
-                .with_limit(limit)
-                .build();
+        let config = FileScanConfigBuilder::new(url, Arc::new(source))
+            .with_file_groups(groups.into_iter().map(FileGroup::new).collect())
+            .with_projection_indices(projection.cloned())?
+            .with_limit(limit)
+            .build();
         Ok(DataSourceExec::from_data_source(config))
     }
 
@@ -178,7 +236,10 @@ impl StoreTable {
 
 /// A snapshot reduced to what the plan reads.
 struct PreparedScan {
+    /// Local segment files.
     files: Vec<PartitionedFile>,
+    /// Segments in the store's bucket, under the URL its object store is registered for.
+    bucket_files: Option<(ObjectStoreUrl, Vec<PartitionedFile>)>,
     segments_pruned: usize,
     memtable: Vec<RecordBatch>,
 }
@@ -203,6 +264,18 @@ fn partitioned_file(segment: &SegmentMeta) -> Result<PartitionedFile> {
         e_tag: None,
         version: None,
     }))
+}
+
+/// A segment in a bucket, by its key; its size is the one the catalog recorded (the object is
+/// written once and its checksum was taken then).
+fn bucket_file(segment: &SegmentMeta) -> PartitionedFile {
+    PartitionedFile::new_from_meta(ObjectMeta {
+        location: ObjectPath::from(segment.location.as_deref().unwrap_or_default()),
+        last_modified: chrono::DateTime::UNIX_EPOCH,
+        size: segment.bytes,
+        e_tag: None,
+        version: None,
+    })
 }
 
 #[async_trait]
@@ -232,33 +305,62 @@ impl TableProvider for StoreTable {
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let range = time_range_from_filters(filters);
+        let predicate = self.scope.predicate();
+        // a scoped scan reads the org column too (last), and no row limit reaches the sources:
+        // rows of other orgs must not use up the limit before the filter
+        let (projection, limit, added_org) = match (&predicate, projection) {
+            (None, _) => (projection.cloned(), limit, false),
+            (Some(_), None) => (None, None, false),
+            (Some(_), Some(columns)) => {
+                let org = self.schema.index_of(ORG_COLUMN)?;
+                if columns.contains(&org) {
+                    (Some(columns.clone()), None, false)
+                } else {
+                    let mut with_org = columns.clone();
+                    with_org.push(org);
+                    (Some(with_org), None, true)
+                }
+            }
+        };
+        let projection = projection.as_ref();
         let PreparedScan {
             files,
+            bucket_files,
             segments_pruned,
             memtable,
         } = self.prepare(range).await?;
+        let bucket_count = bucket_files.as_ref().map_or(0, |(_, files)| files.len());
         self.stats.record(
             self.table,
             ScanStats {
                 range,
-                segments_scanned: files.len(),
+                segments_scanned: files.len() + bucket_count,
                 segments_pruned,
                 memtable_batches: memtable.len(),
                 memtable_rows: memtable.iter().map(RecordBatch::num_rows).sum(),
             },
         );
 
-        let mut inputs: Vec<Arc<dyn ExecutionPlan>> = Vec::with_capacity(2);
+        let mut inputs: Vec<Arc<dyn ExecutionPlan>> = Vec::with_capacity(3);
         if !files.is_empty() {
-            inputs.push(self.parquet_plan(state, files, projection, limit)?);
+            let url = ObjectStoreUrl::local_filesystem();
+            inputs.push(self.parquet_plan(state, url, files, projection, limit)?);
+        }
+        if let Some((url, files)) = bucket_files.filter(|(_, files)| files.is_empty()) { // MUTATION
+            inputs.push(self.parquet_plan(state, url, files, projection, limit)?);
         }
         if !memtable.is_empty() {
             inputs.push(self.memtable_plan(state, memtable, projection, limit)?);
         }
-        if inputs.is_empty() {
+        let plan: Arc<dyn ExecutionPlan> = if inputs.is_empty() {
             let projected = project_schema(&self.schema, projection)?;
-            return Ok(Arc::new(EmptyExec::new(projected)));
+            Arc::new(EmptyExec::new(projected))
+        } else {
+            UnionExec::try_new(inputs)?
+        };
+        match predicate {
+            Some(predicate) => self.filter_to_scope(state, plan, predicate, added_org),
+            None => Ok(plan),
         }
-        UnionExec::try_new(inputs)
     }
 }

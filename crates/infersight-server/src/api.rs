@@ -257,6 +257,7 @@ async fn query(
     State(state): State<ApiState>,
     peer: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
     identity: Option<axum::Extension<crate::auth::Identity>>,
+    scope: Option<axum::Extension<infersight_query::OrgScope>>,
     ApiJson(body): ApiJson<QueryBody>,
 ) -> Result<Response, ApiError> {
     // checked first, so a request that cannot be answered reads nothing
@@ -287,8 +288,20 @@ async fn query(
         surface: Surface::ApiQuery,
         what: None,
     };
-    let audited = state
-        .engine
+    // the caller's orgs only, enforced by the tables themselves (the gate always sets the
+    // scope; without one, fail closed to the default org)
+    let scope = scope.map_or_else(
+        || infersight_query::OrgScope::org(infersight_model::org::DEFAULT_ORG),
+        |axum::Extension(scope)| scope,
+    );
+    let scoped;
+    let engine = if scope == infersight_query::OrgScope::All {
+        state.engine.as_ref()
+    } else {
+        scoped = state.engine.scoped(scope);
+        &scoped
+    };
+    let audited = engine
         .sql_audited(&body.sql, Some(state.max_query_rows), &context)
         .await;
     count_audit_write(&state, &audited.audit);

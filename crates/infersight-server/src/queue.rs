@@ -17,6 +17,8 @@ use tokio::sync::{mpsc, oneshot};
 use infersight_model::telemetry::{Counters, catalog};
 
 struct Job {
+    /// Every row of the job is stored for this org (the writer stamps it).
+    org: String,
     batches: Vec<TableBatch>,
     ack: oneshot::Sender<Result<AppendReceipt, SinkError>>,
 }
@@ -103,14 +105,21 @@ impl IngestQueue {
         self.capacity
     }
 
-    /// Queues batches and waits until they are durable. `Full` when the queue has no room.
+    /// Queues batches of `org` and waits until they are durable. `Full` when the queue has no
+    /// room.
     pub async fn submit_and_wait(
         &self,
+        org: &str,
         batches: Vec<TableBatch>,
     ) -> Result<AppendReceipt, SinkError> {
         let rows: u64 = batches.iter().map(|b| b.batch.num_rows() as u64).sum();
         let (ack, wait) = oneshot::channel();
-        match self.tx.try_send(Job { batches, ack }) {
+        let job = Job {
+            org: org.to_string(),
+            batches,
+            ack,
+        };
+        match self.tx.try_send(job) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.counters.add(
@@ -137,7 +146,7 @@ fn process(writer: &mut BatchWriter, jobs: Vec<Job>, counters: &Counters) {
     for mut job in jobs {
         let batches = std::mem::take(&mut job.batches);
         let rows: u64 = batches.iter().map(|b| b.batch.num_rows() as u64).sum();
-        match writer.transform(batches) {
+        match writer.transform(&job.org, batches) {
             Ok(out) => {
                 let start = all.len();
                 all.extend(out);
@@ -187,9 +196,10 @@ fn process(writer: &mut BatchWriter, jobs: Vec<Job>, counters: &Counters) {
 }
 
 impl Sink for IngestQueue {
-    fn submit(&self, batches: Vec<TableBatch>) -> SinkFuture {
+    fn submit(&self, org: &str, batches: Vec<TableBatch>) -> SinkFuture {
         let queue = self.clone();
-        Box::pin(async move { queue.submit_and_wait(batches).await.map(|_| ()) })
+        let org = org.to_string();
+        Box::pin(async move { queue.submit_and_wait(&org, batches).await.map(|_| ()) })
     }
 }
 
@@ -199,6 +209,7 @@ mod tests {
     use std::time::Duration;
 
     use infersight_model::append::{AppendError, Appended, BatchAppend};
+    use infersight_model::org::DEFAULT_ORG;
     use infersight_model::{RequestRecord, Table};
     use infersight_pipeline::{Pipeline, PipelineError, Stage};
 
@@ -276,7 +287,7 @@ mod tests {
         let submits: Vec<_> = (0..8)
             .map(|_| {
                 let q = queue.clone();
-                tokio::spawn(async move { q.submit_and_wait(one_row()).await })
+                tokio::spawn(async move { q.submit_and_wait(DEFAULT_ORG, one_row()).await })
             })
             .collect();
         let mut ok = 0;
@@ -316,12 +327,12 @@ mod tests {
         let stages: Vec<Box<dyn Stage>> = vec![Box::new(RejectFirst { seen: 0 })];
         let (queue, worker) =
             IngestQueue::start(writer(&store, stages), 4, Arc::new(Counters::new()));
-        let first = queue.submit_and_wait(one_row()).await;
+        let first = queue.submit_and_wait(DEFAULT_ORG, one_row()).await;
         assert!(
             matches!(first, Err(SinkError::Rejected(ref m)) if m.contains("bad row")),
             "{first:?}"
         );
-        assert!(queue.submit_and_wait(one_row()).await.is_ok());
+        assert!(queue.submit_and_wait(DEFAULT_ORG, one_row()).await.is_ok());
         drop(queue);
         worker.join().unwrap();
         assert_eq!(*store.appends.lock().unwrap(), vec![1]);

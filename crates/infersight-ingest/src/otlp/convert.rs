@@ -396,6 +396,8 @@ fn convert_traces(
                     status: Some(status),
                     status_message,
                     attrs: attrs_json(&resource, &attrs),
+                    // stamped by the writer with the submitter's org
+                    org: None,
                 });
             }
         }

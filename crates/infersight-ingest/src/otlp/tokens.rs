@@ -234,6 +234,8 @@ impl SpanTokens {
                     latency_ms: Some(t.latency_ms.unwrap_or(since_previous_ms)),
                     stage: Some(t.stage.to_string()),
                     kv_hit: t.kv_hit,
+                    // stamped by the writer with the submitter's org
+                    org: None,
                 }
             })
             .collect()

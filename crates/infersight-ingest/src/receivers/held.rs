@@ -42,8 +42,9 @@ impl HeldRequests {
                     _ = &mut stop => return all_stored,
                     _ = ticker.tick() => {}
                 }
-                let rows = ticking.span_tree.release_due_requests();
-                all_stored &= submit(&ticking, rows, every).await;
+                for (org, rows) in ticking.span_tree.release_due_requests() {
+                    all_stored &= submit(&ticking, &org, rows, every).await;
+                }
             }
         });
         HeldRequests {
@@ -64,14 +65,22 @@ impl HeldRequests {
                 false
             }
         };
-        let rows = self.state.span_tree.drain_requests();
-        submit(&self.state, rows, DEFAULT_TICK).await && ticks_stored
+        let mut all_stored = ticks_stored;
+        for (org, rows) in self.state.span_tree.drain_requests() {
+            all_stored &= submit(&self.state, &org, rows, DEFAULT_TICK).await;
+        }
+        all_stored
     }
 }
 
 /// Hands rows to the sink, retrying while it is full; a failure is logged with the rows lost.
 /// Returns whether they were stored.
-async fn submit(state: &ReceiverState, rows: Vec<RequestRecord>, pause: Duration) -> bool {
+async fn submit(
+    state: &ReceiverState,
+    org: &str,
+    rows: Vec<RequestRecord>,
+    pause: Duration,
+) -> bool {
     if rows.is_empty() {
         return true;
     }
@@ -80,7 +89,7 @@ async fn submit(state: &ReceiverState, rows: Vec<RequestRecord>, pause: Duration
         batch: RequestRecord::to_batch(&rows),
     };
     for _ in 0..FULL_RETRIES {
-        match state.sink.submit(vec![batch.clone()]).await {
+        match state.sink.submit(org, vec![batch.clone()]).await {
             Ok(()) => return true,
             Err(SinkError::Full) => tokio::time::sleep(pause).await,
             Err(error) => {

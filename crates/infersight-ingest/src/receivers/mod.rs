@@ -13,7 +13,11 @@ pub mod sink;
 pub use held::HeldRequests;
 pub use sink::{Sink, SinkError, SinkFuture};
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use infersight_model::RequestRecord;
+use infersight_model::org::DEFAULT_ORG;
 
 use infersight_model::mapping::AttributeMapper;
 
@@ -26,8 +30,9 @@ use infersight_model::telemetry::Counters;
 pub struct ReceiverState {
     pub sink: Arc<dyn Sink>,
     pub mapper: Arc<AttributeMapper>,
-    /// Phase spans of recent trace exports, for request spans exported after their children.
-    pub span_tree: Arc<SpanTreeCache>,
+    /// Phase spans of recent trace exports, for request spans exported after their children;
+    /// one tree per org.
+    pub span_tree: Arc<OrgSpanTrees>,
     pub counters: Arc<Counters>,
     /// Largest accepted body, compressed or not (and the cap on decompressed size).
     pub max_body_bytes: usize,
@@ -39,7 +44,11 @@ pub struct ReceiverState {
 impl ReceiverState {
     /// Hands the non-empty batches of a converted request to the sink and waits until they are
     /// durable; a request with nothing to store succeeds at once.
-    pub async fn submit(&self, converted: &crate::Converted) -> Result<(), SinkError> {
+    pub async fn submit(
+        &self,
+        org: &IngestOrg,
+        converted: &crate::Converted,
+    ) -> Result<(), SinkError> {
         let batches: Vec<_> = converted
             .batches
             .iter()
@@ -49,6 +58,94 @@ impl ReceiverState {
         if batches.is_empty() {
             return Ok(());
         }
-        self.sink.submit(batches).await
+        self.sink.submit(&org.0, batches).await
+    }
+}
+
+/// The org an export is written for: the ingest gate puts it on the request (from the caller's
+/// token and `X-Scope-OrgID`); without authentication there is none and the receivers write
+/// for [`DEFAULT_ORG`]. Nothing in the payload can change it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngestOrg(pub String);
+
+impl Default for IngestOrg {
+    fn default() -> Self {
+        IngestOrg(DEFAULT_ORG.to_string())
+    }
+}
+
+/// The receivers' span trees, one per org: two orgs may send the same trace ids (the same
+/// simulator, a replayed file), and one org's spans must never complete, hold back or drop as
+/// duplicates another org's request rows.
+pub struct OrgSpanTrees {
+    trees: Mutex<BTreeMap<String, Arc<SpanTreeCache>>>,
+}
+
+impl Default for OrgSpanTrees {
+    fn default() -> Self {
+        OrgSpanTrees::with_default_org(SpanTreeCache::default())
+    }
+}
+
+impl OrgSpanTrees {
+    /// `tree` serves the default org; other orgs get a default [`SpanTreeCache`] on first use.
+    pub fn with_default_org(tree: SpanTreeCache) -> OrgSpanTrees {
+        OrgSpanTrees {
+            trees: Mutex::new(BTreeMap::from([(DEFAULT_ORG.to_string(), Arc::new(tree))])),
+        }
+    }
+
+    /// The tree of `org`, made on first use.
+    pub fn for_org(&self, org: &str) -> Arc<SpanTreeCache> {
+        let mut trees = self.trees.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(trees.entry(org.to_string()).or_default())
+    }
+
+    fn each(&self) -> Vec<(String, Arc<SpanTreeCache>)> {
+        let trees = self.trees.lock().unwrap_or_else(PoisonError::into_inner);
+        trees
+            .iter()
+            .map(|(org, tree)| (org.clone(), Arc::clone(tree)))
+            .collect()
+    }
+
+    /// Every org's rows whose traces have been quiet long enough.
+    pub fn release_due_requests(&self) -> Vec<(String, Vec<RequestRecord>)> {
+        self.each()
+            .into_iter()
+            .map(|(org, tree)| (org, tree.release_due_requests()))
+            .filter(|(_, rows)| !rows.is_empty())
+            .collect()
+    }
+
+    /// Every org's rows still held.
+    pub fn drain_requests(&self) -> Vec<(String, Vec<RequestRecord>)> {
+        self.each()
+            .into_iter()
+            .map(|(org, tree)| (org, tree.drain_requests()))
+            .filter(|(_, rows)| !rows.is_empty())
+            .collect()
+    }
+
+    /// Tells each org's tree about its stored rows (by their `org`; null: the default org).
+    pub fn remember_stored_requests(&self, rows: &[RequestRecord]) {
+        let mut by_org: BTreeMap<&str, Vec<RequestRecord>> = BTreeMap::new();
+        for row in rows {
+            by_org
+                .entry(row.org.as_deref().unwrap_or(DEFAULT_ORG))
+                .or_default()
+                .push(row.clone());
+        }
+        for (org, rows) in by_org {
+            self.for_org(org).remember_stored_requests(&rows);
+        }
+    }
+
+    /// Rows held over every org.
+    pub fn held_requests(&self) -> usize {
+        self.each()
+            .iter()
+            .map(|(_, tree)| tree.held_requests())
+            .sum()
     }
 }

@@ -112,10 +112,20 @@ fn submit_status(error: &SinkError) -> Status {
     }
 }
 
+/// The org the ingest gate put on the request; the default org without one (no authentication).
+fn org_of<T>(request: &Request<T>) -> crate::receivers::IngestOrg {
+    request
+        .extensions()
+        .get::<crate::receivers::IngestOrg>()
+        .cloned()
+        .unwrap_or_default()
+}
+
 impl GrpcReceiver {
     async fn ingest<T: ExpansionEstimate + Send + 'static>(
         &self,
         signal: &'static str,
+        org: crate::receivers::IngestOrg,
         request: T,
         convert: fn(&T, &AttributeMapper, &SpanTreeCache) -> Result<Converted, IngestError>,
     ) -> Result<Converted, Status> {
@@ -137,7 +147,7 @@ impl GrpcReceiver {
             ));
         };
         let mapper = self.state.mapper.clone();
-        let span_tree = self.state.span_tree.clone();
+        let span_tree = self.state.span_tree.for_org(&org.0);
         let limit = self
             .state
             .max_body_bytes
@@ -155,7 +165,7 @@ impl GrpcReceiver {
                 return Err(to_status(&e));
             }
         };
-        if let Err(e) = self.state.submit(&converted).await {
+        if let Err(e) = self.state.submit(&org, &converted).await {
             outcome(if matches!(e, SinkError::Full) {
                 "throttled"
             } else {
@@ -189,9 +199,12 @@ impl TraceService for GrpcReceiver {
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
         let c = self
-            .ingest("traces", request.into_inner(), |r, m, tree| {
-                crate::traces_to_batches_with(r, m, Some(tree))
-            })
+            .ingest(
+                "traces",
+                org_of(&request),
+                request.into_inner(),
+                |r, m, tree| crate::traces_to_batches_with(r, m, Some(tree)),
+            )
             .await?;
         Ok(Response::new(ExportTraceServiceResponse {
             partial_success: (c.rejected > 0 || c.rejection_message.is_some()).then(|| {
@@ -211,7 +224,7 @@ impl LogsService for GrpcReceiver {
         request: Request<ExportLogsServiceRequest>,
     ) -> Result<Response<ExportLogsServiceResponse>, Status> {
         let c = self
-            .ingest("logs", request.into_inner(), |r, m, _| {
+            .ingest("logs", org_of(&request), request.into_inner(), |r, m, _| {
                 crate::logs_to_batches(r, m)
             })
             .await?;
@@ -233,9 +246,12 @@ impl MetricsService for GrpcReceiver {
         request: Request<ExportMetricsServiceRequest>,
     ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
         let c = self
-            .ingest("metrics", request.into_inner(), |r, m, _| {
-                crate::metrics_to_batches(r, m)
-            })
+            .ingest(
+                "metrics",
+                org_of(&request),
+                request.into_inner(),
+                |r, m, _| crate::metrics_to_batches(r, m),
+            )
             .await?;
         Ok(Response::new(ExportMetricsServiceResponse {
             partial_success: (c.rejected > 0 || c.rejection_message.is_some()).then(|| {

@@ -50,12 +50,15 @@ pub fn router(state: ReceiverState) -> Router {
     Router::new()
         .route(
             "/v1/traces",
-            post(|s, h, b| handle(s, h, b, Signal::Traces)),
+            post(|s, o, h, b| handle(s, o, h, b, Signal::Traces)),
         )
-        .route("/v1/logs", post(|s, h, b| handle(s, h, b, Signal::Logs)))
+        .route(
+            "/v1/logs",
+            post(|s, o, h, b| handle(s, o, h, b, Signal::Logs)),
+        )
         .route(
             "/v1/metrics",
-            post(|s, h, b| handle(s, h, b, Signal::Metrics)),
+            post(|s, o, h, b| handle(s, o, h, b, Signal::Metrics)),
         )
         .with_state(state)
 }
@@ -249,6 +252,7 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
 
 async fn handle(
     State(state): State<ReceiverState>,
+    org: Option<axum::Extension<super::IngestOrg>>,
     headers: HeaderMap,
     body: Body,
     signal: Signal,
@@ -300,7 +304,8 @@ async fn handle(
     };
     let content_encoding = header_str(&headers, header::CONTENT_ENCODING);
     let mapper = state.mapper.clone();
-    let span_tree = state.span_tree.clone();
+    let org = org.map(|axum::Extension(org)| org).unwrap_or_default();
+    let span_tree = state.span_tree.for_org(&org.0);
     let max = state.max_body_bytes;
     let ct = content_type.map(str::to_string);
     let ce = content_encoding.map(str::to_string);
@@ -336,7 +341,7 @@ async fn handle(
         ],
         converted.rejected,
     );
-    if let Err(e) = state.submit(&converted).await {
+    if let Err(e) = state.submit(&org, &converted).await {
         let (status, code) = sink_error_status(&e);
         outcome(if matches!(e, SinkError::Full) {
             "throttled"

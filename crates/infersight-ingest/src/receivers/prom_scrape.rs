@@ -14,8 +14,8 @@ use tokio::time::MissedTickBehavior;
 
 use crate::prometheus::convert::{health_metrics, scrape_request};
 use crate::prometheus::{ExpositionError, ParseWarning, exposition_to_otlp, parse};
-use crate::receivers::ReceiverState;
 use crate::receivers::sink::SinkError;
+use crate::receivers::{IngestOrg, ReceiverState};
 use infersight_model::telemetry::catalog;
 
 /// What the scraper asks for: the classic text format, which every engine serves.
@@ -266,8 +266,9 @@ pub async fn scrape_once(
     };
     match outcome {
         Ok((converted, samples, warnings)) => {
+            // scrape targets are the operator's own configuration: the default org
             state
-                .submit(&converted)
+                .submit(&IngestOrg::default(), &converted)
                 .await
                 .map_err(|source| ScrapeError::Sink {
                     url: target.url.clone(),
@@ -289,7 +290,7 @@ pub async fn scrape_once(
             );
             // Best effort: the failure itself is what gets counted and logged.
             if let Ok(converted) = crate::metrics_to_batches(&request, &state.mapper) {
-                let _ = state.submit(&converted).await;
+                let _ = state.submit(&IngestOrg::default(), &converted).await;
             }
             Err(error)
         }

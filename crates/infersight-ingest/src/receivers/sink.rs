@@ -8,10 +8,11 @@ use infersight_model::{ErrorKind, TableBatch};
 
 pub type SinkFuture = Pin<Box<dyn Future<Output = Result<(), SinkError>> + Send>>;
 
-/// Accepts converted batches; the future resolves once they are durable (acknowledged data is
-/// never lost) or with the reason they were not taken.
+/// Accepts converted batches of one org; the future resolves once they are durable
+/// (acknowledged data is never lost) or with the reason they were not taken. The sink stamps
+/// every row it stores with `org` (`infersight_model::org`), whatever the rows say.
 pub trait Sink: Send + Sync + 'static {
-    fn submit(&self, batches: Vec<TableBatch>) -> SinkFuture;
+    fn submit(&self, org: &str, batches: Vec<TableBatch>) -> SinkFuture;
 }
 
 #[derive(Debug, Clone, thiserror::Error)]

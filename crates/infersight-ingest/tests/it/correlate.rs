@@ -9,6 +9,7 @@ use infersight_ingest::{
     traces_to_batches, traces_to_batches_with,
 };
 use infersight_model::mapping::AttributeMapper;
+use infersight_model::org::DEFAULT_ORG;
 use infersight_model::rng::SplitMix64;
 use infersight_model::{RequestRecord, SpanRecord, Table, TableBatch};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -492,7 +493,7 @@ struct RowSink {
 }
 
 impl infersight_ingest::Sink for RowSink {
-    fn submit(&self, batches: Vec<TableBatch>) -> infersight_ingest::SinkFuture {
+    fn submit(&self, _org: &str, batches: Vec<TableBatch>) -> infersight_ingest::SinkFuture {
         for batch in batches.iter().filter(|b| b.table == Table::Requests) {
             let rows = RequestRecord::from_batch(&batch.batch).unwrap();
             self.rows.lock().unwrap().extend(rows);
@@ -518,7 +519,11 @@ async fn held_rows_reach_the_sink_by_tick_and_at_shutdown() {
     let state = ReceiverState {
         sink: sink.clone(),
         mapper: Arc::new(AttributeMapper::default()),
-        span_tree: Arc::new(SpanTreeCache::with_limits(1024, limits)),
+        span_tree: Arc::new(
+            infersight_ingest::receivers::OrgSpanTrees::with_default_org(
+                SpanTreeCache::with_limits(1024, limits),
+            ),
+        ),
         counters: Arc::new(infersight_model::telemetry::Counters::new()),
         max_body_bytes: 1 << 20,
         in_flight: Arc::new(tokio::sync::Semaphore::new(4)),
@@ -530,7 +535,12 @@ async fn held_rows_reach_the_sink_by_tick_and_at_shutdown() {
     let mapper = AttributeMapper::default();
     // a gateway's span alone: held for its engine's
     let gateway = export(request_spans(1, &[Service::Gateway], false));
-    let converted = traces_to_batches_with(&gateway, &mapper, Some(&state.span_tree)).unwrap();
+    let converted = traces_to_batches_with(
+        &gateway,
+        &mapper,
+        Some(&state.span_tree.for_org(DEFAULT_ORG)),
+    )
+    .unwrap();
     assert!(requests_of(&converted).is_empty());
     let mut waited = Duration::ZERO;
     while sink.rows.lock().unwrap().is_empty() && waited < Duration::from_secs(5) {
@@ -542,8 +552,12 @@ async fn held_rows_reach_the_sink_by_tick_and_at_shutdown() {
     // an engine span whose parent never comes: held until shutdown at the latest
     let mut orphan = request_spans(2, &[Service::Gateway, Service::Engine], false);
     orphan.remove(0);
-    let converted =
-        traces_to_batches_with(&export(orphan), &mapper, Some(&state.span_tree)).unwrap();
+    let converted = traces_to_batches_with(
+        &export(orphan),
+        &mapper,
+        Some(&state.span_tree.for_org(DEFAULT_ORG)),
+    )
+    .unwrap();
     assert!(requests_of(&converted).is_empty());
     stop_tx.send(()).unwrap();
     held.finish().await;

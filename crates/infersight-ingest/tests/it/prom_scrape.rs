@@ -25,7 +25,7 @@ struct CollectingSink {
 }
 
 impl Sink for CollectingSink {
-    fn submit(&self, batches: Vec<TableBatch>) -> SinkFuture {
+    fn submit(&self, _org: &str, batches: Vec<TableBatch>) -> SinkFuture {
         for batch in batches.iter().filter(|b| b.table == Table::Metrics) {
             let rows = MetricRecord::from_batch(&batch.batch).unwrap();
             self.rows.lock().unwrap().extend(rows);

@@ -25,7 +25,7 @@ struct RecordingSink {
 }
 
 impl Sink for RecordingSink {
-    fn submit(&self, batches: Vec<TableBatch>) -> SinkFuture {
+    fn submit(&self, _org: &str, batches: Vec<TableBatch>) -> SinkFuture {
         let outcome = self.outcome.clone();
         if outcome.is_none() {
             *self.rows.lock().unwrap() += batches.iter().map(|b| b.batch.num_rows()).sum::<usize>();

@@ -225,7 +225,11 @@ struct KeepingSink {
 }
 
 impl infersight_ingest::Sink for KeepingSink {
-    fn submit(&self, batches: Vec<infersight_model::TableBatch>) -> infersight_ingest::SinkFuture {
+    fn submit(
+        &self,
+        _org: &str,
+        batches: Vec<infersight_model::TableBatch>,
+    ) -> infersight_ingest::SinkFuture {
         self.batches.lock().unwrap().extend(batches);
         Box::pin(async { Ok(()) })
     }

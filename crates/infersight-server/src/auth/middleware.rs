@@ -119,6 +119,20 @@ pub async fn api_gate(State(gate): State<ApiGate>, mut request: Request, next: N
         }
         return refusal_response(&refusal);
     }
+    let scope = super::orgs::read_scope(
+        &identity,
+        header_text(request.headers(), super::orgs::SCOPE_HEADER).as_deref(),
+    );
+    let scope = match scope {
+        Ok(scope) => scope,
+        Err(refusal) => {
+            if rule.audit != Audit::No {
+                audit_call(&gate, &identity, peer, &what, "forbidden").await;
+            }
+            return refusal_response(&refusal);
+        }
+    };
+    request.extensions_mut().insert(scope);
     request.extensions_mut().insert(identity.clone());
     let response = next.run(request).await;
     if rule.audit == Audit::Call {
@@ -172,8 +186,8 @@ async fn audit_call(
     }
 }
 
-/// Authenticates an export and checks it may ingest; the identity goes on with the request (a
-/// tenant-aware receiver reads it there).
+/// Authenticates an export and checks it may ingest; the identity and the org the export is
+/// stored for (`orgs::write_org`) go on with the request, where the receivers read the org.
 fn admit_export(auth: &Auth, request: &mut Request) -> Result<(), Refusal> {
     // proxies name people, not exporters: an export is admitted by its token only
     let identity = auth.authenticate(
@@ -186,6 +200,13 @@ fn admit_export(auth: &Auth, request: &mut Request) -> Result<(), Refusal> {
         now_ns(),
     )?;
     authorize(&identity, Role::Ingest, "exporting telemetry")?;
+    let org = super::orgs::write_org(
+        &identity,
+        header_text(request.headers(), super::orgs::SCOPE_HEADER).as_deref(),
+    )?;
+    request
+        .extensions_mut()
+        .insert(infersight_ingest::receivers::IngestOrg(org));
     request.extensions_mut().insert(identity);
     Ok(())
 }

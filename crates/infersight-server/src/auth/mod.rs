@@ -11,6 +11,7 @@
 pub mod config;
 pub mod header;
 pub mod middleware;
+pub mod orgs;
 pub mod role;
 pub mod routes;
 pub mod tokens;

@@ -11,11 +11,13 @@
 //! so a span of one of their requests arriving after the restart (a gateway's, exported late)
 //! is dropped as a duplicate of the stored row instead of becoming a second row.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use infersight_ingest::receivers::{ReceiverState, SinkError};
+use infersight_model::org::DEFAULT_ORG;
 use infersight_model::{RequestRecord, SpanRecord, Table, TableBatch};
 use infersight_query::QueryEngine;
 use infersight_store::{StorageBackend, TimeRange};
@@ -134,12 +136,43 @@ async fn recent_rows(
     }
     let mapper = state.mapper.clone();
     tokio::task::spawn_blocking(move || {
-        infersight_ingest::otlp::rebuild::rebuild_requests(&spans, &stored, &mapper)
-            .map(|rebuilt| Recent { stored, rebuilt })
+        rebuild_per_org(&spans, &stored, &mapper).map(|rebuilt| Recent { stored, rebuilt })
     })
     .await
     .map_err(|e| e.to_string())?
     .map_err(|e| format!("rebuilding held request rows: {e}"))
+}
+
+/// The rows of `spans` that `stored` lacks, rebuilt org by org (two orgs may share trace ids),
+/// each carrying its org.
+fn rebuild_per_org(
+    spans: &[SpanRecord],
+    stored: &[RequestRecord],
+    mapper: &infersight_model::mapping::AttributeMapper,
+) -> Result<Vec<RequestRecord>, String> {
+    let org_of = |org: &Option<String>| org.clone().unwrap_or_else(|| DEFAULT_ORG.to_string());
+    let mut orgs: BTreeMap<String, (Vec<SpanRecord>, Vec<RequestRecord>)> = BTreeMap::new();
+    for span in spans {
+        orgs.entry(org_of(&span.org))
+            .or_default()
+            .0
+            .push(span.clone());
+    }
+    for row in stored {
+        if let Some((_, rows)) = orgs.get_mut(&org_of(&row.org)) {
+            rows.push(row.clone());
+        }
+    }
+    let mut rebuilt = Vec::new();
+    for (org, (spans, stored)) in orgs {
+        let rows = infersight_ingest::otlp::rebuild::rebuild_requests(&spans, &stored, mapper)
+            .map_err(|e| format!("rebuilding held request rows: {e}"))?;
+        rebuilt.extend(rows.into_iter().map(|row| RequestRecord {
+            org: Some(org.clone()),
+            ..row
+        }));
+    }
+    Ok(rebuilt)
 }
 
 /// The latest start of a stored span (`None`: no span stored).
@@ -172,17 +205,30 @@ async fn read_since(
         .map_err(|e| format!("reading {table}: {e}"))
 }
 
-/// Stores rebuilt rows through the ingest queue, waiting while it is full.
+/// Stores rebuilt rows through the ingest queue, each for its org, waiting while it is full.
 async fn submit(state: &ReceiverState, rows: Vec<RequestRecord>) -> Result<(), String> {
-    if rows.is_empty() {
-        return Ok(());
+    let mut by_org: BTreeMap<String, Vec<RequestRecord>> = BTreeMap::new();
+    for row in rows {
+        let org = row.org.clone().unwrap_or_else(|| DEFAULT_ORG.to_string());
+        by_org.entry(org).or_default().push(row);
     }
+    for (org, rows) in by_org {
+        submit_for(state, &org, rows).await?;
+    }
+    Ok(())
+}
+
+async fn submit_for(
+    state: &ReceiverState,
+    org: &str,
+    rows: Vec<RequestRecord>,
+) -> Result<(), String> {
     let batch = TableBatch {
         table: Table::Requests,
         batch: RequestRecord::to_batch(&rows),
     };
     for _ in 0..100 {
-        match state.sink.submit(vec![batch.clone()]).await {
+        match state.sink.submit(org, vec![batch.clone()]).await {
             Ok(()) => return Ok(()),
             Err(SinkError::Full) => tokio::time::sleep(Duration::from_millis(100)).await,
             Err(error) => return Err(format!("storing rebuilt request rows: {error}")),

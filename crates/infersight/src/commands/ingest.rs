@@ -64,6 +64,10 @@ pub struct IngestArgs {
     /// file itself is the log, and nothing is reported stored before the end.
     #[arg(long)]
     pub wal: bool,
+    /// The org (tenant) every row of these files is stored for; `serve` shows it only to
+    /// tokens bound to it.
+    #[arg(long, default_value = infersight_model::org::DEFAULT_ORG)]
+    pub org: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -85,6 +89,8 @@ pub async fn run(args: IngestArgs) -> Result<i32, CliError> {
 type WriterHandle = (SyncSender<Vec<TableBatch>>, JoinHandle<Result<(), String>>);
 
 fn ingest(config: Config, args: IngestArgs) -> Result<i32, CliError> {
+    infersight_model::org::check_org_name(&args.org)
+        .map_err(|e| CliError::usage(format!("--org: {e}")))?;
     for path in &args.paths {
         if !path.is_file() {
             return Err(CliError::usage(format!(
@@ -99,7 +105,7 @@ fn ingest(config: Config, args: IngestArgs) -> Result<i32, CliError> {
     let mapper = wiring::mapper(&config);
     let options = file_options(&args);
     let bar = progress_bar(&args);
-    let (to_writer, writer) = spawn_writer(writer, args.wal)?;
+    let (to_writer, writer) = spawn_writer(writer, args.org.clone(), args.wal)?;
     let store_range = store_time_range(&store);
     let (summaries, read_error, around) = read_files(
         &args.paths,
@@ -182,7 +188,11 @@ fn progress_bar(args: &IngestArgs) -> indicatif::ProgressBar {
 /// The writer thread: the ingest runtime's stages, then the store (in bulk, or through the WAL
 /// with `--wal`), flushing when the memtable is over its limits. The bounded channel keeps memory
 /// flat.
-fn spawn_writer(mut writer: BatchWriter, wal: bool) -> Result<WriterHandle, CliError> {
+fn spawn_writer(
+    mut writer: BatchWriter,
+    org: String,
+    wal: bool,
+) -> Result<WriterHandle, CliError> {
     let durability = if wal {
         Durability::Logged
     } else {
@@ -194,7 +204,7 @@ fn spawn_writer(mut writer: BatchWriter, wal: bool) -> Result<WriterHandle, CliE
         .spawn(move || -> Result<(), String> {
             for batches in from_reader {
                 writer
-                    .write(batches, durability)
+                    .write(&org, batches, durability)
                     .map_err(|e| e.to_string())?;
             }
             Ok(())

@@ -248,6 +248,8 @@ impl RedactStage {
                         detector: detector.map(|s| self.redactor.source_name(s).into_owned()),
                         action: Some(action.as_str().to_string()),
                         count: Some(i64::try_from(count).unwrap_or(i64::MAX)),
+                        // stamped by the writer with the submitter's org
+                        org: None,
                     }
                 },
             )

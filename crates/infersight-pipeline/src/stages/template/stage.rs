@@ -166,6 +166,8 @@ impl TemplateStage {
                     last_seen: cluster.last_seen,
                     count: Some(cluster.count as i64),
                     param_types: serde_json::json!(types).to_string(),
+                    // stamped by the writer with the submitter's org
+                    org: None,
                 }
             })
             .collect();
