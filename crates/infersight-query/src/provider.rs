@@ -346,7 +346,7 @@ impl TableProvider for StoreTable {
             let url = ObjectStoreUrl::local_filesystem();
             inputs.push(self.parquet_plan(state, url, files, projection, limit)?);
         }
-        if let Some((url, files)) = bucket_files.filter(|(_, files)| files.is_empty()) { // MUTATION
+        if let Some((url, files)) = bucket_files.filter(|(_, files)| !files.is_empty()) {
             inputs.push(self.parquet_plan(state, url, files, projection, limit)?);
         }
         if !memtable.is_empty() {

@@ -33,6 +33,8 @@ pub mod types;
 mod verify;
 mod wal;
 
+/// Where a bucket is (`StoreOptions::remote`): its URL, endpoint, region and credentials.
+pub use infersight_cluster::BucketConfig;
 pub use maintenance::MaintenanceHandle;
 pub use store::Store;
 pub use types::{

@@ -4,7 +4,7 @@
 //! end-to-end test (`infersight`); [`webhook`], a receiver for what `serve` POSTs out, and
 //! [`https`], one behind a self-signed certificate for the https clients;
 //! [`store`], an in-memory storage backend for the query and root-cause tests; [`fuzz`], the
-//! fuzz harnesses' runner.
+//! fuzz harnesses' runner; [`seaweedfs`], a real S3 server for segments in a bucket.
 
 // Test-only code: a failed setup step should fail the test loudly, so unwrapping is fine here.
 #![allow(clippy::unwrap_used)]
@@ -12,5 +12,6 @@
 pub mod chromium;
 pub mod fuzz;
 pub mod https;
+pub mod seaweedfs;
 pub mod store;
 pub mod webhook;
