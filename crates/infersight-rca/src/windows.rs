@@ -31,6 +31,10 @@ pub(crate) struct Localized {
     /// The windows analysed and the stored rollups' dimensions, for a second pass over
     /// attribute dimensions; `None` when there was no data.
     pub(crate) chosen: Option<Chosen>,
+    /// Whether a symptom measure (or a known cause) found a cause, not only an explanatory
+    /// measure (a slice that lost its prefix-cache hits says where latency came from, never
+    /// what regressed).
+    pub(crate) symptom_cause: bool,
 }
 
 /// The windows one analysis settled on.
@@ -62,6 +66,7 @@ pub(crate) fn localize_incident(
             context: empty_context(),
             signals: Vec::new(),
             chosen: None,
+            symptom_cause: false,
         });
     };
     let data_end = last_minute + MINUTE_NS;
@@ -91,7 +96,7 @@ pub(crate) fn localize_incident(
     };
     let result = windows.analyse(incident, detected.clone())?;
     let confirmed = |l: &Localized| l.report.as_ref().is_some_and(|r| r.symptom.is_some());
-    let has_cause = |l: &Localized| l.report.as_ref().is_some_and(|r| !r.root_causes.is_empty());
+    let has_cause = |l: &Localized| l.symptom_cause;
     if request.incident.is_some() {
         return Ok(result);
     }
@@ -100,9 +105,11 @@ pub(crate) fn localize_incident(
         if has_cause(&result) {
             return Ok(result);
         }
-        // a fleet change no slice explains is the last resort: the fleet's series may have
-        // dated it by a lone noisy minute before the real onset (sampled rows), diluting the
-        // slice that changed; a slice's own series dates it, if its window localizes a cause
+        // a fleet change no slice explains (or only a slice that lost its cache hits: where
+        // latency came from, not what regressed) is the last resort: the fleet's series may
+        // have dated it by a lone noisy minute before the real onset (sampled rows), diluting
+        // the slice that changed; a slice's own series dates it, if its window localizes a
+        // cause of a symptom measure
         for (onset, series) in choose_slice_onsets(&refs, first_minute, data_end, 0) {
             let window = TimeRange {
                 since_ns: Some(onset),
@@ -287,6 +294,7 @@ impl Windows<'_> {
                 },
                 signals: Vec::new(),
                 chosen,
+                symptom_cause: false,
             });
         }
         let base_dimensions = refs.first().map_or(0, |r| r.dimensions().len());
@@ -336,8 +344,11 @@ impl Windows<'_> {
             fleet_wide,
             demand_shifts,
             rollouts,
-            ..
+            explanatory_only,
         } = findings;
+        let symptom_cause = causes
+            .iter()
+            .any(|c| !explanatory_only.contains(&c.dimensions));
         report.fleet_wide = fleet_wide && causes.is_empty();
         let change = symptom.as_ref().and_then(|s| {
             scored
@@ -382,6 +393,7 @@ impl Windows<'_> {
             context,
             signals,
             chosen,
+            symptom_cause,
         })
     }
 
