@@ -567,7 +567,9 @@ mod tests {
             model: Some("m".into()),
             ..Default::default()
         }]);
-        let older = full.project(&(0..full.num_columns() - 1).collect::<Vec<_>>()).unwrap();
+        let older = full
+            .project(&(0..full.num_columns() - 1).collect::<Vec<_>>())
+            .unwrap();
         let upgraded = with_appended_columns(Table::Requests, older);
         let back = RequestRecord::from_batch(&upgraded).unwrap();
         assert_eq!((back[0].ts, back[0].org.clone()), (7, None));

@@ -20,10 +20,10 @@ use infersight_server::ServeSettings;
 use infersight_sim::{
     ArrivalKind, GroundTruth, Scenario, SimConfig, SimError, SimSummary, Simulator, TelemetrySink,
 };
+use infersight_store::StorageBackend;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use infersight_store::StorageBackend;
 
 use crate::args::Common;
 use crate::config::Config;
@@ -176,7 +176,10 @@ async fn send_through_server(
 
     let url = format!("http://{}", addrs.otlp_http);
     let show = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let limits = (config.store.memtable_max_bytes, config.store.memtable_max_rows);
+    let limits = (
+        config.store.memtable_max_bytes,
+        config.store.memtable_max_rows,
+    );
     let flushed = store.clone();
     let summary = tokio::task::spawn_blocking(move || {
         let mut sink = FlushingSink {

@@ -188,11 +188,7 @@ fn progress_bar(args: &IngestArgs) -> indicatif::ProgressBar {
 /// The writer thread: the ingest runtime's stages, then the store (in bulk, or through the WAL
 /// with `--wal`), flushing when the memtable is over its limits. The bounded channel keeps memory
 /// flat.
-fn spawn_writer(
-    mut writer: BatchWriter,
-    org: String,
-    wal: bool,
-) -> Result<WriterHandle, CliError> {
+fn spawn_writer(mut writer: BatchWriter, org: String, wal: bool) -> Result<WriterHandle, CliError> {
     let durability = if wal {
         Durability::Logged
     } else {
