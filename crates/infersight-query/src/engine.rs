@@ -101,7 +101,7 @@ impl QueryEngine {
             store: Arc::clone(&self.store),
             access_audit: self.access_audit.clone(),
             tracker: None,
-            limits: self.limits.clone(),
+            limits: self.limits,
             caller_slots: Arc::clone(&self.caller_slots),
             counters: Arc::clone(&self.counters),
             scope,

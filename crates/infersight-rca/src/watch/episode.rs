@@ -417,15 +417,13 @@ async fn open_episode(
         .max(end_ns - MAX_ONSET_LOOKBACK_NS)
         .min(end_ns - MINUTE_NS);
     let rca = verdict(engine, onset_ns, end_ns).await?;
-    if let Some(min_effect) = confirm {
-        if let Some(why) = unconfirmed(&rca, min_effect) {
-            tracing::info!(
-                detections = detections.len(),
-                first = %detections[0].line(),
-                "watch: {why}; no incident opened"
-            );
-            return Ok(None);
-        }
+    if let Some(why) = confirm.and_then(|min_effect| unconfirmed(&rca, min_effect)) {
+        tracing::info!(
+            detections = detections.len(),
+            first = %detections[0].line(),
+            "watch: {why}; no incident opened"
+        );
+        return Ok(None);
     }
     let mut report = EpisodeReport {
         incident_id: None,

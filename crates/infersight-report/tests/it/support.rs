@@ -321,6 +321,7 @@ fn convert(sink: &MemorySink) -> Vec<TableBatch> {
             last_seen: Some(last),
             count: Some(count),
             param_types: "{}".into(),
+            org: None,
         })
         .collect();
 
