@@ -592,6 +592,7 @@ mod tests {
             strings(&[
                 "tokens.kv_hit",
                 "tokens.latency_ms",
+                "tokens.org",
                 "tokens.request_id",
                 "tokens.stage",
                 "tokens.step",
