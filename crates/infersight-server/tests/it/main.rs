@@ -3,4 +3,5 @@
 // Test code: a failed step should fail the test loudly, so unwrapping is fine here.
 #![allow(clippy::unwrap_used)]
 
+mod orgs;
 mod query_limits;
