@@ -6,6 +6,7 @@ mod benchgen;
 mod commands;
 mod config;
 mod exit;
+mod loadgen;
 mod output;
 mod rng;
 mod sim_sink;

@@ -46,9 +46,15 @@ pub enum BenchGen {
         #[arg(long, default_value_t = 5)]
         runs: usize,
     },
+    /// Send simulated spans to a running `serve` over OTLP/gRPC and OTLP/HTTP from many
+    /// exporters; report acknowledged spans/s, ack latency and 429/503 answers (JSON).
+    OtlpLoad(crate::loadgen::LoadArgs),
 }
 
 pub async fn run(args: BenchGenArgs) -> Result<i32, CliError> {
+    if let BenchGen::OtlpLoad(load) = args.what {
+        return crate::loadgen::run(load).await;
+    }
     let config = args.common.resolve()?;
     tokio::task::spawn_blocking(move || bench_gen(config, args.what))
         .await
@@ -75,6 +81,7 @@ fn bench_gen(mut config: Config, what: BenchGen) -> Result<i32, CliError> {
             let report = crate::benchgen::sli_compare(store, runs)?;
             println!("{report}");
         }
+        BenchGen::OtlpLoad(_) => return Err(CliError::usage("otlp-load runs asynchronously")),
     }
     Ok(0)
 }

@@ -19,6 +19,7 @@ mod rca;
 mod redaction;
 mod report;
 mod scrape;
+mod serve_load;
 mod server;
 mod sli;
 mod support;
