@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Serve-path ingest benchmark (issue 23 item 3): `infersight serve` on 127.0.0.1 with explicit
+# ports and a fresh data directory, loaded by `infersight bench-gen otlp-load` (EXPORTERS
+# concurrent OTLP exporters, gRPC and HTTP/protobuf alternating, 512 simulated spans per export,
+# each sender waiting for its answer) for DURATION, once per fsync mode:
+#   always    fsync before every acknowledgement; the ingest queue folds what waits into one
+#             store append (group commit) and concurrent appends share one WAL fsync
+#   interval  acknowledged after write(2), the WAL fsynced every 200 ms
+# For each: acknowledged spans/s, p50/p99 ack latency, 429/503/failed answers, serve's peak RSS
+# (VmHWM) and CPU, store appends and fsyncs (how much was grouped), and a check that `spans` holds
+# every acknowledged span. Peer, same run: `infersight ingest` of the same spans written as OTLP
+# JSON Lines (no WAL: a file is its own log). Then a soak: `always` again, paced at SOAK_FACTOR
+# x the acked rate of the first run with IN_FLIGHT requests per exporter for SOAK: 429s counted,
+# serve's RSS sampled every 5 s (start vs end).
+# Usage: bench/serve_ingest.sh   (builds nothing)
+#   BIN=target/release/infersight   serve and ingest;  GEN=... the generator (default BIN)
+#   DURATION=30s EXPORTERS=16 POOL=100000 SOAK=60s SOAK_FACTOR=2 IN_FLIGHT=8 OUT=bench/out/serve
+#   PORTS="24317 24318 27070" (gRPC, HTTP, API)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-target/release/infersight}
+GEN=${GEN:-$BIN}
+OUT=${OUT:-bench/out/serve}
+DURATION=${DURATION:-30s}
+EXPORTERS=${EXPORTERS:-16}
+POOL=${POOL:-100000}
+SOAK=${SOAK:-60s}
+SOAK_FACTOR=${SOAK_FACTOR:-2}
+IN_FLIGHT=${IN_FLIGHT:-8}
+read -r GRPC_PORT HTTP_PORT API_PORT <<< "${PORTS:-24317 24318 27070}"
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+SERVE_PID=
+
+json() { # file python-expression over `r`
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"
+}
+cpu_s() { # pid: user + system CPU seconds so far
+  awk '{print ($14 + $15) / 100}' "/proc/$1/stat"
+}
+sql() { # statement -> first value of the first row
+  curl -s -X POST -H 'content-type: application/json' \
+    -d "{\"sql\": \"$1\"}" "http://127.0.0.1:$API_PORT/api/v1/query" |
+    python3 -c "import json,sys; r=json.load(sys.stdin)['rows'][0]; print(list(r.values())[0])"
+}
+threads_cpu() { # pid: CPU seconds by thread name (live threads), largest first
+  for t in /proc/"$1"/task/*; do
+    awk '{ s = $0; sub(/^[^(]*\(/, "", s); name = s; sub(/\).*$/, "", name);
+           sub(/^[^)]*\) /, "", s); split(s, f, " "); print name "\t" (f[12] + f[13]) / 100 }' "$t/stat"
+  done | awk -F'\t' '{ cpu[$1] += $2 } END { for (n in cpu) printf "%s %.2f s\n", n, cpu[n] }' |
+    sort -k2 -t' ' -rn | head -6 | tr '\n' ';'
+}
+metric() { # name -> value on /metrics
+  curl -s "http://127.0.0.1:$API_PORT/metrics" | awk -v m="$1" '$1 == m {print $2}'
+}
+stop_serve() {
+  if [ -n "$SERVE_PID" ]; then
+    kill -TERM "$SERVE_PID" 2>/dev/null || true
+    wait "$SERVE_PID" 2>/dev/null || true
+    SERVE_PID=
+  fi
+}
+trap stop_serve EXIT
+
+start_serve() { # mode label
+  local data="$OUT/data-$2"
+  rm -rf "$data"
+  printf '[store]\nfsync = "%s"\n' "$1" > "$OUT/$2.toml"
+  INFERSIGHT_LOG=warn "$BIN" serve --config "$OUT/$2.toml" --data "$data" \
+    --otlp-grpc-port "$GRPC_PORT" --otlp-http-port "$HTTP_PORT" --api-port "$API_PORT" \
+    > "$OUT/$2.serve.out" 2> "$OUT/$2.serve.err" &
+  SERVE_PID=$!
+  for _ in $(seq 1 300); do
+    grep -q "listening otlp_grpc=" "$OUT/$2.serve.err" 2>/dev/null && return 0
+    kill -0 "$SERVE_PID" 2>/dev/null || break
+    sleep 0.2
+  done
+  echo "serve did not start:"; cat "$OUT/$2.serve.err"; exit 1
+}
+
+load() { # label duration [extra generator flags...]
+  local label=$1 duration=$2; shift 2
+  "$GEN" bench-gen otlp-load --grpc "http://127.0.0.1:$GRPC_PORT" \
+    --http "http://127.0.0.1:$HTTP_PORT" --exporters "$EXPORTERS" --pool-spans "$POOL" \
+    --duration "$duration" "$@" > "$OUT/$label.json" 2> "$OUT/$label.gen.err"
+}
+
+run_mode() { # fsync mode
+  local mode=$1 cpu0 cpu1
+  start_serve "$mode" "$mode"
+  cpu0=$(cpu_s "$SERVE_PID")
+  load "$mode" "$DURATION"
+  cpu1=$(cpu_s "$SERVE_PID")
+  local acked stored
+  acked=$(json "$OUT/$mode.json" "r['acked_spans']")
+  stored=$(sql "SELECT count(*) FROM spans")
+  echo "$mode: $(json "$OUT/$mode.json" "'%d spans/s acked (%d spans in %.1f s), ack p50 %s ms p99 %s ms, 429 %d, 503 %d, failed %d, generator CPU %.1f s' % (r['acked_spans_per_s'], r['acked_spans'], r['duration_s'], r['ack_latency_ms']['p50'], r['ack_latency_ms']['p99'], r['throttled'], r['unavailable'], r['failed'], r['generator_cpu_s'])")"
+  echo "$mode: serve CPU $(echo "$cpu1 - $cpu0" | bc) s, $(grep VmHWM "/proc/$SERVE_PID/status" | tr -s ' '), store appends $(metric infersight_store_appends), fsyncs $(metric infersight_store_fsyncs) for $(json "$OUT/$mode.json" "r['acked_batches']") acked exports; spans stored $stored of $acked acked"
+  echo "$mode: serve threads: $(threads_cpu "$SERVE_PID")"
+  [ "$stored" = "$acked" ] || { echo "MISMATCH: $stored stored, $acked acknowledged"; exit 1; }
+  stop_serve
+}
+
+echo "== serve-path ingest, $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "serve: $BIN ($(stat -c %y "$BIN" | cut -d. -f1)); generator: $GEN"
+for mode in always interval; do run_mode "$mode"; done
+
+# peer: the same spans (whole passes over the same pool, ids rewritten alike) as a file
+ROUNDS=$(json "$OUT/always.json" "max(1, round(r['acked_spans'] / r['pool']['spans']))")
+"$GEN" bench-gen otlp-load --pool-spans "$POOL" --write-jsonl "$OUT/spans.jsonl" \
+  --jsonl-rounds "$ROUNDS" 2> "$OUT/file.gen.err"
+rm -rf "$OUT/file-data"
+start=$(date +%s.%N)
+/usr/bin/time -f "%U %S %M" -o "$OUT/file.time" \
+  "$BIN" ingest --quiet --data "$OUT/file-data" --format json "$OUT/spans.jsonl" > "$OUT/file.json"
+end=$(date +%s.%N)
+read -r user sys maxrss < "$OUT/file.time"
+file_spans=$(json "$OUT/file.json" "sum(f['records_stored'] for f in r['files'])")
+wall=$(echo "$end - $start" | bc)
+echo "file ingest: $file_spans spans stored in $wall s: $(echo "$file_spans / $wall" | bc) spans/s," \
+  "CPU $user user + $sys sys, peak RSS $maxrss kB"
+
+# soak: offered SOAK_FACTOR x the acked rate of `always`, IN_FLIGHT requests per exporter
+RATE=$(json "$OUT/always.json" "int(r['acked_spans_per_s'] * $SOAK_FACTOR)")
+start_serve always soak
+: > "$OUT/soak.rss"
+( while kill -0 "$SERVE_PID" 2>/dev/null; do
+    echo "$(date +%s) $(awk '/VmRSS/ {print $2}' "/proc/$SERVE_PID/status" 2>/dev/null)" >> "$OUT/soak.rss"
+    sleep 5
+  done ) &
+SAMPLER=$!
+load soak "$SOAK" --rate "$RATE" --in-flight "$IN_FLIGHT" --progress-every 10s
+echo "soak: offered $RATE spans/s for $SOAK: $(json "$OUT/soak.json" "'sent %d spans/s, acked %d spans/s, 429 %d, 503 %d, failed %d, ack p99 %s ms' % (r['sent_spans_per_s'], r['acked_spans_per_s'], r['throttled'], r['unavailable'], r['failed'], r['ack_latency_ms']['p99'])")"
+echo "soak: serve RSS (kB) first and last samples: $(head -1 "$OUT/soak.rss" | cut -d' ' -f2) -> $(tail -1 "$OUT/soak.rss" | cut -d' ' -f2), $(grep VmHWM "/proc/$SERVE_PID/status" | tr -s ' ')"
+echo "soak: RSS every 5 s: $(cut -d' ' -f2 "$OUT/soak.rss" | tr '\n' ' ')"
+stop_serve
+kill "$SAMPLER" 2>/dev/null || true
