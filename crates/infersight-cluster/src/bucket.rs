@@ -26,6 +26,9 @@ pub struct BucketConfig {
     pub secret_access_key: Option<String>,
     /// Plain HTTP to the endpoint (local servers only).
     pub allow_http: bool,
+    /// `https://bucket.endpoint/key` instead of the path style `https://endpoint/bucket/key`
+    /// (object_store's default, which SeaweedFS, MinIO and moto answer).
+    pub virtual_hosted_style: bool,
 }
 
 /// An opened bucket: the client of the whole bucket and where this store's keys start in it.
@@ -118,6 +121,7 @@ impl Bucket {
             access_key_id: config.access_key_id.clone(),
             secret_access_key: config.secret_access_key.clone(),
             allow_http: config.allow_http,
+            virtual_hosted_style: config.virtual_hosted_style,
         })?;
         Ok(Bucket {
             url: format!("s3://{bucket}"),

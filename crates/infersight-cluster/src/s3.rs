@@ -21,6 +21,8 @@ pub struct S3Config {
     pub secret_access_key: Option<String>,
     /// Plain HTTP (local servers only).
     pub allow_http: bool,
+    /// Virtual-hosted-style requests (`bucket.endpoint`); path style otherwise.
+    pub virtual_hosted_style: bool,
 }
 
 /// The bucket as an object store.
@@ -28,6 +30,7 @@ pub fn s3_store(config: &S3Config) -> Result<Arc<dyn ObjectStore>, ClusterError>
     let mut builder = AmazonS3Builder::from_env()
         .with_bucket_name(&config.bucket)
         .with_allow_http(config.allow_http)
+        .with_virtual_hosted_style_request(config.virtual_hosted_style)
         .with_conditional_put(S3ConditionalPut::ETagMatch)
         // an unreachable endpoint fails in seconds (the client's default retries for minutes)
         .with_config(

@@ -174,6 +174,7 @@ fn store_of(server: &Server) -> Arc<dyn ObjectStore> {
         access_key_id: Some("test".into()),
         secret_access_key: Some("test".into()),
         allow_http: true,
+        virtual_hosted_style: false,
     })
     .unwrap()
 }

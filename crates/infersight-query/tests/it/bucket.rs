@@ -149,6 +149,7 @@ mod s3 {
             access_key_id: Some("test".into()),
             secret_access_key: Some("test".into()),
             allow_http: true,
+            virtual_hosted_style: false,
         }
     }
 
