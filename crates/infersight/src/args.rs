@@ -19,6 +19,10 @@ pub struct Common {
     /// Store directory [default: ./infersight-data or the config's store.data_dir].
     #[arg(long, global = true)]
     pub data: Option<PathBuf>,
+    /// Where flushed segments go: s3://bucket/prefix or file:///dir [default: the config's
+    /// storage.url, else the store directory].
+    #[arg(long, global = true, value_name = "URL")]
+    pub storage: Option<String>,
 }
 
 impl Common {
@@ -27,6 +31,13 @@ impl Common {
         let mut config = config::load(self.config.as_deref(), &environment())?;
         if let Some(data) = &self.data {
             config.store.data_dir = data.clone();
+        }
+        if let Some(url) = &self.storage {
+            config.storage.url = url.clone();
+            let errors = config.storage.validate();
+            if !errors.is_empty() {
+                return Err(CliError::usage(errors.join("; ")));
+            }
         }
         Ok(config)
     }

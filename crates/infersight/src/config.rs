@@ -16,6 +16,9 @@ use infersight_rollup::RollupSpec;
 use infersight_store::{FsyncPolicy, StoreOptions};
 use serde::{Deserialize, Serialize};
 
+mod storage;
+pub use storage::StorageConfig;
+
 pub const ENV_PREFIX: &str = "INFERSIGHT__";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -25,6 +28,8 @@ pub struct Config {
     pub version: u32,
     pub server: ServerConfig,
     pub store: StoreConfig,
+    /// Where flushed segments go: `store.data_dir` (default) or a bucket.
+    pub storage: StorageConfig,
     pub normalize: NormalizeConfig,
     pub query: QueryConfig,
     /// Pipeline stages between receivers and the store (order, redaction settings).
@@ -54,6 +59,7 @@ impl Default for Config {
             version: 1,
             server: ServerConfig::default(),
             store: StoreConfig::default(),
+            storage: StorageConfig::default(),
             normalize: NormalizeConfig::default(),
             query: QueryConfig::default(),
             stages: infersight_pipeline::StagesConfig::default(),
@@ -562,6 +568,12 @@ pub fn load(file: Option<&Path>, env: &[(String, String)]) -> Result<Config, Con
     load_section("server", raw.get("server"), &mut config.server, &mut errors);
     load_section("store", raw.get("store"), &mut config.store, &mut errors);
     load_section(
+        "storage",
+        raw.get("storage"),
+        &mut config.storage,
+        &mut errors,
+    );
+    load_section(
         "normalize",
         raw.get("normalize"),
         &mut config.normalize,
@@ -786,6 +798,7 @@ impl Config {
         errors.extend(self.report.llm.validate());
         errors.extend(self.notify.validate());
         errors.extend(self.auth.validate());
+        errors.extend(self.storage.validate());
         if let Err(problems) = self.watch_settings() {
             errors.extend(problems);
         }
@@ -973,6 +986,7 @@ impl Config {
             dimensions: self.store.rollup_dimensions.clone(),
             max_combinations: self.store.rollup_max_combinations,
         });
+        o.remote = self.storage.remote();
         o
     }
 

@@ -57,7 +57,9 @@ pub fn scrape_targets(config: &Config) -> Vec<ScrapeTarget> {
 /// Opens an existing store for reading commands: a mistyped `--data` is an error, not an empty
 /// result.
 pub fn open_existing_store(config: &Config) -> Result<Arc<Store>, CliError> {
-    if !config.store.data_dir.join("catalog.json").exists()
+    // with a bucket, a node's first start has an empty directory and the bucket's segments
+    if config.storage.url.is_empty()
+        && !config.store.data_dir.join("catalog.json").exists()
         && !config.store.data_dir.join("wal").is_dir()
     {
         return Err(CliError::usage(format!(
@@ -76,7 +78,9 @@ pub fn open_store(config: &Config) -> Result<Arc<Store>, CliError> {
             }
             _ => "",
         };
-        CliError::failed(format!("opening the store: {e}{hint}"))
+        // an S3 client's error may carry its causes on several lines
+        let message = format!("opening the store: {e}{hint}").replace('\n', " ");
+        CliError::failed(message)
     })
 }
 

@@ -22,6 +22,7 @@ mod scrape;
 mod serve_load;
 mod server;
 mod sli;
+mod storage;
 mod support;
 mod ui;
 mod ui_compare;

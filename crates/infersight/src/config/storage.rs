@@ -1,0 +1,174 @@
+//! `[storage]`: where flushed segments go. Empty `url` (the default) keeps them under
+//! `store.data_dir` as on a single node; `s3://bucket/prefix` or `file:///dir` sends them to a
+//! bucket with its catalog log (`infersight_store::StoreOptions::remote`), the WAL staying in the
+//! data directory. Checked with the rest of the configuration and again after `--storage`;
+//! resolved into the store's [`BucketConfig`] here.
+
+use infersight_cluster::{NodeId, StorageUrl};
+use infersight_store::{BucketConfig, RemoteOptions};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageConfig {
+    /// `s3://bucket/prefix` or `file:///absolute/dir`; empty: segments in `store.data_dir`.
+    pub url: String,
+    /// An S3-compatible server (`http://127.0.0.1:8333`); empty: AWS itself (or `AWS_ENDPOINT_URL`).
+    /// An `http://` endpoint allows plain HTTP.
+    pub endpoint: String,
+    /// Empty: `AWS_REGION` / `AWS_DEFAULT_REGION`, else object_store's default.
+    pub region: String,
+    /// Path-style requests (`endpoint/bucket/key`), what SeaweedFS, MinIO and moto answer;
+    /// false: virtual-hosted style (`bucket.endpoint/key`).
+    pub path_style: bool,
+    /// Empty: `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` (and `AWS_SESSION_TOKEN`).
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    /// This node's name in the bucket's catalog log and segment names (letters, digits, `.`, `_`,
+    /// `-`); every node writing to one bucket needs its own. Empty: the host name.
+    pub node: String,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        Self {
+            url: String::new(),
+            endpoint: String::new(),
+            region: String::new(),
+            path_style: true,
+            access_key_id: String::new(),
+            secret_access_key: String::new(),
+            node: String::new(),
+        }
+    }
+}
+
+impl StorageConfig {
+    /// Every problem of the section (none when `url` is empty: the other keys are then unused).
+    pub fn validate(&self) -> Vec<String> {
+        let mut errors = Vec::new();
+        if self.url.is_empty() {
+            return errors;
+        }
+        if let Err(e) = StorageUrl::parse(&self.url) {
+            errors.push(format!("storage.url: {e}"));
+        }
+        let web = ["http://", "https://"];
+        if !self.endpoint.is_empty() && !web.iter().any(|s| self.endpoint.starts_with(s)) {
+            errors.push(format!(
+                "storage.endpoint: `{}` is not an http:// or https:// URL",
+                self.endpoint
+            ));
+        }
+        if self.access_key_id.is_empty() != self.secret_access_key.is_empty() {
+            errors.push(
+                "storage.access_key_id and storage.secret_access_key: set both or neither (neither: the AWS_* variables)"
+                    .into(),
+            );
+        }
+        if let Err(e) = NodeId::new(&self.node_id()) {
+            errors.push(format!("storage.node: {e}"));
+        }
+        errors
+    }
+
+    /// The bucket and node the store sends segments to; `None` without `url`.
+    pub fn remote(&self) -> Option<RemoteOptions> {
+        if self.url.is_empty() {
+            return None;
+        }
+        let set = |text: &str| (!text.is_empty()).then(|| text.to_string());
+        Some(RemoteOptions {
+            bucket: BucketConfig {
+                url: self.url.clone(),
+                endpoint: set(&self.endpoint),
+                region: set(&self.region),
+                access_key_id: set(&self.access_key_id),
+                secret_access_key: set(&self.secret_access_key),
+                allow_http: self.endpoint.starts_with("http://"),
+                virtual_hosted_style: !self.path_style,
+            },
+            node: self.node_id(),
+        })
+    }
+
+    /// `node`, else the host name with characters a node id cannot hold replaced by `_`, else
+    /// `node`.
+    pub fn node_id(&self) -> String {
+        if !self.node.is_empty() {
+            return self.node.clone();
+        }
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_default();
+        let host: String = host
+            .trim()
+            .chars()
+            .take(64)
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        match host.trim_start_matches(['.', '-']) {
+            "" => "node".into(),
+            name => name.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_url(url: &str) -> StorageConfig {
+        StorageConfig {
+            url: url.into(),
+            ..StorageConfig::default()
+        }
+    }
+
+    #[test]
+    fn no_url_is_the_local_data_dir() {
+        assert!(StorageConfig::default().validate().is_empty());
+        assert!(StorageConfig::default().remote().is_none());
+    }
+
+    #[test]
+    fn an_unknown_scheme_or_a_bad_endpoint_is_named() {
+        let errors = with_url("gs://bucket/x").validate();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].starts_with("storage.url: "), "{errors:?}");
+        let mut config = with_url("s3://bucket/x");
+        config.endpoint = "127.0.0.1:8333".into();
+        config.access_key_id = "key".into();
+        config.node = "-x".into();
+        let errors = config.validate();
+        assert_eq!(errors.len(), 3, "{errors:?}");
+    }
+
+    #[test]
+    fn a_local_endpoint_allows_http_and_path_style_is_the_default() {
+        let mut config = with_url("s3://bucket/cluster");
+        config.endpoint = "http://127.0.0.1:8333".into();
+        config.node = "ingest-1".into();
+        assert!(config.validate().is_empty());
+        let Some(remote) = config.remote() else {
+            panic!("a URL gives a bucket")
+        };
+        assert!(remote.bucket.allow_http);
+        assert!(!remote.bucket.virtual_hosted_style);
+        assert_eq!(remote.bucket.access_key_id, None);
+        assert_eq!(remote.node, "ingest-1");
+        config.node = String::new();
+        assert!(
+            NodeId::new(&config.node_id()).is_ok(),
+            "{}",
+            config.node_id()
+        );
+    }
+}
