@@ -43,6 +43,7 @@ use crate::output::QueryOutput;
 use crate::provider::{ScanStats, ScanStatsRegistry, StoreTable};
 use crate::range::TS_COLUMN;
 use crate::scope::OrgScope;
+use crate::scoped_store::ScopedStore;
 use crate::udf::json_get_udf;
 
 /// The record batches of one partition of a scan, in order; see [`QueryEngine::scan_partitions`].
@@ -55,6 +56,9 @@ pub struct QueryEngine {
     context: SessionContext,
     stats: Arc<ScanStatsRegistry>,
     pub(crate) store: Arc<dyn StorageBackend>,
+    /// The store itself, every org's rows: the tables of a scoped session filter what they
+    /// read from it (`store` is then a `ScopedStore` over it).
+    backend: Arc<dyn StorageBackend>,
     /// Where [`QueryEngine::sql_audited`] and [`QueryEngine::record_access`] write; `None`: they
     /// run the query and record nothing.
     access_audit: Option<Arc<AccessAudit>>,
@@ -81,6 +85,7 @@ impl QueryEngine {
         QueryEngine {
             context: session(&store, &stats, &OrgScope::All),
             stats,
+            backend: Arc::clone(&store),
             store,
             access_audit: None,
             tracker: None,
@@ -94,11 +99,25 @@ impl QueryEngine {
     /// An engine over the same store, audit, limits, per-caller slots and counters whose
     /// tables serve only `scope`'s rows, whatever the SQL (a fresh session: nothing registered
     /// in this one carries over). Access tracking does not carry over either.
+    ///
+    /// Its [`QueryEngine::store`] is scoped too: rollups rebuilt from the scope's rows
+    /// (`scoped_store`), so SLI answers, the root-cause engine and anything else that reads
+    /// rollups off this engine see only the scope's requests.
     pub fn scoped(&self, scope: OrgScope) -> QueryEngine {
+        let context = session(&self.backend, &self.stats, &scope);
+        let store: Arc<dyn StorageBackend> = match scope.orgs() {
+            None => Arc::clone(&self.backend),
+            Some(orgs) => Arc::new(ScopedStore::new(
+                Arc::clone(&self.backend),
+                context.clone(),
+                orgs.to_vec(),
+            )),
+        };
         QueryEngine {
-            context: session(&self.store, &self.stats, &scope),
+            context,
             stats: Arc::clone(&self.stats),
-            store: Arc::clone(&self.store),
+            store,
+            backend: Arc::clone(&self.backend),
             access_audit: self.access_audit.clone(),
             tracker: None,
             limits: self.limits,

@@ -20,6 +20,7 @@ mod output;
 mod provider;
 mod range;
 mod scope;
+mod scoped_store;
 mod udf;
 
 pub use audit::{AccessAudit, AccessContext, AuditStatus, AuditedQuery, Surface};

@@ -27,6 +27,14 @@ impl OrgScope {
         OrgScope::Only(vec![org.to_string()])
     }
 
+    /// The orgs of an [`OrgScope::Only`]; `None` for [`OrgScope::All`].
+    pub(crate) fn orgs(&self) -> Option<&[String]> {
+        match self {
+            OrgScope::All => None,
+            OrgScope::Only(orgs) => Some(orgs),
+        }
+    }
+
     /// The predicate a scan's rows must pass; `None` for [`OrgScope::All`].
     pub(crate) fn predicate(&self) -> Option<Expr> {
         let OrgScope::Only(orgs) = self else {

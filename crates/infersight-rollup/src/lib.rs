@@ -148,6 +148,14 @@ impl Rollup {
         }
     }
 
+    /// The spec this rollup was built with.
+    pub fn spec(&self) -> RollupSpec {
+        RollupSpec {
+            dimensions: self.dimensions.clone(),
+            max_combinations: self.max_combinations,
+        }
+    }
+
     pub fn dimensions(&self) -> &[String] {
         &self.dimensions
     }

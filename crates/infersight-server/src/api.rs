@@ -15,7 +15,7 @@ use axum::{Json, Router};
 use infersight_explore::{SliRequest, SliRequestText};
 use infersight_model::ErrorKind;
 use infersight_model::time::now_ns;
-use infersight_query::{AccessContext, AuditStatus, OutputFormat, Surface};
+use infersight_query::{AccessContext, AuditStatus, OrgScope, OutputFormat, QueryEngine, Surface};
 use infersight_store::{StorageBackend, TimeRange};
 use serde::Deserialize;
 use serde_json::json;
@@ -155,13 +155,14 @@ struct RangeParams {
 
 async fn derived_slis(
     State(state): State<ApiState>,
+    scope: Scope,
     params: Result<Query<RangeParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let range =
         parse_range(p.since.as_deref(), p.until.as_deref()).map_err(ApiError::bad_request)?;
     Ok(Json(
-        infersight_explore::derived_slis(&state.engine, range).await?,
+        infersight_explore::derived_slis(&read_engine(&state, scope), range).await?,
     ))
 }
 
@@ -176,6 +177,7 @@ struct RcaBody {
 
 async fn rca(
     State(state): State<ApiState>,
+    scope: Scope,
     ApiJson(body): ApiJson<RcaBody>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let request = infersight_rca::RcaRequest::from_bounds(
@@ -187,18 +189,14 @@ async fn rca(
         now_ns(),
     )
     .map_err(ApiError::bad_request)?;
+    let engine = read_engine(&state, scope);
     // Every verdict is stored, so it can be reported on, confirmed or rejected later.
     let report = match &state.reports {
-        Some(reports) => {
-            reports
-                .analyse_and_record(&state.engine, request)
-                .await?
-                .report
-        }
+        Some(reports) => reports.analyse_and_record(&engine, request).await?.report,
         None => {
-            let mut report = infersight_rca::analyse(&state.engine, request).await?;
+            let mut report = infersight_rca::analyse(&engine, request).await?;
             // the same "not enough data" answer as a stored verdict's
-            infersight_rca::incidents::quality::check(&state.engine, &mut report).await?;
+            infersight_rca::incidents::quality::check(&engine, &mut report).await?;
             report
         }
     };
@@ -257,7 +255,7 @@ async fn query(
     State(state): State<ApiState>,
     peer: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
     identity: Option<axum::Extension<crate::auth::Identity>>,
-    scope: Option<axum::Extension<infersight_query::OrgScope>>,
+    scope: Scope,
     ApiJson(body): ApiJson<QueryBody>,
 ) -> Result<Response, ApiError> {
     // checked first, so a request that cannot be answered reads nothing
@@ -288,19 +286,7 @@ async fn query(
         surface: Surface::ApiQuery,
         what: None,
     };
-    // the caller's orgs only, enforced by the tables themselves (the gate always sets the
-    // scope; without one, fail closed to the default org)
-    let scope = scope.map_or_else(
-        || infersight_query::OrgScope::org(infersight_model::org::DEFAULT_ORG),
-        |axum::Extension(scope)| scope,
-    );
-    let scoped;
-    let engine = if scope == infersight_query::OrgScope::All {
-        state.engine.as_ref()
-    } else {
-        scoped = state.engine.scoped(scope);
-        &scoped
-    };
+    let engine = read_engine(&state, scope);
     let audited = engine
         .sql_audited(&body.sql, Some(state.max_query_rows), &context)
         .await;
@@ -323,6 +309,24 @@ async fn query(
         return Err(limits.response_too_large().into());
     }
     Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
+}
+
+/// The caller's org scope, as the auth gate put it on the request.
+pub(crate) type Scope = Option<axum::Extension<OrgScope>>;
+
+/// The engine a read of this request goes through: only the caller's orgs' rows, enforced by
+/// the tables themselves, and only their rollups (`QueryEngine::scoped`). The gate always sets
+/// the scope; without one, fail closed to the default org.
+pub(crate) fn read_engine(state: &ApiState, scope: Scope) -> Arc<QueryEngine> {
+    let scope = scope.map_or_else(
+        || OrgScope::org(infersight_model::org::DEFAULT_ORG),
+        |axum::Extension(scope)| scope,
+    );
+    if scope == OrgScope::All {
+        Arc::clone(&state.engine)
+    } else {
+        Arc::new(state.engine.scoped(scope))
+    }
 }
 
 /// Whose share of concurrent statements a request uses: an authenticated identity's (a token,
@@ -397,6 +401,7 @@ struct SliParams {
 
 async fn sli(
     State(state): State<ApiState>,
+    scope: Scope,
     params: Result<Query<SliParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
@@ -410,7 +415,7 @@ async fn sli(
         step: p.step.as_deref(),
     };
     let request = SliRequest::parse(&text, now_ns()).map_err(ApiError::bad_request)?;
-    let answer = infersight_explore::sli(&state.engine, request).await?;
+    let answer = infersight_explore::sli(&read_engine(&state, scope), request).await?;
     Ok(Json(answer.to_json()))
 }
 
@@ -421,6 +426,7 @@ fn parse_range(since: Option<&str>, until: Option<&str>) -> Result<TimeRange, St
 
 async fn dimensions(
     State(state): State<ApiState>,
+    scope: Scope,
     params: Result<Query<DimensionParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(params) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
@@ -430,7 +436,7 @@ async fn dimensions(
         .max_cardinality
         .unwrap_or(state.max_dimension_cardinality);
     let dims = infersight_explore::discover_dimensions(
-        &state.engine,
+        &read_engine(&state, scope),
         range,
         max_cardinality,
         params.max_values.unwrap_or(20),
@@ -456,9 +462,10 @@ async fn dimensions(
 /// (`infersight_explore::freshness`).
 async fn freshness(
     State(state): State<ApiState>,
+    scope: Scope,
 ) -> Result<Json<infersight_explore::Freshness>, ApiError> {
     Ok(Json(
-        infersight_explore::freshness(&state.engine, now_ns()).await?,
+        infersight_explore::freshness(&read_engine(&state, scope), now_ns()).await?,
     ))
 }
 

@@ -22,16 +22,16 @@ use infersight_store::{StorageBackend, Store, StoreOptions};
 use proptest::prelude::*;
 use tower::ServiceExt;
 
-const ACME: &str = "acme";
-const GLOBEX: &str = "globex-inc";
+pub(crate) const ACME: &str = "acme";
+pub(crate) const GLOBEX: &str = "globex-inc";
 
-struct Server {
+pub(crate) struct Server {
     _dir: tempfile::TempDir,
-    otlp: axum::Router,
-    api: axum::Router,
+    pub(crate) otlp: axum::Router,
+    pub(crate) api: axum::Router,
     /// org → (ingest token, analyst token)
-    tokens: Vec<(&'static str, String, String)>,
-    store: Arc<Store>,
+    pub(crate) tokens: Vec<(&'static str, String, String)>,
+    pub(crate) store: Arc<Store>,
 }
 
 fn token(file: &mut TokenFile, name: &str, role: Role, orgs: &[&str]) -> String {
@@ -48,7 +48,7 @@ fn token(file: &mut TokenFile, name: &str, role: Role, orgs: &[&str]) -> String 
 
 /// The OTLP/HTTP receiver and the API as `serve` builds them, behind authentication, over one
 /// store with an ingest queue.
-fn server() -> Server {
+pub(crate) fn server() -> Server {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let store = Arc::new(Store::open(StoreOptions::new(&data)).unwrap());
@@ -113,12 +113,26 @@ fn exports(prefix: &str) -> Vec<String> {
     config.workers = 2;
     config.rate_per_s = 2.0;
     config.duration_s = 240.0;
+    exports_of(config, prefix)
+}
+
+/// `config`'s trace exports as OTLP JSON, every model, pod and node renamed `<prefix><name>`.
+pub(crate) fn exports_of(config: SimConfig, prefix: &str) -> Vec<String> {
     let mut sink = MemorySink::default();
     Simulator::new(config).unwrap().run(&mut sink).unwrap();
     sink.traces
         .into_iter()
         .map(|mut export| {
             for resource in &mut export.resource_spans {
+                for attribute in resource
+                    .resource
+                    .iter_mut()
+                    .flat_map(|r| r.attributes.iter_mut())
+                {
+                    if attribute.key == "k8s.pod.name" || attribute.key == "host.name" {
+                        rename(attribute, prefix);
+                    }
+                }
                 for scope in &mut resource.scope_spans {
                     for span in &mut scope.spans {
                         for attribute in &mut span.attributes {
@@ -133,17 +147,20 @@ fn exports(prefix: &str) -> Vec<String> {
 }
 
 fn rename_model(attribute: &mut opentelemetry_proto::tonic::common::v1::KeyValue, prefix: &str) {
-    use opentelemetry_proto::tonic::common::v1::any_value::Value;
-    if !attribute.key.contains("model") {
-        return;
+    if attribute.key.contains("model") {
+        rename(attribute, prefix);
     }
+}
+
+fn rename(attribute: &mut opentelemetry_proto::tonic::common::v1::KeyValue, prefix: &str) {
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
     if let Some(Value::StringValue(text)) = attribute.value.as_mut().and_then(|v| v.value.as_mut())
     {
         *text = format!("{prefix}{text}");
     }
 }
 
-async fn export(
+pub(crate) async fn export(
     router: &axum::Router,
     token: &str,
     org_header: Option<&str>,

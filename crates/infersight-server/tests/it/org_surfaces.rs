@@ -1,0 +1,122 @@
+//! Org isolation on the read surfaces beyond SQL (issue 22, tenants): SLIs from rollups,
+//! derived SLIs, dimensions, freshness and RCA. `acme` exports a healthy fleet, `globex-inc` a
+//! fleet with a slow worker whose models, pods and nodes are all named `globex-…`; each org's
+//! analyst asks every surface. Acme's answers never name anything of globex (they would: the
+//! slow worker is what an RCA over both fleets finds), and globex's do, so each surface shows
+//! names at all.
+
+use std::sync::OnceLock;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use infersight_model::time::now_ns;
+use infersight_sim::{Scenario, SimConfig};
+use infersight_store::StorageBackend;
+use tower::ServiceExt;
+
+use super::orgs::{ACME, GLOBEX, Server, export, exports_of, server};
+
+const FOREIGN: &str = "globex-";
+
+/// The surfaces asked, as (method, uri, body).
+const SURFACES: &[(&str, &str, &str)] = &[
+    ("GET", "/api/v1/sli?sli=ttft&by=worker,model&since=-1h&step=1m", ""),
+    ("GET", "/api/v1/sli/derived?since=-1h", ""),
+    ("GET", "/api/v1/dimensions?since=-1h", ""),
+    ("GET", "/api/v1/freshness", ""),
+    ("POST", "/api/v1/rca", "{}"),
+];
+
+/// Ten minutes of `scenario` at 4 workers and 4 requests/s, ending a minute ago.
+fn fleet(scenario: Scenario) -> SimConfig {
+    let mut config = SimConfig::new(scenario);
+    config.seed = 11;
+    config.workers = 4;
+    config.rate_per_s = 4.0;
+    config.duration_s = 600.0;
+    config.start_ns = now_ns() - 660_000_000_000;
+    config
+}
+
+fn fleets() -> &'static (Server, tokio::runtime::Runtime) {
+    static SHARED: OnceLock<(Server, tokio::runtime::Runtime)> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let server = server();
+        runtime.block_on(async {
+            for (org, ingest, _) in &server.tokens {
+                let bodies = if *org == GLOBEX {
+                    exports_of(fleet(Scenario::SlowWorker), FOREIGN)
+                } else {
+                    exports_of(fleet(Scenario::Healthy), "")
+                };
+                let half = bodies.len() / 2;
+                for (index, body) in bodies.into_iter().enumerate() {
+                    assert_eq!(
+                        export(&server.otlp, ingest, None, body).await,
+                        StatusCode::OK
+                    );
+                    if index == half {
+                        server.store.flush().unwrap();
+                    }
+                }
+            }
+        });
+        (server, runtime)
+    })
+}
+
+async fn ask(
+    api: &axum::Router,
+    token: &str,
+    (method, uri, body): (&str, &str, &str),
+) -> (StatusCode, String) {
+    let request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let response = api.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[test]
+fn each_org_sees_only_its_own_fleet_on_every_read_surface() {
+    let (server, runtime) = fleets();
+    runtime.block_on(async {
+        let mut leaks = Vec::new();
+        let mut blind = Vec::new();
+        for (org, _, analyst) in &server.tokens {
+            for &surface in SURFACES {
+                let (status, text) = ask(&server.api, analyst, surface).await;
+                assert_eq!(status, StatusCode::OK, "{org}: {surface:?}: {text}");
+                let names_globex = text.contains(FOREIGN);
+                if *org == ACME && names_globex {
+                    let at = text.find(FOREIGN).unwrap_or(0);
+                    let around = text
+                        .get(at.saturating_sub(80)..(at + 80).min(text.len()))
+                        .unwrap_or(&text);
+                    leaks.push(format!("{}: …{around}…", surface.1));
+                }
+                if *org == GLOBEX && !names_globex {
+                    blind.push(surface.1);
+                }
+            }
+        }
+        assert!(leaks.is_empty(), "acme saw globex's fleet: {leaks:#?}");
+        assert!(
+            blind.is_empty(),
+            "globex's own names missing from {blind:?}"
+        );
+    });
+}
