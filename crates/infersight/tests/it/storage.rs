@@ -132,6 +132,95 @@ fn serve_on_a_file_bucket_answers_like_local_disk() {
     ));
 }
 
+/// `infersight` with `args` and `INFERSIGHT__STORAGE__NODE=node`; answers stdout, failing the
+/// test when it does not exit 0.
+fn run_as(node: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(crate::support::bin())
+        .args(args)
+        .env_remove("INFERSIGHT_LOG")
+        .env("INFERSIGHT__STORAGE__NODE", node)
+        .output()
+        .unwrap();
+    crate::support::ok(&out, &args.join(" "))
+}
+
+/// `ingest --storage` puts the segments of simulated files in the bucket, and `query --storage`
+/// on another, empty data directory answers what `query` answers over the same files ingested
+/// onto local disk.
+#[test]
+fn ingest_and_query_on_a_file_bucket_answer_like_local_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = dir.path().join("sim");
+    run_as(
+        "sim",
+        &[
+            "simulate",
+            "--scenario",
+            "two_causes",
+            "--duration",
+            "2m",
+            "--workers",
+            "4",
+            "--rate",
+            "20",
+            "--quiet",
+            "--out",
+            sim.to_str().unwrap(),
+        ],
+    );
+    let files: Vec<String> = ["traces.jsonl", "logs.jsonl", "metrics.jsonl"]
+        .iter()
+        .map(|f| sim.join(f).to_string_lossy().into_owned())
+        .collect();
+    let bucket = format!("file://{}/bucket", dir.path().display());
+    let (local, ingest, query) = (
+        dir.path().join("local"),
+        dir.path().join("ingest"),
+        dir.path().join("query"),
+    );
+    let ingest_into = |data: &Path, storage: Option<&str>| {
+        let mut args = vec!["ingest", "--quiet", "--data", data.to_str().unwrap()];
+        args.extend(storage.map(|url| ["--storage", url]).into_iter().flatten());
+        args.extend(files.iter().map(String::as_str));
+        run_as("ingest-1", &args);
+    };
+    ingest_into(&local, None);
+    ingest_into(&ingest, Some(&bucket));
+    assert_eq!(
+        local_segments(&ingest),
+        0,
+        "every segment went to the bucket"
+    );
+    for sql in QUERIES {
+        let want = run_as(
+            "local",
+            &[
+                "query",
+                "--format",
+                "csv",
+                "--data",
+                local.to_str().unwrap(),
+                sql,
+            ],
+        );
+        let got = run_as(
+            "query-1",
+            &[
+                "query",
+                "--format",
+                "csv",
+                "--data",
+                query.to_str().unwrap(),
+                "--storage",
+                &bucket,
+                sql,
+            ],
+        );
+        assert!(want.lines().count() > 1, "{sql}: {want}");
+        assert_eq!(got, want, "{sql}");
+    }
+}
+
 /// `serve` with `--storage URL` (`--data` and free ports); answers the exit code and stderr.
 fn serve_with_storage(data: &Path, url: &str, config: Option<&Path>) -> (Option<i32>, String) {
     let mut args = vec![
