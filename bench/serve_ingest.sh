@@ -14,7 +14,8 @@
 # serve's RSS sampled every 5 s (start vs end).
 # Usage: bench/serve_ingest.sh   (builds nothing)
 #   BIN=target/release/infersight   serve and ingest;  GEN=... the generator (default BIN)
-#   DURATION=30s EXPORTERS=16 POOL=100000 SOAK=60s SOAK_FACTOR=2 IN_FLIGHT=8 OUT=bench/out/serve
+#   SPANS=simulated|synthetic (the simulator's traces, or bench/ingest.sh's one-span requests)
+#   DURATION=30s EXPORTERS=16 POOL=100000 SOAK=60s SOAK_FACTOR=2 IN_FLIGHT=16 OUT=bench/out/serve
 #   PORTS="24317 24318 27070" (gRPC, HTTP, API)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,9 +25,10 @@ OUT=${OUT:-bench/out/serve}
 DURATION=${DURATION:-30s}
 EXPORTERS=${EXPORTERS:-16}
 POOL=${POOL:-100000}
+SPANS=${SPANS:-simulated}
 SOAK=${SOAK:-60s}
 SOAK_FACTOR=${SOAK_FACTOR:-2}
-IN_FLIGHT=${IN_FLIGHT:-8}
+IN_FLIGHT=${IN_FLIGHT:-16}
 read -r GRPC_PORT HTTP_PORT API_PORT <<< "${PORTS:-24317 24318 27070}"
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -82,7 +84,7 @@ load() { # label duration [extra generator flags...]
   local label=$1 duration=$2; shift 2
   "$GEN" bench-gen otlp-load --grpc "http://127.0.0.1:$GRPC_PORT" \
     --http "http://127.0.0.1:$HTTP_PORT" --exporters "$EXPORTERS" --pool-spans "$POOL" \
-    --duration "$duration" "$@" > "$OUT/$label.json" 2> "$OUT/$label.gen.err"
+    --spans "$SPANS" --duration "$duration" "$@" > "$OUT/$label.json" 2> "$OUT/$label.gen.err"
 }
 
 run_mode() { # fsync mode
@@ -107,7 +109,7 @@ for mode in always interval; do run_mode "$mode"; done
 
 # peer: the same spans (whole passes over the same pool, ids rewritten alike) as a file
 ROUNDS=$(json "$OUT/always.json" "max(1, round(r['acked_spans'] / r['pool']['spans']))")
-"$GEN" bench-gen otlp-load --pool-spans "$POOL" --write-jsonl "$OUT/spans.jsonl" \
+"$GEN" bench-gen otlp-load --pool-spans "$POOL" --spans "$SPANS" --write-jsonl "$OUT/spans.jsonl" \
   --jsonl-rounds "$ROUNDS" 2> "$OUT/file.gen.err"
 rm -rf "$OUT/file-data"
 start=$(date +%s.%N)

@@ -38,71 +38,7 @@ pub fn otlp_jsonl(out: &Path, spans: u64, spans_per_line: u64, seed: u64) -> Res
     let mut written = 0u64;
     while written < spans {
         let n = spans_per_line.min(spans - written);
-        let mut list = Vec::with_capacity(n as usize);
-        for i in 0..n {
-            let id = written + i;
-            let start = BASE_TS_NS + (id as i64) * 1_000_000;
-            let e2e = 0.2 + rng.unit() * 3.0;
-            let mut trace_id = [0u8; 16];
-            trace_id[..8].copy_from_slice(&(id + 1).to_be_bytes());
-            trace_id[8..].copy_from_slice(&rng.next_u64().to_be_bytes());
-            list.push(Span {
-                trace_id: trace_id.to_vec(),
-                span_id: (rng.next_u64() | 1).to_be_bytes().to_vec(),
-                name: "llm_request".into(),
-                kind: 2,
-                start_time_unix_nano: start as u64,
-                end_time_unix_nano: (start + (e2e * 1e9) as i64) as u64,
-                attributes: vec![
-                    kv(
-                        "gen_ai.request.model",
-                        Value::StringValue(MODELS[rng.below(4) as usize].into()),
-                    ),
-                    kv(
-                        "gen_ai.usage.input_tokens",
-                        Value::IntValue(rng.below(4000) as i64 + 16),
-                    ),
-                    kv(
-                        "gen_ai.usage.output_tokens",
-                        Value::IntValue(rng.below(800) as i64 + 1),
-                    ),
-                    kv(
-                        "gen_ai.latency.time_in_queue",
-                        Value::DoubleValue(rng.unit() * 0.1),
-                    ),
-                    kv(
-                        "gen_ai.latency.time_to_first_token",
-                        Value::DoubleValue(0.05 + rng.unit() * 0.3),
-                    ),
-                    kv("gen_ai.latency.e2e", Value::DoubleValue(e2e)),
-                    kv("gen_ai.request.id", Value::StringValue(format!("req-{id}"))),
-                    kv(
-                        "tenant",
-                        Value::StringValue(format!("tenant-{}", rng.below(8))),
-                    ),
-                ],
-                ..Default::default()
-            });
-        }
-        let request = ExportTraceServiceRequest {
-            resource_spans: vec![ResourceSpans {
-                resource: Some(Resource {
-                    attributes: vec![
-                        kv("service.name", Value::StringValue("vllm".into())),
-                        kv(
-                            "k8s.pod.name",
-                            Value::StringValue(format!("worker-{}", rng.below(16))),
-                        ),
-                    ],
-                    ..Default::default()
-                }),
-                scope_spans: vec![ScopeSpans {
-                    spans: list,
-                    ..Default::default()
-                }],
-                schema_url: String::new(),
-            }],
-        };
+        let request = request_export(&mut rng, written, n);
         serde_json::to_writer(&mut writer, &request)
             .map_err(|e| CliError::failed(e.to_string()))?;
         writer
@@ -114,6 +50,78 @@ pub fn otlp_jsonl(out: &Path, spans: u64, spans_per_line: u64, seed: u64) -> Res
         .flush()
         .map_err(|e| CliError::failed(e.to_string()))?;
     Ok(())
+}
+
+/// One export of `n` synthetic request spans (ids `first..first + n`, one per millisecond from
+/// a fixed start): one span per request with the GenAI and vLLM latency attributes, on one
+/// worker's resource. The ingest benchmark's spans (`otlp_jsonl`) and the load generator's
+/// `--spans synthetic`.
+pub fn request_export(rng: &mut Rng, first: u64, n: u64) -> ExportTraceServiceRequest {
+    let mut list = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let id = first + i;
+        let start = BASE_TS_NS + (id as i64) * 1_000_000;
+        let e2e = 0.2 + rng.unit() * 3.0;
+        let mut trace_id = [0u8; 16];
+        trace_id[..8].copy_from_slice(&(id + 1).to_be_bytes());
+        trace_id[8..].copy_from_slice(&rng.next_u64().to_be_bytes());
+        list.push(Span {
+            trace_id: trace_id.to_vec(),
+            span_id: (rng.next_u64() | 1).to_be_bytes().to_vec(),
+            name: "llm_request".into(),
+            kind: 2,
+            start_time_unix_nano: start as u64,
+            end_time_unix_nano: (start + (e2e * 1e9) as i64) as u64,
+            attributes: vec![
+                kv(
+                    "gen_ai.request.model",
+                    Value::StringValue(MODELS[rng.below(4) as usize].into()),
+                ),
+                kv(
+                    "gen_ai.usage.input_tokens",
+                    Value::IntValue(rng.below(4000) as i64 + 16),
+                ),
+                kv(
+                    "gen_ai.usage.output_tokens",
+                    Value::IntValue(rng.below(800) as i64 + 1),
+                ),
+                kv(
+                    "gen_ai.latency.time_in_queue",
+                    Value::DoubleValue(rng.unit() * 0.1),
+                ),
+                kv(
+                    "gen_ai.latency.time_to_first_token",
+                    Value::DoubleValue(0.05 + rng.unit() * 0.3),
+                ),
+                kv("gen_ai.latency.e2e", Value::DoubleValue(e2e)),
+                kv("gen_ai.request.id", Value::StringValue(format!("req-{id}"))),
+                kv(
+                    "tenant",
+                    Value::StringValue(format!("tenant-{}", rng.below(8))),
+                ),
+            ],
+            ..Default::default()
+        });
+    }
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![
+                    kv("service.name", Value::StringValue("vllm".into())),
+                    kv(
+                        "k8s.pod.name",
+                        Value::StringValue(format!("worker-{}", rng.below(16))),
+                    ),
+                ],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans: list,
+                ..Default::default()
+            }],
+            schema_url: String::new(),
+        }],
+    }
 }
 
 /// Appends `rows` synthetic request rows spread over `hours` hours, then flushes to segments.

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use client::{Client, Outcome, Protocol};
-use pool::{Pool, PoolSpec};
+use pool::{Pool, PoolSpec, SpanSource};
 use tally::Tally;
 
 use crate::exit::CliError;
@@ -55,6 +55,9 @@ pub struct LoadArgs {
     pub pool_spans: u64,
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
+    /// The spans sent: the simulator's traces, or bench/ingest.sh's one-span requests.
+    #[arg(long, value_enum, default_value = "simulated")]
+    pub spans: SpanSource,
     /// Write the spans as OTLP JSON Lines into this file (whole passes over the pool, ids
     /// rewritten as a send would) for `infersight ingest`.
     #[arg(long)]
@@ -100,9 +103,10 @@ pub async fn run(args: LoadArgs) -> Result<i32, CliError> {
         spans: args.pool_spans,
         batch_spans: args.batch_spans,
         seed: args.seed,
+        source: args.spans,
     };
     let built = Instant::now();
-    let pool = tokio::task::spawn_blocking(move || Pool::simulate(&spec))
+    let pool = tokio::task::spawn_blocking(move || Pool::build(&spec))
         .await
         .map_err(|e| CliError::failed(format!("simulating the pool: {e}")))??;
     eprintln!(
@@ -189,6 +193,7 @@ async fn send(
     report["in_flight"] = serde_json::json!(args.in_flight);
     report["offered_spans_per_s"] = serde_json::json!(args.rate);
     report["pool"] = serde_json::json!({
+        "source": format!("{:?}", args.spans).to_lowercase(),
         "batches": plan.pool.len(),
         "spans": plan.pool.spans,
         "traces": plan.pool.traces,

@@ -1,6 +1,6 @@
 //! The load generator's batches: the fleet simulator's trace exports regrouped per service into
-//! OTLP export requests of a fixed span count (as an SDK's batch span processor fills them),
-//! protobuf-encoded once. A send copies a batch and rewrites its trace ids and request ids for
+//! OTLP export requests of a fixed span count (as an SDK's batch span processor fills them), or
+//! bench/ingest.sh's synthetic request spans, protobuf-encoded once. A send copies a batch and rewrites its trace ids and request ids for
 //! the pool's round (how many times the pool went by), so a batch sent again is new traffic to
 //! the server — no span, trace or request it has seen — at the cost of a copy, not an encode.
 
@@ -12,6 +12,8 @@ use infersight_sim::{SimConfig, SimError, Simulator, TelemetrySink};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::AnyValue;
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message;
@@ -31,7 +33,7 @@ pub struct Batch {
     pub spans: u64,
     /// Offsets of every 16-byte trace id in `bytes`.
     trace_ids: Vec<usize>,
-    /// Offsets of the last 8 hex digits of every request id in `bytes`.
+    /// Offsets of the first 8 hex digits of every request id in `bytes`.
     request_ids: Vec<usize>,
 }
 
@@ -51,6 +53,18 @@ pub struct PoolSpec {
     pub spans: u64,
     pub batch_spans: usize,
     pub seed: u64,
+    pub source: SpanSource,
+}
+
+/// Which spans the pool holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SpanSource {
+    /// The fleet simulator's traces: gateway, engine, tokenizer and detokenizer spans per
+    /// request, token events on some.
+    Simulated,
+    /// bench/ingest.sh's spans (`bench-gen otlp-jsonl`): one span per request with the GenAI
+    /// latency attributes.
+    Synthetic,
 }
 
 /// Keeps the simulator's traces, drops its logs, metrics and raw lines.
@@ -76,28 +90,21 @@ impl TelemetrySink for TracesOnly {
 }
 
 impl Pool {
-    /// Simulates a healthy 16-worker fleet at 50 requests/s long enough for `spec.spans` spans
-    /// and encodes them as batches of `spec.batch_spans`.
-    pub fn simulate(spec: &PoolSpec) -> Result<Pool, CliError> {
+    /// At least `spec.spans` spans of `spec.source`, encoded as batches of `spec.batch_spans`.
+    pub fn build(spec: &PoolSpec) -> Result<Pool, CliError> {
         if spec.batch_spans == 0 || spec.spans == 0 {
             return Err(CliError::usage(
                 "--batch-spans and --pool-spans must be positive",
             ));
         }
-        let mut config = SimConfig::new(infersight_sim::Scenario::Healthy);
-        config.seed = spec.seed;
-        config.duration_s = (spec.spans as f64 / (SPANS_PER_REQUEST * config.rate_per_s) * 1.1)
-            .ceil()
-            .max(60.0);
-        let simulator = Simulator::new(config).map_err(crate::sim_sink::sim_error)?;
-        let mut sink = TracesOnly::default();
-        simulator
-            .run(&mut sink)
-            .map_err(crate::sim_sink::sim_error)?;
+        let exports = match spec.source {
+            SpanSource::Simulated => simulate(spec)?,
+            SpanSource::Synthetic => synthetic(spec),
+        };
         let mut batches = Vec::new();
         let mut spans = 0;
         let mut traces = std::collections::HashSet::new();
-        for export in regroup(sink.exports, spec.batch_spans) {
+        for export in exports {
             if spans >= spec.spans {
                 break;
             }
@@ -153,6 +160,52 @@ impl Pool {
     }
 }
 
+/// Simulates a healthy 16-worker fleet at 50 requests/s long enough for `spec.spans` spans,
+/// regrouped per service into exports of `spec.batch_spans`.
+fn simulate(spec: &PoolSpec) -> Result<Vec<ExportTraceServiceRequest>, CliError> {
+    let mut config = SimConfig::new(infersight_sim::Scenario::Healthy);
+    config.seed = spec.seed;
+    config.duration_s = (spec.spans as f64 / (SPANS_PER_REQUEST * config.rate_per_s) * 1.1)
+        .ceil()
+        .max(60.0);
+    let simulator = Simulator::new(config).map_err(crate::sim_sink::sim_error)?;
+    let mut sink = TracesOnly::default();
+    simulator
+        .run(&mut sink)
+        .map_err(crate::sim_sink::sim_error)?;
+    Ok(regroup(sink.exports, spec.batch_spans))
+}
+
+/// bench/ingest.sh's request spans in exports of `spec.batch_spans`, their request ids written
+/// as the simulator's (`cmpl-` and 32 hex digits) so that a round rewrites them too.
+fn synthetic(spec: &PoolSpec) -> Vec<ExportTraceServiceRequest> {
+    let mut rng = crate::rng::Rng::new(spec.seed);
+    let per_batch = spec.batch_spans as u64;
+    let mut exports = Vec::new();
+    let mut first = 0;
+    while first < spec.spans {
+        let mut export = crate::benchgen::request_export(&mut rng, first, per_batch);
+        let spans = export
+            .resource_spans
+            .iter_mut()
+            .flat_map(|r| r.scope_spans.iter_mut())
+            .flat_map(|s| s.spans.iter_mut());
+        for attribute in spans.flat_map(|s| s.attributes.iter_mut()) {
+            if attribute.key == "gen_ai.request.id"
+                && let Some(AnyValue {
+                    value: Some(Value::StringValue(id)),
+                }) = attribute.value.as_mut()
+            {
+                let number = id.trim_start_matches("req-").parse::<u128>().unwrap_or(0);
+                *id = format!("cmpl-{number:032x}");
+            }
+        }
+        exports.push(export);
+        first += per_batch;
+    }
+    exports
+}
+
 fn spans_of(resource: &ResourceSpans) -> impl Iterator<Item = &Span> {
     resource.scope_spans.iter().flat_map(|s| s.spans.iter())
 }
@@ -181,7 +234,6 @@ impl Batch {
                     .get(hex..hex + REQUEST_ID_HEX)
                     .is_some_and(|digits| digits.iter().all(u8::is_ascii_hexdigit))
             })
-            .map(|hex| hex + REQUEST_ID_HEX - 8)
             .collect();
         let spans = export.resource_spans.iter().flat_map(spans_of).count() as u64;
         Batch {
@@ -193,8 +245,10 @@ impl Batch {
     }
 
     /// Rewrites the ids in `bytes` (a copy of this batch's) for `round`: the first four bytes of
-    /// each trace id and the last eight hex digits of each request id are XORed with it, so
-    /// spans of one trace (or one request) in different batches of a round still match.
+    /// each trace id and the first eight hex digits of each request id are XORed with it, so
+    /// spans of one trace (or one request) in different batches of a round still match. The
+    /// leading digits: synthetic ids count up in their last ones, where a XOR would give another
+    /// id of the pool.
     fn rewrite(&self, bytes: &mut [u8], round: u32) {
         let mask = round.to_be_bytes();
         for &at in &self.trace_ids {

@@ -96,3 +96,46 @@ fn every_span_the_load_generator_reports_acknowledged_is_stored() {
         (2 * pool_traces).to_string()
     );
 }
+
+/// bench/ingest.sh's one-span requests, sent twice over: every pass stores new requests (their
+/// request ids are rewritten too, or the second pass's rows would be dropped as duplicates).
+#[test]
+fn synthetic_spans_sent_again_are_new_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, "[store]\nfsync = \"always\"\n");
+    let http = format!("http://{}", server.http);
+    let out = run(&[
+        "bench-gen",
+        "otlp-load",
+        "--spans",
+        "synthetic",
+        "--http",
+        &http,
+        "--exporters",
+        "2",
+        "--batches",
+        "6",
+        "--batch-spans",
+        "50",
+        "--pool-spans",
+        "150",
+        "--progress-every",
+        "0s",
+    ]);
+    let report: Value = serde_json::from_str(&ok(&out, "bench-gen otlp-load")).unwrap();
+    assert_eq!(report["acked_spans"], 300, "{report}");
+    assert_eq!(server.scalar("SELECT count(*) AS n FROM spans"), 300);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let requests = loop {
+        let n = server.scalar("SELECT count(DISTINCT request_id) AS n FROM requests");
+        if n >= 300 || std::time::Instant::now() > deadline {
+            break n;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(
+        requests, 300,
+        "one request row per span, none taken for a duplicate"
+    );
+}
