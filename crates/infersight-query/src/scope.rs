@@ -28,7 +28,7 @@ impl OrgScope {
     }
 
     /// The orgs of an [`OrgScope::Only`]; `None` for [`OrgScope::All`].
-    pub(crate) fn orgs(&self) -> Option<&[String]> {
+    pub fn orgs(&self) -> Option<&[String]> {
         match self {
             OrgScope::All => None,
             OrgScope::Only(orgs) => Some(orgs),

@@ -237,9 +237,28 @@ pub struct Incident {
     /// them lists this one too.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub related: Vec<String>,
+    /// The orgs whose rows the RCA read (an API caller's scope); absent: every org's (the API
+    /// without authentication, the watcher, incidents stored before orgs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orgs: Option<Vec<String>>,
 }
 
 impl Incident {
+    /// Whether a reader of `orgs` (`None`: every org) may see it: only when the RCA read none
+    /// but those orgs' rows.
+    pub fn visible_to_orgs(&self, orgs: Option<&[String]>) -> bool {
+        match (orgs, &self.orgs) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(reader), Some(read)) => read.iter().all(|org| reader.contains(org)),
+        }
+    }
+
+    /// [`Incident::visible_to_orgs`] for a query scope.
+    pub fn visible_in(&self, scope: &infersight_query::OrgScope) -> bool {
+        self.visible_to_orgs(scope.orgs())
+    }
+
     /// Whether the watcher opened it and it has not resolved.
     pub fn is_watched_open(&self) -> bool {
         self.watch
@@ -400,7 +419,17 @@ impl IncidentStore {
 
     /// Stores a new, open incident for `rca`.
     pub fn create(&self, rca: &RcaReport) -> Result<Incident, RcaError> {
-        self.create_with(rca, None)
+        self.create_with(rca, None, None)
+    }
+
+    /// Stores a new incident for `rca`, an RCA that read only `orgs`' rows (`None`: every
+    /// org's); it is linked only to incidents of the same orgs.
+    pub fn create_for_orgs(
+        &self,
+        rca: &RcaReport,
+        orgs: Option<Vec<String>>,
+    ) -> Result<Incident, RcaError> {
+        self.create_with(rca, None, orgs)
     }
 
     /// Stores a new incident for `rca` that the watcher opened, with its record.
@@ -409,7 +438,7 @@ impl IncidentStore {
         rca: &RcaReport,
         watch: WatchRecord,
     ) -> Result<Incident, RcaError> {
-        self.create_with(rca, Some(watch))
+        self.create_with(rca, Some(watch), None)
     }
 
     /// Rewrites an incident the watcher keeps up to date (a new verdict, a detection, its
@@ -479,6 +508,7 @@ impl IncidentStore {
         &self,
         rca: &RcaReport,
         watch: Option<WatchRecord>,
+        orgs: Option<Vec<String>>,
     ) -> Result<Incident, RcaError> {
         std::fs::create_dir_all(&self.dir).map_err(|e| RcaError::io(&self.dir, e))?;
         let onset_ns = rca
@@ -500,10 +530,11 @@ impl IncidentStore {
             actions: Vec::new(),
             notifications: Vec::new(),
             related: Vec::new(),
+            orgs,
         };
         incident.rca.incident_id = None;
         // incidents of the same event stored before: linked both ways once this one exists
-        let earlier = self.same_event_as(rca);
+        let earlier = self.same_event_as(rca, incident.orgs.as_ref());
         incident.related = earlier.iter().map(|i| i.id.clone()).collect();
         let counter = CREATE_COUNTER.fetch_add(1, Ordering::Relaxed);
         for attempt in 0..MAX_ID_ATTEMPTS {
@@ -533,10 +564,11 @@ impl IncidentStore {
 
     /// The stored incidents of the same event as `rca` ([`related::same_event`]), oldest
     /// first, at most [`related::MAX_RELATED`]; an unreadable store links nothing.
-    fn same_event_as(&self, rca: &RcaReport) -> Vec<Incident> {
+    fn same_event_as(&self, rca: &RcaReport, orgs: Option<&Vec<String>>) -> Vec<Incident> {
         let mut found: Vec<Incident> = match self.list() {
             Ok(all) => all
                 .into_iter()
+                .filter(|other| other.orgs.as_ref() == orgs)
                 .filter(|other| related::same_event(&other.rca, rca))
                 .take(related::MAX_RELATED)
                 .collect(),

@@ -42,8 +42,9 @@ pub async fn analyse_and_record(
         });
     }
     let store = incidents.clone();
+    let orgs = engine.scope().orgs().map(<[String]>::to_vec);
     let (report_back, incident) = tokio::task::spawn_blocking(move || {
-        let incident = store.create(&report);
+        let incident = store.create_for_orgs(&report, orgs);
         (report, incident)
     })
     .await

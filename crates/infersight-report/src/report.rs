@@ -52,6 +52,8 @@ pub fn past_incidents(
         .confirmed()?
         .into_iter()
         .filter(|past| past.id != incident.id)
+        // an org's report cites only what its own orgs' incidents taught
+        .filter(|past| past.visible_to_orgs(incident.orgs.as_deref()))
         .collect())
 }
 

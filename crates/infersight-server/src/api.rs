@@ -314,14 +314,19 @@ async fn query(
 /// The caller's org scope, as the auth gate put it on the request.
 pub(crate) type Scope = Option<axum::Extension<OrgScope>>;
 
+/// The orgs the caller reads (the gate always sets them; without, the default org only).
+pub(crate) fn scope_of(scope: Scope) -> OrgScope {
+    scope.map_or_else(
+        || OrgScope::org(infersight_model::org::DEFAULT_ORG),
+        |axum::Extension(scope)| scope,
+    )
+}
+
 /// The engine a read of this request goes through: only the caller's orgs' rows, enforced by
 /// the tables themselves, and only their rollups (`QueryEngine::scoped`). The gate always sets
 /// the scope; without one, fail closed to the default org.
 pub(crate) fn read_engine(state: &ApiState, scope: Scope) -> Arc<QueryEngine> {
-    let scope = scope.map_or_else(
-        || OrgScope::org(infersight_model::org::DEFAULT_ORG),
-        |axum::Extension(scope)| scope,
-    );
+    let scope = scope_of(scope);
     if scope == OrgScope::All {
         Arc::clone(&state.engine)
     } else {

@@ -29,12 +29,14 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use infersight_model::ErrorKind;
+use infersight_query::OrgScope;
 use infersight_rca::incidents::{Incident, IncidentStatus};
 use infersight_report::ReportFormat;
 use infersight_report::lead::Lead;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::api::{Scope, read_engine, scope_of};
 use crate::reports::{ReportService, blocking};
 use crate::state::{ApiError, ApiState};
 
@@ -67,9 +69,35 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<Json<serde_json::Value>, Ap
     })
 }
 
-async fn list(State(state): State<ApiState>) -> Result<Json<serde_json::Value>, ApiError> {
+/// The incident `id` when the caller's orgs may see it (`Incident::visible_in`); another org's
+/// answers 404 like one that does not exist.
+async fn visible_incident(
+    service: &ReportService,
+    id: String,
+    scope: &OrgScope,
+) -> Result<Incident, ApiError> {
+    let incident = service.get(id.clone()).await?;
+    if incident.visible_in(scope) {
+        Ok(incident)
+    } else {
+        Err(ApiError {
+            kind: ErrorKind::NotFound,
+            message: format!("no incident `{id}`"),
+        })
+    }
+}
+
+async fn list(
+    State(state): State<ApiState>,
+    scope: Scope,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let scope = scope_of(scope);
     let incidents = service(&state)?.list().await?;
-    let rows: Vec<_> = incidents.iter().map(list_row).collect();
+    let rows: Vec<_> = incidents
+        .iter()
+        .filter(|incident| incident.visible_in(&scope))
+        .map(list_row)
+        .collect();
     Ok(Json(json!({ "incidents": rows })))
 }
 
@@ -84,14 +112,16 @@ fn list_row(incident: &Incident) -> serde_json::Value {
 
 async fn show(
     State(state): State<ApiState>,
+    scope: Scope,
     id: Result<UrlPath<String>, PathRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let id = incident_id(id)?;
     let service = Arc::clone(service(&state)?);
+    let engine = read_engine(&state, scope.clone());
+    let incident = visible_incident(&service, id, &scope_of(scope)).await?;
     let (incident, knowledge) = {
         let service = Arc::clone(&service);
         blocking(move || {
-            let incident = service.incidents().get(&id)?;
             // the runbooks of the lead; a knowledge base that cannot be built leaves them out
             let knowledge = match service.knowledge_for(&incident) {
                 Ok(base) => base.retrieve(&incident.rca, service.config().retrieval_limit),
@@ -111,7 +141,7 @@ async fn show(
         message: e.to_string(),
     })?;
     // what the page shows first: the symptom with units, do now, the first check, the causes
-    let lead = match Lead::build(&state.engine, &incident.rca, &knowledge).await {
+    let lead = match Lead::build(&engine, &incident.rca, &knowledge).await {
         Ok(lead) => lead,
         Err(error) => {
             tracing::warn!(%error, "the lead's workers were not read");
@@ -133,6 +163,7 @@ struct ReportParams {
 
 async fn report(
     State(state): State<ApiState>,
+    scope: Scope,
     id: Result<UrlPath<String>, PathRejection>,
     params: Result<Query<ReportParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
@@ -140,8 +171,10 @@ async fn report(
     let Query(params) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let format = ReportFormat::parse(params.format.as_deref().unwrap_or("json"))?;
     let service = service(&state)?;
+    let engine = read_engine(&state, scope.clone());
+    let id = visible_incident(service, id, &scope_of(scope)).await?.id;
     let report = service
-        .report(&state.engine, id, params.llm.unwrap_or(true))
+        .report(&engine, id, params.llm.unwrap_or(true))
         .await?;
     // Rendering draws every chart: CPU work for a blocking thread.
     let text = blocking(move || report.render(format)).await?;
@@ -171,10 +204,14 @@ fn judgement(body: &Bytes) -> Result<JudgementBody, ApiError> {
 
 async fn confirm(
     State(state): State<ApiState>,
+    scope: Scope,
     id: Result<UrlPath<String>, PathRejection>,
     body: Bytes,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let id = incident_id(id)?;
+    let id = visible_incident(service(&state)?, id, &scope_of(scope))
+        .await?
+        .id;
     let note = judgement(&body)?
         .note
         .filter(|note| !note.trim().is_empty())
@@ -191,10 +228,14 @@ async fn confirm(
 
 async fn reject(
     State(state): State<ApiState>,
+    scope: Scope,
     id: Result<UrlPath<String>, PathRejection>,
     body: Bytes,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let id = incident_id(id)?;
+    let id = visible_incident(service(&state)?, id, &scope_of(scope))
+        .await?
+        .id;
     let note = judgement(&body)?.note;
     let incident = service(&state)?
         .set_status(id, IncidentStatus::Rejected, note)

@@ -20,7 +20,11 @@ const FOREIGN: &str = "globex-";
 
 /// The surfaces asked, as (method, uri, body).
 const SURFACES: &[(&str, &str, &str)] = &[
-    ("GET", "/api/v1/sli?sli=ttft&by=worker,model&since=-1h&step=1m", ""),
+    (
+        "GET",
+        "/api/v1/sli?sli=ttft&by=worker,model&since=-1h&step=1m",
+        "",
+    ),
     ("GET", "/api/v1/sli/derived?since=-1h", ""),
     ("GET", "/api/v1/dimensions?since=-1h", ""),
     ("GET", "/api/v1/freshness", ""),
@@ -118,5 +122,37 @@ fn each_org_sees_only_its_own_fleet_on_every_read_surface() {
             blind.is_empty(),
             "globex's own names missing from {blind:?}"
         );
+    });
+}
+
+/// An incident its RCA stored for globex is globex's alone: acme neither lists it nor reads it
+/// or its report (404, as if it did not exist).
+#[test]
+fn an_orgs_incidents_are_its_own() {
+    let (server, runtime) = fleets();
+    runtime.block_on(async {
+        let (_, _, acme) = &server.tokens[0];
+        let (_, _, globex) = &server.tokens[1];
+        let (status, text) = ask(&server.api, globex, ("POST", "/api/v1/rca", "{}")).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let rca: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let id = rca["incident_id"]
+            .as_str()
+            .expect("globex's RCA stored an incident");
+        let list = ("GET", "/api/v1/incidents", "");
+        let (_, theirs) = ask(&server.api, globex, list).await;
+        assert!(theirs.contains(id), "{theirs}");
+        let (status, ours) = ask(&server.api, acme, list).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(!ours.contains(id) && !ours.contains(FOREIGN), "{ours}");
+        for uri in [
+            format!("/api/v1/incidents/{id}"),
+            format!("/api/v1/incidents/{id}/report?format=json&llm=false"),
+        ] {
+            let (status, text) = ask(&server.api, globex, ("GET", &uri, "")).await;
+            assert_eq!(status, StatusCode::OK, "globex: {uri}: {text}");
+            let (status, text) = ask(&server.api, acme, ("GET", &uri, "")).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "acme: {uri}: {text}");
+        }
     });
 }

@@ -93,7 +93,11 @@ pub(crate) fn server() -> Server {
         max_dimension_cardinality: 100,
         alerts: None,
         actions: None,
-        reports: None,
+        // every RCA verdict stored as an incident (org_surfaces reads them back)
+        reports: Some(Arc::new(infersight_server::reports::ReportService::new(
+            &data,
+            infersight_report::ReportConfig::default(),
+        ))),
     };
     let api = infersight_server::api::router_with_auth(state, auth);
     Server {
