@@ -64,10 +64,11 @@ pub async fn run(args: ServeArgs) -> Result<i32, CliError> {
     .await;
     maintenance.stop();
     result.map_err(|e| CliError::failed(e.to_string()))?;
-    eprintln!(
-        "infersight: stopped; everything acknowledged is flushed to {}",
-        config.store.data_dir.display()
-    );
+    let flushed_to = match config.storage.url.as_str() {
+        "" => config.store.data_dir.display().to_string(),
+        bucket => bucket.to_string(),
+    };
+    eprintln!("infersight: stopped; everything acknowledged is flushed to {flushed_to}");
     Ok(0)
 }
 

@@ -104,6 +104,12 @@ fn serve_on_a_bucket_answers_like_local_disk(storage: &str) {
         "the ingesting node, while it runs"
     );
     let log = ingest.stop();
+    assert!(
+        ["file://", "s3://"]
+            .iter()
+            .any(|scheme| log.contains(&format!("acknowledged is flushed to {scheme}"))),
+        "{log}"
+    );
     assert_eq!(
         local_segments(&ingest_data),
         0,
