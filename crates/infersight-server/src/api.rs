@@ -119,10 +119,12 @@ pub fn refresh_store_gauges(counters: &Counters, store: &dyn StorageBackend) {
     );
 }
 
-async fn metrics(State(state): State<ApiState>) -> Response {
+/// The process's own metrics, then the SLIs of the caller's orgs (the store's gauges and the
+/// pipeline's counters are the whole process's).
+async fn metrics(State(state): State<ApiState>, scope: Scope) -> Response {
     refresh_store_gauges(&state.counters, &*state.store);
     let mut text = state.counters.render();
-    let store = Arc::clone(&state.store);
+    let store = Arc::clone(read_engine(&state, scope).store());
     // SLIs come from rollups (blocking reads); a store without rollups just has none
     if let Ok(Ok(sli_text)) =
         tokio::task::spawn_blocking(move || crate::sli_metrics::render(store.as_ref(), now_ns()))

@@ -1,7 +1,7 @@
 //! Org isolation on the read surfaces beyond SQL (issue 22, tenants): SLIs from rollups,
-//! derived SLIs, dimensions, freshness and RCA. `acme` exports a healthy fleet, `globex-inc` a
-//! fleet with a slow worker whose models, pods and nodes are all named `globex-…`; each org's
-//! analyst asks every surface. Acme's answers never name anything of globex (they would: the
+//! derived SLIs, dimensions, freshness, RCA, the SLIs on `/metrics`, and incidents. `acme`
+//! exports a healthy fleet, `globex-inc` a fleet with a slow worker whose models, pods and nodes
+//! are all named `globex-…`; each org's analyst asks every surface. Acme's answers never name anything of globex (they would: the
 //! slow worker is what an RCA over both fleets finds), and globex's do, so each surface shows
 //! names at all.
 
@@ -29,6 +29,7 @@ const SURFACES: &[(&str, &str, &str)] = &[
     ("GET", "/api/v1/dimensions?since=-1h", ""),
     ("GET", "/api/v1/freshness", ""),
     ("POST", "/api/v1/rca", "{}"),
+    ("GET", "/metrics", ""),
 ];
 
 /// Ten minutes of `scenario` at 4 workers and 4 requests/s, ending a minute ago.
