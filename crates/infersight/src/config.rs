@@ -986,7 +986,7 @@ impl Config {
             dimensions: self.store.rollup_dimensions.clone(),
             max_combinations: self.store.rollup_max_combinations,
         });
-        o.remote = self.storage.remote();
+        o.remote = self.storage.remote(&self.store.data_dir);
         o
     }
 

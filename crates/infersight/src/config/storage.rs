@@ -4,6 +4,8 @@
 //! data directory. Checked with the rest of the configuration and again after `--storage`;
 //! resolved into the store's [`BucketConfig`] here.
 
+use std::path::Path;
+
 use infersight_cluster::{NodeId, StorageUrl};
 use infersight_store::{BucketConfig, RemoteOptions};
 use serde::{Deserialize, Serialize};
@@ -25,7 +27,8 @@ pub struct StorageConfig {
     pub access_key_id: String,
     pub secret_access_key: String,
     /// This node's name in the bucket's catalog log and segment names (letters, digits, `.`, `_`,
-    /// `-`); every node writing to one bucket needs its own. Empty: the host name.
+    /// `-`); every node writing to one bucket needs its own, the same across its restarts (its
+    /// WAL position is kept under it). Empty: `<host name>-<hash of the data directory>`.
     pub node: String,
 }
 
@@ -66,14 +69,17 @@ impl StorageConfig {
                     .into(),
             );
         }
-        if let Err(e) = NodeId::new(&self.node_id()) {
+        // a derived node id is valid by construction
+        if !self.node.is_empty()
+            && let Err(e) = NodeId::new(&self.node)
+        {
             errors.push(format!("storage.node: {e}"));
         }
         errors
     }
 
-    /// The bucket and node the store sends segments to; `None` without `url`.
-    pub fn remote(&self) -> Option<RemoteOptions> {
+    /// The bucket and node the store in `data_dir` sends segments to; `None` without `url`.
+    pub fn remote(&self, data_dir: &Path) -> Option<RemoteOptions> {
         if self.url.is_empty() {
             return None;
         }
@@ -88,36 +94,51 @@ impl StorageConfig {
                 allow_http: self.endpoint.starts_with("http://"),
                 virtual_hosted_style: !self.path_style,
             },
-            node: self.node_id(),
+            node: self.node_id(data_dir),
         })
     }
 
-    /// `node`, else the host name with characters a node id cannot hold replaced by `_`, else
-    /// `node`.
-    pub fn node_id(&self) -> String {
+    /// `node`, else `<host>-<hash>`: the host name (characters a node id cannot hold replaced by
+    /// `_`; `node` without one) and 8 hex digits of the data directory's absolute path, so two
+    /// stores on one host never share an id and a restarted one keeps its own.
+    pub fn node_id(&self, data_dir: &Path) -> String {
         if !self.node.is_empty() {
             return self.node.clone();
         }
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .or_else(|| std::env::var("HOSTNAME").ok())
-            .unwrap_or_default();
-        let host: String = host
-            .trim()
-            .chars()
-            .take(64)
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        match host.trim_start_matches(['.', '-']) {
-            "" => "node".into(),
-            name => name.to_string(),
-        }
+        let path = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+        // FNV-1a: the same digits from every build (std's hashers promise no stable output)
+        let hash = path
+            .as_os_str()
+            .as_encoded_bytes()
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+        format!("{}-{:08x}", host_name(), hash & 0xffff_ffff)
+    }
+}
+
+/// The host name with characters a node id cannot hold replaced by `_`; `node` without one.
+fn host_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default();
+    let host: String = host
+        .trim()
+        .chars()
+        .take(48)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    match host.trim_start_matches(['.', '-']) {
+        "" => "node".into(),
+        name => name.to_string(),
     }
 }
 
@@ -135,7 +156,7 @@ mod tests {
     #[test]
     fn no_url_is_the_local_data_dir() {
         assert!(StorageConfig::default().validate().is_empty());
-        assert!(StorageConfig::default().remote().is_none());
+        assert!(StorageConfig::default().remote(Path::new("data")).is_none());
     }
 
     #[test]
@@ -157,7 +178,7 @@ mod tests {
         config.endpoint = "http://127.0.0.1:8333".into();
         config.node = "ingest-1".into();
         assert!(config.validate().is_empty());
-        let Some(remote) = config.remote() else {
+        let Some(remote) = config.remote(Path::new("data")) else {
             panic!("a URL gives a bucket")
         };
         assert!(remote.bucket.allow_http);
@@ -165,10 +186,9 @@ mod tests {
         assert_eq!(remote.bucket.access_key_id, None);
         assert_eq!(remote.node, "ingest-1");
         config.node = String::new();
-        assert!(
-            NodeId::new(&config.node_id()).is_ok(),
-            "{}",
-            config.node_id()
-        );
+        let id = config.node_id(Path::new("/srv/infersight/a"));
+        assert!(NodeId::new(&id).is_ok(), "{id}");
+        assert_eq!(id, config.node_id(Path::new("/srv/infersight/a")));
+        assert_ne!(id, config.node_id(Path::new("/srv/infersight/b")));
     }
 }
