@@ -143,7 +143,8 @@ pub fn auth(config: &Config) -> Result<Arc<infersight_server::auth::Auth>, CliEr
         .settings()
         .map_err(|errors| CliError::usage(errors.join("; ")))?;
     let auth = infersight_server::auth::Auth::open(settings)
-        .map_err(|e| CliError::usage(format!("auth: {e}")))?;
+        .map_err(|e| CliError::usage(format!("auth: {e}")))?
+        .with_ingest_limits(config.auth.ingest_limiter());
     if auth.is_enabled() {
         tracing::info!("authentication on: every API and OTLP request needs a bearer token");
     }

@@ -2,15 +2,17 @@
 //! an address other than loopback may be served without it, and which reverse proxies may name
 //! the user in a header. `validate` reports every problem; `settings` resolves it for `serve`.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use super::header::Cidr;
+use super::limits::{IngestLimiter, OrgLimitConfig};
 use super::role::Role;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     /// The tokens file (`infersight tokens create` writes it); empty: authentication is off and
@@ -24,6 +26,9 @@ pub struct AuthConfig {
     pub trusted_proxies: Vec<String>,
     /// The role of a user a trusted proxy names (when the request carries no token).
     pub proxy_role: String,
+    /// Per-org limits, `[auth.orgs.<org>]` (`limits::OrgLimitConfig`); an org not listed is
+    /// not limited.
+    pub orgs: BTreeMap<String, OrgLimitConfig>,
 }
 
 impl Default for AuthConfig {
@@ -33,6 +38,7 @@ impl Default for AuthConfig {
             allow_unauthenticated: false,
             trusted_proxies: Vec::new(),
             proxy_role: Role::Viewer.name().to_string(),
+            orgs: BTreeMap::new(),
         }
     }
 }
@@ -63,6 +69,9 @@ impl AuthConfig {
         let proxy_role = Role::parse(&self.proxy_role)
             .map_err(|problem| errors.push(format!("auth.proxy_role: {problem}")))
             .ok();
+        for (org, limit) in &self.orgs {
+            errors.extend(limit.validate(org));
+        }
         if self.tokens_file.trim() != self.tokens_file {
             errors.push("auth.tokens_file: has leading or trailing spaces".to_string());
         }
@@ -75,6 +84,11 @@ impl AuthConfig {
             }),
             _ => Err(errors),
         }
+    }
+
+    /// The ingest limiter of `[auth.orgs]`.
+    pub fn ingest_limiter(&self) -> IngestLimiter {
+        IngestLimiter::new(&self.orgs)
     }
 
     /// `serve` on `listen`: refused on an address other than loopback without authentication,

@@ -48,6 +48,17 @@ fn refusal_response(refusal: &Refusal) -> Response {
             json_error(StatusCode::UNAUTHORIZED, "unauthenticated", message)
         }
         Refusal::Forbidden(message) => json_error(StatusCode::FORBIDDEN, "forbidden", message),
+        Refusal::TooManyRequests(message, retry_after_s) => {
+            let mut response = json_error(StatusCode::TOO_MANY_REQUESTS, "unavailable", message);
+            insert_retry_after(&mut response, *retry_after_s);
+            response
+        }
+    }
+}
+
+fn insert_retry_after(response: &mut Response, seconds: u64) {
+    if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
     }
 }
 
@@ -204,6 +215,7 @@ fn admit_export(auth: &Auth, request: &mut Request) -> Result<(), Refusal> {
         &identity,
         header_text(request.headers(), super::orgs::SCOPE_HEADER).as_deref(),
     )?;
+    auth.admit_ingest(&org)?;
     request
         .extensions_mut()
         .insert(infersight_ingest::receivers::IngestOrg(org));
@@ -229,13 +241,18 @@ pub async fn ingest_http_gate(
                 Some(ct) if ct.contains("protobuf") => infersight_ingest::Encoding::Protobuf,
                 _ => infersight_ingest::Encoding::Json,
             };
-            let (status, code, message) = match refusal {
-                Refusal::Unauthenticated(m) => (StatusCode::UNAUTHORIZED, 16, m),
-                Refusal::Forbidden(m) => (StatusCode::FORBIDDEN, 7, m),
+            let (status, code, message, retry_after_s) = match refusal {
+                Refusal::Unauthenticated(m) => (StatusCode::UNAUTHORIZED, 16, m, None),
+                Refusal::Forbidden(m) => (StatusCode::FORBIDDEN, 7, m, None),
+                // RESOURCE_EXHAUSTED; OTLP exporters retry a 429 after Retry-After
+                Refusal::TooManyRequests(m, s) => (StatusCode::TOO_MANY_REQUESTS, 8, m, Some(s)),
             };
             let mut response = infersight_ingest::receivers::otlp_http::error_response(
                 status, code, message, encoding,
             );
+            if let Some(seconds) = retry_after_s {
+                insert_retry_after(&mut response, seconds);
+            }
             if status == StatusCode::UNAUTHORIZED {
                 response.headers_mut().insert(
                     header::WWW_AUTHENTICATE,
@@ -261,6 +278,9 @@ pub async fn ingest_grpc_gate(
         }
         Err(Refusal::Forbidden(message)) => {
             tonic::Status::permission_denied(message).into_http::<axum::body::Body>()
+        }
+        Err(Refusal::TooManyRequests(message, _)) => {
+            tonic::Status::resource_exhausted(message).into_http::<axum::body::Body>()
         }
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod header;
+pub mod limits;
 pub mod middleware;
 pub mod orgs;
 pub mod role;
@@ -30,6 +31,7 @@ use parking_lot::RwLock;
 
 pub use config::{AuthConfig, AuthSettings};
 pub use header::{Cidr, parse_bearer};
+pub use limits::{IngestLimiter, OrgLimitConfig};
 pub use middleware::{api_gate, ingest_grpc_gate, ingest_http_gate};
 pub use role::{Access, Role};
 pub use tokens::{TokenError, TokenFile, TokenSet};
@@ -62,6 +64,8 @@ pub enum Refusal {
     Unauthenticated(String),
     /// 403: known caller, not allowed.
     Forbidden(String),
+    /// 429: an export over its org's ingest rate (`limits`); retry after that many seconds.
+    TooManyRequests(String, u64),
 }
 
 /// The identity of the anonymous caller when authentication is off.
@@ -100,6 +104,8 @@ pub struct Auth {
     trusted_proxies: Vec<Cidr>,
     proxy_role: Role,
     loaded: RwLock<Loaded>,
+    /// Each org's ingest rate (`[auth.orgs]`); none: no org is limited.
+    ingest_limits: limits::IngestLimiter,
 }
 
 impl std::fmt::Debug for Auth {
@@ -123,11 +129,35 @@ impl Auth {
                 tokens: Arc::default(),
                 stamp: None,
             }),
+            ingest_limits: limits::IngestLimiter::default(),
         }
     }
 
     /// From `[auth]`: reads the tokens file now (a missing one holds no token yet; an invalid
     /// one is an error).
+    /// Limits each org's ingest rate as `limiter` says (checked by the ingest gates).
+    pub fn with_ingest_limits(mut self, limiter: limits::IngestLimiter) -> Auth {
+        self.ingest_limits = limiter;
+        self
+    }
+
+    /// One export of `org` now, or the refusal (429) when it is over its rate.
+    pub fn admit_ingest(&self, org: &str) -> Result<(), Refusal> {
+        self.ingest_limits
+            .admit(org, infersight_model::time::now_ns())
+            .map_err(|retry_after_s| {
+                Refusal::TooManyRequests(
+                    format!(
+                        "the org `{}` is over its ingest rate (auth.orgs.{}.ingest_exports_per_s); \
+                         retry in {retry_after_s} s",
+                        org.escape_debug(),
+                        org.escape_debug()
+                    ),
+                    retry_after_s,
+                )
+            })
+    }
+
     pub fn open(settings: AuthSettings) -> Result<Auth, TokenError> {
         let auth = Auth {
             tokens_file: settings.tokens_file,
@@ -137,6 +167,7 @@ impl Auth {
                 tokens: Arc::default(),
                 stamp: None,
             }),
+            ingest_limits: limits::IngestLimiter::default(),
         };
         if let Some(path) = &auth.tokens_file {
             let set = TokenFile::read(path)?

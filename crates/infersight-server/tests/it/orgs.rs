@@ -49,6 +49,11 @@ fn token(file: &mut TokenFile, name: &str, role: Role, orgs: &[&str]) -> String 
 /// The OTLP/HTTP receiver and the API as `serve` builds them, behind authentication, over one
 /// store with an ingest queue.
 pub(crate) fn server() -> Server {
+    server_with(infersight_server::auth::IngestLimiter::default())
+}
+
+/// [`server`] with each org's ingest limited by `limiter`.
+pub(crate) fn server_with(limiter: infersight_server::auth::IngestLimiter) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let store = Arc::new(Store::open(StoreOptions::new(&data)).unwrap());
@@ -79,7 +84,8 @@ pub(crate) fn server() -> Server {
             trusted_proxies: Vec::new(),
             proxy_role: Role::Viewer,
         })
-        .unwrap(),
+        .unwrap()
+        .with_ingest_limits(limiter),
     );
     let otlp = infersight_server::auth::middleware::guard_otlp_http(
         infersight_ingest::receivers::otlp_http::router(receivers),
