@@ -76,8 +76,9 @@ fn local_segments(data: &Path) -> usize {
     found
 }
 
-/// The whole check, `storage` being a `[storage]` section without `node`.
-fn serve_on_a_bucket_answers_like_local_disk(storage: &str) {
+/// The whole check, `storage` being a `[storage]` section without `node`, `env` the extra
+/// environment of the ingesting and of the second node.
+fn serve_on_a_bucket_answers_like_local_disk(storage: &str, env: [&[(&str, &str)]; 2]) {
     let dir = tempfile::tempdir().unwrap();
     let local = Server::start(&dir.path().join("local"), BASE);
     let summary = simulate_into(&local);
@@ -93,9 +94,10 @@ fn serve_on_a_bucket_answers_like_local_disk(storage: &str) {
     assert_eq!(stored, requests, "every request sent is stored");
 
     let ingest_data = dir.path().join("ingest");
-    let ingest = Server::start(
+    let ingest = Server::start_with(
         &ingest_data,
         &format!("{BASE}[storage]\n{storage}node = \"ingest-1\"\n"),
+        env[0],
     );
     simulate_into(&ingest);
     assert_eq!(
@@ -117,9 +119,10 @@ fn serve_on_a_bucket_answers_like_local_disk(storage: &str) {
     );
 
     let query_data = dir.path().join("query");
-    let query = Server::start(
+    let query = Server::start_with(
         &query_data,
         &format!("{BASE}[storage]\n{storage}node = \"query-1\"\n"),
+        env[1],
     );
     assert_eq!(
         answers(&query),
@@ -132,10 +135,13 @@ fn serve_on_a_bucket_answers_like_local_disk(storage: &str) {
 #[test]
 fn serve_on_a_file_bucket_answers_like_local_disk() {
     let bucket = tempfile::tempdir().unwrap();
-    serve_on_a_bucket_answers_like_local_disk(&format!(
-        "url = \"file://{}/bucket/prefix\"\n",
-        bucket.path().display()
-    ));
+    serve_on_a_bucket_answers_like_local_disk(
+        &format!(
+            "url = \"file://{}/bucket/prefix\"\n",
+            bucket.path().display()
+        ),
+        [&[], &[]],
+    );
 }
 
 /// `infersight` with `args` and `INFERSIGHT__STORAGE__NODE=node`; answers stdout, failing the
@@ -301,10 +307,25 @@ mod s3 {
         let Some(server) = SeaweedFs::start("infersight") else {
             return;
         };
-        serve_on_a_bucket_answers_like_local_disk(&format!(
-            "url = \"s3://infersight/cluster-a\"\nendpoint = \"{}\"\n{KEYS}",
-            server.endpoint()
-        ));
+        // credentials from the standard AWS variables on one node, from ours on the other
+        serve_on_a_bucket_answers_like_local_disk(
+            &format!(
+                "url = \"s3://infersight/cluster-a\"\nendpoint = \"{}\"\n",
+                server.endpoint()
+            ),
+            [
+                &[
+                    ("AWS_ACCESS_KEY_ID", "test"),
+                    ("AWS_SECRET_ACCESS_KEY", "test"),
+                    ("AWS_REGION", "us-east-1"),
+                ],
+                &[
+                    ("INFERSIGHT__STORAGE__ACCESS_KEY_ID", "test"),
+                    ("INFERSIGHT__STORAGE__SECRET_ACCESS_KEY", "test"),
+                    ("INFERSIGHT__STORAGE__REGION", "us-east-1"),
+                ],
+            ],
+        );
     }
 
     #[test]
