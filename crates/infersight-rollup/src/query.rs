@@ -142,7 +142,15 @@ pub fn query_rollups(parts: &[&Rollup], query: &SliQuery) -> Result<Vec<SliSerie
     };
     let partials = accumulate_in_parallel(parts, query, since, until, latency_slot);
     let (group_keys, acc) = merge_partials(partials, latency_slot);
-    Ok(series_of(query, &group_keys, acc))
+    // the data's first and last minute in the range: a whole-range query's cells all sit in
+    // one bucket and do not keep them
+    let extent = parts
+        .iter()
+        .filter_map(|part| part.minute_bounds())
+        .map(|(first, last)| (first.max(since), last.min(until)))
+        .filter(|(first, last)| first <= last)
+        .reduce(|(a, b), (c, d)| (a.min(c), b.max(d)));
+    Ok(series_of(query, &group_keys, acc, extent))
 }
 
 /// The query's step, quantiles and dimensions, checked against what `parts` hold.
@@ -255,7 +263,12 @@ fn merge_partials(
 }
 
 /// One series per group that has points, sorted by group values, its points by time.
-fn series_of(query: &SliQuery, group_keys: &[Vec<String>], acc: GroupCells) -> Vec<SliSeries> {
+fn series_of(
+    query: &SliQuery,
+    group_keys: &[Vec<String>],
+    acc: GroupCells,
+    extent: Option<(i64, i64)>,
+) -> Vec<SliSeries> {
     let mut series: Vec<SliSeries> = group_keys
         .iter()
         .map(|key| SliSeries {
@@ -268,6 +281,11 @@ fn series_of(query: &SliQuery, group_keys: &[Vec<String>], acc: GroupCells) -> V
     for &(_, bucket) in acc.keys() {
         first_minute = first_minute.min(bucket);
         last_minute = last_minute.max(bucket);
+    }
+    if query.step_ns.is_none()
+        && let Some((first, last)) = extent
+    {
+        (first_minute, last_minute) = (first, last);
     }
     for ((group, bucket), cell) in acc {
         let point = point_of(query, bucket, &cell, first_minute, last_minute);

@@ -166,3 +166,29 @@ fn merge_split_and_encode_preserve_answers() {
         assert!(Rollup::decode(&bytes[..cut]).is_err());
     }
 }
+
+#[test]
+fn a_whole_range_query_open_at_one_end_divides_by_the_datas_extent() {
+    let records: Vec<_> = (0..10)
+        .flat_map(|minute| (0..20).map(move |i| record(minute, "w1", "r1", 100.0 + i as f64)))
+        .collect();
+    let mut rollup = Rollup::new(&spec(100));
+    rollup.add_requests(&batch(&records)).unwrap();
+    let base = 1_764_381_600_000_000_000;
+    // since minute 2, until open, no step: minutes 2..=9, 160 requests in 8 minutes
+    let mut open_until = query("request_rate", &[]);
+    open_until.since_ns = Some(base + 2 * MINUTE_NS);
+    let series = query_rollups(&[&rollup], &open_until).unwrap();
+    let point = &series[0].points[0];
+    assert_eq!(point.requests, 160);
+    assert_eq!(point.ts_ns, base + 2 * MINUTE_NS);
+    let rate = point.values[0].unwrap();
+    assert!((rate - 160.0 / 480.0).abs() < 1e-9, "{rate}");
+    // until minute 5, since open: minutes 0..=4, 100 requests in 5 minutes, dated minute 0
+    let mut open_since = query("request_rate", &[]);
+    open_since.until_ns = Some(base + 5 * MINUTE_NS);
+    let point = &query_rollups(&[&rollup], &open_since).unwrap()[0].points[0];
+    assert_eq!((point.requests, point.ts_ns), (100, base));
+    let rate = point.values[0].unwrap();
+    assert!((rate - 100.0 / 300.0).abs() < 1e-9, "{rate}");
+}
