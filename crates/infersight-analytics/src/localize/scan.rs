@@ -22,6 +22,10 @@ const MIN_NORMAL_SHARE: f64 = 0.25;
 /// Two parts must outscore the element they split by this many times the significance
 /// threshold (one more cause, and as much again against splitting by chance).
 const SPLIT_GAIN: f64 = 2.0;
+/// A part of an element whose scan statistic is at most this far below the element's explains
+/// it as well (a log-likelihood ratio of e¹: "not worth more than a bare mention" on Kass and
+/// Raftery's scale); see [`Scan::trim`].
+const TRIM_MAX_LOSS: f64 = 1.0;
 /// Up to this many elements a cuboid is indexed with a dense array, beyond with a hash map.
 const DENSE_INDEX_LIMIT: u64 = 1 << 20;
 
@@ -128,6 +132,7 @@ pub(super) fn localize(
             scan.coarsest_ancestor(best_cuboid, best_element, good_enough);
         let (chosen_cuboid, chosen_element, chosen_score) = scan
             .split(chosen_cuboid, chosen_element, chosen_score, significance)
+            .or_else(|| scan.trim(chosen_cuboid, chosen_element, chosen_score, significance))
             .unwrap_or((chosen_cuboid, chosen_element, chosen_score));
 
         // Raw deviation of the chosen element (over its unexplained leaves).
@@ -355,6 +360,55 @@ impl Scan {
             });
         self.unexplained = saved;
         outcome
+    }
+
+    /// An element that is a cause plus leaves that hardly moved (the regressing slice on paged
+    /// KV *and* the same slice on contiguous workers, whose few slow requests rose with their
+    /// own fleet) may score a hair above the cause alone: the extra leaves' small excess adds
+    /// as much as their extra forecast costs. The element is trimmed to its best proper part
+    /// when that part scores within [`TRIM_MAX_LOSS`] of it and the rest is no cause on its own:
+    /// not significant, and closer to unchanged than to the part's factor (Poisson likelihood
+    /// of the rest's effective count under each). The rest stays unexplained for later rounds.
+    /// `None`: the element stands.
+    fn trim(
+        &mut self,
+        cuboid: usize,
+        element: u32,
+        score: f64,
+        significance: f64,
+    ) -> Option<(usize, u32, f64)> {
+        let saved = self.unexplained.clone();
+        let inside: Vec<bool> = (0..saved.len())
+            .map(|leaf| saved[leaf] && self.cuboids[cuboid].element_of_leaf[leaf] == element)
+            .collect();
+        let part = self.best_part(cuboid, &inside, &saved);
+        self.unexplained = saved;
+        let ((part_cuboid, part_element), part_score) = part?;
+        if part_score < score - TRIM_MAX_LOSS {
+            return None;
+        }
+        let of_part = &self.cuboids[part_cuboid].element_of_leaf;
+        let (mut kept, mut rest) = ((0.0, 0.0), (0.0, 0.0));
+        for leaf in (0..inside.len()).filter(|&leaf| inside[leaf]) {
+            let sums = if of_part[leaf] == part_element {
+                &mut kept
+            } else {
+                &mut rest
+            };
+            sums.0 += self.real_effective[leaf];
+            sums.1 += self.forecast_effective[leaf];
+        }
+        let factor = kept.0 / kept.1.max(MIN_EFFECTIVE_FORECAST);
+        let log_likelihood = |(real, forecast): (f64, f64), factor: f64| {
+            let expected = (forecast * factor).max(f64::MIN_POSITIVE);
+            real * expected.ln() - expected
+        };
+        let unchanged = log_likelihood(rest, 1.0) > log_likelihood(rest, factor);
+        (rest.1 > 0.0 && unchanged && scan_statistic(rest.0, rest.1) < significance).then_some((
+            part_cuboid,
+            part_element,
+            part_score,
+        ))
     }
 
     /// The best proper part of the leaves marked `inside` (an element of `cuboid`, with

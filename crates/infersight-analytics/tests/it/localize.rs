@@ -90,6 +90,61 @@ fn two_independent_causes_are_both_found() {
     }
 }
 
+/// `policy` nests in `service` (p1 and p2 run on s1, p3 on s2). Version v2 regressed on p1
+/// (`factor` ×); on p2 it rose too, by `rest` (real, forecast), a few requests that stay
+/// insignificant and sit closer to unchanged than to the regression. The slice
+/// `service=s1 & version=v2` then scores a hair above `policy=p1 & version=v2` (the Poisson scan
+/// statistic gains from the rest's excess), and must still be reported as the narrower one: the
+/// rest is no cause of its own. When the rest regressed as much, the wider slice stands.
+fn nested_policy_table(part: (f64, f64), rest: (f64, f64)) -> (LeafTable, AdditiveMeasure) {
+    let mut table = LeafTable::new(["service", "policy", "version"]);
+    let mut measure = AdditiveMeasure::default();
+    for (service, policy) in [("s1", "p1"), ("s1", "p2"), ("s2", "p3")] {
+        for version in ["v1", "v2"] {
+            table.push_leaf(&[service, policy, version]);
+            let (real, forecast) = match (policy, version) {
+                ("p1", "v2") => part,
+                ("p2", "v2") => rest,
+                _ => (200.0, 200.0),
+            };
+            measure.real.push(real);
+            measure.forecast.push(forecast);
+        }
+    }
+    (table, measure)
+}
+
+#[test]
+fn a_wider_slice_that_gains_only_a_barely_moved_rest_is_trimmed_to_the_cause() {
+    let scan = |score: f64, real: f64, forecast: f64| {
+        real * (real / forecast).ln() - (real - forecast) - score
+    };
+    // (part real, part forecast, rest real, rest forecast): each wider slice scores above
+    // its part by less than one unit of log-likelihood.
+    for (part, rest) in [
+        ((120.0, 20.0), (11.0, 4.0)),
+        ((120.0, 15.0), (10.0, 3.0)),
+        ((120.0, 30.0), (17.0, 8.0)),
+    ] {
+        let gain = scan(scan(0.0, part.0, part.1), part.0 + rest.0, part.1 + rest.1);
+        assert!(gain > 0.0 && gain < 1.0, "{part:?} {rest:?}: gain {gain}");
+        let (table, measure) = nested_policy_table(part, rest);
+        let result = localize_additive(&table, &measure, &Params::default()).unwrap();
+        assert_eq!(result.root_causes.len(), 1, "{part:?} {rest:?}: {result:?}");
+        let cause = &result.root_causes[0];
+        assert_eq!((cause.leaves, cause.real), (1, part.0), "{cause:?}");
+        assert!(cause.key().contains("policy=p1"), "{}", cause.key());
+        assert!(cause.key().contains("version=v2"), "{}", cause.key());
+    }
+    // The rest regressed like the part: the wider slice is the cause.
+    let (table, measure) = nested_policy_table((120.0, 20.0), (24.0, 4.0));
+    let result = localize_additive(&table, &measure, &Params::default()).unwrap();
+    assert_eq!(
+        keys(&result),
+        BTreeSet::from(["service=s1&version=v2".to_string()])
+    );
+}
+
 #[test]
 fn fleet_wide_change_names_no_cause() {
     for seed in 20..=24 {
