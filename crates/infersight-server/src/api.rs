@@ -1,6 +1,7 @@
 //! The HTTP API (`:7070`): health, the pipeline's own Prometheus metrics, SQL over the store,
-//! dimension discovery, SLI series from rollups, SLO / alert / automatic-action state and store
-//! statistics; the incident and report routes live in `incidents` and are merged here. Handlers
+//! dimension discovery, SLI series from rollups; SLO / alert / automatic-action state and store
+//! statistics are `process_state`'s, the incident and report routes live in `incidents`, and
+//! both are merged here. Handlers
 //! stay thin: the query engine, the alert manager, the action runner and the report service do
 //! the work.
 
@@ -15,7 +16,7 @@ use axum::{Json, Router};
 use infersight_explore::{SliRequest, SliRequestText};
 use infersight_model::ErrorKind;
 use infersight_model::time::now_ns;
-use infersight_query::{AccessContext, AuditStatus, OrgScope, OutputFormat, QueryEngine, Surface};
+use infersight_query::{AccessContext, AuditStatus, OutputFormat, Surface};
 use infersight_store::{StorageBackend, TimeRange};
 use serde::Deserialize;
 use serde_json::json;
@@ -24,6 +25,7 @@ use infersight_model::telemetry::{Counters, catalog};
 
 use crate::errors::ApiJson;
 pub use crate::state::{ApiError, ApiState};
+use crate::state::{Scope, read_engine};
 
 /// The API with authentication off (every caller an anonymous admin); see [`router_with_auth`].
 pub fn router(state: ApiState) -> Router {
@@ -45,10 +47,10 @@ pub fn router_with_auth(state: ApiState, auth: Arc<crate::auth::Auth>) -> Router
         .route("/api/v1/sli", get(sli))
         .route("/api/v1/sli/derived", get(derived_slis))
         .route("/api/v1/rca", post(rca))
-        .route("/api/v1/slo", get(slo_status))
-        .route("/api/v1/alerts", get(alerts))
-        .route("/api/v1/actions", get(actions))
-        .route("/api/v1/stats", get(stats))
+        .route("/api/v1/slo", get(crate::process_state::slo_status))
+        .route("/api/v1/alerts", get(crate::process_state::alerts))
+        .route("/api/v1/actions", get(crate::process_state::actions))
+        .route("/api/v1/stats", get(crate::process_state::stats))
         .route("/api/v1/freshness", get(freshness))
         .merge(crate::incidents::routes())
         .merge(crate::ui::routes())
@@ -119,11 +121,21 @@ pub fn refresh_store_gauges(counters: &Counters, store: &dyn StorageBackend) {
     );
 }
 
-/// The process's own metrics, then the SLIs of the caller's orgs (the store's gauges and the
-/// pipeline's counters are the whole process's).
-async fn metrics(State(state): State<ApiState>, scope: Scope) -> Response {
-    refresh_store_gauges(&state.counters, &*state.store);
-    let mut text = state.counters.render();
+/// The process's own metrics, then the SLIs of the caller's orgs (the pipeline's counters are
+/// the whole process's; the store's gauges and the SLO and action series only for a caller who
+/// may see every org, `process_state`).
+async fn metrics(
+    State(state): State<ApiState>,
+    scope: Scope,
+    caller: crate::process_state::Caller,
+) -> Response {
+    let every_org = crate::process_state::sees_every_org(&scope, &caller);
+    let mut text = if every_org {
+        refresh_store_gauges(&state.counters, &*state.store);
+        state.counters.render()
+    } else {
+        crate::process_state::without_store_gauges(&state.counters.render())
+    };
     let store = Arc::clone(read_engine(&state, scope).store());
     // SLIs come from rollups (blocking reads); a store without rollups just has none
     if let Ok(Ok(sli_text)) =
@@ -132,10 +144,10 @@ async fn metrics(State(state): State<ApiState>, scope: Scope) -> Response {
     {
         text.push_str(&sli_text);
     }
-    if let Some(alerts) = &state.alerts {
+    if let Some(alerts) = state.alerts.as_ref().filter(|_| every_org) {
         text.push_str(&alerts.render_metrics());
     }
-    if let Some(actions) = &state.actions {
+    if let Some(actions) = state.actions.as_ref().filter(|_| every_org) {
         text.push_str(&actions.render_metrics());
     }
     (
@@ -207,33 +219,6 @@ async fn rca(
         message: e.to_string(),
     })?;
     Ok(Json(value))
-}
-
-async fn slo_status(State(state): State<ApiState>) -> Json<serde_json::Value> {
-    Json(
-        state
-            .alerts
-            .as_ref()
-            .map_or_else(|| json!({ "slos": [] }), |a| a.slo_json()),
-    )
-}
-
-async fn alerts(State(state): State<ApiState>) -> Json<serde_json::Value> {
-    Json(
-        state
-            .alerts
-            .as_ref()
-            .map_or_else(|| json!({ "alerts": [] }), |a| a.alerts_json()),
-    )
-}
-
-/// The policies' state (breach streaks, actions in effect, cooldowns) and the recent audit
-/// entries, oldest first.
-async fn actions(State(state): State<ApiState>) -> Json<serde_json::Value> {
-    Json(state.actions.as_ref().map_or_else(
-        || json!({ "policies": [], "recent": [] }),
-        |a| a.state_json(now_ns()),
-    ))
 }
 
 #[derive(Debug, Deserialize)]
@@ -311,29 +296,6 @@ async fn query(
         return Err(limits.response_too_large().into());
     }
     Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
-}
-
-/// The caller's org scope, as the auth gate put it on the request.
-pub(crate) type Scope = Option<axum::Extension<OrgScope>>;
-
-/// The orgs the caller reads (the gate always sets them; without, the default org only).
-pub(crate) fn scope_of(scope: Scope) -> OrgScope {
-    scope.map_or_else(
-        || OrgScope::org(infersight_model::org::DEFAULT_ORG),
-        |axum::Extension(scope)| scope,
-    )
-}
-
-/// The engine a read of this request goes through: only the caller's orgs' rows, enforced by
-/// the tables themselves, and only their rollups (`QueryEngine::scoped`). The gate always sets
-/// the scope; without one, fail closed to the default org.
-pub(crate) fn read_engine(state: &ApiState, scope: Scope) -> Arc<QueryEngine> {
-    let scope = scope_of(scope);
-    if scope == OrgScope::All {
-        Arc::clone(&state.engine)
-    } else {
-        Arc::new(state.engine.scoped(scope))
-    }
 }
 
 /// Whose share of concurrent statements a request uses: an authenticated identity's (a token,
@@ -474,8 +436,4 @@ async fn freshness(
     Ok(Json(
         infersight_explore::freshness(&read_engine(&state, scope), now_ns()).await?,
     ))
-}
-
-async fn stats(State(state): State<ApiState>) -> Json<serde_json::Value> {
-    Json(serde_json::to_value(state.store.stats()).unwrap_or_default())
 }

@@ -36,9 +36,8 @@ use infersight_report::lead::Lead;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::api::{Scope, read_engine, scope_of};
 use crate::reports::{ReportService, blocking};
-use crate::state::{ApiError, ApiState};
+use crate::state::{ApiError, ApiState, Scope, read_engine, scope_of};
 
 /// The routes of this module, merged into [`crate::api::router`].
 pub fn routes() -> Router<ApiState> {

@@ -11,6 +11,7 @@ pub mod held;
 pub mod incidents;
 pub mod notify;
 pub mod periodic;
+pub mod process_state;
 pub mod queue;
 pub mod reports;
 pub mod resume;

@@ -1,5 +1,6 @@
 //! What every API handler shares: the state (store, query engine, counters, alert manager,
-//! action runner, report service) and the one error type, answered as a status and a JSON body.
+//! action runner, report service), the caller's org scope and the engine its reads go through,
+//! and the one error type, answered as a status and a JSON body.
 
 use std::sync::Arc;
 
@@ -8,7 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use infersight_model::ErrorKind;
 use infersight_model::telemetry::Counters;
-use infersight_query::QueryEngine;
+use infersight_query::{OrgScope, QueryEngine};
 use infersight_report::ReportError;
 use infersight_store::StorageBackend;
 use serde_json::json;
@@ -81,5 +82,28 @@ impl From<ReportError> for ApiError {
             kind: e.kind(),
             message: e.to_string(),
         }
+    }
+}
+
+/// The caller's org scope, as the auth gate put it on the request.
+pub(crate) type Scope = Option<axum::Extension<OrgScope>>;
+
+/// The orgs the caller reads (the gate always sets them; without, the default org only).
+pub(crate) fn scope_of(scope: Scope) -> OrgScope {
+    scope.map_or_else(
+        || OrgScope::org(infersight_model::org::DEFAULT_ORG),
+        |axum::Extension(scope)| scope,
+    )
+}
+
+/// The engine a read of this request goes through: only the caller's orgs' rows, enforced by
+/// the tables themselves, and only their rollups (`QueryEngine::scoped`). The gate always sets
+/// the scope; without one, fail closed to the default org.
+pub(crate) fn read_engine(state: &ApiState, scope: Scope) -> Arc<QueryEngine> {
+    let scope = scope_of(scope);
+    if scope == OrgScope::All {
+        Arc::clone(&state.engine)
+    } else {
+        Arc::new(state.engine.scoped(scope))
     }
 }

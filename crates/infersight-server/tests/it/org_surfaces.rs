@@ -157,3 +157,52 @@ fn an_orgs_incidents_are_its_own() {
         }
     });
 }
+
+/// The process's whole-fleet state (SLO, alert and action state evaluated over every org's
+/// rows, the store's statistics and gauges) is shown to an admin; another org's analyst sees
+/// none of it (here all named after globex), and its statistics count its own rows only.
+#[test]
+fn process_state_is_an_admins_and_other_orgs_see_only_their_own_rows() {
+    let (server, runtime) = fleets();
+    server
+        .alerts
+        .evaluate(server.store.as_ref(), now_ns())
+        .unwrap();
+    runtime.block_on(async {
+        let (_, _, acme) = &server.tokens[0];
+        for uri in [
+            "/api/v1/slo",
+            "/api/v1/alerts",
+            "/api/v1/actions",
+            "/metrics",
+        ] {
+            let (status, text) = ask(&server.api, acme, ("GET", uri, "")).await;
+            assert_eq!(status, StatusCode::OK, "acme: {uri}: {text}");
+            assert!(!text.contains(FOREIGN), "acme: {uri}: {text}");
+            let (status, whole) = ask(&server.api, &server.admin, ("GET", uri, "")).await;
+            assert_eq!(status, StatusCode::OK, "admin: {uri}: {whole}");
+            assert!(whole.contains("globex-ttft"), "admin: {uri}: {whole}");
+        }
+        let (_, text) = ask(&server.api, acme, ("GET", "/metrics", "")).await;
+        assert!(!text.contains("infersight_store_"), "{text}");
+        let (_, whole) = ask(&server.api, &server.admin, ("GET", "/metrics", "")).await;
+        assert!(whole.contains("infersight_store_segment_rows"), "{whole}");
+
+        let (status, text) = ask(&server.api, acme, ("GET", "/api/v1/stats", "")).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let stats: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let sql = r#"{"sql": "SELECT count(*) AS n FROM requests"}"#;
+        let (_, counted) = ask(&server.api, acme, ("POST", "/api/v1/query", sql)).await;
+        let counted: serde_json::Value = serde_json::from_str(&counted).unwrap();
+        let own = counted["rows"][0]["n"].as_u64().unwrap();
+        assert!(own > 0);
+        assert_eq!(
+            stats["tables"]["requests"]["rows"].as_u64(),
+            Some(own),
+            "{text}"
+        );
+        assert!(!text.contains("wal_bytes"), "{text}");
+        let (_, whole) = ask(&server.api, &server.admin, ("GET", "/api/v1/stats", "")).await;
+        assert!(whole.contains("wal_bytes"), "{whole}");
+    });
+}

@@ -31,7 +31,11 @@ pub(crate) struct Server {
     pub(crate) api: axum::Router,
     /// org → (ingest token, analyst token)
     pub(crate) tokens: Vec<(&'static str, String, String)>,
+    /// An admin token (bound to no org: the default org's rows, every org's process state).
+    pub(crate) admin: String,
     pub(crate) store: Arc<Store>,
+    /// One SLO over every org's requests, named after globex (`org_surfaces` evaluates it).
+    pub(crate) alerts: Arc<infersight_server::alerts::AlertManager>,
 }
 
 fn token(file: &mut TokenFile, name: &str, role: Role, orgs: &[&str]) -> String {
@@ -76,6 +80,7 @@ pub(crate) fn server_with(limiter: infersight_server::auth::IngestLimiter) -> Se
         let analyst = token(&mut file, &format!("{org}-analyst"), Role::Analyst, &[org]);
         tokens.push((org, ingest, analyst));
     }
+    let admin = token(&mut file, "admin", Role::Admin, &[]);
     let tokens_file = dir.path().join("tokens.json");
     file.write(&tokens_file).unwrap();
     let auth = Arc::new(
@@ -91,14 +96,15 @@ pub(crate) fn server_with(limiter: infersight_server::auth::IngestLimiter) -> Se
         infersight_ingest::receivers::otlp_http::router(receivers),
         Some(auth.clone()),
     );
+    let alerts = Arc::new(slo_alerts());
     let state = ApiState {
         engine: Arc::new(QueryEngine::new(backend.clone())),
         store: backend,
         counters,
         max_query_rows: 1_000_000,
         max_dimension_cardinality: 100,
-        alerts: None,
-        actions: None,
+        alerts: Some(alerts.clone()),
+        actions: Some(Arc::new(actions(&data))),
         // every RCA verdict stored as an incident (org_surfaces reads them back)
         reports: Some(Arc::new(infersight_server::reports::ReportService::new(
             &data,
@@ -111,8 +117,48 @@ pub(crate) fn server_with(limiter: infersight_server::auth::IngestLimiter) -> Se
         otlp,
         api,
         tokens,
+        admin,
         store,
+        alerts,
     }
+}
+
+/// The process-wide state `serve` keeps over every org's rows, each named after globex: an SLO
+/// no request meets (TTFT under 1 ms), so it fires once evaluated.
+fn slo_alerts() -> infersight_server::alerts::AlertManager {
+    let slo = infersight_analytics::slo::Slo::new(
+        "globex-ttft",
+        "ttft",
+        Some(1.0),
+        0.99,
+        3_600_000_000_000,
+        Vec::new(),
+    )
+    .unwrap();
+    infersight_server::alerts::AlertManager::new(vec![slo], None)
+}
+
+/// An automatic-action policy named after globex, in dry run.
+fn actions(data: &std::path::Path) -> infersight_server::actions::ActionRunner {
+    use infersight_rollup::{LatencySli, Sli};
+    use infersight_server::actions::{ActionKind, ActionsSettings, Policy, audit_path};
+    let policy = Policy::new(
+        "globex-ttft-guard",
+        Sli::Latency(LatencySli::Ttft),
+        500.0,
+        ActionKind::ShrinkBatch { max_batch: 8 },
+    );
+    infersight_server::actions::ActionRunner::open(
+        ActionsSettings {
+            policies: vec![policy],
+            dry_run: true,
+            webhook: None,
+            audit_path: audit_path(data),
+            eval_interval: std::time::Duration::from_secs(1),
+        },
+        now_ns(),
+    )
+    .unwrap()
 }
 
 /// `lora_kv_regression` at 2 workers, 2 requests/s for 4 minutes: its trace exports as OTLP
