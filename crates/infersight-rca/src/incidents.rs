@@ -237,8 +237,8 @@ pub struct Incident {
     /// them lists this one too.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub related: Vec<String>,
-    /// The orgs whose rows the RCA read (an API caller's scope); absent: every org's (the API
-    /// without authentication, the watcher, incidents stored before orgs).
+    /// The orgs whose rows the RCA read (an API caller's scope, a watcher's org); absent: every
+    /// org's (the API and the watcher without authentication, incidents stored before orgs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub orgs: Option<Vec<String>>,
 }
@@ -439,6 +439,17 @@ impl IncidentStore {
         watch: WatchRecord,
     ) -> Result<Incident, RcaError> {
         self.create_with(rca, Some(watch), None)
+    }
+
+    /// [`IncidentStore::create_watched`] for a watcher that reads only `orgs`' rows (`None`:
+    /// every org's), who alone see it ([`Incident::visible_to_orgs`]).
+    pub fn create_watched_for_orgs(
+        &self,
+        rca: &RcaReport,
+        watch: WatchRecord,
+        orgs: Option<Vec<String>>,
+    ) -> Result<Incident, RcaError> {
+        self.create_with(rca, Some(watch), orgs)
     }
 
     /// Rewrites an incident the watcher keeps up to date (a new verdict, a detection, its

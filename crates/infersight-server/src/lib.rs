@@ -10,6 +10,7 @@ pub mod errors;
 pub mod held;
 pub mod incidents;
 pub mod notify;
+pub mod org_watch;
 pub mod periodic;
 pub mod process_state;
 pub mod queue;

@@ -45,12 +45,69 @@ pub fn resume(
         }
     };
     let mut done = Resumed::default();
+    if let Some(watcher) = watcher {
+        take_over(
+            store,
+            &incidents,
+            |_| true,
+            (watcher, notifier),
+            now_ns,
+            &mut done,
+        );
+    }
+    if let Some(notifier) = notifier {
+        for incident in incidents.iter().filter(|i| resolved_since(i, now_ns)) {
+            if let Some(notice) = incident.notice() {
+                notifier.incident_resolved(&notice);
+                done.resent_resolved.push(incident.id.clone());
+            }
+        }
+    }
+    done
+}
+
+/// [`resume`] for the watcher of one org (`serve` with authentication, `crate::org_watch`):
+/// only the open incidents of that org's watcher are resumed or superseded; resolved ones are
+/// left to [`resume`] without a watcher, which re-sends them once for every org.
+pub fn resume_org(
+    store: &IncidentStore,
+    watcher: &mut Watcher,
+    notifier: Option<&dyn IncidentNotifier>,
+    now_ns: i64,
+    org: &str,
+) -> Resumed {
+    let incidents = match store.list() {
+        Ok(incidents) => incidents,
+        Err(error) => {
+            tracing::warn!(%error, org, "cannot read the stored incidents to resume them");
+            return Resumed::default();
+        }
+    };
+    let mut done = Resumed::default();
+    let of_org = |incident: &Incident| incident.orgs.as_deref() == Some(&[org.to_string()][..]);
+    take_over(
+        store,
+        &incidents,
+        of_org,
+        (watcher, notifier),
+        now_ns,
+        &mut done,
+    );
+    done
+}
+
+/// Hands `watcher` the newest open watched incident of `incidents` that `keep` keeps (newest
+/// first, as the store lists them) and resolves the older ones, superseded.
+fn take_over(
+    store: &IncidentStore,
+    incidents: &[Incident],
+    keep: impl Fn(&Incident) -> bool,
+    (watcher, notifier): (&mut Watcher, Option<&dyn IncidentNotifier>),
+    now_ns: i64,
+    done: &mut Resumed,
+) {
     // newest first: the first open one is the episode to carry on
-    let mut watcher = watcher;
-    for incident in incidents.iter().filter(|i| i.is_watched_open()) {
-        let Some(watcher) = watcher.as_deref_mut() else {
-            break;
-        };
+    for incident in incidents.iter().filter(|i| i.is_watched_open() && keep(i)) {
         if done.resumed.is_none() && watcher.resume(incident, now_ns) {
             if let (Some(notifier), Some(notice)) = (notifier, incident.notice()) {
                 notifier.incident_updated(&notice);
@@ -67,15 +124,6 @@ pub fn resume(
             done.superseded.push(incident.id.clone());
         }
     }
-    if let Some(notifier) = notifier {
-        for incident in incidents.iter().filter(|i| resolved_since(i, now_ns)) {
-            if let Some(notice) = incident.notice() {
-                notifier.incident_resolved(&notice);
-                done.resent_resolved.push(incident.id.clone());
-            }
-        }
-    }
-    done
 }
 
 /// Whether `incident` is a watched incident that resolved within the re-send window.
@@ -295,5 +343,49 @@ mod tests {
         assert_eq!(done, Resumed::default());
         assert!(notifier.0.lock().is_empty());
         assert!(store.get(&open.id).unwrap().is_watched_open());
+    }
+
+    /// An org's watcher takes over only its org's open incident: another org's and the
+    /// whole-store watcher's stay open, and nothing resolved is re-sent.
+    #[test]
+    fn an_orgs_watcher_resumes_only_that_orgs_open_incident() {
+        let data = tempfile::tempdir().unwrap();
+        let store = IncidentStore::open(data.path());
+        let now = infersight_model::time::now_ns();
+        let open_for = |org: Option<&str>, minutes_ago: i64| {
+            let record = record(IncidentState::Open, minutes_ago, now, "critical");
+            let orgs = org.map(|org| vec![org.to_string()]);
+            store
+                .create_watched_for_orgs(&report(), record, orgs)
+                .unwrap()
+        };
+        let older_a = open_for(Some("a"), 90);
+        let a = open_for(Some("a"), 10);
+        let b = open_for(Some("b"), 5);
+        let whole = open_for(None, 3);
+        let resolved = store
+            .create_watched(
+                &report(),
+                record(IncidentState::Resolved, 20, now, "critical"),
+            )
+            .unwrap();
+        let notifier = Recorded::default();
+        let mut watcher =
+            Watcher::new(WatchSettings::default(), Some(store.clone()), None).unwrap();
+
+        let done = resume_org(&store, &mut watcher, Some(&notifier), now, "a");
+        assert_eq!(done.resumed.as_deref(), Some(a.id.as_str()));
+        assert_eq!(done.superseded, std::slice::from_ref(&older_a.id));
+        assert!(done.resent_resolved.is_empty(), "{}", resolved.id);
+        for other in [&b, &whole] {
+            assert!(store.get(&other.id).unwrap().is_watched_open());
+            assert!(
+                !notifier
+                    .0
+                    .lock()
+                    .iter()
+                    .any(|(_, n)| n.incident_id == other.id)
+            );
+        }
     }
 }

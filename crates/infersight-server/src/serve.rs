@@ -456,6 +456,9 @@ fn spawn_watch_loop(
         }
     };
     let engine = QueryEngine::new(store.clone());
+    if extras.auth.as_ref().is_some_and(|auth| auth.is_enabled()) {
+        return spawn_org_watch_loop(extras, engine, interval, stop);
+    }
     let shutdown = stop.stopped();
     let notifier = extras.notifier.clone();
     let actions = extras.actions.clone();
@@ -478,6 +481,58 @@ fn spawn_watch_loop(
                     record_earlier_actions(recorder.as_ref(), actions.as_ref(), &outcome).await;
                 }
                 Err(error) => tracing::warn!(%error, "watch step failed"),
+            }
+        }
+    }))
+}
+
+/// [`spawn_watch_loop`] with authentication on: one watcher per org (`crate::org_watch`), so
+/// each org's incidents are its own; the incidents resolved lately are re-sent once first
+/// (`crate::resume::resume` without a watcher), each org's open one when its watcher starts.
+/// The automatic actions (one runner over every org's rows) are not recorded on an org's
+/// incidents.
+fn spawn_org_watch_loop(
+    extras: &ServeExtras,
+    engine: QueryEngine,
+    interval: std::time::Duration,
+    stop: &Stop,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let settings = extras.watch.clone()?;
+    let incidents = extras.reports.as_ref().map(|r| r.incidents().clone());
+    let notifier = extras.notifier.clone();
+    let mut watchers =
+        match crate::org_watch::OrgWatchers::new(settings, incidents.clone(), notifier.clone()) {
+            Ok(watchers) => watchers,
+            Err(error) => {
+                tracing::error!(%error, "the watcher is off: bad settings");
+                return None;
+            }
+        };
+    let shutdown = stop.stopped();
+    Some(tokio::spawn(async move {
+        if let Some(store) = incidents {
+            let now = infersight_model::time::now_ns();
+            let resent = tokio::task::spawn_blocking(move || {
+                crate::resume::resume(&store, None, notifier.as_deref(), now)
+            });
+            if let Err(error) = resent.await {
+                tracing::warn!(%error, "re-sending the incidents of the previous run failed");
+            }
+        }
+        let mut ticks = crate::periodic::Ticks::new(interval, shutdown);
+        while ticks.next().await {
+            let now = infersight_model::time::now_ns();
+            let outcomes = match watchers.step(&engine, now).await {
+                Ok(outcomes) => outcomes,
+                Err(error) => {
+                    tracing::warn!(%error, "watch step failed: cannot list the orgs");
+                    continue;
+                }
+            };
+            for (org, outcome) in outcomes {
+                if let Err(error) = outcome {
+                    tracing::warn!(%error, org, "watch step failed");
+                }
             }
         }
     }))

@@ -29,8 +29,9 @@ impl IncidentRecorder {
         &self.store
     }
 
-    /// Records the action decision `entry` on every incident the watcher holds open. Decisions
-    /// that take no action (suppressed, recovered) are not actions and are left out.
+    /// Records the action decision `entry` on every incident the whole-store watcher holds
+    /// open (not on an org's: the actions act on every org's fleet, `crate::org_watch`).
+    /// Decisions that take no action (suppressed, recovered) are not actions and are left out.
     pub fn action_taken(&self, entry: &AuditEntry) {
         let Some(action) = action_record(entry) else {
             return;
@@ -42,7 +43,7 @@ impl IncidentRecorder {
                 return;
             }
         };
-        for incident in open {
+        for incident in open.iter().filter(|incident| incident.orgs.is_none()) {
             self.record_action(&incident.id, action.clone());
         }
     }

@@ -447,9 +447,12 @@ async fn open_episode(
     report.push(now_ns, "verdict", report.rca.verdict.clone());
     if let Some(store) = store {
         let (rca, record, store) = (report.rca.clone(), report.record(), store.clone());
-        let incident = tokio::task::spawn_blocking(move || store.create_watched(&rca, record))
-            .await
-            .map_err(|e| RcaError::Io(format!("incident store task failed: {e}")))??;
+        // a watcher over one org's rows (`serve` with authentication) opens that org's incidents
+        let orgs = engine.scope().orgs().map(<[String]>::to_vec);
+        let incident =
+            tokio::task::spawn_blocking(move || store.create_watched_for_orgs(&rca, record, orgs))
+                .await
+                .map_err(|e| RcaError::Io(format!("incident store task failed: {e}")))??;
         report.incident_id = Some(incident.id.clone());
         report.rca.incident_id = Some(incident.id);
     }

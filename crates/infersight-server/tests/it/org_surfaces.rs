@@ -206,3 +206,61 @@ fn process_state_is_an_admins_and_other_orgs_see_only_their_own_rows() {
         assert!(whole.contains("wal_bytes"), "{whole}");
     });
 }
+
+/// With authentication on the watcher runs per org (`org_watch`): an SLO no request meets
+/// (TTFT under 1 ms) fires on both fleets, each org's watcher opens its own incident, and only
+/// that org reads it (the other answers 404; neither lists the other's).
+#[test]
+fn the_watcher_opens_each_orgs_incidents_for_that_org_alone() {
+    let (server, runtime) = fleets();
+    runtime.block_on(async {
+        let mut settings = infersight_rca::watch::WatchSettings::default();
+        let slo = infersight_analytics::slo::Slo::new(
+            "ttft-1ms",
+            "ttft",
+            Some(1.0),
+            0.99,
+            3_600_000_000_000,
+            Vec::new(),
+        )
+        .unwrap();
+        settings.slos = vec![slo];
+        let incidents = server.reports.incidents().clone();
+        let mut watchers =
+            infersight_server::org_watch::OrgWatchers::new(settings, Some(incidents), None)
+                .unwrap();
+        let engine = infersight_query::QueryEngine::new(server.store.clone());
+        let mut opened: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for (org, outcome) in watchers.step(&engine, now_ns()).await.unwrap() {
+            for transition in outcome.unwrap().transitions {
+                let ids = opened.entry(org.clone()).or_default();
+                ids.extend(transition.report.incident_id);
+            }
+        }
+        assert_eq!(watchers.orgs().collect::<Vec<_>>(), [ACME, GLOBEX]);
+        for (org, _, _) in &server.tokens {
+            let ids = opened.get(*org).cloned().unwrap_or_default();
+            assert!(
+                !ids.is_empty(),
+                "{org}'s watcher opened nothing: {opened:?}"
+            );
+            for (reader, _, analyst) in &server.tokens {
+                let (_, list) = ask(&server.api, analyst, ("GET", "/api/v1/incidents", "")).await;
+                for id in &ids {
+                    let uri = format!("/api/v1/incidents/{id}");
+                    let (status, text) = ask(&server.api, analyst, ("GET", &uri, "")).await;
+                    if reader == org {
+                        assert_eq!(status, StatusCode::OK, "{reader}: {uri}: {text}");
+                        assert!(list.contains(id.as_str()), "{reader}: {list}");
+                    } else {
+                        assert_eq!(status, StatusCode::NOT_FOUND, "{reader}: {uri}: {text}");
+                        assert!(!list.contains(id.as_str()), "{reader}: {list}");
+                    }
+                }
+            }
+        }
+        let (_, _, acme) = &server.tokens[0];
+        let (_, list) = ask(&server.api, acme, ("GET", "/api/v1/incidents", "")).await;
+        assert!(!list.contains(FOREIGN), "{list}");
+    });
+}

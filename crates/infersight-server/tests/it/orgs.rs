@@ -36,6 +36,8 @@ pub(crate) struct Server {
     pub(crate) store: Arc<Store>,
     /// One SLO over every org's requests, named after globex (`org_surfaces` evaluates it).
     pub(crate) alerts: Arc<infersight_server::alerts::AlertManager>,
+    /// The incidents and reports behind the API.
+    pub(crate) reports: Arc<infersight_server::reports::ReportService>,
 }
 
 fn token(file: &mut TokenFile, name: &str, role: Role, orgs: &[&str]) -> String {
@@ -97,6 +99,10 @@ pub(crate) fn server_with(limiter: infersight_server::auth::IngestLimiter) -> Se
         Some(auth.clone()),
     );
     let alerts = Arc::new(slo_alerts());
+    let reports = Arc::new(infersight_server::reports::ReportService::new(
+        &data,
+        infersight_report::ReportConfig::default(),
+    ));
     let state = ApiState {
         engine: Arc::new(QueryEngine::new(backend.clone())),
         store: backend,
@@ -106,10 +112,7 @@ pub(crate) fn server_with(limiter: infersight_server::auth::IngestLimiter) -> Se
         alerts: Some(alerts.clone()),
         actions: Some(Arc::new(actions(&data))),
         // every RCA verdict stored as an incident (org_surfaces reads them back)
-        reports: Some(Arc::new(infersight_server::reports::ReportService::new(
-            &data,
-            infersight_report::ReportConfig::default(),
-        ))),
+        reports: Some(reports.clone()),
     };
     let api = infersight_server::api::router_with_auth(state, auth);
     Server {
@@ -120,6 +123,7 @@ pub(crate) fn server_with(limiter: infersight_server::auth::IngestLimiter) -> Se
         admin,
         store,
         alerts,
+        reports,
     }
 }
 

@@ -1,0 +1,127 @@
+//! The watcher of `serve` with authentication on (issue 22, tenants), between the store and the
+//! incident store: one `infersight_rca::watch::Watcher` per org that has sent requests, each
+//! stepping over a query engine scoped to its org (`QueryEngine::scoped`: its rows and rollups
+//! rebuilt from them), so what it detects, the RCA of each incident and the incident's `orgs`
+//! are that org's alone and every other org's token answers 404 for it. Without authentication
+//! every row is the default org's and `serve` keeps its one watcher over the whole store.
+//!
+//! Orgs are found among the requests stored since the last step (the first step looks back
+//! [`FIRST_LOOKBACK_NS`]); a watcher is started for each new one, after resuming the open
+//! incident a previous run left for that org (`crate::resume::resume_org`), and kept while the
+//! process runs, so an org that stopped sending still sees its incident resolve.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use infersight_model::notice::IncidentNotifier;
+use infersight_model::org::DEFAULT_ORG;
+use infersight_query::{OrgScope, QueryEngine};
+use infersight_rca::RcaError;
+use infersight_rca::incidents::IncidentStore;
+use infersight_rca::watch::{StepOutcome, WatchSettings, Watcher};
+
+/// How far back the first step looks for orgs (an hour: the orgs of a restarted process's
+/// recent data).
+pub const FIRST_LOOKBACK_NS: i64 = 3_600_000_000_000;
+
+/// The watchers of every org seen so far.
+pub struct OrgWatchers {
+    settings: WatchSettings,
+    incidents: Option<IncidentStore>,
+    notifier: Option<Arc<dyn IncidentNotifier>>,
+    watchers: BTreeMap<String, Watcher>,
+    /// Requests before this were already looked at for orgs.
+    seen_until_ns: Option<i64>,
+}
+
+impl std::fmt::Debug for OrgWatchers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OrgWatchers")
+            .field("orgs", &self.watchers.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl OrgWatchers {
+    /// No watcher yet; an error when `settings` are invalid (as `Watcher::new`).
+    pub fn new(
+        settings: WatchSettings,
+        incidents: Option<IncidentStore>,
+        notifier: Option<Arc<dyn IncidentNotifier>>,
+    ) -> Result<OrgWatchers, RcaError> {
+        Watcher::new(settings.clone(), None, None)?;
+        Ok(OrgWatchers {
+            settings,
+            incidents,
+            notifier,
+            watchers: BTreeMap::new(),
+            seen_until_ns: None,
+        })
+    }
+
+    /// The orgs watched so far.
+    pub fn orgs(&self) -> impl Iterator<Item = &str> {
+        self.watchers.keys().map(String::as_str)
+    }
+
+    /// One step at `now_ns` of every org's watcher (after starting those of orgs new since the
+    /// last step); `engine` reads every org's rows and each watcher gets it scoped to its org.
+    /// Each org's outcome is its own: one org's failed step does not stop the others'.
+    pub async fn step(
+        &mut self,
+        engine: &QueryEngine,
+        now_ns: i64,
+    ) -> Result<Vec<(String, Result<StepOutcome, RcaError>)>, RcaError> {
+        self.discover(engine, now_ns).await?;
+        let mut outcomes = Vec::with_capacity(self.watchers.len());
+        for (org, watcher) in &mut self.watchers {
+            let scoped = engine.scoped(OrgScope::org(org));
+            outcomes.push((org.clone(), watcher.step(&scoped, now_ns).await));
+        }
+        Ok(outcomes)
+    }
+
+    /// Starts a watcher for each org with requests since the last look that has none.
+    async fn discover(&mut self, engine: &QueryEngine, now_ns: i64) -> Result<(), RcaError> {
+        let since = self
+            .seen_until_ns
+            .map_or(now_ns - FIRST_LOOKBACK_NS, |until| {
+                until - self.settings.step_ns
+            });
+        let sql = format!(
+            "SELECT DISTINCT org FROM requests \
+             WHERE ts >= to_timestamp_nanos({since}) AND ts < to_timestamp_nanos({now_ns})"
+        );
+        let rows = engine.sql(&sql).await?.to_json_value()?;
+        self.seen_until_ns = Some(now_ns);
+        let found = rows["rows"].as_array().cloned().unwrap_or_default();
+        for row in found {
+            let org = row["org"].as_str().unwrap_or(DEFAULT_ORG).to_string();
+            if !self.watchers.contains_key(&org) {
+                let watcher = self.start(&org, now_ns).await?;
+                self.watchers.insert(org, watcher);
+            }
+        }
+        Ok(())
+    }
+
+    /// A new watcher for `org`, with the open incident a previous run left for it resumed.
+    async fn start(&self, org: &str, now_ns: i64) -> Result<Watcher, RcaError> {
+        let mut watcher = Watcher::new(
+            self.settings.clone(),
+            self.incidents.clone(),
+            self.notifier.clone(),
+        )?;
+        let Some(store) = self.incidents.clone() else {
+            return Ok(watcher);
+        };
+        let (notifier, name) = (self.notifier.clone(), org.to_string());
+        tracing::info!(org, "watch: watching a new org");
+        tokio::task::spawn_blocking(move || {
+            crate::resume::resume_org(&store, &mut watcher, notifier.as_deref(), now_ns, &name);
+            watcher
+        })
+        .await
+        .map_err(|e| RcaError::Io(format!("resuming the incidents of org {org}: {e}")))
+    }
+}
