@@ -5,5 +5,6 @@
 
 mod org_limits;
 mod org_surfaces;
+mod org_templates;
 mod orgs;
 mod query_limits;

@@ -132,11 +132,10 @@ impl TemplateStage {
             let compaction = self.store.miner_mut().compact();
             self.compactions += 1;
             self.templates_split += compaction.split.len() as u64;
-            // Split parents and children changed (counts, new templates): emit them now.
-            for (parent, child) in compaction.split {
-                touched.insert(parent.0);
-                touched.insert(child.0);
-            }
+            // Split parents and children changed (counts, new templates) but are not emitted
+            // now: the writer stamps this batch's rows with its submitter's org, and they may
+            // be made of other orgs' lines (issue 22). Each is emitted with the next batch
+            // whose lines touch it.
             compacted = true;
         }
         let mut columns: Vec<ArrayRef> = batch.columns().to_vec();

@@ -794,7 +794,7 @@ fn stores_of_version_1_are_read_and_bad_split_references_are_corrupt() {
 }
 
 #[test]
-fn the_stage_emits_split_templates_at_compaction() {
+fn the_stage_emits_split_templates_with_the_next_lines_they_hold() {
     let config = TemplateConfig {
         miner: MinerConfig {
             compact_every_lines: 40,
@@ -823,16 +823,37 @@ fn the_stage_emits_split_templates_at_compaction() {
         )
         .unwrap();
     assert_eq!(stage.stats()["templates_split"], 2);
-    let templates = TemplateRecord::from_batch(&out[1].batch).unwrap();
-    let texts: Vec<&str> = templates
-        .iter()
-        .filter_map(|t| t.template.as_deref())
-        .collect();
-    assert!(
-        texts.contains(&"pool main worker connection opened on node <*>"),
-        "{texts:?}"
+    let texts = |batch: &TableBatch| -> Vec<String> {
+        TemplateRecord::from_batch(&batch.batch)
+            .unwrap()
+            .into_iter()
+            .filter_map(|t| t.template)
+            .collect()
+    };
+    // the batch's lines touched the over-general template; the templates split off it are
+    // not emitted with it (they may be made of other orgs' lines, issue 22) ...
+    let first = texts(&out[1]);
+    assert_eq!(first, ["pool main worker connection <*> on node <*>"]);
+    // ... but with the next batch whose lines touch them
+    let next = LogRecord {
+        ts: 100,
+        body: Some("pool main worker connection opened on node 77".into()),
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    stage
+        .process(
+            TableBatch {
+                table: Table::Logs,
+                batch: LogRecord::to_batch(&[next]),
+            },
+            &mut out,
+        )
+        .unwrap();
+    assert_eq!(
+        texts(&out[1]),
+        ["pool main worker connection opened on node <*>"]
     );
-    assert!(texts.contains(&"pool main worker connection <*> on node <*>"));
 }
 
 #[test]
