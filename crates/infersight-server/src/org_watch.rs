@@ -6,9 +6,10 @@
 //! every row is the default org's and `serve` keeps its one watcher over the whole store.
 //!
 //! Orgs are found among the requests stored since the last step (the first step looks back
-//! [`FIRST_LOOKBACK_NS`]); a watcher is started for each new one, after resuming the open
-//! incident a previous run left for that org (`crate::resume::resume_org`), and kept while the
-//! process runs, so an org that stopped sending still sees its incident resolve.
+//! [`FIRST_LOOKBACK_NS`], and adds the orgs a previous run left an incident open for); a
+//! watcher is started for each new one, after resuming the open incident a previous run left
+//! for that org (`crate::resume::resume_org`), and kept while the process runs, so an org that
+//! stopped sending still sees its incident resolve.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -93,16 +94,43 @@ impl OrgWatchers {
              WHERE ts >= to_timestamp_nanos({since}) AND ts < to_timestamp_nanos({now_ns})"
         );
         let rows = engine.sql(&sql).await?.to_json_value()?;
+        let mut found: Vec<String> = rows["rows"]
+            .as_array()
+            .map(|rows| {
+                rows.iter()
+                    .map(|row| row["org"].as_str().unwrap_or(DEFAULT_ORG).to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if self.seen_until_ns.is_none() {
+            found.extend(self.with_open_incidents().await?);
+        }
         self.seen_until_ns = Some(now_ns);
-        let found = rows["rows"].as_array().cloned().unwrap_or_default();
-        for row in found {
-            let org = row["org"].as_str().unwrap_or(DEFAULT_ORG).to_string();
+        for org in found {
             if !self.watchers.contains_key(&org) {
                 let watcher = self.start(&org, now_ns).await?;
                 self.watchers.insert(org, watcher);
             }
         }
         Ok(())
+    }
+
+    /// The orgs whose watcher left an incident open (a previous run's): watched from the first
+    /// step, so it resolves even when the org sends nothing more.
+    async fn with_open_incidents(&self) -> Result<Vec<String>, RcaError> {
+        let Some(store) = self.incidents.clone() else {
+            return Ok(Vec::new());
+        };
+        let open = tokio::task::spawn_blocking(move || store.watched_open())
+            .await
+            .map_err(|e| RcaError::Io(format!("listing the open incidents: {e}")))??;
+        Ok(open
+            .into_iter()
+            .filter_map(|incident| match incident.orgs.as_deref() {
+                Some([org]) => Some(org.clone()),
+                _ => None,
+            })
+            .collect())
     }
 
     /// A new watcher for `org`, with the open incident a previous run left for it resumed.
@@ -123,5 +151,52 @@ impl OrgWatchers {
         })
         .await
         .map_err(|e| RcaError::Io(format!("resuming the incidents of org {org}: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use infersight_rca::incidents::{IncidentState, WatchRecord};
+    use infersight_store::{Store, StoreOptions};
+
+    use super::*;
+
+    /// An org with an incident its watcher left open is watched from the first step, though it
+    /// sent nothing since (so the incident can resolve); the whole-store watcher's is not an
+    /// org's.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_org_with_an_open_incident_is_watched_without_new_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(StoreOptions::new(dir.path().join("data"))).unwrap();
+        let engine = QueryEngine::new(Arc::new(store));
+        let incidents = IncidentStore::open(dir.path());
+        let now = infersight_model::time::now_ns();
+        let at = infersight_model::time::format_rfc3339(now - 600_000_000_000);
+        let record = WatchRecord {
+            state: IncidentState::Open,
+            onset: at.clone(),
+            detected_at: at,
+            resolved_at: None,
+            detections: Vec::new(),
+            timeline: Vec::new(),
+            notice: None,
+        };
+        let report: infersight_rca::RcaReport = serde_json::from_value(serde_json::json!({
+            "symptom": null, "root_causes": [], "signals": [], "log_evidence": [],
+            "suggestions": [], "checklist": [], "fleet_wide": false,
+            "incident_window": null, "baseline_window": null,
+            "window_source": "watch", "verdict": "slow", "elapsed_ms": 1.0, "timings_ms": {}
+        }))
+        .unwrap();
+        let orgs = Some(vec!["z".to_string()]);
+        incidents
+            .create_watched_for_orgs(&report, record.clone(), orgs)
+            .unwrap();
+        incidents.create_watched(&report, record).unwrap();
+        let settings = WatchSettings::default();
+        let mut watchers = OrgWatchers::new(settings, Some(incidents), None).unwrap();
+        let outcomes = watchers.step(&engine, now).await.unwrap();
+        assert_eq!(watchers.orgs().collect::<Vec<_>>(), ["z"]);
+        assert_eq!(outcomes.len(), 1);
     }
 }
