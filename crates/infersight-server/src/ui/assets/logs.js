@@ -214,24 +214,25 @@ export async function logsPage(ctx) {
   const anyTemplate = [range, ...filterConditions(state, false)].join(' AND ');
   const span = win.until - win.since;
   const templateRows = state.more === '1' ? TEMPLATE_ROWS_MORE : TEMPLATE_ROWS;
-  // growth compares two windows; without a baseline in the URL they end at the last line
-  const [{ first, last } = {}] = await sql(`SELECT CAST(min(l.ts) AS BIGINT) / 1000000 AS first, CAST(max(l.ts) AS BIGINT) / 1000000 AS last
-    FROM logs l WHERE ${anyTemplate}`);
-  const windows = growthWindows(win, step.ms, [first == null ? NaN : Number(first), last == null ? NaN : Number(last)], state);
+  // growth compares two windows; without a baseline in the URL they end at the last line (only
+  // the templates' query waits for it: the other queries start at once)
+  const windowsOf = sql(`SELECT CAST(min(l.ts) AS BIGINT) / 1000000 AS first, CAST(max(l.ts) AS BIGINT) / 1000000 AS last
+    FROM logs l WHERE ${anyTemplate}`).then(([{ first, last } = {}]) => growthWindows(win, step.ms, [first == null ? NaN : Number(first), last == null ? NaN : Number(last)], state));
   const inWindow = (w) => (w ? `t >= ${w[0]} AND t < ${w[1]}` : 'false');
-  const [recentMs, baseMs] = windows ? [windows.recent[1] - windows.recent[0], windows.base[1] - windows.base[0]] : [1, 1];
-  const growthSql = `(recent * ${baseMs}.0) / ((base + 1) * ${recentMs}.0)`;
 
   const labelFacets = LABELS.map(({ key }) => `SELECT * FROM (SELECT ${quote(key)} AS k, l.${key} AS v, count(*) AS n FROM logs l
     WHERE ${range} AND l.${key} IS NOT NULL GROUP BY l.${key} ORDER BY n DESC LIMIT ${LABEL_OPTIONS})`).join(' UNION ALL ')
     // and every line of the range, with or without a label
     + ` UNION ALL SELECT '' AS k, NULL AS v, count(*) AS n FROM logs l WHERE ${range}`;
-  const [facets, templateOptions, [total], templates, lines, lineage] = await Promise.all([
+  const [facets, templateOptions, [total], templates, lines, lineage, windows] = await Promise.all([
     sql(labelFacets),
     sql(`SELECT c.id, c.n, t.template FROM (SELECT l.template_id AS id, count(*) AS n FROM logs l WHERE ${range} AND l.template_id IS NOT NULL
       GROUP BY l.template_id ORDER BY n DESC LIMIT ${TEMPLATE_OPTIONS}) c LEFT JOIN ${TEMPLATE_TEXTS} t ON c.id = t.template_id ORDER BY c.n DESC`),
     sql(`SELECT count(*) AS n FROM logs l WHERE ${matching}`),
-    sql(`WITH g AS (SELECT l.template_id AS id, CAST(l.ts AS BIGINT) / ${stepNs} * ${step.ms} AS t, count(*) AS c FROM logs l WHERE ${anyTemplate} GROUP BY 1, 2),
+    windowsOf.then((windows) => {
+      const [recentMs, baseMs] = windows ? [windows.recent[1] - windows.recent[0], windows.base[1] - windows.base[0]] : [1, 1];
+      const growthSql = `(recent * ${baseMs}.0) / ((base + 1) * ${recentMs}.0)`;
+      return sql(`WITH g AS (SELECT l.template_id AS id, CAST(l.ts AS BIGINT) / ${stepNs} * ${step.ms} AS t, count(*) AS c FROM logs l WHERE ${anyTemplate} GROUP BY 1, 2),
       tt AS (SELECT i.id, max(x.template) AS template FROM (SELECT DISTINCT id FROM g) i LEFT JOIN templates x ON i.id = x.template_id GROUP BY i.id),
       fk AS (SELECT id, template, regexp_replace(template, ${quote(CONTENT_MARKER)}, '\${1}', 'is') AS fam FROM tt),
       fams AS (SELECT fam, count(*) AS members FROM fk WHERE fam <> template GROUP BY fam HAVING count(*) >= ${FAMILY_MIN}),
@@ -242,11 +243,13 @@ export async function logsPage(ctx) {
         sum(CASE WHEN ${inWindow(windows && windows.recent)} THEN c ELSE 0 END) AS recent,
         sum(CASE WHEN ${inWindow(windows && windows.base)} THEN c ELSE 0 END) AS base,
         array_agg(t ORDER BY t) AS ts, array_agg(c ORDER BY t) AS cs
-      FROM gk GROUP BY key ORDER BY ${sort === 'growth' ? `${growthSql} DESC, n DESC` : 'n DESC'} LIMIT ${TEMPLATE_ROWS_MORE}`),
+      FROM gk GROUP BY key ORDER BY ${sort === 'growth' ? `${growthSql} DESC, n DESC` : 'n DESC'} LIMIT ${TEMPLATE_ROWS_MORE}`);
+    }),
     sql(`SELECT ${RECORD_COLUMNS} FROM logs l WHERE ${matching}
       ORDER BY l.ts DESC, l.worker, l.template_id, l.body LIMIT ${PAGE_SIZE + 1} OFFSET ${offset}`),
     lineagePanel(ctx, step).catch((error) => h('section', { class: 'panel lineage', 'data-lineage': 'error' },
       h('h2', {}, 'Lineage'), h('p', { class: 'error', role: 'alert' }, String(error.message || error)))),
+    windowsOf,
   ]);
 
   const matchingCount = Number(total ? total.n : 0);
