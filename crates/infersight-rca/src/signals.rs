@@ -923,6 +923,80 @@ struct TenantMinute {
     drafted: f64,
 }
 
+/// Requests a tenant's per-minute share or mean should rest on: a share of 3 requests moves by a
+/// third with one request (head-sampled traces keep about 1 row in 10).
+const TENANT_POINT_FLOOR: f64 = 20.0;
+/// Minutes pooled into one point at most (see [`pooled_minutes`]).
+const MAX_POOLED_MINUTES: i64 = 5;
+
+/// The tenant's minutes pooled over `k` trailing minutes, `k` the fewest that put
+/// [`TENANT_POINT_FLOOR`] of `count` under a point at the baseline's median rate (at most
+/// [`MAX_POOLED_MINUTES`]; 1 leaves the minutes as they are). Sparse rows — a small tenant, or
+/// head-sampled traces — then give shares and means that a change can stand out of, instead of
+/// minutes of 0 % and 100 %; onsets are dated at most `k - 1` minutes late. Each minute from the
+/// first to the last gets a point when its window holds rows; counts are per minute of the
+/// window (sums over it divided by its length), so levels compare across tenants pooled over
+/// different `k`; the mean injection score is weighted by the requests of each minute.
+fn pooled_minutes(
+    minutes: &BTreeMap<i64, TenantMinute>,
+    count: impl Fn(&TenantMinute) -> f64,
+    split_ns: i64,
+) -> std::borrow::Cow<'_, BTreeMap<i64, TenantMinute>> {
+    let mut baseline: Vec<f64> = minutes.range(..split_ns).map(|(_, c)| count(c)).collect();
+    baseline.sort_by(f64::total_cmp);
+    let median = baseline.get(baseline.len() / 2).copied().unwrap_or(0.0);
+    let k = if median <= 0.0 {
+        MAX_POOLED_MINUTES
+    } else {
+        ((TENANT_POINT_FLOOR / median).ceil() as i64).clamp(1, MAX_POOLED_MINUTES)
+    };
+    let (Some(&first), Some(&last)) = (minutes.keys().next(), minutes.keys().next_back()) else {
+        return std::borrow::Cow::Borrowed(minutes);
+    };
+    if k == 1 {
+        return std::borrow::Cow::Borrowed(minutes);
+    }
+    let mut pooled = BTreeMap::new();
+    let mut t = first;
+    while t <= last {
+        let from = (t - (k - 1) * MINUTE_NS).max(first);
+        let span = ((t - from) / MINUTE_NS + 1) as f64;
+        let mut sum = TenantMinute::default();
+        let (mut scored, mut score, mut rows) = (0.0, 0.0, 0);
+        for (_, c) in minutes.range(from..=t) {
+            rows += 1;
+            sum.requests += c.requests;
+            sum.cached_tokens += c.cached_tokens;
+            sum.input_tokens += c.input_tokens;
+            sum.rejections += c.rejections;
+            sum.rollbacks += c.rollbacks;
+            sum.spec_requests += c.spec_requests;
+            sum.drafted += c.drafted;
+            if let Some(v) = c.injection_score {
+                scored += c.requests.max(1.0);
+                score += v * c.requests.max(1.0);
+            }
+        }
+        if rows > 0 {
+            for v in [
+                &mut sum.requests,
+                &mut sum.cached_tokens,
+                &mut sum.input_tokens,
+                &mut sum.rejections,
+                &mut sum.rollbacks,
+                &mut sum.spec_requests,
+                &mut sum.drafted,
+            ] {
+                *v /= span;
+            }
+            sum.injection_score = (scored > 0.0).then(|| score / scored);
+            pooled.insert(t, sum);
+        }
+        t += MINUTE_NS;
+    }
+    std::borrow::Cow::Owned(pooled)
+}
+
 /// Per value of the tenant dimension (`source`: the `tenant` column, or an attribute that plays
 /// the tenant's part) and minute, the tenant-side counts.
 async fn read_tenant_minutes(
@@ -1104,7 +1178,7 @@ fn cache_pollution_signals(
     let mut hit_rates: Vec<Series> = Vec::new();
     let mut entropies: Vec<Series> = Vec::new();
     for tenant in &tenants {
-        let minutes = &data[tenant];
+        let minutes = pooled_minutes(&data[tenant], |c| c.requests, w.split_ns);
         hit_rates.push(
             minutes
                 .iter()
@@ -1216,7 +1290,7 @@ fn tenant_signals(
         ..ResonanceParams::default()
     };
     for tenant in &tenants {
-        let minutes = &data[tenant];
+        let minutes = pooled_minutes(&data[tenant], |c| c.spec_requests, w.split_ns);
         let injection: Series = minutes
             .iter()
             .filter_map(|(t, c)| c.injection_score.map(|v| (*t, v)))
@@ -2024,6 +2098,155 @@ mod tests {
                 // the subject is named by the source's own key, whatever it is
                 assert_eq!(found, [format!("{}=initech", source.key())], "seed {seed}");
             }
+        }
+    }
+
+    /// Forty minutes, split at minute 30, of four tenants built request by request and kept
+    /// 1 in 10 (head-sampled traces): about 10 rows a minute for `initech`, `hooli` and `acme`,
+    /// 2 for `globex`. With `fault`, from the split: `initech` resonates (injection scores up,
+    /// drafts mostly rejected) and `hooli`'s long unique documents evict `globex`'s cached
+    /// system prompt (globex's hit rate 0.9 → about 0.45, hooli's misses ×4).
+    fn sampled_tenant_minutes(
+        seed: u64,
+        fault: bool,
+    ) -> BTreeMap<String, BTreeMap<i64, TenantMinute>> {
+        let mut rng = infersight_model::rng::SplitMix64::new(seed);
+        let mut data: BTreeMap<String, BTreeMap<i64, TenantMinute>> = BTreeMap::new();
+        for (tenant, per_minute) in [
+            ("initech", 100),
+            ("hooli", 100),
+            ("acme", 100),
+            ("globex", 20),
+        ] {
+            let minutes = data.entry(tenant.to_string()).or_default();
+            for m in 0..40i64 {
+                let after = fault && m >= 30;
+                let mut c = TenantMinute::default();
+                let (mut scored, mut score) = (0.0, 0.0);
+                for _ in 0..per_minute {
+                    if rng.uniform() >= 0.1 {
+                        continue;
+                    }
+                    c.requests += 1.0;
+                    let (input, cached) = match tenant {
+                        "globex" => {
+                            let hit = rng.uniform() < if after { 0.5 } else { 0.95 };
+                            (12_000.0, if hit { 10_800.0 } else { 0.0 })
+                        }
+                        "hooli" => (
+                            if after { 32_000.0 } else { 8_000.0 } * (0.5 + rng.uniform()),
+                            0.0,
+                        ),
+                        _ => (1_000.0, 400.0 * rng.uniform()),
+                    };
+                    c.input_tokens += input;
+                    c.cached_tokens += cached;
+                    let injection = if after && tenant == "initech" {
+                        0.35
+                    } else {
+                        0.02
+                    };
+                    scored += 1.0;
+                    score += (injection + 0.05 * rng.normal()).clamp(0.0, 1.0);
+                    if rng.uniform() < 0.3 {
+                        let drafted = 40.0;
+                        let acceptance = if after && tenant == "initech" && rng.uniform() < 0.5 {
+                            0.1
+                        } else {
+                            0.5 + 0.1 * rng.normal()
+                        };
+                        let accepted = (drafted * acceptance).round().clamp(0.0, drafted);
+                        c.spec_requests += 1.0;
+                        c.drafted += drafted;
+                        c.rollbacks += drafted - accepted;
+                        if accepted < REJECTION_SHARE * drafted {
+                            c.rejections += 1.0;
+                        }
+                    }
+                }
+                if c.requests > 0.0 {
+                    c.injection_score = Some(score / scored);
+                    minutes.insert(m * MINUTE_NS, c);
+                }
+            }
+        }
+        data
+    }
+
+    #[test]
+    fn sparse_tenant_minutes_are_pooled_and_dense_ones_kept() {
+        let data = sampled_tenant_minutes(1, false);
+        let split = 30 * MINUTE_NS;
+        // 100 requests a minute: kept as they are
+        let dense: BTreeMap<i64, TenantMinute> = (0..40)
+            .map(|m| {
+                (
+                    m * MINUTE_NS,
+                    TenantMinute {
+                        requests: 100.0,
+                        ..TenantMinute::default()
+                    },
+                )
+            })
+            .collect();
+        assert!(matches!(
+            pooled_minutes(&dense, |c| c.requests, split),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        // about 2 rows a minute: every minute gets a point, each the mean of the last 5 minutes
+        let globex = &data["globex"];
+        let pooled = pooled_minutes(globex, |c| c.requests, split);
+        assert_eq!(
+            pooled.len(),
+            40,
+            "a point for every minute, rows in it or not"
+        );
+        let last = 39 * MINUTE_NS;
+        let mean: f64 = globex
+            .range(35 * MINUTE_NS..=last)
+            .map(|(_, c)| c.requests)
+            .sum::<f64>()
+            / 5.0;
+        assert!((pooled[&last].requests - mean).abs() < 1e-9);
+    }
+
+    #[test]
+    fn resonance_and_cache_pollution_are_found_on_head_sampled_rows() {
+        let w = Window {
+            since_ns: Some(0),
+            until_ns: Some(40 * MINUTE_NS),
+            split_ns: 30 * MINUTE_NS,
+        };
+        let kinds = |signals: &[Signal]| -> Vec<(SignalKind, String)> {
+            let mut found: Vec<(SignalKind, String)> = signals
+                .iter()
+                .filter(|s| matches!(s.kind, SignalKind::Resonance | SignalKind::CachePollution))
+                .map(|s| (s.kind, s.subject.to_string()))
+                .collect();
+            found.sort_by(|a, b| a.1.cmp(&b.1));
+            found
+        };
+        for seed in 1..=5 {
+            let found = kinds(&tenant_signals(
+                &TenantSource::Column,
+                &sampled_tenant_minutes(seed, true),
+                &w,
+            ));
+            assert_eq!(
+                found,
+                [
+                    (SignalKind::CachePollution, "tenant=hooli".to_string()),
+                    (SignalKind::Resonance, "tenant=initech".to_string())
+                ],
+                "seed {seed}"
+            );
+            // the same tenants without a fault: nothing
+            let calm = kinds(&tenant_signals(
+                &TenantSource::Column,
+                &sampled_tenant_minutes(seed, false),
+                &w,
+            ));
+            assert!(calm.is_empty(), "seed {seed}: {calm:?}");
         }
     }
 
