@@ -117,6 +117,16 @@ pub(crate) fn localize_incident(
             };
             let sliced = windows.analyse(window, Some(series))?;
             if confirmed(&sliced) && has_cause(&sliced) {
+                // a slice's series that dates the change before the fleet's, when the cause it
+                // found changed with the fleet by its own series, was read off noise: the
+                // fleet's window stands (a second fault there gets its known cause later)
+                let fleet_onset = incident.since_ns.unwrap_or(first_minute);
+                let with_fleet = windows.top_cause_onset(&sliced).is_some_and(|cause| {
+                    (cause - fleet_onset).abs() < MIN_ONSET_CORRECTION_MINUTES * MINUTE_NS
+                });
+                if onset < fleet_onset && with_fleet {
+                    return Ok(result);
+                }
                 return windows.moved_to_cause_onset(sliced);
             }
         }
@@ -412,31 +422,8 @@ impl Windows<'_> {
             return Ok(first);
         };
         let since = chosen.baseline.since_ns.unwrap_or(self.first_minute);
-        let until = chosen.incident.until_ns.unwrap_or(self.data_end);
         let current = chosen.incident.since_ns.unwrap_or(self.first_minute);
-        let base_total = Totals::of(self.refs, Some(since), Some(current));
-        let inc_total = Totals::of(self.refs, Some(current), Some(until));
-        let Some(measure) = measures(&base_total, &inc_total)
-            .into_iter()
-            .find(|m| m.name == symptom.sli)
-        else {
-            return Ok(first);
-        };
-        let elements: Vec<(String, String)> = top
-            .dimensions
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let parts = self.leaf_refs.unwrap_or(self.refs);
-        let earliest = since + 10 * MINUTE_NS;
-        let Some(onset) = cause_onset(
-            parts,
-            &measure,
-            &elements,
-            since,
-            (earliest, current),
-            until,
-        ) else {
+        let Some(onset) = self.top_cause_onset(&first) else {
             return Ok(first);
         };
         if (onset - current).abs() < MIN_ONSET_CORRECTION_MINUTES * MINUTE_NS {
@@ -465,6 +452,37 @@ impl Windows<'_> {
                 && r.root_causes.first().map(|c| &c.dimensions) == Some(&top.dimensions)
         });
         Ok(if same { again } else { first })
+    }
+
+    /// The change point of `localized`'s top cause in the series of its symptom's measure (see
+    /// [`cause_onset`]), searched from ten minutes into its baseline; `None` without a symptom,
+    /// a cause or enough minutes.
+    fn top_cause_onset(&self, localized: &Localized) -> Option<i64> {
+        let (report, chosen) = (localized.report.as_ref()?, localized.chosen.as_ref()?);
+        let (symptom, top) = (report.symptom.as_ref()?, report.root_causes.first()?);
+        let since = chosen.baseline.since_ns.unwrap_or(self.first_minute);
+        let until = chosen.incident.until_ns.unwrap_or(self.data_end);
+        let current = chosen.incident.since_ns.unwrap_or(self.first_minute);
+        let base_total = Totals::of(self.refs, Some(since), Some(current));
+        let inc_total = Totals::of(self.refs, Some(current), Some(until));
+        let measure = measures(&base_total, &inc_total)
+            .into_iter()
+            .find(|m| m.name == symptom.sli)?;
+        let elements: Vec<(String, String)> = top
+            .dimensions
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let parts = self.leaf_refs.unwrap_or(self.refs);
+        let earliest = since + 10 * MINUTE_NS;
+        cause_onset(
+            parts,
+            &measure,
+            &elements,
+            since,
+            (earliest, current),
+            until,
+        )
     }
 
     /// The caller's baseline, or the hour before `onset` (at least ten minutes, even before the

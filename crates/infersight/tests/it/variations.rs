@@ -220,3 +220,27 @@ fn every_scenario_under_every_variation() {
     columns.extend(Variation::ALL.into_iter().map(Some));
     check_matrix(&columns, &SEEDS);
 }
+
+/// Cells of the whole matrix that were wrong once and were fixed since, run always (the whole
+/// matrix is ignored until every cell is right): a regression list, not an accuracy claim.
+/// - cache_pollution × throttled_pod seed 1: the fleet's change found only the explanatory
+///   slice (the throttled pod's rise was set aside as its longer prompts), a slice's series
+///   then dated the window ten minutes early, and the throttled pod went unseen there; the
+///   slice's own cause changed with the fleet, so the fleet's window stands.
+#[test]
+fn cells_once_wrong_stay_right() {
+    let cells = [(Scenario::CachePollution, Variation::ThrottledPod, 1)];
+    let wrong: Vec<String> = cells
+        .iter()
+        .filter_map(|&(scenario, variation, seed)| {
+            wrong_in(scenario, Some(variation), seed).map(|why| {
+                format!(
+                    "{} × {} seed {seed}: {why}",
+                    scenario.name(),
+                    variation.name()
+                )
+            })
+        })
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
