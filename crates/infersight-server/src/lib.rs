@@ -20,6 +20,7 @@ pub mod serve;
 pub mod sli_metrics;
 pub mod state;
 pub mod timeline;
+pub mod tls;
 pub mod ui;
 pub mod webhook;
 

@@ -123,6 +123,9 @@ pub struct ServeExtras {
     /// Authentication of every listener (`crate::auth`), its tokens file re-read on change and
     /// on SIGHUP. `None`: off, every caller is an anonymous admin.
     pub auth: Option<Arc<crate::auth::Auth>>,
+    /// TLS on every listener (`crate::tls`), its files re-read on change and on SIGHUP.
+    /// `None`: plain TCP.
+    pub tls: Option<Arc<crate::tls::Tls>>,
 }
 
 /// [`serve`] with [`ServeExtras`]: scrapers feeding the same ingest queue, the SLO evaluation
@@ -148,6 +151,9 @@ pub async fn serve_with(
         // ends at the stop signal; it holds no queue handle
         crate::auth::spawn_reloader(auth.clone(), crate::auth::RELOAD_POLL, stop.stopped());
     }
+    if let Some(tls) = &extras.tls {
+        crate::tls::spawn_reloader(tls.clone(), crate::tls::RELOAD_POLL, stop.stopped());
+    }
     let receiver_state = receiver_state(&settings, &queue, mapper, counters.clone());
     let held_mark = mark_held_requests(&extras, &store, &receiver_state).await;
     let (ended_tx, mut ended_rx) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
@@ -156,7 +162,7 @@ pub async fn serve_with(
         servers: spawn_servers(
             listeners,
             (&receiver_state, extras.auth.clone()),
-            api_app,
+            (api_app, extras.tls.clone()),
             &stop,
             ended_tx,
         ),
@@ -340,36 +346,58 @@ fn api_app(
 type ServerTask = tokio::task::JoinHandle<Result<(), String>>;
 
 /// Starts the OTLP HTTP, API and OTLP gRPC servers, each reporting on `ended` when it stops;
-/// the receivers behind `auth`'s ingest gates when it is on.
+/// the receivers behind `auth`'s ingest gates when it is on, every listener behind `tls` when
+/// it is set.
 fn spawn_servers(
     listeners: Listeners,
     (receiver_state, auth): (&ReceiverState, Option<Arc<crate::auth::Auth>>),
-    api_app: axum::Router,
+    (api_app, tls): (axum::Router, Option<Arc<crate::tls::Tls>>),
     stop: &Stop,
     ended: tokio::sync::mpsc::UnboundedSender<&'static str>,
 ) -> [(&'static str, ServerTask); 3] {
+    use crate::tls::ListenerKind;
     let http_app = crate::auth::middleware::guard_otlp_http(
         otlp_http::router(receiver_state.clone()),
         auth.clone(),
     );
     let http_task = watch_server("otlp http", ended.clone(), {
-        let stop = stop.stopped();
+        let (stop, accept_stop) = (stop.stopped(), stop.stopped());
+        let tls = tls.clone();
+        let tcp = listeners.http;
         async move {
-            axum::serve(listeners.http, http_app)
-                .with_graceful_shutdown(stop)
-                .await
+            match tls {
+                Some(tls) => {
+                    let listener = tls.listen(tcp, ListenerKind::OtlpHttp, accept_stop);
+                    axum::serve(listener, http_app)
+                        .with_graceful_shutdown(stop)
+                        .await
+                }
+                None => {
+                    axum::serve(tcp, http_app)
+                        .with_graceful_shutdown(stop)
+                        .await
+                }
+            }
         }
     });
     let api_task = watch_server("api", ended.clone(), {
-        let stop = stop.stopped();
+        let (stop, accept_stop) = (stop.stopped(), stop.stopped());
+        let tls = tls.clone();
+        let tcp = listeners.api;
         async move {
             // the peer address reaches the query handler for the access audit
-            axum::serve(
-                listeners.api,
-                api_app.into_make_service_with_connect_info::<SocketAddr>(),
-            )
-            .with_graceful_shutdown(stop)
-            .await
+            match tls {
+                Some(tls) => {
+                    let listener = tls.listen(tcp, ListenerKind::Api, accept_stop);
+                    axum::serve(listener, crate::tls::with_peer_address(api_app))
+                        .with_graceful_shutdown(stop)
+                        .await
+                }
+                None => {
+                    let app = api_app.into_make_service_with_connect_info::<SocketAddr>();
+                    axum::serve(tcp, app).with_graceful_shutdown(stop).await
+                }
+            }
         }
     });
     let grpc_routes = crate::auth::middleware::guard_otlp_grpc(
@@ -379,15 +407,26 @@ fn spawn_servers(
         auth,
     );
     let grpc_task = watch_server("otlp grpc", ended, {
-        let stop = stop.stopped();
+        let (stop, accept_stop) = (stop.stopped(), stop.stopped());
+        let tcp = listeners.grpc;
         async move {
-            tonic::transport::Server::builder()
-                .add_routes(grpc_routes)
-                .serve_with_incoming_shutdown(
-                    tonic::transport::server::TcpIncoming::from(listeners.grpc),
-                    stop,
-                )
-                .await
+            let server = tonic::transport::Server::builder().add_routes(grpc_routes);
+            match tls {
+                Some(tls) => {
+                    let listener = tls.listen(tcp, ListenerKind::OtlpGrpc, accept_stop);
+                    server
+                        .serve_with_incoming_shutdown(listener.into_incoming(), stop)
+                        .await
+                }
+                None => {
+                    server
+                        .serve_with_incoming_shutdown(
+                            tonic::transport::server::TcpIncoming::from(tcp),
+                            stop,
+                        )
+                        .await
+                }
+            }
         }
     });
     [

@@ -2,7 +2,8 @@
 //! webhooks, the LLM narrative): a listener on 127.0.0.1 with a fresh self-signed certificate
 //! (rcgen, rustls with ring) that answers every request with a fixed status and body and hands
 //! each request it read to a channel. A client that refuses the certificate ends the handshake,
-//! so nothing reaches the channel: that is how a test sees verification hold.
+//! so nothing reaches the channel: that is how a test sees verification hold. [`TestPki`]: a
+//! private CA with server and client certificates, for the TLS of `serve`'s own listeners.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -80,7 +81,7 @@ pub fn https_receiver(status: u16, body: &str) -> HttpsReceiver {
     }
 }
 
-/// One HTTP/1.1 request with a `content-length` body; `None` when the stream ends first.
+/// One HTTP/1.1 request, its body as long as its `content-length` (none without one); `None` when the stream ends first.
 pub fn read_request(stream: impl Read) -> Option<Request> {
     let mut reader = BufReader::new(stream);
     let mut request_line = String::new();
@@ -96,7 +97,11 @@ pub fn read_request(stream: impl Read) -> Option<Request> {
             headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_string());
         }
     }
-    let length: usize = headers.get("content-length")?.parse().ok()?;
+    // a GET has no body and, from most clients, no content-length
+    let length: usize = match headers.get("content-length") {
+        Some(value) => value.parse().ok()?,
+        None => 0,
+    };
     let mut body = vec![0; length];
     reader.read_exact(&mut body).ok()?;
     Some(Request {
@@ -104,4 +109,93 @@ pub fn read_request(stream: impl Read) -> Option<Request> {
         headers,
         body,
     })
+}
+
+/// A private PKI for tests of `serve`'s TLS: a CA, a server certificate for `127.0.0.1` and
+/// `localhost` signed by it, and a client certificate (for mTLS) signed by it; all PEM.
+#[derive(Debug, Clone)]
+pub struct TestPki {
+    pub ca_pem: String,
+    pub server_cert_pem: String,
+    pub server_key_pem: String,
+    pub client_cert_pem: String,
+    pub client_key_pem: String,
+}
+
+/// The files [`TestPki::write`] wrote.
+#[derive(Debug, Clone)]
+pub struct PkiFiles {
+    pub ca: std::path::PathBuf,
+    pub server_cert: std::path::PathBuf,
+    pub server_key: std::path::PathBuf,
+    pub client_cert: std::path::PathBuf,
+    pub client_key: std::path::PathBuf,
+}
+
+impl TestPki {
+    /// A fresh PKI; `name` goes into the CA's common name (two PKIs are told apart by it).
+    pub fn new(name: &str) -> TestPki {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+            KeyUsagePurpose,
+        };
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, format!("{name} test CA"));
+        ca_params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let leaf = |names: Vec<String>, purpose: ExtendedKeyUsagePurpose, cn: &str| {
+            let key = KeyPair::generate().unwrap();
+            let mut params = CertificateParams::new(names).unwrap();
+            params.distinguished_name.push(DnType::CommonName, cn);
+            params.extended_key_usages = vec![purpose];
+            // strict verifiers (Python ≥ 3.13's default: X509_STRICT) want the issuer's key id
+            params.use_authority_key_identifier_extension = true;
+            let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+            (cert.pem(), key.serialize_pem())
+        };
+        let (server_cert_pem, server_key_pem) = leaf(
+            vec!["127.0.0.1".into(), "localhost".into()],
+            ExtendedKeyUsagePurpose::ServerAuth,
+            "infersight",
+        );
+        let (client_cert_pem, client_key_pem) =
+            leaf(Vec::new(), ExtendedKeyUsagePurpose::ClientAuth, "exporter");
+        TestPki {
+            ca_pem: ca.pem(),
+            server_cert_pem,
+            server_key_pem,
+            client_cert_pem,
+            client_key_pem,
+        }
+    }
+
+    /// Writes the PEM files into `dir` (`ca.pem`, `server.pem`, `server.key`, `client.pem`,
+    /// `client.key`), replacing what is there.
+    pub fn write(&self, dir: &std::path::Path) -> PkiFiles {
+        let files = PkiFiles {
+            ca: dir.join("ca.pem"),
+            server_cert: dir.join("server.pem"),
+            server_key: dir.join("server.key"),
+            client_cert: dir.join("client.pem"),
+            client_key: dir.join("client.key"),
+        };
+        for (path, text) in [
+            (&files.ca, &self.ca_pem),
+            (&files.server_cert, &self.server_cert_pem),
+            (&files.server_key, &self.server_key_pem),
+            (&files.client_cert, &self.client_cert_pem),
+            (&files.client_key, &self.client_key_pem),
+        ] {
+            std::fs::write(path, text).unwrap();
+        }
+        files
+    }
 }

@@ -132,6 +132,57 @@ pub struct ServerConfig {
     pub queue_capacity: usize,
     /// How often the store flushes, compacts and applies retention in the background.
     pub maintenance_interval: String,
+    /// TLS on every listener (`[server.tls]`); off while `cert_file` is empty.
+    pub tls: ServerTlsConfig,
+}
+
+/// `[server.tls]`: the certificate every listener presents, and the CA whose client
+/// certificates the OTLP listeners require (mTLS). Files are PEM, re-read on SIGHUP and when
+/// they change.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerTlsConfig {
+    /// The certificate chain, leaf first; setting it (with `key_file`) turns TLS on.
+    pub cert_file: String,
+    /// Its private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: String,
+    /// OTLP exporters must present a certificate signed by one of these; empty: none asked.
+    pub client_ca_file: String,
+}
+
+impl ServerTlsConfig {
+    /// The files, when TLS is on; the problems of a half-set section.
+    pub fn files(&self) -> Result<Option<infersight_server::tls::TlsFiles>, Vec<String>> {
+        let mut errors = Vec::new();
+        match (self.cert_file.is_empty(), self.key_file.is_empty()) {
+            (true, true) => {
+                if !self.client_ca_file.is_empty() {
+                    errors.push(
+                        "server.tls.client_ca_file: needs server.tls.cert_file and key_file \
+                         (client certificates are asked for over TLS only)"
+                            .to_string(),
+                    );
+                }
+                return if errors.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(errors)
+                };
+            }
+            (false, true) => errors.push("server.tls.key_file: must be set with cert_file".into()),
+            (true, false) => errors.push("server.tls.cert_file: must be set with key_file".into()),
+            (false, false) => {}
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Some(infersight_server::tls::TlsFiles {
+            cert_file: self.cert_file.clone().into(),
+            key_file: self.key_file.clone().into(),
+            client_ca_file: (!self.client_ca_file.is_empty())
+                .then(|| self.client_ca_file.clone().into()),
+        }))
+    }
 }
 
 impl Default for ServerConfig {
@@ -144,6 +195,7 @@ impl Default for ServerConfig {
             max_body_bytes: 16 * 1024 * 1024,
             queue_capacity: 64,
             maintenance_interval: "5s".into(),
+            tls: ServerTlsConfig::default(),
         }
     }
 }
@@ -284,6 +336,13 @@ pub struct ScrapeTargetConfig {
     pub interval: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// For an `https://` URL: the PEM certificates the target's must chain to (a private CA);
+    /// absent: the web's root certificates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
+    /// A file whose first line is the bearer token sent to the target (re-read every scrape).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bearer_token_file: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -711,6 +770,15 @@ impl Config {
         if self.server.queue_capacity == 0 {
             errors.push("server.queue_capacity: must be at least 1".into());
         }
+        match self.server.tls.files() {
+            Err(problems) => errors.extend(problems),
+            Ok(Some(files)) => {
+                if let Err(problem) = infersight_server::tls::Tls::load(files) {
+                    errors.push(problem.to_string());
+                }
+            }
+            Ok(None) => {}
+        }
         let maintenance_interval = parse_duration(
             &mut errors,
             "server.maintenance_interval",
@@ -926,6 +994,22 @@ impl Config {
             if target.job.trim().is_empty() {
                 errors.push(format!("{at}.job: must not be empty (e.g. \"vllm\")"));
             }
+            if let Some(path) = &target.ca_file {
+                if !target.url.starts_with("https://") {
+                    errors.push(format!("{at}.ca_file: only an https:// url uses it"));
+                }
+                if let Err(problem) =
+                    infersight_ingest::receivers::prom_scrape::read_ca_file(path.as_ref())
+                {
+                    errors.push(format!("{at}.ca_file: {problem}"));
+                }
+            }
+            if let Some(path) = &target.bearer_token_file
+                && let Err(problem) =
+                    infersight_ingest::receivers::prom_scrape::read_bearer_token(path.as_ref())
+            {
+                errors.push(format!("{at}.bearer_token_file: {problem}"));
+            }
             if target.worker.as_ref().is_some_and(|w| w.trim().is_empty()) {
                 errors.push(format!(
                     "{at}.worker: must not be empty (leave it out to use the target's host:port)"
@@ -1125,12 +1209,46 @@ mod tests {
     }
 
     #[test]
+    fn server_tls_is_validated_naming_the_key_and_file() {
+        for (text, needle) in [
+            (
+                "[server.tls]\ncert_file = \"/x.pem\"\n",
+                "server.tls.key_file: must be set with cert_file",
+            ),
+            (
+                "[server.tls]\nclient_ca_file = \"/x.pem\"\n",
+                "server.tls.client_ca_file: needs server.tls.cert_file",
+            ),
+            (
+                "[server.tls]\ncert_file = \"/nonexistent/c.pem\"\nkey_file = \"/nonexistent/k.pem\"\n",
+                "server.tls.cert_file: cannot read `/nonexistent/c.pem`",
+            ),
+        ] {
+            let file = write(text);
+            let joined = load(Some(file.path()), &[]).unwrap_err().0.join("\n");
+            assert!(joined.contains(needle), "missing `{needle}` in:\n{joined}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let pki = infersight_testkit::https::TestPki::new("config").write(dir.path());
+        let file = write(&format!(
+            "[server.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\nclient_ca_file = \"{}\"\n",
+            pki.server_cert.display(),
+            pki.server_key.display(),
+            pki.ca.display()
+        ));
+        let config = load(Some(file.path()), &[]).unwrap();
+        let files = config.server.tls.files().unwrap().unwrap();
+        assert_eq!(files.client_ca_file.as_deref(), Some(pki.ca.as_path()));
+        assert_eq!(Config::default().server.tls.files().unwrap(), None);
+    }
+
+    #[test]
     fn scrape_targets_are_validated_all_at_once() {
         let file = write(concat!(
             "[scrape]\ninterval = \"2s\"\ntimeout = \"1s\"\n",
             "targets = [\n",
             "  { url = \"http://10.0.0.5:8000/metrics\", job = \"vllm\", worker = \"worker-1\" },\n",
-            "  { url = \"https://x/metrics\", job = \"dcgm\" },\n",
+            "  { url = \"https://x/metrics\", job = \"dcgm\", ca_file = \"/nonexistent/ca.pem\", bearer_token_file = \"/nonexistent/token\" },\n",
             "  { url = \"not a url\", job = \"\" },\n",
             "  { url = \"http://h:9400/metrics\", job = \"dcgm\", timeout = \"3s\" },\n",
             "  { url = \"http://10.0.0.5:8000/metrics\", job = \"vllm\", interval = \"soon\" },\n",
@@ -1139,7 +1257,8 @@ mod tests {
         let errors = load(Some(file.path()), &[]).unwrap_err().0;
         let joined = errors.join("\n");
         for needle in [
-            "scrape.targets[1].url: `https://x/metrics`: https targets are not supported",
+            "scrape.targets[1].ca_file: cannot read `/nonexistent/ca.pem`",
+            "scrape.targets[1].bearer_token_file: cannot read `/nonexistent/token`",
             "scrape.targets[2].url:",
             "scrape.targets[2].job: must not be empty",
             "scrape.targets[3]: timeout `3s` must be shorter than interval `2s`",
@@ -1148,7 +1267,7 @@ mod tests {
         ] {
             assert!(joined.contains(needle), "missing `{needle}` in:\n{joined}");
         }
-        assert_eq!(errors.len(), 6, "{joined}");
+        assert_eq!(errors.len(), 7, "{joined}");
 
         let file = write(
             "[scrape]\ninterval = \"5s\"\ntimeout = \"5s\"\ntargets = [{ url = \"http://h/metrics\", job = \"vllm\", bogus = 1 }]\n",

@@ -50,6 +50,8 @@ pub fn scrape_targets(config: &Config) -> Vec<ScrapeTarget> {
             worker: target.worker.clone(),
             interval,
             timeout,
+            ca_file: target.ca_file.as_ref().map(Into::into),
+            bearer_token_file: target.bearer_token_file.as_ref().map(Into::into),
         })
         .collect()
 }
@@ -132,7 +134,25 @@ pub fn serve_extras(
                 .join(infersight_server::held::MARK_FILE),
         ),
         auth: Some(auth(config)?),
+        tls: tls(config)?,
     })
+}
+
+/// `[server.tls]` for `serve`: the certificate and key read now (a bad file stops the start,
+/// naming it); `None` when TLS is off.
+pub fn tls(config: &Config) -> Result<Option<Arc<infersight_server::tls::Tls>>, CliError> {
+    let Some(files) = config
+        .server
+        .tls
+        .files()
+        .map_err(|errors| CliError::usage(errors.join("; ")))?
+    else {
+        return Ok(None);
+    };
+    let tls =
+        infersight_server::tls::Tls::load(files).map_err(|e| CliError::usage(e.to_string()))?;
+    tracing::info!("TLS on: every listener needs https (and gRPC over TLS)");
+    Ok(Some(tls))
 }
 
 /// `[auth]` for `serve`: the tokens file read now (an invalid one stops the start), the trusted

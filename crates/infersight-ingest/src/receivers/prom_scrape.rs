@@ -33,6 +33,12 @@ pub struct ScrapeTarget {
     pub interval: Duration,
     /// Whole-scrape deadline (connect, request, body); shorter than `interval`.
     pub timeout: Duration,
+    /// For an `https://` URL: the PEM certificates the target's certificate must chain to;
+    /// `None`: the web's root certificates.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// A file holding the bearer token sent as `Authorization: Bearer …` (Prometheus'
+    /// `authorization.credentials_file`), read at every scrape so a rotated token is picked up.
+    pub bearer_token_file: Option<std::path::PathBuf>,
 }
 
 impl ScrapeTarget {
@@ -48,6 +54,9 @@ impl ScrapeTarget {
                 let authority = uri.authority()?;
                 Some(match authority.port_u16() {
                     Some(port) => format!("{}:{port}", authority.host()),
+                    None if uri.scheme_str() == Some("https") => {
+                        format!("{}:443", authority.host())
+                    }
                     None => format!("{}:80", authority.host()),
                 })
             })
@@ -55,8 +64,8 @@ impl ScrapeTarget {
     }
 }
 
-/// Checks a target URL: absolute `http://host[:port]/path`. HTTPS needs a TLS stack this build
-/// does not include, so it is refused up front rather than failing every scrape.
+/// Checks a target URL: absolute `http://host[:port]/path` or `https://…` (rustls, the
+/// certificate verified against the web's roots or the target's `ca_file`).
 pub fn check_url(url: &str) -> Result<(), String> {
     if !url.contains("://") {
         return Err(format!(
@@ -67,13 +76,8 @@ pub fn check_url(url: &str) -> Result<(), String> {
         .parse()
         .map_err(|e| format!("`{url}` is not a valid URL: {e}"))?;
     match uri.scheme_str() {
-        Some("http") => {}
-        Some("https") => {
-            return Err(format!(
-                "`{url}`: https targets are not supported (this build has no TLS); scrape over http"
-            ));
-        }
-        Some(other) => return Err(format!("`{url}`: scheme `{other}` is not http")),
+        Some("http" | "https") => {}
+        Some(other) => return Err(format!("`{url}`: scheme `{other}` is not http or https")),
         None => {
             return Err(format!(
                 "`{url}` has no scheme; expected http://host:port/metrics"
@@ -113,6 +117,8 @@ pub enum ScrapeError {
     },
     #[error("scrape of {url} failed internally: {message}")]
     Internal { url: String, message: String },
+    #[error("the bearer token for {url}: {message}")]
+    Credentials { url: String, message: String },
 }
 
 impl ScrapeError {
@@ -130,6 +136,7 @@ impl ScrapeError {
             } => "queue_full",
             ScrapeError::Sink { .. } => "store",
             ScrapeError::Internal { .. } => "internal",
+            ScrapeError::Credentials { .. } => "credentials",
         }
     }
 }
@@ -150,16 +157,65 @@ fn now_ns() -> u64 {
         .unwrap_or(1)
 }
 
-fn agent(target: &ScrapeTarget) -> ureq::Agent {
-    ureq::Agent::config_builder()
+/// The agent that scrapes `target`: its timeout, no proxy, and for https its `ca_file`'s
+/// roots (when that file cannot be read any more, no root at all: every scrape fails, counted
+/// and logged, and nothing is trusted unverified).
+pub fn agent(target: &ScrapeTarget) -> ureq::Agent {
+    let mut config = ureq::Agent::config_builder()
         .timeout_global(Some(target.timeout))
         .http_status_as_error(false)
         // Targets are addressed directly; an HTTP(S)_PROXY meant for the internet must not
         // capture in-cluster scrapes.
         .proxy(None)
-        .user_agent("infersight-scraper")
-        .build()
-        .into()
+        .user_agent("infersight-scraper");
+    if let Some(path) = &target.ca_file {
+        let roots = read_ca_file(path).unwrap_or_else(|problem| {
+            tracing::error!(url = %target.url, "{problem}; its scrapes will fail");
+            Vec::new()
+        });
+        config = config.tls_config(
+            ureq::tls::TlsConfig::builder()
+                .root_certs(ureq::tls::RootCerts::Specific(std::sync::Arc::new(roots)))
+                .build(),
+        );
+    }
+    config.build().into()
+}
+
+/// The certificates of the PEM file at `path` (at least one, nothing else); the error names
+/// the file.
+pub fn read_ca_file(
+    path: &std::path::Path,
+) -> Result<Vec<ureq::tls::Certificate<'static>>, String> {
+    let shown = path.display();
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{shown}`: {e}"))?;
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(&bytes) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(cert)) => certs.push(cert.to_owned()),
+            Ok(_) => {
+                return Err(format!(
+                    "`{shown}` holds something other than certificates (a private key?)"
+                ));
+            }
+            Err(e) => return Err(format!("`{shown}` is not PEM: {e}")),
+        }
+    }
+    if certs.is_empty() {
+        return Err(format!("`{shown}` holds no PEM certificate"));
+    }
+    Ok(certs)
+}
+
+/// The bearer token in `path`: its first line, trimmed; an empty one is an error.
+pub fn read_bearer_token(path: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let token = text.lines().next().unwrap_or_default().trim().to_string();
+    if token.is_empty() {
+        return Err(format!("`{}` is empty", path.display()));
+    }
+    Ok(token)
 }
 
 /// Fetches a target's body (blocking; run it on a blocking thread).
@@ -173,17 +229,21 @@ fn fetch(
         url: url.clone(),
         timeout_ms: target.timeout.as_millis(),
     };
-    let mut response = agent
-        .get(url)
-        .header("accept", ACCEPT)
-        .call()
-        .map_err(|e| match e {
-            ureq::Error::Timeout(_) => timeout(),
-            other => ScrapeError::Connect {
-                url: url.clone(),
-                message: other.to_string(),
-            },
+    let mut request = agent.get(url).header("accept", ACCEPT);
+    if let Some(path) = &target.bearer_token_file {
+        let token = read_bearer_token(path).map_err(|message| ScrapeError::Credentials {
+            url: url.clone(),
+            message,
         })?;
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let mut response = request.call().map_err(|e| match e {
+        ureq::Error::Timeout(_) => timeout(),
+        other => ScrapeError::Connect {
+            url: url.clone(),
+            message: other.to_string(),
+        },
+    })?;
     let status = response.status().as_u16();
     if !(200..300).contains(&status) {
         return Err(ScrapeError::Status {

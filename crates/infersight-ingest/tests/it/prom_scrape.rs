@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 use infersight_ingest::receivers::ReceiverState;
 use infersight_ingest::receivers::prom_scrape::{
-    ACCEPT, ScrapeTarget, check_url, scrape_once, spawn_scrapers,
+    ACCEPT, ScrapeTarget, agent, check_url, scrape_once, spawn_scrapers,
 };
 use infersight_ingest::{Sink, SinkFuture};
 use infersight_model::mapping::AttributeMapper;
@@ -133,6 +133,8 @@ fn target(url: &str, worker: Option<&str>) -> ScrapeTarget {
         worker: worker.map(str::to_string),
         interval: Duration::from_millis(50),
         timeout: Duration::from_secs(5),
+        ca_file: None,
+        bearer_token_file: None,
     }
 }
 
@@ -308,8 +310,8 @@ async fn scrapers_repeat_count_outcomes_and_stop_on_shutdown() {
 fn target_urls_are_checked() {
     assert!(check_url("http://10.0.0.5:8000/metrics").is_ok());
     assert!(check_url("http://vllm-0.llm.svc/metrics").is_ok());
+    assert!(check_url("https://dcgm.monitoring.svc:9400/metrics").is_ok());
     for (bad, why) in [
-        ("https://x:8000/metrics", "https"),
         ("ftp://x/metrics", "scheme `ftp`"),
         ("localhost:8000/metrics", "no scheme"),
         ("/metrics", "no scheme"),
@@ -322,5 +324,68 @@ fn target_urls_are_checked() {
     let t = target("http://10.0.0.5:8000/metrics", None);
     assert_eq!(t.instance(), "10.0.0.5:8000");
     assert_eq!(target("http://h/metrics", Some("")).instance(), "h:80");
+    assert_eq!(target("https://h/metrics", None).instance(), "h:443");
     assert_eq!(target("http://h/metrics", Some("w")).instance(), "w");
+}
+
+/// An https target (a private CA's certificate) that wants a bearer token: scraped with the
+/// target's `ca_file` and the token of its `bearer_token_file`; refused by the web's roots
+/// (nothing reaches the target); a token file that cannot be read fails the scrape as
+/// `credentials`, before any request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_target_is_scraped_with_its_ca_and_its_bearer_token() {
+    let receiver = infersight_testkit::https::https_receiver(200, VLLM);
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, token) = (dir.path().join("ca.pem"), dir.path().join("token"));
+    std::fs::write(&ca, &receiver.ca_pem).unwrap();
+    std::fs::write(&token, "s3cret-token\n").unwrap();
+    let url = format!("https://{}/metrics", receiver.addr);
+    let sink = Arc::new(CollectingSink::default());
+    let state = state(sink.clone());
+
+    let mut scraped = target(&url, Some("dcgm-0"));
+    scraped.ca_file = Some(ca.clone());
+    scraped.bearer_token_file = Some(token.clone());
+    let stats = scrape_once(&scraped, &agent(&scraped), 1 << 20, &state)
+        .await
+        .unwrap();
+    assert_eq!(stats.samples, 2);
+    let request = receiver
+        .requests
+        .recv_timeout(Duration::from_secs(5))
+        .unwrap();
+    assert_eq!(request.path, "/metrics");
+    assert_eq!(
+        request.headers.get("authorization").map(String::as_str),
+        Some("Bearer s3cret-token")
+    );
+    assert!(
+        sink.rows
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|r| r.worker.as_deref() == Some("dcgm-0")),
+        "the scraped rows are stored under the target's worker"
+    );
+
+    let untrusted = target(&url, None);
+    let error = scrape_once(&untrusted, &agent(&untrusted), 1 << 20, &state)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "connect", "{error}");
+    assert!(
+        receiver
+            .requests
+            .recv_timeout(Duration::from_millis(300))
+            .is_err(),
+        "a target whose certificate does not verify was sent the request"
+    );
+
+    let mut no_token = scraped.clone();
+    no_token.bearer_token_file = Some(dir.path().join("missing"));
+    let error = scrape_once(&no_token, &agent(&no_token), 1 << 20, &state)
+        .await
+        .unwrap_err();
+    assert_eq!(error.reason(), "credentials", "{error}");
+    assert!(error.to_string().contains("missing"), "{error}");
 }

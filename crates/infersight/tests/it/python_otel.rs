@@ -171,3 +171,99 @@ fn python_sdk_authenticates_with_a_bearer_token_and_is_refused_without() {
         serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap();
     assert_eq!(rows(&answer)[0][0].1, 4, "{answer}");
 }
+
+/// `SELECT count(*) FROM requests` over https, trusting only `ca_pem`.
+fn count_over_https(ca_pem: &str, api: std::net::SocketAddr) -> Result<i64, String> {
+    let body = serde_json::json!({ "sql": "SELECT count(*) AS n FROM requests" }).to_string();
+    let mut response = crate::support::https_agent(ca_pem)
+        .post(&format!("https://{api}/api/v1/query"))
+        .header("content-type", "application/json")
+        .send(body.as_str())
+        .map_err(|e| e.to_string())?;
+    let text = response
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
+    let answer: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    Ok(rows(&answer)[0][0].1.as_i64().unwrap_or(-1))
+}
+
+/// The Python SDK against a server with `[server.tls]` and a client CA: over gRPC (TLS, ALPN
+/// h2) and HTTP (https) with the SDK's own certificate settings (`OTEL_EXPORTER_OTLP_CERTIFICATE`,
+/// `…_CLIENT_CERTIFICATE`, `…_CLIENT_KEY`) every export is stored; without a client
+/// certificate every one is refused. The API answers over https only, and after the
+/// certificate files are replaced and SIGHUP is sent, new connections get the new certificate.
+#[test]
+fn python_sdk_exports_over_tls_with_a_client_certificate() {
+    let Some(python) = python() else {
+        eprintln!(
+            "skipped: the Python OpenTelemetry SDK is not installed (.ci/run installs it and sets INFERSIGHT_TEST_PYTHON)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pki = infersight_testkit::https::TestPki::new("sdk");
+    let files = pki.write(dir.path());
+    let config = format!(
+        "[store]\nfsync = \"always\"\n[server.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\nclient_ca_file = \"{}\"\n",
+        files.server_cert.display(),
+        files.server_key.display(),
+        files.ca.display()
+    );
+    let server = Server::start(&dir.path().join("data"), &config);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/otel_send.py");
+    let send = |client_certificate: bool, extra: &[&str]| {
+        let mut command = Command::new(&python);
+        command
+            .arg(script)
+            .arg(format!("https://{}", server.grpc))
+            .arg(format!("https://{}", server.http))
+            .args(extra)
+            .env("OTEL_EXPORTER_OTLP_CERTIFICATE", &files.ca)
+            // refused exports are retried until this many seconds have passed
+            .env("OTEL_EXPORTER_OTLP_TIMEOUT", "3")
+            // requests lets these override the session's CA (the exporter's certificate file)
+            .env_remove("REQUESTS_CA_BUNDLE")
+            .env_remove("CURL_CA_BUNDLE")
+            .env_remove("OTEL_EXPORTER_OTLP_HEADERS");
+        if client_certificate {
+            command
+                .env("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", &files.client_cert)
+                .env("OTEL_EXPORTER_OTLP_CLIENT_KEY", &files.client_key);
+        }
+        let out = command.output().expect("running python");
+        assert!(
+            out.status.success(),
+            "python client:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    send(false, &["--expect-refused"]);
+    send(true, &[]);
+    assert_eq!(count_over_https(&pki.ca_pem, server.api), Ok(4));
+    let plain = crate::support::agent()
+        .get(&format!("http://{}/healthz", server.api))
+        .call()
+        .map(|r| r.status().as_u16());
+    assert!(plain.is_err(), "plain http answered: {plain:?}");
+
+    // new certificate files, then SIGHUP: new connections are served with them
+    let renewed = infersight_testkit::https::TestPki::new("renewed");
+    renewed.write(dir.path());
+    let hup = Command::new("kill")
+        .args(["-HUP", &server.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while count_over_https(&renewed.ca_pem, server.api).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the renewed certificate is not served: {:?}",
+            count_over_https(&renewed.ca_pem, server.api)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(count_over_https(&pki.ca_pem, server.api).is_err());
+}

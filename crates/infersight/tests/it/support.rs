@@ -271,6 +271,27 @@ impl Drop for Server {
     }
 }
 
+/// An https agent that trusts only the CA of `ca_pem`.
+pub fn https_agent(ca_pem: &str) -> ureq::Agent {
+    use ureq::tls::{PemItem, RootCerts, TlsConfig};
+    let roots: Vec<_> = ureq::tls::parse_pem(ca_pem.as_bytes())
+        .filter_map(|item| match item {
+            Ok(PemItem::Certificate(cert)) => Some(cert.to_owned()),
+            _ => None,
+        })
+        .collect();
+    ureq::Agent::config_builder()
+        .tls_config(
+            TlsConfig::builder()
+                .root_certs(RootCerts::Specific(std::sync::Arc::new(roots)))
+                .build(),
+        )
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(30)))
+        .build()
+        .into()
+}
+
 pub fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
