@@ -34,6 +34,9 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const RELOAD_POLL: Duration = Duration::from_secs(5);
 /// Handshaken connections waiting for their server to take them.
 const ACCEPTED_BACKLOG: usize = 64;
+/// Handshakes in progress at once, per listener; a connection beyond it is closed at once (a
+/// flood of silent clients holds no more than this many tasks and sockets).
+const MAX_HANDSHAKES: usize = 1024;
 
 /// Where the certificate, its key and the client CA come from (`[server.tls]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +134,7 @@ impl Tls {
         let local = tcp.local_addr().ok();
         let (tx, rx) = mpsc::channel(ACCEPTED_BACKLOG);
         let tls = Arc::clone(self);
+        let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
         tokio::spawn(async move {
             tokio::pin!(stop);
             loop {
@@ -147,9 +151,14 @@ impl Tls {
                         continue;
                     }
                 };
+                let Ok(permit) = Arc::clone(&handshakes).try_acquire_owned() else {
+                    tracing::warn!(%peer, ?kind, "too many TLS handshakes at once; connection closed");
+                    continue;
+                };
                 let acceptor = TlsAcceptor::from(tls.config(kind));
                 let tx = tx.clone();
                 tokio::spawn(async move {
+                    let _permit = permit;
                     let handshake =
                         tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream));
                     match handshake.await {

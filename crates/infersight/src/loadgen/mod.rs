@@ -68,6 +68,13 @@ pub struct LoadArgs {
     /// Print a progress line on stderr this often (0s: never).
     #[arg(long, default_value = "10s")]
     pub progress_every: String,
+    /// For `https://` receivers (OTLP/HTTP over TLS, gRPC over TLS with ALPN h2): the PEM
+    /// certificates the server's must chain to.
+    #[arg(long)]
+    pub ca_file: Option<PathBuf>,
+    /// Sent as `Authorization: Bearer …` (HTTP header, gRPC metadata).
+    #[arg(long, env = "INFERSIGHT_LOAD_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 /// What every sender shares: the pool, the next batch to claim and when to stop.
@@ -134,12 +141,13 @@ pub async fn run(args: LoadArgs) -> Result<i32, CliError> {
 
 /// One client per exporter: gRPC for even exporters and HTTP for odd ones when both are given.
 async fn connect(args: &LoadArgs) -> Result<Vec<Client>, CliError> {
+    let access = client::Access::new(args.ca_file.as_deref(), args.token.as_deref())?;
     let mut clients = Vec::with_capacity(args.exporters);
     for exporter in 0..args.exporters {
         let client = match (&args.grpc, &args.http) {
-            (Some(grpc), Some(_)) if exporter % 2 == 0 => Client::grpc(grpc).await?,
-            (Some(grpc), None) => Client::grpc(grpc).await?,
-            (_, Some(http)) => Client::http(http),
+            (Some(grpc), Some(_)) if exporter % 2 == 0 => Client::grpc(grpc, &access).await?,
+            (Some(grpc), None) => Client::grpc(grpc, &access).await?,
+            (_, Some(http)) => Client::http(http, &access),
             (None, None) => return Err(CliError::usage("give --grpc or --http")),
         };
         clients.push(client);
