@@ -36,7 +36,7 @@ pub fn router(state: ApiState) -> Router {
 /// the gate authenticates, authorizes and audits each call before the handler runs.
 pub fn router_with_auth(state: ApiState, auth: Arc<crate::auth::Auth>) -> Router {
     let gate = crate::auth::middleware::ApiGate {
-        auth,
+        auth: Arc::clone(&auth),
         audit: state.engine.access_audit().cloned(),
     };
     Router::new()
@@ -52,6 +52,12 @@ pub fn router_with_auth(state: ApiState, auth: Arc<crate::auth::Auth>) -> Router
         .route("/api/v1/actions", get(crate::process_state::actions))
         .route("/api/v1/stats", get(crate::process_state::stats))
         .route("/api/v1/freshness", get(freshness))
+        .route(
+            "/api/v1/session",
+            post(crate::auth::session::login)
+                .delete(crate::auth::session::logout)
+                .get(crate::auth::session::whoami),
+        )
         .merge(crate::incidents::routes())
         .merge(crate::ui::routes())
         // after every route: a known path asked with another method answers 405 with a JSON
@@ -63,6 +69,8 @@ pub fn router_with_auth(state: ApiState, auth: Arc<crate::auth::Auth>) -> Router
             gate,
             crate::auth::api_gate,
         ))
+        // the login checks tokens against the same tokens file
+        .layer(axum::Extension(auth))
         .with_state(state)
 }
 
@@ -121,9 +129,10 @@ pub fn refresh_store_gauges(counters: &Counters, store: &dyn StorageBackend) {
     );
 }
 
-/// The process's own metrics, then the SLIs of the caller's orgs (the pipeline's counters are
-/// the whole process's; the store's gauges and the SLO and action series only for a caller who
-/// may see every org, `process_state`).
+/// The process's own metrics, then the SLIs of the caller's orgs. The process's counters
+/// (records received, pipeline, queue, deliveries), the store's gauges and the SLO and action
+/// series count every org's data, so only a caller who may see every org gets them
+/// (`process_state`); any other gets its orgs' SLIs and a comment saying so.
 async fn metrics(
     State(state): State<ApiState>,
     scope: Scope,
@@ -134,7 +143,7 @@ async fn metrics(
         refresh_store_gauges(&state.counters, &*state.store);
         state.counters.render()
     } else {
-        crate::process_state::without_store_gauges(&state.counters.render())
+        crate::process_state::ORGS_ONLY_METRICS.to_string()
     };
     let store = Arc::clone(read_engine(&state, scope).store());
     // SLIs come from rollups (blocking reads); a store without rollups just has none

@@ -119,19 +119,9 @@ pub(crate) async fn stats(
     })))
 }
 
-/// `/metrics` text without the store's gauges (`infersight_store_*`), for a caller who may not
-/// see every org.
-pub(crate) fn without_store_gauges(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for line in text.lines() {
-        let name = line
-            .strip_prefix("# HELP ")
-            .or_else(|| line.strip_prefix("# TYPE "))
-            .unwrap_or(line);
-        if !name.starts_with("infersight_store_") {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
-}
+/// What `/metrics` says first to a caller who may not see every org: the process's counters
+/// and the store's gauges count every org's data (their volumes, errors, deliveries), so only
+/// the caller's orgs' SLIs follow.
+pub(crate) const ORGS_ONLY_METRICS: &str = "# infersight: the SLIs of your orgs only; the \
+process's counters and the store's gauges count every org's data and are served with \
+authentication off or to an admin token\n";

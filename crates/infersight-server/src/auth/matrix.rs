@@ -320,3 +320,132 @@ async fn a_route_inside_the_gate_without_a_row_is_refused_not_served() {
     let (status, _, body) = send(&router, sample("DELETE", "/healthz", None)).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{body}");
 }
+
+/// The UI's login: a good token is answered with who it is and an `HttpOnly; SameSite=Strict`
+/// session cookie, which then authenticates requests without a header (as that token, with its
+/// role); a bad token gets 401 and no cookie; a header wins over the cookie; logging out clears
+/// it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_sets_a_session_cookie_that_authenticates_as_its_token() {
+    let f = fixture();
+    let viewer = f
+        .callers
+        .iter()
+        .find(|c| c.role == Some(Role::Viewer))
+        .and_then(|c| c.authorization.as_deref())
+        .and_then(|a| a.strip_prefix("Bearer "))
+        .unwrap()
+        .to_string();
+    let login = |token: &str| {
+        Request::builder()
+            .method("POST")
+            .uri("/api/v1/session")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(json_body(token)))
+            .unwrap()
+    };
+    let response = f.router.clone().oneshot(login(&viewer)).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let cookie = response
+        .headers()
+        .get(header::SET_COOKIE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(cookie.contains(attribute), "{cookie}");
+    }
+    let pair = cookie.split(';').next().unwrap().to_string();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let me: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(me["name"], "viewer-token", "{me}");
+    assert_eq!(me["role"], "viewer", "{me}");
+
+    let with_cookie = |method: &str, path: &str, cookie: &str, authorization: Option<&str>| {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::COOKIE, cookie);
+        if let Some(value) = authorization {
+            request = request.header(header::AUTHORIZATION, value);
+        }
+        request.body(Body::empty()).unwrap()
+    };
+    let (status, _, body) = send(
+        &f.router,
+        with_cookie("GET", "/api/v1/incidents", &pair, None),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _, body) = send(
+        &f.router,
+        with_cookie("GET", "/api/v1/session", &pair, None),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("viewer-token"), "{body}");
+    // the cookie is the viewer's: no SQL
+    let query = Request::builder()
+        .method("POST")
+        .uri("/api/v1/query")
+        .header(header::COOKIE, &pair)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(r#"{"sql": "SELECT 1 AS one"}"#))
+        .unwrap();
+    let (status, _, body) = send(&f.router, query).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    // a header wins over the cookie
+    let (status, _, _) = send(
+        &f.router,
+        with_cookie(
+            "GET",
+            "/api/v1/incidents",
+            &pair,
+            Some("Bearer ist_unknown"),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // a bad token: 401, no cookie; a forged cookie: 401
+    let response = f
+        .router
+        .clone()
+        .oneshot(login("ist_not_a_token"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    assert!(response.headers().get(header::SET_COOKIE).is_none());
+    let (status, _, _) = send(
+        &f.router,
+        with_cookie(
+            "GET",
+            "/api/v1/incidents",
+            "infersight_token=ist_forged",
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // logging out clears the cookie
+    let response = f
+        .router
+        .clone()
+        .oneshot(with_cookie("DELETE", "/api/v1/session", &pair, None))
+        .await
+        .unwrap();
+    let cleared = response
+        .headers()
+        .get(header::SET_COOKIE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    assert!(
+        cleared.starts_with("infersight_token=;") && cleared.contains("Max-Age=0"),
+        "{cleared}"
+    );
+}
+
+fn json_body(token: &str) -> String {
+    serde_json::json!({ "token": token }).to_string()
+}

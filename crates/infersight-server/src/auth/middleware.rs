@@ -68,16 +68,19 @@ fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
 }
 
-/// Authenticates a request from its headers and peer.
+/// Authenticates a request from its headers (`Authorization`, else the UI's session cookie:
+/// `super::session`) and peer.
 fn identify(
     auth: &Auth,
     headers: &HeaderMap,
     peer: Option<SocketAddr>,
 ) -> Result<Identity, Refusal> {
+    let from_cookie = super::session::cookie_token(headers).map(|token| format!("Bearer {token}"));
     auth.authenticate(
         headers
             .get(header::AUTHORIZATION)
-            .map(HeaderValue::as_bytes),
+            .map(HeaderValue::as_bytes)
+            .or(from_cookie.as_deref().map(str::as_bytes)),
         |name| header_text(headers, name),
         peer.map(|addr| addr.ip()),
         now_ns(),

@@ -15,6 +15,7 @@ pub mod middleware;
 pub mod orgs;
 pub mod role;
 pub mod routes;
+pub mod session;
 pub mod tokens;
 
 #[cfg(test)]

@@ -58,7 +58,8 @@ pub const ROUTES: &[RouteRule] = &[
     rule("GET", "/api/v1/slo", VIEWER, Audit::No),
     rule("GET", "/api/v1/alerts", VIEWER, Audit::No),
     rule("GET", "/api/v1/actions", VIEWER, Audit::No),
-    rule("GET", "/api/v1/stats", VIEWER, Audit::No),
+    // the store's statistics, or the caller's orgs' row counts (read through SQL): a read
+    rule("GET", "/api/v1/stats", VIEWER, Audit::Call),
     // when each source last sent data (names of services and workers, no values)
     rule("GET", "/api/v1/freshness", VIEWER, Audit::No),
     rule("GET", "/api/v1/incidents", VIEWER, Audit::Call),
@@ -76,6 +77,10 @@ pub const ROUTES: &[RouteRule] = &[
         OPERATOR,
         Audit::Call,
     ),
+    // the UI's login (`auth::session`): a login checks its token itself; who is logged in
+    rule("POST", "/api/v1/session", Access::Public, Audit::No),
+    rule("DELETE", "/api/v1/session", Access::Public, Audit::No),
+    rule("GET", "/api/v1/session", VIEWER, Audit::No),
     // the UI's page and static files hold no data; its API calls are checked one by one
     rule("GET", "/", Access::Public, Audit::No),
     rule("GET", "/ui/{name}", Access::Public, Audit::No),

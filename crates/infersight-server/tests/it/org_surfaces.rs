@@ -185,10 +185,22 @@ fn process_state_is_an_admins_and_other_orgs_see_only_their_own_rows() {
             assert_eq!(status, StatusCode::OK, "admin: {uri}: {whole}");
             assert!(whole.contains("globex-ttft"), "admin: {uri}: {whole}");
         }
+        // an org's caller gets its SLIs and nothing that counts every org's data: no store
+        // gauge, no receiver or pipeline counter
         let (_, text) = ask(&server.api, acme, ("GET", "/metrics", "")).await;
-        assert!(!text.contains("infersight_store_"), "{text}");
+        let foreign: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .filter(|l| !l.starts_with("infersight_sli_"))
+            .collect();
+        assert!(foreign.is_empty(), "{foreign:?}");
+        assert!(text.contains("infersight_sli_"), "{text}");
         let (_, whole) = ask(&server.api, &server.admin, ("GET", "/metrics", "")).await;
         assert!(whole.contains("infersight_store_segment_rows"), "{whole}");
+        assert!(
+            whole.contains("infersight_receiver_records_total"),
+            "{whole}"
+        );
 
         let (status, text) = ask(&server.api, acme, ("GET", "/api/v1/stats", "")).await;
         assert_eq!(status, StatusCode::OK, "{text}");

@@ -28,6 +28,7 @@ mod ui;
 mod ui_compare;
 mod ui_fresh;
 mod ui_incidents;
+mod ui_login;
 mod ui_logs;
 mod variations;
 mod watch;

@@ -33,9 +33,27 @@ async function answer(response, path) {
   const body = await response.json().catch(() => null);
   if (!response.ok) {
     const message = body && body.error ? body.error.message || JSON.stringify(body.error) : '';
-    throw new Error(`${path}: ${response.status} ${message}`);
+    const error = new Error(`${path}: ${response.status} ${message}`);
+    // 401: the shell asks for a token (login), whatever page asked
+    error.status = response.status;
+    throw error;
   }
   return body;
+}
+
+/** Who is logged in (`GET /api/v1/session`); an error with `status` 401 when no one is. */
+export async function session() {
+  return getJSON('/api/v1/session');
+}
+
+/** Logs in with an API token: the server sets the session cookie; answers who it is. */
+export async function logIn(token) {
+  return postJSON('/api/v1/session', { token });
+}
+
+/** Logs out: the server drops the session cookie. */
+export async function logOut() {
+  await fetch('/api/v1/session', { method: 'DELETE' });
 }
 
 /** Queries one page keeps in flight at most (a server may limit each caller's; 429 above it). */

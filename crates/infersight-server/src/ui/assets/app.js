@@ -3,9 +3,11 @@
 // query string, so a URL reproduces the view. The header says when the data last arrived; a
 // relative range ends at the last data when nothing newer exists (said on screen, `anchor=now`
 // undoes it), an empty range offers to jump to the last data, and a source that stopped sending
-// while the others go on is warned about on every page.
+// while the others go on is warned about on every page. With authentication on, a caller the
+// server does not know gets the login form (an API token; the server keeps it in an HttpOnly
+// cookie) and the header says who is logged in.
 
-import { sql, getJSON, h, ago, fmtTime, isoText, fromIsoText } from './api.js';
+import { sql, getJSON, h, ago, fmtTime, isoText, fromIsoText, session, logIn, logOut } from './api.js';
 import { overview } from './overview.js';
 import { heatmapPage } from './heatmap.js';
 import { incidentsPage, incidentPage } from './incidents.js';
@@ -43,6 +45,7 @@ const lastData = document.getElementById('last-data');
 const customForm = document.getElementById('custom-range');
 const rangeFrom = document.getElementById('range-from');
 const rangeTo = document.getElementById('range-to');
+const who = document.getElementById('who');
 // the custom range's ISO text (api.js), exported here too for the tests that import the shell
 export { isoText, fromIsoText };
 let generation = 0;
@@ -208,6 +211,53 @@ function drawNav(state) {
   }));
 }
 
+/** The header's "name (role) · Log out", when authentication is on. */
+function drawWho(me) {
+  if (!me || !me.authentication) {
+    who.hidden = true;
+    who.replaceChildren();
+    return;
+  }
+  const orgs = me.orgs && me.orgs.length ? ` · ${me.orgs.join(', ')}` : '';
+  const out = h('button', { type: 'button', class: 'secondary', 'data-action': 'log-out' }, 'Log out');
+  out.addEventListener('click', async () => {
+    await logOut();
+    drawWho(null);
+    showLogin('Logged out.');
+  });
+  who.replaceChildren(h('span', { 'data-who': me.name, title: `role ${me.role}` }, `${me.name} (${me.role})${orgs}`), out);
+  who.hidden = false;
+}
+
+/** The login form in place of the page: an API token, checked by the server. */
+function showLogin(message) {
+  clearTimeout(timer);
+  generation += 1;
+  drawWho(null);
+  document.title = 'Log in · infersight';
+  const input = h('input', { type: 'password', id: 'login-token', name: 'token', autocomplete: 'off', spellcheck: 'false', placeholder: 'ist_…', required: true, 'aria-label': 'API token' });
+  const status = h('p', { class: message && message !== 'Logged out.' ? 'error' : 'muted', role: 'alert', 'data-login-status': '' }, message || '');
+  const form = h('form', { class: 'login', 'data-login': '' },
+    h('label', {}, 'API token ', input),
+    h('button', { type: 'submit' }, 'Log in'),
+    status,
+    h('p', { class: 'muted' }, 'Create one with `infersight tokens create --role viewer` (or analyst, operator, admin).'));
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    try {
+      drawWho(await logIn(input.value.trim()));
+      input.value = '';
+      render();
+    } catch (error) {
+      status.className = 'error';
+      status.textContent = error.status === 401 ? 'That token is unknown, revoked or expired.' : String(error.message || error);
+    }
+  });
+  view.replaceChildren(h('h1', {}, 'Log in'), form);
+  view.dataset.state = 'login';
+  input.focus();
+}
+
 async function render() {
   const state = readState();
   const mine = ++generation;
@@ -237,6 +287,10 @@ async function render() {
     view.dataset.state = 'ready';
   } catch (error) {
     if (mine !== generation) return;
+    if (error.status === 401) {
+      showLogin('Your session ended: log in again.');
+      return;
+    }
     view.replaceChildren(h('h1', {}, page.title), h('p', { class: 'error', role: 'alert' }, String(error.message || error)));
     view.dataset.state = 'error';
   }
@@ -282,4 +336,7 @@ document.addEventListener('click', (event) => {
   view.focus({ preventScroll: true });
 });
 window.addEventListener('popstate', render);
-render();
+// who is calling first: a stranger gets the login form instead of a page of refusals
+session()
+  .then((me) => { drawWho(me); render(); })
+  .catch((error) => (error.status === 401 ? showLogin('') : render()));

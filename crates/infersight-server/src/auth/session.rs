@@ -1,0 +1,155 @@
+//! The UI's login: a browser cannot add `Authorization` to the links it follows (a report, an
+//! export), so the UI logs in once with a token (`POST /api/v1/session`), which the server checks
+//! and hands back as an `HttpOnly; SameSite=Strict` cookie; the API gate then takes that cookie's
+//! token where a request has no `Authorization` header (the header wins when both are sent).
+//! `SameSite=Strict` keeps the cookie off requests other sites start, so a page elsewhere cannot
+//! act with it; `HttpOnly` keeps it from scripts. `GET /api/v1/session` says who is logged in
+//! (the UI shows it); `DELETE /api/v1/session` logs out. With authentication off the session is
+//! the anonymous admin's and there is nothing to log in to.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Extension};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::{Auth, Identity, Refusal, Via};
+use infersight_model::time::now_ns;
+
+/// The cookie holding a logged-in browser's token.
+pub const COOKIE: &str = "infersight_token";
+/// How long a browser keeps the cookie (the token's own expiry still applies).
+const COOKIE_MAX_AGE_S: u64 = 12 * 3600;
+
+/// The token of the session cookie in `headers`, if any.
+pub fn cookie_token(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, token)| token.trim().to_string())
+        .filter(|token| !token.is_empty())
+}
+
+/// What `GET /api/v1/session` and a login answer: who the caller is.
+fn describe(identity: &Identity, auth_on: bool) -> serde_json::Value {
+    json!({
+        "name": identity.name,
+        "role": identity.role.name(),
+        "orgs": identity.tenants,
+        "authentication": auth_on,
+        "via": match identity.via {
+            Via::Open => "open",
+            Via::Token => "token",
+            Via::Proxy => "proxy",
+        },
+    })
+}
+
+fn error(status: StatusCode, kind: &str, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({ "error": { "kind": kind, "message": message } })),
+    )
+        .into_response()
+}
+
+/// `POST /api/v1/session` `{"token": "ist_…"}`: checks the token as the gate would and sets the
+/// session cookie; 401 for an unknown, revoked or expired token, 400 for a body without one.
+pub async fn login(
+    Extension(auth): Extension<Arc<Auth>>,
+    connect: Option<Extension<ConnectInfo<SocketAddr>>>,
+    body: axum::body::Bytes,
+) -> Response {
+    let token = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v["token"].as_str().map(str::trim).map(str::to_string))
+        .filter(|t| !t.is_empty());
+    let Some(token) = token else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "expected a JSON body {\"token\": \"<an API token>\"}",
+        );
+    };
+    if !auth.is_enabled() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "authentication is off: there is nothing to log in to",
+        );
+    }
+    let peer = connect.map(|Extension(ConnectInfo(addr))| addr.ip());
+    let header = format!("Bearer {token}");
+    match auth.authenticate(Some(header.as_bytes()), |_| None, peer, now_ns()) {
+        Ok(identity) => {
+            tracing::info!(name = %identity.name, "UI login");
+            let cookie = format!(
+                "{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={COOKIE_MAX_AGE_S}"
+            );
+            let mut response = axum::Json(describe(&identity, true)).into_response();
+            if let Ok(value) = HeaderValue::from_str(&cookie) {
+                response.headers_mut().insert(header::SET_COOKIE, value);
+            }
+            response
+        }
+        Err(Refusal::Unauthenticated(message)) => {
+            tracing::info!(%message, "UI login refused");
+            error(StatusCode::UNAUTHORIZED, "unauthenticated", &message)
+        }
+        Err(Refusal::Forbidden(message) | Refusal::TooManyRequests(message, _)) => {
+            error(StatusCode::FORBIDDEN, "forbidden", &message)
+        }
+    }
+}
+
+/// `DELETE /api/v1/session`: the browser drops its cookie.
+pub async fn logout() -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static("infersight_token=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
+    );
+    response
+}
+
+/// `GET /api/v1/session`: the caller the gate identified (by header, cookie or proxy).
+pub async fn whoami(
+    Extension(auth): Extension<Arc<Auth>>,
+    Extension(identity): Extension<Identity>,
+) -> Response {
+    axum::Json(describe(&identity, auth.is_enabled())).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_cookie_is_found_among_others() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(cookie_token(&headers), None);
+        headers.append(
+            header::COOKIE,
+            HeaderValue::from_static("theme=dark; infersight_token=ist_abc ; other=1"),
+        );
+        assert_eq!(cookie_token(&headers).as_deref(), Some("ist_abc"));
+        let mut empty = HeaderMap::new();
+        empty.append(
+            header::COOKIE,
+            HeaderValue::from_static("infersight_token="),
+        );
+        assert_eq!(cookie_token(&empty), None);
+        let mut prefixed = HeaderMap::new();
+        prefixed.append(
+            header::COOKIE,
+            HeaderValue::from_static("xinfersight_token=ist_x"),
+        );
+        assert_eq!(cookie_token(&prefixed), None);
+    }
+}

@@ -1,0 +1,139 @@
+//! The web UI's login in headless Chromium, against `infersight serve` with authentication on:
+//! a browser without a token gets the login form (not a page of refusals); a wrong token is
+//! refused on the form; a viewer token opens the overview and the header says who is logged in;
+//! the session cookie is out of the page's scripts' reach (HttpOnly) yet authenticates plain
+//! same-origin requests (a report link works); logging out brings the form back and the cookie
+//! no longer works. Without Chromium it skips (fails with `INFERSIGHT_TEST_CHROMIUM=1`).
+
+use std::process::Command;
+use std::time::Duration;
+
+use infersight_testkit::chromium::{self, Driver};
+use serde_json::json;
+
+use crate::support::Server;
+use crate::ui::{check_page, click, wait_for_page};
+
+/// The status of a same-origin `GET path` from the page (cookies go along, as for a link).
+fn status_from_page(driver: &Driver, path: &str) -> u64 {
+    driver
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             fetch(arguments[0]).then(r => done(r.status), e => done(String(e)));",
+            json!([path]),
+        )
+        .as_u64()
+        .unwrap_or(0)
+}
+
+/// Types `token` into the login form and submits it.
+fn log_in(driver: &Driver, token: &str) {
+    let submitted = driver.execute(
+        "const input = document.getElementById('login-token');
+         if (!input) return false;
+         input.value = arguments[0];
+         input.form.requestSubmit();
+         return true;",
+        json!([token]),
+    );
+    assert_eq!(submitted, json!(true), "no login form");
+}
+
+fn wait_for_login_form(driver: &Driver, what: &str) -> serde_json::Value {
+    driver.wait_for(
+        what,
+        "const m = document.getElementById('view');
+         return m && m.dataset.state === 'login' && document.getElementById('login-token')
+           ? { text: m.innerText, who: document.getElementById('who').hidden } : null;",
+        Duration::from_secs(30),
+    )
+}
+
+#[test]
+fn the_ui_logs_in_with_a_token_and_says_who_is_logged_in() {
+    if !chromium::available("the_ui_logs_in_with_a_token_and_says_who_is_logged_in") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = format!(
+        "[store]\nfsync = \"never\"\n[auth]\ntokens_file = \"{}\"\n",
+        dir.path().join("tokens.json").display()
+    );
+    std::fs::write(data.with_extension("toml"), &config).unwrap();
+    let created = Command::new(crate::support::bin())
+        .args([
+            "tokens",
+            "create",
+            "--name",
+            "ui-viewer",
+            "--role",
+            "viewer",
+            "--config",
+        ])
+        .arg(data.with_extension("toml"))
+        .output()
+        .unwrap();
+    let token = crate::support::ok(&created, "infersight tokens create")
+        .trim()
+        .to_string();
+    let server = Server::start(&data, &config);
+    let base = format!("http://{}", server.api);
+    let out = chromium::screenshot_dir(env!("CARGO_MANIFEST_DIR"), "ui-screenshots");
+    let profile = tempfile::tempdir().unwrap();
+    let mut driver = Driver::start();
+    driver.open_session(profile.path());
+    driver.set_window_size(1280, 800);
+
+    // no token: the login form, and no one in the header
+    driver.navigate(&format!("{base}/?page=overview"));
+    let form = wait_for_login_form(&driver, "the login form");
+    assert_eq!(form["who"], json!(true), "{form}");
+    assert_eq!(status_from_page(&driver, "/api/v1/incidents"), 401);
+
+    // a wrong token is refused on the form
+    log_in(&driver, "ist_0000");
+    let refused = driver.wait_for(
+        "the refusal",
+        "const s = document.querySelector('[data-login-status]');
+         return s && s.textContent.includes('unknown') ? s.textContent : null;",
+        Duration::from_secs(30),
+    );
+    assert!(
+        refused.as_str().unwrap_or_default().contains("unknown"),
+        "{refused}"
+    );
+
+    // the viewer's token: the overview, and the header names the token and its role
+    log_in(&driver, &token);
+    wait_for_page(&driver, "overview");
+    let who = driver.execute(
+        "const w = document.getElementById('who'); return w.hidden ? null : w.innerText",
+        json!([]),
+    );
+    let who = who.as_str().unwrap_or_default();
+    assert!(who.contains("ui-viewer (viewer)"), "{who}");
+    let cookies = driver.execute("return document.cookie", json!([]));
+    assert!(
+        !cookies.as_str().unwrap_or_default().contains("ist_"),
+        "the token is readable by scripts: {cookies}"
+    );
+    assert_eq!(status_from_page(&driver, "/api/v1/incidents"), 200);
+    // the console so far holds only the browser's lines of the refusals before the login
+    let before = driver.console_errors();
+    assert!(
+        before.iter().all(|e| e["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("status of 401"))),
+        "{before:#?}"
+    );
+    // a reload keeps the session
+    driver.navigate(&format!("{base}/?page=incidents"));
+    wait_for_page(&driver, "incidents");
+    check_page(&driver, &out, "login-incidents", 0);
+
+    // logging out: the form again, and the cookie no longer opens anything
+    click(&driver, "[data-action=\"log-out\"]");
+    wait_for_login_form(&driver, "the login form after logging out");
+    assert_eq!(status_from_page(&driver, "/api/v1/incidents"), 401);
+}
