@@ -1,7 +1,7 @@
 //! The periodic evaluation loop of `serve`: SLO alerting ([`crate::alerts::run_alert_loop`]) and
 //! automatic actions ([`crate::actions::run_action_loop`]) each run one, every evaluation on a
 //! blocking thread (they read rollups, POST webhooks, fsync), until shutdown; the watcher steps on
-//! the same [`Ticks`].
+//! the same [`Ticks`]; [`spawn_reloader`] re-reads the tokens file and the TLS certificate.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -51,6 +51,52 @@ pub async fn run_every(
             tracing::error!(%err, "{what} task failed");
         }
     }
+}
+
+/// Re-reads a configuration file of `serve` (the tokens file, the TLS certificate) on SIGHUP
+/// and when it changes, until `stop`: `reload(forced)` runs on a blocking thread, forced on
+/// SIGHUP, else every `poll` to reload only what changed; it answers `Some(detail)` when it
+/// reloaded, `None` when nothing changed, or why it failed (what was read before stays).
+pub fn spawn_reloader(
+    what: &'static str,
+    poll: Duration,
+    stop: impl Future<Output = ()> + Send + 'static,
+    reload: impl Fn(bool) -> Result<Option<String>, String> + Send + Sync + 'static,
+) -> tokio::task::JoinHandle<()> {
+    let reload = Arc::new(reload);
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        let mut hangup =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+        let mut ticks = tokio::time::interval(poll);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(stop);
+        loop {
+            #[cfg(unix)]
+            let hangup_received = async {
+                match hangup.as_mut() {
+                    Some(signal) => signal.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            #[cfg(not(unix))]
+            let hangup_received = std::future::pending::<Option<()>>();
+            let forced = tokio::select! {
+                _ = &mut stop => return,
+                _ = ticks.tick() => false,
+                _ = hangup_received => true,
+            };
+            let reload = Arc::clone(&reload);
+            match tokio::task::spawn_blocking(move || reload(forced)).await {
+                Ok(Ok(Some(detail))) => tracing::info!("{what} reloaded{detail}"),
+                Ok(Ok(None)) => {}
+                Ok(Err(error)) => {
+                    tracing::error!(%error, "{what} not reloaded; what was read before stays")
+                }
+                Err(error) => tracing::error!(%error, "reloading {what} failed"),
+            }
+        }
+    })
 }
 
 #[cfg(test)]

@@ -183,46 +183,14 @@ pub fn spawn_reloader(
     poll: Duration,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        #[cfg(unix)]
-        let mut hangup =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-        let mut ticks = tokio::time::interval(poll);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tokio::pin!(stop);
-        loop {
-            #[cfg(unix)]
-            let hangup_received = async {
-                match hangup.as_mut() {
-                    Some(signal) => signal.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
-            #[cfg(not(unix))]
-            let hangup_received = std::future::pending::<Option<()>>();
-            let forced = tokio::select! {
-                _ = &mut stop => return,
-                _ = ticks.tick() => false,
-                _ = hangup_received => true,
-            };
-            let tls = Arc::clone(&tls);
-            let result = tokio::task::spawn_blocking(move || {
-                if forced {
-                    tls.reload().map(|()| true)
-                } else {
-                    tls.reload_if_changed()
-                }
-            })
-            .await;
-            match result {
-                Ok(Ok(true)) => tracing::info!("TLS certificate reloaded"),
-                Ok(Ok(false)) => {}
-                Ok(Err(error)) => {
-                    tracing::error!(%error, "TLS certificate not reloaded; the old one stays")
-                }
-                Err(error) => tracing::error!(%error, "TLS reload task failed"),
-            }
+    crate::periodic::spawn_reloader("the TLS certificate", poll, stop, move |forced| {
+        let reloaded = if forced {
+            tls.reload().map(|()| true)
+        } else {
+            tls.reload_if_changed()
         }
+        .map_err(|e| e.to_string())?;
+        Ok(reloaded.then(String::new))
     })
 }
 

@@ -770,15 +770,7 @@ impl Config {
         if self.server.queue_capacity == 0 {
             errors.push("server.queue_capacity: must be at least 1".into());
         }
-        match self.server.tls.files() {
-            Err(problems) => errors.extend(problems),
-            Ok(Some(files)) => {
-                if let Err(problem) = infersight_server::tls::Tls::load(files) {
-                    errors.push(problem.to_string());
-                }
-            }
-            Ok(None) => {}
-        }
+        self.validate_tls(&mut errors);
         let maintenance_interval = parse_duration(
             &mut errors,
             "server.maintenance_interval",
@@ -972,6 +964,19 @@ impl Config {
     }
 
     /// Checks `[scrape]`; its parsed durations when they all parse.
+    /// `[server.tls]`: set whole or not at all, and its files readable and matching.
+    fn validate_tls(&self, errors: &mut Vec<String>) {
+        match self.server.tls.files() {
+            Err(problems) => errors.extend(problems),
+            Ok(Some(files)) => {
+                if let Err(problem) = infersight_server::tls::Tls::load(files) {
+                    errors.push(problem.to_string());
+                }
+            }
+            Ok(None) => {}
+        }
+    }
+
     fn validate_scrape(&self, errors: &mut Vec<String>) -> Option<ScrapeDurations> {
         let scrape = &self.scrape;
         let interval = parse_duration(errors, "scrape.interval", &scrape.interval);

@@ -27,7 +27,7 @@ pub struct ApiGate {
 }
 
 /// The API's error body, as `state::ApiError` writes it.
-fn json_error(status: StatusCode, kind: &str, message: &str) -> Response {
+pub(super) fn json_error(status: StatusCode, kind: &str, message: &str) -> Response {
     let mut response = (
         status,
         Json(json!({ "error": { "kind": kind, "message": message } })),

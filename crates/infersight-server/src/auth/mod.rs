@@ -315,50 +315,16 @@ pub fn spawn_reloader(
     poll: std::time::Duration,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        if !auth.is_enabled() {
-            return;
+    if !auth.is_enabled() {
+        return tokio::spawn(async {});
+    }
+    crate::periodic::spawn_reloader("the tokens file", poll, stop, move |forced| {
+        let reloaded = if forced {
+            auth.reload().map(|()| true)
+        } else {
+            auth.reload_if_changed()
         }
-        #[cfg(unix)]
-        let mut hangup =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-        let mut ticks = tokio::time::interval(poll);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tokio::pin!(stop);
-        loop {
-            #[cfg(unix)]
-            let hangup_received = async {
-                match hangup.as_mut() {
-                    Some(signal) => signal.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
-            #[cfg(not(unix))]
-            let hangup_received = std::future::pending::<Option<()>>();
-            let forced = tokio::select! {
-                _ = &mut stop => return,
-                _ = ticks.tick() => false,
-                _ = hangup_received => true,
-            };
-            let auth = Arc::clone(&auth);
-            let result = tokio::task::spawn_blocking(move || {
-                let result = if forced {
-                    auth.reload().map(|()| true)
-                } else {
-                    auth.reload_if_changed()
-                };
-                (result, auth.tokens().len())
-            })
-            .await;
-            match result {
-                Ok((Ok(true), tokens)) => tracing::info!(tokens, "tokens file reloaded"),
-                Ok((Ok(false), _)) => {}
-                Ok((Err(error), _)) => tracing::error!(
-                    %error,
-                    "the tokens file was not reloaded; the tokens read before stay in effect"
-                ),
-                Err(error) => tracing::error!(%error, "reloading the tokens file failed"),
-            }
-        }
+        .map_err(|e| e.to_string())?;
+        Ok(reloaded.then(|| format!(" ({} tokens)", auth.tokens().len())))
     })
 }

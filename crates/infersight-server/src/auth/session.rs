@@ -15,6 +15,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use super::middleware::json_error;
 use super::{Auth, Identity, Refusal, Via};
 use infersight_model::time::now_ns;
 
@@ -51,14 +52,6 @@ fn describe(identity: &Identity, auth_on: bool) -> serde_json::Value {
     })
 }
 
-fn error(status: StatusCode, kind: &str, message: &str) -> Response {
-    (
-        status,
-        axum::Json(json!({ "error": { "kind": kind, "message": message } })),
-    )
-        .into_response()
-}
-
 /// `POST /api/v1/session` `{"token": "ist_…"}`: checks the token as the gate would and sets the
 /// session cookie; 401 for an unknown, revoked or expired token, 400 for a body without one.
 pub async fn login(
@@ -71,14 +64,14 @@ pub async fn login(
         .and_then(|v| v["token"].as_str().map(str::trim).map(str::to_string))
         .filter(|t| !t.is_empty());
     let Some(token) = token else {
-        return error(
+        return json_error(
             StatusCode::BAD_REQUEST,
             "bad_request",
             "expected a JSON body {\"token\": \"<an API token>\"}",
         );
     };
     if !auth.is_enabled() {
-        return error(
+        return json_error(
             StatusCode::BAD_REQUEST,
             "bad_request",
             "authentication is off: there is nothing to log in to",
@@ -100,10 +93,10 @@ pub async fn login(
         }
         Err(Refusal::Unauthenticated(message)) => {
             tracing::info!(%message, "UI login refused");
-            error(StatusCode::UNAUTHORIZED, "unauthenticated", &message)
+            json_error(StatusCode::UNAUTHORIZED, "unauthenticated", &message)
         }
         Err(Refusal::Forbidden(message) | Refusal::TooManyRequests(message, _)) => {
-            error(StatusCode::FORBIDDEN, "forbidden", &message)
+            json_error(StatusCode::FORBIDDEN, "forbidden", &message)
         }
     }
 }

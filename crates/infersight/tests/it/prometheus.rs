@@ -166,16 +166,7 @@ fn a_real_prometheus_scrapes_over_https_with_a_bearer_token() {
         files.server_key.display()
     );
     std::fs::write(data.with_extension("toml"), &config).unwrap();
-    let created = Command::new(crate::support::bin())
-        .args([
-            "tokens", "create", "--name", "prom", "--role", "admin", "--config",
-        ])
-        .arg(data.with_extension("toml"))
-        .output()
-        .unwrap();
-    let token = crate::support::ok(&created, "infersight tokens create")
-        .trim()
-        .to_string();
+    let token = crate::support::create_token(&data.with_extension("toml"), "prom", "admin");
     let server = Server::start(&data, &config);
     let body = request_spans("prom", 50, now_ns() - 120_000_000_000).encode_to_vec();
     let status = crate::support::https_agent(&pki.ca_pem)

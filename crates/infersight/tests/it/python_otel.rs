@@ -17,12 +17,20 @@ fn python() -> Option<String> {
     probe.status.success().then(|| "python3".to_string())
 }
 
-#[test]
-fn python_sdk_over_grpc_and_http_is_normalized() {
-    let Some(python) = python() else {
+/// [`python`], or a line saying the test is skipped.
+fn python_or_skip() -> Option<String> {
+    let found = python();
+    if found.is_none() {
         eprintln!(
             "skipped: the Python OpenTelemetry SDK is not installed (.ci/run installs it and sets INFERSIGHT_TEST_PYTHON)"
         );
+    }
+    found
+}
+
+#[test]
+fn python_sdk_over_grpc_and_http_is_normalized() {
+    let Some(python) = python_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -109,10 +117,7 @@ fn python_sdk_over_grpc_and_http_is_normalized() {
 /// (`OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20…`, as HTTP header and gRPC metadata).
 #[test]
 fn python_sdk_authenticates_with_a_bearer_token_and_is_refused_without() {
-    let Some(python) = python() else {
-        eprintln!(
-            "skipped: the Python OpenTelemetry SDK is not installed (.ci/run installs it and sets INFERSIGHT_TEST_PYTHON)"
-        );
+    let Some(python) = python_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -123,16 +128,7 @@ fn python_sdk_authenticates_with_a_bearer_token_and_is_refused_without() {
     );
     std::fs::write(data.with_extension("toml"), &config).unwrap();
     let token = |name: &str, role: &str| {
-        let output = Command::new(crate::support::bin())
-            .args([
-                "tokens", "create", "--name", name, "--role", role, "--config",
-            ])
-            .arg(data.with_extension("toml"))
-            .output()
-            .unwrap();
-        crate::support::ok(&output, "infersight tokens create")
-            .trim()
-            .to_string()
+        crate::support::create_token(&data.with_extension("toml"), name, role)
     };
     let (exporter, admin) = (token("sdk", "ingest"), token("admin", "admin"));
     let server = Server::start(&data, &config);
@@ -195,10 +191,7 @@ fn count_over_https(ca_pem: &str, api: std::net::SocketAddr) -> Result<i64, Stri
 /// certificate files are replaced and SIGHUP is sent, new connections get the new certificate.
 #[test]
 fn python_sdk_exports_over_tls_with_a_client_certificate() {
-    let Some(python) = python() else {
-        eprintln!(
-            "skipped: the Python OpenTelemetry SDK is not installed (.ci/run installs it and sets INFERSIGHT_TEST_PYTHON)"
-        );
+    let Some(python) = python_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -271,6 +271,18 @@ impl Drop for Server {
     }
 }
 
+/// `infersight tokens create --name NAME --role ROLE --config CONFIG`: the token it printed.
+pub fn create_token(config: &Path, name: &str, role: &str) -> String {
+    let output = Command::new(bin())
+        .args([
+            "tokens", "create", "--name", name, "--role", role, "--config",
+        ])
+        .arg(config)
+        .output()
+        .unwrap();
+    ok(&output, "infersight tokens create").trim().to_string()
+}
+
 /// An https agent that trusts only the CA of `ca_pem`.
 pub fn https_agent(ca_pem: &str) -> ureq::Agent {
     use ureq::tls::{PemItem, RootCerts, TlsConfig};

@@ -5,7 +5,6 @@
 //! same-origin requests (a report link works); logging out brings the form back and the cookie
 //! no longer works. Without Chromium it skips (fails with `INFERSIGHT_TEST_CHROMIUM=1`).
 
-use std::process::Command;
 use std::time::Duration;
 
 use infersight_testkit::chromium::{self, Driver};
@@ -61,22 +60,7 @@ fn the_ui_logs_in_with_a_token_and_says_who_is_logged_in() {
         dir.path().join("tokens.json").display()
     );
     std::fs::write(data.with_extension("toml"), &config).unwrap();
-    let created = Command::new(crate::support::bin())
-        .args([
-            "tokens",
-            "create",
-            "--name",
-            "ui-viewer",
-            "--role",
-            "viewer",
-            "--config",
-        ])
-        .arg(data.with_extension("toml"))
-        .output()
-        .unwrap();
-    let token = crate::support::ok(&created, "infersight tokens create")
-        .trim()
-        .to_string();
+    let token = crate::support::create_token(&data.with_extension("toml"), "ui-viewer", "viewer");
     let server = Server::start(&data, &config);
     let base = format!("http://{}", server.api);
     let out = chromium::screenshot_dir(env!("CARGO_MANIFEST_DIR"), "ui-screenshots");
