@@ -150,6 +150,15 @@ pub async fn serve_with(
     if let Some(auth) = &extras.auth {
         // ends at the stop signal; it holds no queue handle
         crate::auth::spawn_reloader(auth.clone(), crate::auth::RELOAD_POLL, stop.stopped());
+        if let Some(oidc) = auth.oidc().cloned() {
+            // the provider's key set, again every refresh interval and on SIGHUP
+            crate::periodic::spawn_reloader(
+                "the OIDC key set",
+                oidc.refresh_interval(),
+                stop.stopped(),
+                move |_| oidc.reload().map(|keys| Some(format!(" ({keys} keys)"))),
+            );
+        }
     }
     if let Some(tls) = &extras.tls {
         crate::tls::spawn_reloader(tls.clone(), crate::tls::RELOAD_POLL, stop.stopped());

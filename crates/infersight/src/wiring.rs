@@ -162,9 +162,17 @@ pub fn auth(config: &Config) -> Result<Arc<infersight_server::auth::Auth>, CliEr
         .auth
         .settings()
         .map_err(|errors| CliError::usage(errors.join("; ")))?;
-    let auth = infersight_server::auth::Auth::open(settings)
+    let mut auth = infersight_server::auth::Auth::open(settings)
         .map_err(|e| CliError::usage(format!("auth: {e}")))?
         .with_ingest_limits(config.auth.ingest_limiter());
+    let oidc = config
+        .auth
+        .oidc_settings()
+        .map_err(|errors| CliError::usage(errors.join("; ")))?;
+    if let Some(oidc) = oidc {
+        auth = auth
+            .with_oidc(infersight_server::auth::oidc::Oidc::open(oidc).map_err(CliError::usage)?);
+    }
     if auth.is_enabled() {
         tracing::info!("authentication on: every API and OTLP request needs a bearer token");
     }

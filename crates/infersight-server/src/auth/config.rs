@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::header::Cidr;
 use super::limits::{IngestLimiter, OrgLimitConfig};
+use super::oidc::{OidcConfig, OidcSettings};
 use super::role::Role;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,6 +30,8 @@ pub struct AuthConfig {
     /// Per-org limits, `[auth.orgs.<org>]` (`limits::OrgLimitConfig`); an org not listed is
     /// not limited.
     pub orgs: BTreeMap<String, OrgLimitConfig>,
+    /// JWT bearer tokens of an identity provider, `[auth.oidc]` (`oidc::OidcConfig`).
+    pub oidc: OidcConfig,
 }
 
 impl Default for AuthConfig {
@@ -39,6 +42,7 @@ impl Default for AuthConfig {
             trusted_proxies: Vec::new(),
             proxy_role: Role::Viewer.name().to_string(),
             orgs: BTreeMap::new(),
+            oidc: OidcConfig::default(),
         }
     }
 }
@@ -54,7 +58,23 @@ pub struct AuthSettings {
 impl AuthConfig {
     /// Every problem, each naming `auth.KEY`.
     pub fn validate(&self) -> Vec<String> {
-        self.settings().err().unwrap_or_default()
+        let mut errors = self.settings().err().unwrap_or_default();
+        errors.extend(self.oidc_settings().err().unwrap_or_default());
+        errors
+    }
+
+    /// `[auth.oidc]` resolved; `None` when it is not set. It needs authentication on
+    /// (`tokens_file`; the file may hold no token).
+    pub fn oidc_settings(&self) -> Result<Option<OidcSettings>, Vec<String>> {
+        let settings = self.oidc.settings()?;
+        if settings.is_some() && self.tokens_file.is_empty() {
+            return Err(vec![
+                "auth.oidc: needs auth.tokens_file (setting it turns authentication on; the \
+                 file may hold no token)"
+                    .to_string(),
+            ]);
+        }
+        Ok(settings)
     }
 
     pub fn settings(&self) -> Result<AuthSettings, Vec<String>> {

@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use super::tokens::MAX_TOKEN_BYTES;
+use super::tokens::MAX_BEARER_BYTES;
 
 /// The token of an `Authorization` header value: scheme `Bearer` (any case), one or more spaces,
 /// a token68 (RFC 7235: letters, digits, `-._~+/`, then `=` padding).
@@ -24,9 +24,9 @@ pub fn parse_bearer(value: &[u8]) -> Result<&str, String> {
         ));
     }
     let token = rest.trim_start_matches([' ', '\t']);
-    if token.is_empty() || token.len() > MAX_TOKEN_BYTES {
+    if token.is_empty() || token.len() > MAX_BEARER_BYTES {
         return Err(format!(
-            "the bearer token is empty or longer than {MAX_TOKEN_BYTES} bytes"
+            "the bearer token is empty or longer than {MAX_BEARER_BYTES} bytes"
         ));
     }
     let body = token.trim_end_matches('=');

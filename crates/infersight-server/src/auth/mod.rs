@@ -12,6 +12,7 @@ pub mod config;
 pub mod header;
 pub mod limits;
 pub mod middleware;
+pub mod oidc;
 pub mod orgs;
 pub mod role;
 pub mod routes;
@@ -107,6 +108,8 @@ pub struct Auth {
     loaded: RwLock<Loaded>,
     /// Each org's ingest rate (`[auth.orgs]`); none: no org is limited.
     ingest_limits: limits::IngestLimiter,
+    /// JWT bearer tokens of an identity provider (`[auth.oidc]`), beside the tokens file's.
+    oidc: Option<Arc<oidc::Oidc>>,
 }
 
 impl std::fmt::Debug for Auth {
@@ -131,6 +134,7 @@ impl Auth {
                 stamp: None,
             }),
             ingest_limits: limits::IngestLimiter::default(),
+            oidc: None,
         }
     }
 
@@ -140,6 +144,17 @@ impl Auth {
     pub fn with_ingest_limits(mut self, limiter: limits::IngestLimiter) -> Auth {
         self.ingest_limits = limiter;
         self
+    }
+
+    /// Accepts the JWTs `oidc` verifies as well as the tokens file's tokens.
+    pub fn with_oidc(mut self, oidc: oidc::Oidc) -> Auth {
+        self.oidc = Some(Arc::new(oidc));
+        self
+    }
+
+    /// The JWT verifier, when `[auth.oidc]` is set.
+    pub fn oidc(&self) -> Option<&Arc<oidc::Oidc>> {
+        self.oidc.as_ref()
     }
 
     /// One export of `org` now, or the refusal (429) when it is over its rate.
@@ -169,6 +184,7 @@ impl Auth {
                 stamp: None,
             }),
             ingest_limits: limits::IngestLimiter::default(),
+            oidc: None,
         };
         if let Some(path) = &auth.tokens_file {
             let set = TokenFile::read(path)?
@@ -255,6 +271,9 @@ impl Auth {
         }
         if let Some(value) = authorization {
             let token = parse_bearer(value).map_err(Refusal::Unauthenticated)?;
+            if let Some(oidc) = self.oidc.as_ref().filter(|_| oidc::looks_like_jwt(token)) {
+                return oidc.verify(token, now_ns.div_euclid(1_000_000_000));
+            }
             let tokens = self.tokens();
             return match tokens.find(token, now_ns) {
                 tokens::TokenMatch::Valid(stored) => Ok(Identity {

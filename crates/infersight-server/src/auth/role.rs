@@ -59,7 +59,7 @@ impl Role {
     }
 
     /// The ladder's rank; `None` for `ingest`, which is not on it.
-    fn rank(self) -> Option<u8> {
+    pub(crate) fn rank(self) -> Option<u8> {
         match self {
             Role::Ingest => None,
             Role::Viewer => Some(1),

@@ -145,7 +145,7 @@ fn bearer_headers_and_proxy_addresses_parse_strictly() {
             String::from_utf8_lossy(bad)
         );
     }
-    let long = format!("Bearer {}", "a".repeat(tokens::MAX_TOKEN_BYTES + 1));
+    let long = format!("Bearer {}", "a".repeat(tokens::MAX_BEARER_BYTES + 1));
     assert!(parse_bearer(long.as_bytes()).is_err());
 
     let ip = |s: &str| s.parse::<IpAddr>().unwrap();
@@ -174,7 +174,7 @@ proptest! {
         let mut prefixed = b"Bearer ".to_vec();
         prefixed.extend_from_slice(&bytes);
         if let Ok(token) = parse_bearer(&prefixed) {
-            prop_assert!(!token.is_empty() && token.len() <= tokens::MAX_TOKEN_BYTES);
+            prop_assert!(!token.is_empty() && token.len() <= tokens::MAX_BEARER_BYTES);
         }
         let text = String::from_utf8_lossy(&bytes);
         if let Ok(cidr) = Cidr::parse(&text) {

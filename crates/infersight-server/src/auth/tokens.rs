@@ -25,6 +25,9 @@ use super::role::Role;
 pub const TOKEN_PREFIX: &str = "ist_";
 /// The longest token accepted for hashing; longer ones are refused unhashed.
 pub const MAX_TOKEN_BYTES: usize = 512;
+/// Longest bearer token a request may carry: an identity provider's JWT (`oidc`) runs to a few
+/// kilobytes; the tokens file's own tokens stay within [`MAX_TOKEN_BYTES`].
+pub const MAX_BEARER_BYTES: usize = 8192;
 /// The largest tokens file read.
 const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
