@@ -6,7 +6,7 @@
 //! `Auth`: a JWT goes to the verifier, a token of the tokens file still works.
 
 use ring::rand::SystemRandom;
-use ring::signature::{self, EcdsaKeyPair, RsaKeyPair};
+use ring::signature::{self, RsaKeyPair};
 use serde_json::{Value, json};
 
 use super::*;
@@ -31,25 +31,12 @@ struct Signer {
 }
 
 fn es256(kid: &str) -> Signer {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let point = key.public_key_raw().to_vec();
-    let pair = EcdsaKeyPair::from_pkcs8(
-        &signature::ECDSA_P256_SHA256_FIXED_SIGNING,
-        &key.serialize_der(),
-        &SystemRandom::new(),
-    )
-    .unwrap();
+    let issuer = infersight_testkit::jwt::TestIssuer::new(kid);
     Signer {
         kid: kid.into(),
         alg: "ES256",
-        jwk: json!({"kty": "EC", "crv": "P-256", "kid": kid, "use": "sig",
-                    "x": b64(&point[1..33]), "y": b64(&point[33..])}),
-        sign: Box::new(move |msg| {
-            pair.sign(&SystemRandom::new(), msg)
-                .unwrap()
-                .as_ref()
-                .to_vec()
-        }),
+        jwk: issuer.jwk(),
+        sign: Box::new(move |msg| issuer.sign_raw(msg)),
     }
 }
 

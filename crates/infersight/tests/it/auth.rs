@@ -246,3 +246,75 @@ fn serve_refuses_an_address_beyond_loopback_without_authentication() {
         "{stderr}"
     );
 }
+
+/// `serve` with `[auth.oidc]` (a key set in a file, a provider made in the test): an analyst's
+/// JWT runs SQL, a viewer's is refused it (403), an ingest JWT pushes OTLP over HTTP and gRPC,
+/// an expired or foreign JWT gets 401 with the reason; after the provider rotates its key (the
+/// file replaced, SIGHUP) the new key's tokens are accepted and the old key's are not.
+#[test]
+fn jwts_of_an_identity_provider_authenticate_on_every_surface() {
+    use infersight_testkit::jwt::TestIssuer;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let jwks = dir.path().join("jwks.json");
+    let (old, new) = (TestIssuer::new("2026-11"), TestIssuer::new("2026-12"));
+    std::fs::write(&jwks, TestIssuer::jwks(&[&old])).unwrap();
+    let config = format!(
+        "[store]\nfsync = \"always\"\n[auth]\ntokens_file = \"{}\"\n[auth.oidc]\nissuer = \"https://idp.test\"\naudience = \"infersight\"\njwks_file = \"{}\"\n",
+        dir.path().join("tokens.json").display(),
+        jwks.display()
+    );
+    let server = Server::start(&data, &config);
+    let now_s = (infersight_model::time::now_ns() / 1_000_000_000) as u64;
+    let claims = |sub: &str, role: &str, exp: u64| {
+        serde_json::json!({"iss": "https://idp.test", "aud": "infersight", "sub": sub,
+                           "exp": exp, "infersight_role": role})
+    };
+    let jwt = |issuer: &TestIssuer, sub: &str, role: &str| {
+        issuer.sign(serde_json::json!({}), &claims(sub, role, now_s + 600))
+    };
+    let exporter = jwt(&old, "collector", "ingest");
+    let otlp = format!("http://{}/v1/traces", server.http);
+    let proto = request_spans("oidc", 3, TS).encode_to_vec();
+    let pb = "application/x-protobuf";
+    assert_eq!(call(&otlp, Some(&exporter), pb, Some(&proto)).0, 200);
+    grpc_export(&server, Some(&exporter)).expect("an ingest JWT exports over gRPC");
+
+    let query = format!("http://{}/api/v1/query", server.api);
+    let sql = br#"{"sql": "SELECT count(*) AS n FROM spans"}"#;
+    let json = "application/json";
+    let (status, body) = call(&query, Some(&jwt(&old, "ana", "analyst")), json, Some(sql));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"n\":5"), "{body}");
+    let (status, body) = call(&query, Some(&jwt(&old, "vic", "viewer")), json, Some(sql));
+    assert_eq!(status, 403, "{body}");
+    let expired = old.sign(
+        serde_json::json!({}),
+        &claims("ana", "analyst", now_s - 3600),
+    );
+    let (status, body) = call(&query, Some(&expired), json, Some(sql));
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("expired"), "{body}");
+    let rotated = jwt(&new, "ana", "analyst");
+    assert_eq!(call(&query, Some(&rotated), json, Some(sql)).0, 401);
+
+    // the provider rotates: the new key set, then SIGHUP
+    std::fs::write(&jwks, TestIssuer::jwks(&[&new])).unwrap();
+    let hup = Command::new("kill")
+        .args(["-HUP", &server.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while call(&query, Some(&rotated), json, Some(sql)).0 != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "the rotated key was not picked up"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        call(&query, Some(&jwt(&old, "ana", "analyst")), json, Some(sql)).0,
+        401
+    );
+}
