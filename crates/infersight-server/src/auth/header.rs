@@ -1,5 +1,5 @@
 //! The parsers of what a caller sends: the `Authorization: Bearer <token>` header (HTTP header or
-//! gRPC metadata, the same bytes) and the proxy addresses of `[auth] trusted_proxies`
+//! gRPC metadata, the same bytes), the UI's session cookie, and the proxy addresses of `[auth] trusted_proxies`
 //! (`10.0.0.0/8`, `::1`, `127.0.0.1/32`). Both take any input and answer an error, never panic.
 
 use std::net::IpAddr;
@@ -40,6 +40,22 @@ pub fn parse_bearer(value: &[u8]) -> Result<&str, String> {
         ));
     }
     Ok(token)
+}
+
+/// The cookie holding a logged-in browser's token (`super::session`).
+pub const SESSION_COOKIE: &str = "infersight_token";
+
+/// The token of the session cookie in `headers`, if any.
+pub fn cookie_token(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_COOKIE)
+        .map(|(_, token)| token.trim().to_string())
+        .filter(|token| !token.is_empty())
 }
 
 /// An address block: `addr/prefix`, or one address.

@@ -75,7 +75,7 @@ fn identify(
     headers: &HeaderMap,
     peer: Option<SocketAddr>,
 ) -> Result<Identity, Refusal> {
-    let from_cookie = super::session::cookie_token(headers).map(|token| format!("Bearer {token}"));
+    let from_cookie = super::header::cookie_token(headers).map(|token| format!("Bearer {token}"));
     auth.authenticate(
         headers
             .get(header::AUTHORIZATION)

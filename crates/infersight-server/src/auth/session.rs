@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Extension};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
@@ -20,22 +20,9 @@ use super::{Auth, Identity, Refusal, Via};
 use infersight_model::time::now_ns;
 
 /// The cookie holding a logged-in browser's token.
-pub const COOKIE: &str = "infersight_token";
+pub use super::header::SESSION_COOKIE as COOKIE;
 /// How long a browser keeps the cookie (the token's own expiry still applies).
 const COOKIE_MAX_AGE_S: u64 = 12 * 3600;
-
-/// The token of the session cookie in `headers`, if any.
-pub fn cookie_token(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .map(|(_, token)| token.trim().to_string())
-        .filter(|token| !token.is_empty())
-}
 
 /// What `GET /api/v1/session` and a login answer: who the caller is.
 fn describe(identity: &Identity, auth_on: bool) -> serde_json::Value {
@@ -117,32 +104,4 @@ pub async fn whoami(
     Extension(identity): Extension<Identity>,
 ) -> Response {
     axum::Json(describe(&identity, auth.is_enabled())).into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_session_cookie_is_found_among_others() {
-        let mut headers = HeaderMap::new();
-        assert_eq!(cookie_token(&headers), None);
-        headers.append(
-            header::COOKIE,
-            HeaderValue::from_static("theme=dark; infersight_token=ist_abc ; other=1"),
-        );
-        assert_eq!(cookie_token(&headers).as_deref(), Some("ist_abc"));
-        let mut empty = HeaderMap::new();
-        empty.append(
-            header::COOKIE,
-            HeaderValue::from_static("infersight_token="),
-        );
-        assert_eq!(cookie_token(&empty), None);
-        let mut prefixed = HeaderMap::new();
-        prefixed.append(
-            header::COOKIE,
-            HeaderValue::from_static("xinfersight_token=ist_x"),
-        );
-        assert_eq!(cookie_token(&prefixed), None);
-    }
 }

@@ -342,3 +342,29 @@ fn serving_beyond_loopback_needs_authentication_or_an_explicit_opt_out() {
     assert!(problems[0].starts_with("auth.trusted_proxies[0]"));
     assert!(problems[1].starts_with("auth.proxy_role"));
 }
+
+#[test]
+fn the_session_cookie_is_found_among_others() {
+    let mut headers = axum::http::HeaderMap::new();
+    assert_eq!(super::header::cookie_token(&headers), None);
+    headers.append(
+        axum::http::header::COOKIE,
+        axum::http::HeaderValue::from_static("theme=dark; infersight_token=ist_abc ; other=1"),
+    );
+    assert_eq!(
+        super::header::cookie_token(&headers).as_deref(),
+        Some("ist_abc")
+    );
+    let mut empty = axum::http::HeaderMap::new();
+    empty.append(
+        axum::http::header::COOKIE,
+        axum::http::HeaderValue::from_static("infersight_token="),
+    );
+    assert_eq!(super::header::cookie_token(&empty), None);
+    let mut prefixed = axum::http::HeaderMap::new();
+    prefixed.append(
+        axum::http::header::COOKIE,
+        axum::http::HeaderValue::from_static("xinfersight_token=ist_x"),
+    );
+    assert_eq!(super::header::cookie_token(&prefixed), None);
+}
