@@ -96,6 +96,8 @@ pub enum Surface {
     CliQuery,
     /// `infersight report`.
     CliReport,
+    /// Another command that reads the store (`rca`, `sli`, `dimensions`), named in `what`.
+    Cli,
     /// Any other HTTP API call that reads or changes data (SLIs, dimensions, RCA, incidents,
     /// reports, confirmations): who called which route and how it ended, written by the
     /// server's authorization gate.

@@ -140,17 +140,22 @@ pub async fn discover_dimensions(
     max_cardinality: usize,
     max_values: usize,
 ) -> Result<Vec<Dimension>, QueryError> {
-    let columns: Vec<&str> = STRING_COLUMNS
-        .iter()
-        .chain(SETTING_COLUMNS)
-        .copied()
-        .chain([ATTRS_COLUMN])
-        .collect();
+    let columns = scanned_columns();
     let streams = engine
         .scan_partitions(Table::Requests, range, &columns)
         .await?;
     let discovery = discover_partitions(streams, max_cardinality).await?;
     Ok(discovery.finish(max_values))
+}
+
+/// The `requests` columns discovery reads (for the access audit of its callers).
+pub fn scanned_columns() -> Vec<&'static str> {
+    STRING_COLUMNS
+        .iter()
+        .chain(SETTING_COLUMNS)
+        .copied()
+        .chain([ATTRS_COLUMN])
+        .collect()
 }
 
 /// Counts every partition's stream on its own worker and merges the workers' counters.

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use infersight_model::time::{now_ns, parse_range};
-use infersight_query::QueryEngine;
 use infersight_store::StorageBackend;
 use serde_json::json;
 
@@ -49,7 +48,7 @@ pub async fn run(args: DimensionsArgs) -> Result<i32, CliError> {
     let range = parse_range(args.since.as_deref(), args.until.as_deref(), now_ns())
         .map_err(CliError::usage)?;
     let store = tokio::task::block_in_place(|| wiring::open_existing_store(&config))?;
-    let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>);
+    let engine = super::query::audited_engine(store.clone() as Arc<dyn StorageBackend>, &config);
     let dims = infersight_explore::discover_dimensions(
         &engine,
         range,
@@ -57,8 +56,17 @@ pub async fn run(args: DimensionsArgs) -> Result<i32, CliError> {
             .unwrap_or(config.query.max_dimension_cardinality),
         10,
     )
-    .await
-    .map_err(|e| CliError::from_kind(e.kind(), e.to_string()))?;
+    .await;
+    let outcome = dims.as_ref().map(|_| ()).map_err(|e| e.kind());
+    let context = super::query::command_context("dimensions");
+    super::query::audit_command(
+        &engine,
+        context,
+        &infersight_explore::dimensions::scanned_columns(),
+        outcome,
+    )
+    .await;
+    let dims = dims.map_err(|e| CliError::from_kind(e.kind(), e.to_string()))?;
     match args.format.format {
         OutputFormat::Json => {
             let list: Vec<_> = dims

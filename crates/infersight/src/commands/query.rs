@@ -4,11 +4,13 @@
 
 use std::sync::Arc;
 
-use infersight_query::QueryEngine;
+use infersight_model::ErrorKind;
+use infersight_query::{AccessContext, QueryEngine, Surface};
 use infersight_store::StorageBackend;
 use serde_json::json;
 
 use crate::args::{Common, FormatArgs};
+use crate::config::Config;
 use crate::exit::CliError;
 use crate::output::OutputFormat;
 use crate::wiring;
@@ -124,4 +126,52 @@ pub fn warn_unaudited(status: &infersight_query::AuditStatus) {
     if let infersight_query::AuditStatus::Failed(error) = status {
         tracing::warn!(%error, "access audit not written; the answer is printed anyway");
     }
+}
+
+/// The `requests` columns the rollups hold (localization and SLIs read their per-minute
+/// sketches by these dimensions); none when the store keeps no rollups.
+pub fn rollup_columns(config: &Config) -> Vec<&str> {
+    if !config.store.rollups {
+        return Vec::new();
+    }
+    config
+        .store
+        .rollup_dimensions
+        .iter()
+        .map(String::as_str)
+        .collect()
+}
+
+/// One line of the access audit for a command that read the store through `engine` (built
+/// with `with_access_tracking`): what its statements read, plus `read_directly`, the columns of
+/// `requests` it read without SQL (rollups, scans).
+pub async fn audit_command(
+    engine: &QueryEngine,
+    context: AccessContext,
+    read_directly: &[&str],
+    outcome: Result<(), ErrorKind>,
+) {
+    let tracked = engine.tracked_access();
+    let mut accessed = tracked.accessed;
+    if !read_directly.is_empty() {
+        accessed.add_columns("requests", read_directly.iter().copied());
+    }
+    let status = engine
+        .record_access(&context, &accessed, tracked.rows, outcome, None)
+        .await;
+    warn_unaudited(&status);
+}
+
+/// An engine over `store` that tracks what its statements read, for [`audit_command`].
+pub fn audited_engine(store: Arc<dyn StorageBackend>, config: &Config) -> QueryEngine {
+    QueryEngine::new(store)
+        .with_access_audit(wiring::access_audit(config))
+        .with_access_tracking()
+}
+
+/// The audit context of the CLI command `name` (`rca`, `sli`, `dimensions`).
+pub fn command_context(name: &str) -> AccessContext {
+    let mut context = AccessContext::cli(Surface::Cli);
+    context.what = Some(name.to_string());
+    context
 }

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use infersight_model::time::now_ns;
-use infersight_query::QueryEngine;
 use infersight_rca::{IncidentStore, RcaRequest, RecordedRca, analyse_and_record};
 use infersight_store::StorageBackend;
 
@@ -40,13 +39,21 @@ pub async fn run(args: RcaArgs) -> Result<i32, CliError> {
     )?;
     let config = args.common.resolve()?;
     let store = tokio::task::block_in_place(|| wiring::open_existing_store(&config))?;
-    let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>);
+    let engine = super::query::audited_engine(store.clone() as Arc<dyn StorageBackend>, &config);
     // Every verdict is stored, so it can be confirmed (becoming a retrievable past
     // incident) and reported on later.
     let incidents = IncidentStore::open(&config.store.data_dir);
-    let RecordedRca { report, incident } = analyse_and_record(&engine, &incidents, request)
-        .await
-        .map_err(rca_error)?;
+    let analysed = analyse_and_record(&engine, &incidents, request).await;
+    let outcome = analysed.as_ref().map(|_| ()).map_err(|e| e.kind());
+    let context = super::query::command_context("rca");
+    super::query::audit_command(
+        &engine,
+        context,
+        &super::query::rollup_columns(&config),
+        outcome,
+    )
+    .await;
+    let RecordedRca { report, incident } = analysed.map_err(rca_error)?;
     match args.format.format {
         OutputFormat::Json => {
             // through a `Value`, so the keys print sorted

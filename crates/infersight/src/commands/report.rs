@@ -68,9 +68,7 @@ pub async fn run(args: ReportArgs) -> Result<i32, CliError> {
         args.baseline_until,
     )?;
     let store = tokio::task::block_in_place(|| wiring::open_existing_store(&config))?;
-    let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>)
-        .with_access_audit(wiring::access_audit(&config))
-        .with_access_tracking();
+    let engine = super::query::audited_engine(store.clone() as Arc<dyn StorageBackend>, &config);
     let incidents = IncidentStore::open(&config.store.data_dir);
     let ran_rca = args.incident.is_none();
     let built = build_audited_parts(
@@ -133,15 +131,6 @@ async fn audit_report(
     incident_id: Option<&str>,
     built: &Result<Report, (ErrorKind, String)>,
 ) {
-    let tracked = engine.tracked_access();
-    let mut accessed = tracked.accessed;
-    if ran_rca && config.store.rollups {
-        // localization reads the per-minute sketches of `requests` by these dimensions
-        accessed.add_columns(
-            "requests",
-            config.store.rollup_dimensions.iter().map(String::as_str),
-        );
-    }
     let id = match built {
         Ok(report) => Some(report.incident_id.as_str()),
         Err(_) => incident_id,
@@ -152,10 +141,12 @@ async fn audit_report(
         None => "report".to_string(),
     });
     let outcome = built.as_ref().map(|_| ()).map_err(|(kind, _)| *kind);
-    let status = engine
-        .record_access(&context, &accessed, tracked.rows, outcome, None)
-        .await;
-    super::query::warn_unaudited(&status);
+    let rollups = if ran_rca {
+        super::query::rollup_columns(config)
+    } else {
+        Vec::new()
+    };
+    super::query::audit_command(engine, context, &rollups, outcome).await;
 }
 
 /// The report of `incident`: the knowledge base holds the runbooks and every confirmed past

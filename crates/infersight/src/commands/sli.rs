@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use infersight_explore::{SliRequest, SliRequestText};
 use infersight_model::time::now_ns;
-use infersight_query::QueryEngine;
 use infersight_store::StorageBackend;
 
 use crate::args::{Common, FormatArgs};
@@ -60,10 +59,18 @@ pub async fn run(args: SliArgs) -> Result<i32, CliError> {
     let request = args.request()?;
     let config = args.common.resolve()?;
     let store = tokio::task::block_in_place(|| wiring::open_existing_store(&config))?;
-    let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>);
-    let answer = infersight_explore::sli(&engine, request)
-        .await
-        .map_err(|e| CliError::from_kind(e.kind(), e.to_string()))?;
+    let engine = super::query::audited_engine(store.clone() as Arc<dyn StorageBackend>, &config);
+    let answer = infersight_explore::sli(&engine, request).await;
+    let outcome = answer.as_ref().map(|_| ()).map_err(|e| e.kind());
+    let context = super::query::command_context("sli");
+    super::query::audit_command(
+        &engine,
+        context,
+        &super::query::rollup_columns(&config),
+        outcome,
+    )
+    .await;
+    let answer = answer.map_err(|e| CliError::from_kind(e.kind(), e.to_string()))?;
     match args.format.format {
         OutputFormat::Json => println!("{}", output::json_line(&answer.to_json())?),
         OutputFormat::Csv => {

@@ -241,3 +241,77 @@ fn http_cli_and_report_accesses_are_audited_without_literals_or_addresses() {
     assert!(table.starts_with("ts"), "{table}");
     assert!(table.contains("cli:audit-bob"), "{table}");
 }
+
+/// `infersight rca`, `sli` and `dimensions` read the store too: one line each in the access
+/// audit (`surface: cli`, the command in `what`, the OS user, the tables read, the outcome),
+/// a failing one included.
+#[test]
+fn rca_sli_and_dimensions_commands_are_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, "[store]\nfsync = \"always\"\n");
+    let proto = request_spans("cmd", 20, TS).encode_to_vec();
+    let (status, _, _) = server.post_otlp("/v1/traces", "application/x-protobuf", &proto, false);
+    assert_eq!(status, 200);
+    server.stop();
+    let run = |args: &[&str]| {
+        Command::new(support::bin())
+            .args(args)
+            .arg("--data")
+            .arg(&data)
+            .env("USER", "audit-carol")
+            .env_remove("INFERSIGHT_LOG")
+            .output()
+            .unwrap()
+    };
+    support::ok(
+        &run(&["sli", "--sli", "ttft", "--since", "2025-11-01T00:00:00Z"]),
+        "infersight sli",
+    );
+    support::ok(
+        &run(&["dimensions", "--since", "2025-11-01T00:00:00Z"]),
+        "infersight dimensions",
+    );
+    let rca = run(&["rca", "--format", "json"]);
+    let failed = run(&[
+        "sli",
+        "--sli",
+        "ttft",
+        "--since",
+        "2025-11-01T00:00:00Z",
+        "--by",
+        "no_such_column",
+    ]);
+    assert!(!failed.status.success());
+
+    let (text, lines) = audit_lines(&data);
+    let of = |what: &str| -> Vec<&serde_json::Value> {
+        lines
+            .iter()
+            .filter(|l| l["surface"] == "cli" && l["what"] == what)
+            .collect()
+    };
+    assert_eq!(of("sli").len(), 2, "{text}");
+    assert_eq!(of("dimensions").len(), 1, "{text}");
+    assert_eq!(of("rca").len(), 1, "{text}");
+    for line in of("sli").iter().chain(&of("dimensions")).chain(&of("rca")) {
+        assert_eq!(line["actor"], "cli:audit-carol", "{line}");
+    }
+    assert!(
+        strings(&of("dimensions")[0]["tables"]).contains(&"requests"),
+        "{text}"
+    );
+    assert_eq!(
+        of("rca")[0]["outcome"] == "ok",
+        rca.status.success(),
+        "{text}"
+    );
+    let outcomes: Vec<&str> = of("sli")
+        .iter()
+        .map(|l| l["outcome"].as_str().unwrap_or_default())
+        .collect();
+    assert!(
+        outcomes.contains(&"ok") && outcomes.iter().any(|o| *o != "ok"),
+        "{outcomes:?}"
+    );
+}
