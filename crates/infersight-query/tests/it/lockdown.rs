@@ -227,6 +227,12 @@ async fn ten_attacks_at_once_each_end_with_a_clear_error_and_the_engine_keeps_an
         );
     }
     assert!(started.elapsed() < Duration::from_secs(30));
+    // a timed-out statement's task is aborted as its handle drops; the abort (and with it the
+    // end of its `running` count) completes on a worker thread moments later
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while engine.query_counts().running != 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(engine.query_counts().running, 0);
     let output = engine
         .sql_audited("SELECT count(*) AS n FROM requests", Some(10), &context())
