@@ -216,6 +216,20 @@ fn the_maintenance_thread_does_not_keep_the_store_alive() {
     drop(store);
     wait_until("the store to drop", || weak.upgrade().is_none());
     handle.stop();
-    // the lock went with it
-    open(dir.path());
+    // the lock went with it: the last holder may still be running the store's drop (closing,
+    // then unlocking) a moment after the last strong reference is gone
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match Store::open(options(dir.path())) {
+            Ok(_) => break,
+            Err(error) if Instant::now() < deadline => {
+                assert!(
+                    matches!(error, infersight_store::StoreError::Locked { .. }),
+                    "{error}"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(error) => panic!("the store stayed locked: {error}"),
+        }
+    }
 }
