@@ -58,10 +58,9 @@ pub async fn run(args: DimensionsArgs) -> Result<i32, CliError> {
     )
     .await;
     let outcome = dims.as_ref().map(|_| ()).map_err(|e| e.kind());
-    let context = super::query::command_context("dimensions");
-    super::query::audit_command(
+    super::query::audit_cli_command(
         &engine,
-        context,
+        "dimensions",
         &infersight_explore::dimensions::scanned_columns(),
         outcome,
     )

@@ -169,9 +169,15 @@ pub fn audited_engine(store: Arc<dyn StorageBackend>, config: &Config) -> QueryE
         .with_access_tracking()
 }
 
-/// The audit context of the CLI command `name` (`rca`, `sli`, `dimensions`).
-pub fn command_context(name: &str) -> AccessContext {
+/// [`audit_command`] for the CLI command `name` (`rca`, `sli`, `dimensions`): `surface: cli`,
+/// the command in `what`.
+pub async fn audit_cli_command(
+    engine: &QueryEngine,
+    name: &str,
+    read_directly: &[&str],
+    outcome: Result<(), ErrorKind>,
+) {
     let mut context = AccessContext::cli(Surface::Cli);
     context.what = Some(name.to_string());
-    context
+    audit_command(engine, context, read_directly, outcome).await;
 }

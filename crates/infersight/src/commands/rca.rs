@@ -45,10 +45,9 @@ pub async fn run(args: RcaArgs) -> Result<i32, CliError> {
     let incidents = IncidentStore::open(&config.store.data_dir);
     let analysed = analyse_and_record(&engine, &incidents, request).await;
     let outcome = analysed.as_ref().map(|_| ()).map_err(|e| e.kind());
-    let context = super::query::command_context("rca");
-    super::query::audit_command(
+    super::query::audit_cli_command(
         &engine,
-        context,
+        "rca",
         &super::query::rollup_columns(&config),
         outcome,
     )

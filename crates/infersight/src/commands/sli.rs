@@ -62,10 +62,9 @@ pub async fn run(args: SliArgs) -> Result<i32, CliError> {
     let engine = super::query::audited_engine(store.clone() as Arc<dyn StorageBackend>, &config);
     let answer = infersight_explore::sli(&engine, request).await;
     let outcome = answer.as_ref().map(|_| ()).map_err(|e| e.kind());
-    let context = super::query::command_context("sli");
-    super::query::audit_command(
+    super::query::audit_cli_command(
         &engine,
-        context,
+        "sli",
         &super::query::rollup_columns(&config),
         outcome,
     )
