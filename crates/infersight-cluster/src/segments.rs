@@ -140,6 +140,9 @@ impl Lru {
 #[derive(Debug)]
 pub struct SegmentCache {
     remote: Arc<dyn ObjectStore>,
+    /// Where segments are in `remote`'s keys: `segments`, or `<prefix>/segments` when `remote`
+    /// is the whole bucket ([`SegmentCache::with_segments_dir`]).
+    segments_dir: Path,
     capacity_bytes: u64,
     lru: Arc<std::sync::Mutex<Lru>>,
     hits: AtomicU64,
@@ -152,6 +155,7 @@ impl SegmentCache {
     pub fn new(remote: Arc<dyn ObjectStore>, capacity_bytes: u64) -> Self {
         Self {
             remote,
+            segments_dir: Path::from(SEGMENTS_DIR),
             capacity_bytes,
             lru: Arc::new(std::sync::Mutex::new(Lru::default())),
             hits: AtomicU64::new(0),
@@ -159,6 +163,13 @@ impl SegmentCache {
             bypassed: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
         }
+    }
+
+    /// Caches the objects under `dir` instead of `segments/`: for a cache in front of the whole
+    /// bucket, whose segment keys start with the store's prefix.
+    pub fn with_segments_dir(mut self, dir: Path) -> Self {
+        self.segments_dir = dir;
+        self
     }
 
     pub fn stats(&self) -> CacheStats {
@@ -175,8 +186,8 @@ impl SegmentCache {
         f(&mut lock(&self.lru))
     }
 
-    fn cacheable(location: &Path) -> bool {
-        location.prefix_matches(&Path::from(SEGMENTS_DIR))
+    fn cacheable(&self, location: &Path) -> bool {
+        location.prefix_matches(&self.segments_dir)
     }
 
     /// The whole object from the cache, or from the bucket into the cache; `None` when it is
@@ -259,7 +270,7 @@ impl ObjectStore for SegmentCache {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
-        if !Self::cacheable(location) || options.head || options.version.is_some() {
+        if !self.cacheable(location) || options.head || options.version.is_some() {
             return self.remote.get_opts(location, options).await;
         }
         let Some((data, meta, attributes)) = self.whole(location).await? else {
@@ -285,7 +296,7 @@ impl ObjectStore for SegmentCache {
         location: &Path,
         ranges: &[Range<u64>],
     ) -> object_store::Result<Vec<Bytes>> {
-        if !Self::cacheable(location) {
+        if !self.cacheable(location) {
             return self.remote.get_ranges(location, ranges).await;
         }
         let Some((data, meta, _)) = self.whole(location).await? else {

@@ -151,6 +151,21 @@ pub mod catalog {
         Counter,
         "unreadable write-ahead log regions skipped at replay since start (each held a record or more)",
     );
+    pub const STORE_BUCKET_CACHE_READS: Metric = metric(
+        "infersight_store_bucket_cache_reads_total",
+        Counter,
+        "segment and sidecar reads from the bucket's read cache since start, by result (hit, miss, bypass: too large to cache)",
+    );
+    pub const STORE_BUCKET_CACHE_EVICTIONS: Metric = metric(
+        "infersight_store_bucket_cache_evictions_total",
+        Counter,
+        "objects the bucket's read cache dropped to stay within its size since start",
+    );
+    pub const STORE_BUCKET_CACHE_BYTES: Metric = metric(
+        "infersight_store_bucket_cache_bytes",
+        Gauge,
+        "bytes held by the bucket's read cache",
+    );
 
     pub const NOTIFICATIONS_SENT: Metric = metric(
         "infersight_notifications_sent_total",
@@ -198,6 +213,9 @@ pub mod catalog {
         STORE_MEMTABLE_ROWS,
         STORE_MEMTABLE_BYTES,
         STORE_WAL_BYTES,
+        STORE_BUCKET_CACHE_READS,
+        STORE_BUCKET_CACHE_EVICTIONS,
+        STORE_BUCKET_CACHE_BYTES,
         STORE_APPENDS,
         STORE_FSYNCS,
         STORE_FLUSHES,

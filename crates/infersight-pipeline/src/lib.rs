@@ -27,8 +27,8 @@ pub use stage::{Pipeline, Stage, StageCounters};
 pub use stages::label::{LabelConfig, LabelRule, LabelRules, LabelStage};
 pub use stages::parse::{LogClass, ParseConfig, ParseStage, ParsedLine, parse_line};
 pub use stages::redact::{
-    CustomPattern, DetectorName, PathRule, RedactAction, RedactConfig, RedactStage, Redactor,
-    ReplacementStyle,
+    CustomPattern, DetectorName, PathRule, RedactAction, RedactConfig, RedactReload, RedactStage,
+    Redactor, ReplacementStyle,
 };
 pub use stages::template::{
     LogFormat, MinedLine, MinerConfig, TemplateConfig, TemplateInfo, TemplateStage, TemplateStore,

@@ -102,6 +102,13 @@ pub enum Surface {
     /// reports, confirmations): who called which route and how it ended, written by the
     /// server's authorization gate.
     Api,
+    /// The store deleting data by itself: compaction (files merged, rows kept), retention (rows
+    /// removed) or garbage collection in a bucket, named with its counts in `what`; `rows` are
+    /// the rows the removed segments held, `actor` the OS user the process runs as.
+    Maintenance,
+    /// A configuration change of the running server (the redaction rules reloaded, or refused),
+    /// described in `what`.
+    Config,
 }
 
 /// Who reads, from where and through what; one per request or command.

@@ -35,10 +35,44 @@ pub fn router(state: ApiState) -> Router {
 /// The API behind `auth`'s gate: every route's role is declared in `auth::routes::ROUTES`, and
 /// the gate authenticates, authorizes and audits each call before the handler runs.
 pub fn router_with_auth(state: ApiState, auth: Arc<crate::auth::Auth>) -> Router {
+    router_for_role(state, auth, crate::role::Role::All)
+}
+
+/// [`router_with_auth`] for a node of `role`: one that does not answer queries keeps
+/// /healthz, /metrics and /api/v1/stats, and answers every other path 404 naming its role.
+pub fn router_for_role(
+    state: ApiState,
+    auth: Arc<crate::auth::Auth>,
+    role: crate::role::Role,
+) -> Router {
     let gate = crate::auth::middleware::ApiGate {
         auth: Arc::clone(&auth),
         audit: state.engine.access_audit().cloned(),
     };
+    if !role.answers_queries() {
+        return Router::new()
+            .route("/healthz", get(healthz))
+            .route("/metrics", get(metrics))
+            .route("/api/v1/stats", get(crate::process_state::stats))
+            .method_not_allowed_fallback(crate::errors::method_not_allowed)
+            .fallback(move |uri: axum::http::Uri| async move {
+                crate::errors::json_error(
+                    axum::http::StatusCode::NOT_FOUND,
+                    format!(
+                        "{} is not served by this node: it runs the `{role}` role ({})",
+                        uri.path(),
+                        role.elsewhere()
+                    ),
+                )
+            })
+            .layer(axum::middleware::from_fn(crate::errors::json_error_bodies))
+            .layer(axum::middleware::from_fn_with_state(
+                gate,
+                crate::auth::api_gate,
+            ))
+            .layer(axum::Extension(auth))
+            .with_state(state);
+    }
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
@@ -127,6 +161,25 @@ pub fn refresh_store_gauges(counters: &Counters, store: &dyn StorageBackend) {
         &[],
         quarantine.wal_regions_dropped,
     );
+    if let Some(cache) = &stats.bucket_cache {
+        for (result, count) in [
+            ("hit", cache.hits),
+            ("miss", cache.misses),
+            ("bypass", cache.bypassed),
+        ] {
+            counters.set_counter(
+                &catalog::STORE_BUCKET_CACHE_READS,
+                &[("result", result)],
+                count,
+            );
+        }
+        counters.set_counter(&catalog::STORE_BUCKET_CACHE_EVICTIONS, &[], cache.evictions);
+        counters.set_gauge(
+            &catalog::STORE_BUCKET_CACHE_BYTES,
+            &[],
+            cache.cached_bytes as f64,
+        );
+    }
 }
 
 /// The process's own metrics, then the SLIs of the caller's orgs. The process's counters

@@ -16,6 +16,7 @@ pub mod process_state;
 pub mod queue;
 pub mod reports;
 pub mod resume;
+pub mod role;
 pub mod serve;
 pub mod sli_metrics;
 pub mod state;

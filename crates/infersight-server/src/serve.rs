@@ -37,6 +37,8 @@ pub struct ServeSettings {
     pub max_dimension_cardinality: usize,
     /// Memory, time, response bytes and per-caller concurrency of `POST /api/v1/query`.
     pub query_limits: infersight_query::QueryLimits,
+    /// What this node does in a cluster (`crate::role`); `All` on a single node.
+    pub role: crate::role::Role,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -58,8 +60,9 @@ pub enum ServeError {
 /// Addresses actually bound (ports 0 resolve to the ones the OS picked).
 #[derive(Debug, Clone, Copy)]
 pub struct BoundAddrs {
-    pub otlp_grpc: SocketAddr,
-    pub otlp_http: SocketAddr,
+    /// `None` on a node whose role receives nothing (`query`, `compact`).
+    pub otlp_grpc: Option<SocketAddr>,
+    pub otlp_http: Option<SocketAddr>,
     pub api: SocketAddr,
 }
 
@@ -164,7 +167,11 @@ pub async fn serve_with(
         crate::tls::spawn_reloader(tls.clone(), crate::tls::RELOAD_POLL, stop.stopped());
     }
     let receiver_state = receiver_state(&settings, &queue, mapper, counters.clone());
-    let held_mark = mark_held_requests(&extras, &store, &receiver_state).await;
+    let held_mark = match settings.role.receives() {
+        true => mark_held_requests(&extras, &store, &receiver_state).await,
+        false => None,
+    };
+    let queries = settings.role.answers_queries();
     let (ended_tx, mut ended_rx) = tokio::sync::mpsc::unbounded_channel::<&'static str>();
     let api_app = api_app(&settings, &extras, &store, counters);
     let running = Running {
@@ -175,11 +182,21 @@ pub async fn serve_with(
             &stop,
             ended_tx,
         ),
-        alert_task: spawn_alert_loop(&extras, &store, &stop),
-        action_task: spawn_action_loop(&extras, &store, &stop),
-        watch_task: spawn_watch_loop(&extras, &store, &stop),
+        alert_task: queries
+            .then(|| spawn_alert_loop(&extras, &store, &stop))
+            .flatten(),
+        action_task: queries
+            .then(|| spawn_action_loop(&extras, &store, &stop))
+            .flatten(),
+        watch_task: queries
+            .then(|| spawn_watch_loop(&extras, &store, &stop))
+            .flatten(),
         scrapers: spawn_scrapers(
-            extras.scrape_targets,
+            if settings.role.receives() {
+                extras.scrape_targets
+            } else {
+                Vec::new()
+            },
             &settings,
             &receiver_state,
             scrape_stop,
@@ -227,26 +244,32 @@ pub async fn serve_with(
     Ok(())
 }
 
-/// The three listeners, bound before anything starts, and their addresses.
+/// The listeners, bound before anything starts, and their addresses: the API's always, the
+/// two OTLP ones when the node's role receives.
 struct Listeners {
-    grpc: TcpListener,
-    http: TcpListener,
+    grpc: Option<TcpListener>,
+    http: Option<TcpListener>,
     api: TcpListener,
     addrs: BoundAddrs,
 }
 
 impl Listeners {
     async fn bind(settings: &ServeSettings) -> Result<Listeners, ServeError> {
-        let grpc = bind(settings.listen, settings.otlp_grpc_port).await?;
-        let http = bind(settings.listen, settings.otlp_http_port).await?;
+        let (grpc, http) = match settings.role.receives() {
+            true => (
+                Some(bind(settings.listen, settings.otlp_grpc_port).await?),
+                Some(bind(settings.listen, settings.otlp_http_port).await?),
+            ),
+            false => (None, None),
+        };
         let api = bind(settings.listen, settings.api_port).await?;
         let local = |l: &TcpListener, port| {
             l.local_addr()
                 .unwrap_or(SocketAddr::new(settings.listen, port))
         };
         let addrs = BoundAddrs {
-            otlp_grpc: local(&grpc, settings.otlp_grpc_port),
-            otlp_http: local(&http, settings.otlp_http_port),
+            otlp_grpc: grpc.as_ref().map(|l| local(l, settings.otlp_grpc_port)),
+            otlp_http: http.as_ref().map(|l| local(l, settings.otlp_http_port)),
             api: local(&api, settings.api_port),
         };
         Ok(Listeners {
@@ -348,7 +371,7 @@ fn api_app(
         actions: extras.actions.clone(),
         reports: extras.reports.clone(),
     };
-    api::router_with_auth(state, auth)
+    api::router_for_role(state, auth, settings.role)
 }
 
 /// A server's task: what it returned, or why it failed.
@@ -363,17 +386,16 @@ fn spawn_servers(
     (api_app, tls): (axum::Router, Option<Arc<crate::tls::Tls>>),
     stop: &Stop,
     ended: tokio::sync::mpsc::UnboundedSender<&'static str>,
-) -> [(&'static str, ServerTask); 3] {
+) -> Vec<(&'static str, ServerTask)> {
     use crate::tls::ListenerKind;
     let http_app = crate::auth::middleware::guard_otlp_http(
         otlp_http::router(receiver_state.clone()),
         auth.clone(),
     );
-    let http_task = watch_server("otlp http", ended.clone(), {
+    let http_task = listeners.http.map(|tcp| {
         let (stop, accept_stop) = (stop.stopped(), stop.stopped());
         let tls = tls.clone();
-        let tcp = listeners.http;
-        async move {
+        watch_server("otlp http", ended.clone(), async move {
             match tls {
                 Some(tls) => {
                     let listener = tls.listen(tcp, ListenerKind::OtlpHttp, accept_stop);
@@ -387,7 +409,7 @@ fn spawn_servers(
                         .await
                 }
             }
-        }
+        })
     });
     let api_task = watch_server("api", ended.clone(), {
         let (stop, accept_stop) = (stop.stopped(), stop.stopped());
@@ -415,10 +437,9 @@ fn spawn_servers(
         }),
         auth,
     );
-    let grpc_task = watch_server("otlp grpc", ended, {
+    let grpc_task = listeners.grpc.map(|tcp| {
         let (stop, accept_stop) = (stop.stopped(), stop.stopped());
-        let tcp = listeners.grpc;
-        async move {
+        watch_server("otlp grpc", ended, async move {
             let server = tonic::transport::Server::builder().add_routes(grpc_routes);
             match tls {
                 Some(tls) => {
@@ -436,13 +457,16 @@ fn spawn_servers(
                         .await
                 }
             }
-        }
+        })
     });
     [
-        ("otlp http", http_task),
-        ("api", api_task),
-        ("otlp grpc", grpc_task),
+        http_task.map(|task| ("otlp http", task)),
+        Some(("api", api_task)),
+        grpc_task.map(|task| ("otlp grpc", task)),
     ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// The SLO evaluation loop, when there are SLOs.
@@ -642,7 +666,7 @@ fn spawn_scrapers(
 
 /// Everything `serve` started, waited for at shutdown.
 struct Running {
-    servers: [(&'static str, ServerTask); 3],
+    servers: Vec<(&'static str, ServerTask)>,
     alert_task: Option<tokio::task::JoinHandle<()>>,
     action_task: Option<tokio::task::JoinHandle<()>>,
     watch_task: Option<tokio::task::JoinHandle<()>>,

@@ -16,12 +16,16 @@
 //! ```
 //!
 //! With a bucket configured (`StoreOptions::remote`, module `remote`) the segments live there
-//! instead, listed in the bucket's catalog log, and `data_dir` keeps the lock and the WAL.
+//! instead, listed in the bucket's catalog log, and `data_dir` keeps the lock and the WAL; every
+//! node follows the log, and the one maintaining the bucket merges, expires and garbage-collects
+//! its segments (module `bucket_maintenance`).
 
+mod bucket_maintenance;
 mod catalog;
 mod fsutil;
 mod maintenance;
 mod memtable;
+mod migrate;
 mod parallel;
 mod quarantine;
 mod remote;
@@ -36,9 +40,11 @@ mod wal;
 /// Where a bucket is (`StoreOptions::remote`): its URL, endpoint, region and credentials.
 pub use infersight_cluster::BucketConfig;
 pub use maintenance::MaintenanceHandle;
+pub use migrate::MigrateReport;
 pub use store::Store;
 pub use types::{
-    AppendReceipt, CompactionReport, FlushReport, FsyncPolicy, QuarantineStats, RemoteOptions,
-    RemoteSegments, RetentionReport, ScanSnapshot, SegmentChecksum, SegmentMeta, StorageBackend,
-    StoreError, StoreOptions, StoreStats, TableStats, TimeRange, VerifyReport,
+    AppendReceipt, BucketCacheStats, BucketRefresh, CompactionReport, DataDeleted, DeleteObserver,
+    FlushReport, FsyncPolicy, QuarantineStats, RemoteOptions, RemoteSegments, RetentionReport,
+    ScanSnapshot, SegmentChecksum, SegmentMeta, StorageBackend, StoreError, StoreOptions,
+    StoreStats, TableStats, TimeRange, VerifyReport,
 };

@@ -34,8 +34,9 @@ use crate::remote::Remote;
 use crate::rollups;
 use crate::segment::{self, SEGMENTS_DIR, SegmentFormat};
 use crate::types::{
-    AppendReceipt, CompactionReport, FlushReport, FsyncPolicy, RetentionReport, ScanSnapshot,
-    SegmentMeta, StorageBackend, StoreError, StoreOptions, StoreStats, TableStats, TimeRange,
+    AppendReceipt, CompactionReport, DataDeleted, FlushReport, FsyncPolicy, RetentionReport,
+    ScanSnapshot, SegmentMeta, StorageBackend, StoreError, StoreOptions, StoreStats, TableStats,
+    TimeRange,
 };
 use crate::verify;
 use crate::wal::{self, SealedWal, WalWriter};
@@ -207,7 +208,7 @@ impl Store {
                     flushed_wal_seq: remote.flushed_wal_seq(&state),
                     ..Catalog::default()
                 };
-                remote.load_segments(&state, &mut catalog)?;
+                remote.reconcile(&state, &mut catalog)?;
                 remove_orphan_segments(&segments_dir, &Catalog::default());
                 (catalog, Some(remote))
             }
@@ -325,9 +326,8 @@ impl Store {
         if self.is_closed() {
             return Err(StoreError::Closed);
         }
-        if self.remote.is_some() {
-            // segments in a bucket are merged by the compact role (not built yet), not here
-            return Ok(CompactionReport::default());
+        if let Some(remote) = &self.remote {
+            return self.compact_bucket(remote);
         }
         let mut catalog = self.state.lock().catalog.clone();
         let mut partitions: BTreeMap<(Table, i64), Vec<SegmentMeta>> = BTreeMap::new();
@@ -417,33 +417,35 @@ impl Store {
             }
             state.rollups.extend(new_rollups);
         }
+        self.report_deleted(
+            "compaction",
+            replaced.iter().map(|s| (s.table, s.rows, s.bytes)),
+        );
         self.retire(replaced);
         self.compactions.fetch_add(1, Ordering::Relaxed);
         tracing::info!(?report, "compaction finished");
         Ok(report)
     }
 
-    /// Removes the segments whose hour ended at least `retention` before `now_ns`: from the
-    /// catalog first, then from disk. Does nothing when no retention is configured.
+    /// Removes the segments whose hour ended at least their table's retention
+    /// (`StoreOptions::retention_of`) before `now_ns`: from the catalog first, then from disk.
+    /// Does nothing when no table expires.
     pub fn apply_retention(&self, now_ns: i64) -> Result<RetentionReport, StoreError> {
         let _maintenance = self.maintenance.lock();
         if self.is_closed() {
             return Err(StoreError::Closed);
         }
-        let Some(retention) = self.options.retention else {
-            return Ok(RetentionReport::default());
-        };
-        if self.remote.is_some() {
-            // retention of bucket segments belongs to the compact role (not built yet)
+        if !self.options.expires_anything() {
             return Ok(RetentionReport::default());
         }
-        let retention_ns = i64::try_from(retention.as_nanos()).unwrap_or(i64::MAX);
-        let cutoff_ns = now_ns.saturating_sub(retention_ns);
+        if let Some(remote) = &self.remote {
+            return self.expire_bucket(remote, now_ns);
+        }
         let mut catalog = self.state.lock().catalog.clone();
         let (expired, live): (Vec<SegmentMeta>, Vec<SegmentMeta>) =
             std::mem::take(&mut catalog.segments)
                 .into_iter()
-                .partition(|s| s.hour_ns.saturating_add(NANOS_PER_HOUR) <= cutoff_ns);
+                .partition(|s| self.expired(s.table, s.hour_ns, now_ns));
         if expired.is_empty() {
             return Ok(RetentionReport::default());
         }
@@ -456,14 +458,20 @@ impl Store {
                 state.rollups.remove(&segment.id);
             }
         }
-        let report = RetentionReport {
-            segments_removed: expired.len(),
-            rows_removed: expired.iter().map(|s| s.rows).sum(),
-            bytes_removed: expired.iter().map(|s| s.bytes).sum(),
-        };
+        let report = self.report_expired(expired.iter().map(|s| (s.table, s.rows, s.bytes)));
         self.retire(expired);
         tracing::info!(?report, "retention applied");
         Ok(report)
+    }
+
+    /// Whether a segment of `table` for the hour starting at `hour_ns` has outlived its table's
+    /// retention at `now_ns` (the whole hour must have).
+    pub(crate) fn expired(&self, table: Table, hour_ns: i64, now_ns: i64) -> bool {
+        let Some(retention) = self.options.retention_of(table) else {
+            return false;
+        };
+        let retention_ns = i64::try_from(retention.as_nanos()).unwrap_or(i64::MAX);
+        hour_ns.saturating_add(NANOS_PER_HOUR) <= now_ns.saturating_sub(retention_ns)
     }
 
     /// One maintenance pass: flush if due, compact, apply retention. Errors of one step do not
@@ -471,9 +479,68 @@ impl Store {
     pub fn run_maintenance(&self, now_ns: i64) -> Result<(), StoreError> {
         self.remove_retired(Instant::now());
         let flushed = self.maybe_flush().map(|_| ());
+        let refreshed = self.refresh_bucket().map(|_| ());
         let compacted = self.compact().map(|_| ());
         let retained = self.apply_retention(now_ns).map(|_| ());
-        flushed.and(compacted).and(retained)
+        let collected = self.collect_bucket_garbage().map(|_| ());
+        flushed
+            .and(refreshed)
+            .and(compacted)
+            .and(retained)
+            .and(collected)
+    }
+
+    /// The retention report of `expired` (table, rows, bytes per segment), told to
+    /// `StoreOptions::on_delete` as well.
+    pub(crate) fn report_expired(
+        &self,
+        expired: impl Iterator<Item = (Table, u64, u64)> + Clone,
+    ) -> RetentionReport {
+        self.report_deleted("retention", expired.clone());
+        RetentionReport {
+            segments_removed: expired.clone().count(),
+            rows_removed: expired.clone().map(|(_, rows, _)| rows).sum(),
+            bytes_removed: expired.map(|(_, _, bytes)| bytes).sum(),
+        }
+    }
+
+    /// Tells `StoreOptions::on_delete` that `segments` left the catalog by `what`.
+    pub(crate) fn report_deleted<'a>(
+        &self,
+        what: &'static str,
+        segments: impl IntoIterator<Item = (Table, u64, u64)> + 'a,
+    ) {
+        let Some(observer) = &self.options.on_delete else {
+            return;
+        };
+        let mut deleted = DataDeleted {
+            what,
+            tables: Vec::new(),
+            segments: 0,
+            rows: 0,
+            bytes: 0,
+        };
+        for (table, rows, bytes) in segments {
+            if !deleted.tables.contains(&table) {
+                deleted.tables.push(table);
+            }
+            deleted.segments += 1;
+            deleted.rows += rows;
+            deleted.bytes += bytes;
+        }
+        if deleted.segments > 0 {
+            deleted.tables.sort();
+            (observer.0)(&deleted);
+        }
+    }
+
+    /// The bucket segments go to, if any.
+    pub(crate) fn remote(&self) -> Option<&Remote> {
+        self.remote.as_ref()
+    }
+
+    pub(crate) fn count_compaction(&self) {
+        self.compactions.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Segments just dropped from the catalog: their files go once `retired_grace` has passed
@@ -624,7 +691,7 @@ impl Store {
     /// Writes segment `id` of (table, hour) and, for `requests` with rollups on, its rollup
     /// sidecar. The rollup is built on a second thread while the Parquet file is encoded, so it
     /// costs ingest little wall time. On error nothing of it is left on disk.
-    fn write_segment_with_rollup(
+    pub(crate) fn write_segment_with_rollup(
         &self,
         table: Table,
         hour_ns: i64,
@@ -673,7 +740,7 @@ impl Store {
     }
 
     /// The flush itself; the caller holds the maintenance lock.
-    fn flush_locked(&self) -> Result<FlushReport, StoreError> {
+    pub(crate) fn flush_locked(&self) -> Result<FlushReport, StoreError> {
         // 1. seal the WAL file: records up to `rotation_seq` are in sealed files, later appends
         //    go to the new one
         let rotation_seq = {
@@ -801,6 +868,12 @@ impl StorageBackend for Store {
         if self.is_closed() {
             return Err(StoreError::Closed);
         }
+        // backpressure: a memtable flushes cannot keep up with is refused, not grown
+        let limit = self.options.memtable_hard_limit_bytes();
+        let bytes = self.state.lock().memtable.bytes();
+        if bytes >= limit {
+            return Err(StoreError::Overloaded { bytes, limit });
+        }
         let conformed = conform_all(batches)?;
         let rows: u64 = conformed.iter().map(|b| b.batch.num_rows() as u64).sum();
         if conformed.is_empty() {
@@ -920,6 +993,7 @@ impl StorageBackend for Store {
             compactions: self.compactions.load(Ordering::Relaxed),
             rollups_in_memory: state.rollups.len() as u64,
             quarantine: self.quarantine.stats(),
+            bucket_cache: self.remote.as_ref().and_then(Remote::cache_stats),
         }
     }
 
@@ -947,6 +1021,9 @@ impl StorageBackend for Store {
             .flat_map(|(_, segments)| segments)
             .collect();
         remove_segment_files(&retired);
+        if let Some(remote) = &self.remote {
+            remote.release_lease();
+        }
         if let Some(lock_file) = self.lock_file.lock().take()
             && let Err(err) = lock_file.unlock()
         {
@@ -1249,7 +1326,7 @@ fn remove_orphan_segments(segments_dir: &Path, catalog: &Catalog) {
 }
 
 /// Removes files written by a flush or compaction that failed before its catalog commit.
-fn remove_unpublished(written: &[SegmentMeta]) {
+pub(crate) fn remove_unpublished(written: &[SegmentMeta]) {
     for meta in written {
         for path in [meta.path.clone(), rollups::sidecar_path(&meta.path)] {
             if let Err(err) = remove_file_if_exists(&path) {

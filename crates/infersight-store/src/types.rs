@@ -31,7 +31,10 @@ pub struct StoreOptions {
     pub fsync: FsyncPolicy,
     /// Flush the memtable when it holds this many rows in total.
     pub memtable_max_rows: usize,
-    /// Flush the memtable when its Arrow buffers exceed this many bytes.
+    /// Flush the memtable when its Arrow buffers exceed this many bytes. Logged appends are
+    /// refused (retryable, [`StoreError::Overloaded`]) while the memtable holds four times this
+    /// (at least 64 MiB): ingest faster than flushes can write must not grow memory without
+    /// bound.
     pub memtable_max_bytes: usize,
     /// Flush a non-empty memtable at least this often.
     pub flush_interval: Duration,
@@ -41,6 +44,10 @@ pub struct StoreOptions {
     pub compaction_small_bytes: u64,
     /// Drop segments whose hour ended longer ago than this; `None` keeps everything.
     pub retention: Option<Duration>,
+    /// Per-table retention over `retention` (e.g. `tokens` 2 days, `spans` 7 days); `None` for a
+    /// table keeps its segments whatever `retention` says. Rollups are sidecars of `requests`
+    /// segments and go with them.
+    pub retention_by_table: std::collections::BTreeMap<Table, Option<Duration>>,
     /// Rows per Parquet row group.
     pub parquet_row_group_rows: usize,
     /// zstd level for Parquet pages: 1 by default (measured on 1M spans it wrote smaller segments
@@ -58,6 +65,34 @@ pub struct StoreOptions {
     /// `None`: segments are files under `data_dir` (the single-node default). The WAL stays in
     /// `data_dir` either way.
     pub remote: Option<RemoteOptions>,
+    /// Told of every deletion of stored data once it is committed (compaction, retention,
+    /// garbage collection), from whichever thread made it: the binary writes the access audit's
+    /// line. `None`: nobody is told.
+    pub on_delete: Option<DeleteObserver>,
+}
+
+/// Stored data a catalog change removed (see [`StoreOptions::on_delete`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DataDeleted {
+    /// `compaction` (segments merged into one: rows stay, files go), `retention` (rows go) or
+    /// `garbage collection` (unreferenced objects in a bucket).
+    pub what: &'static str,
+    pub tables: Vec<Table>,
+    /// Segments (or, for garbage collection, objects) removed.
+    pub segments: usize,
+    /// Rows in them (0 for garbage collection: nothing listed them).
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+/// The callback of [`StoreOptions::on_delete`].
+#[derive(Clone)]
+pub struct DeleteObserver(pub Arc<dyn Fn(&DataDeleted) + Send + Sync>);
+
+impl std::fmt::Debug for DeleteObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DeleteObserver")
+    }
 }
 
 /// A bucket for the segments: where it is and the name this node commits under.
@@ -67,9 +102,56 @@ pub struct RemoteOptions {
     /// This node's id in the catalog log and in segment names (`[A-Za-z0-9_.]`, see
     /// `infersight_cluster::NodeId`); its WAL position is kept under it.
     pub node: String,
+    /// This node merges, expires and garbage-collects the bucket's segments (the `compact` and
+    /// `all` roles), under the bucket's `compactor` lease where the bucket has leases; other
+    /// nodes only add segments and follow the catalog log.
+    pub maintain: bool,
+    /// An object under `segments/` that no catalog entry names is deleted once it has been seen
+    /// unreferenced for this long and was last written at least this long ago: the upload of a
+    /// flush that crashed before its commit, a segment that compaction or retention removed (a
+    /// query that planned over it before may still read it meanwhile). Longer than any upload
+    /// takes to commit.
+    pub gc_grace: Duration,
+    /// Segments and sidecars read from the bucket are kept in memory up to this many bytes
+    /// (least recently used out first; an object over a quarter of it is not kept); 0: off.
+    pub read_cache_bytes: u64,
+}
+
+impl RemoteOptions {
+    /// A node that maintains the bucket, with a 10-minute garbage-collection grace and a
+    /// 256 MiB read cache.
+    pub fn new(bucket: infersight_cluster::BucketConfig, node: impl Into<String>) -> Self {
+        Self {
+            bucket,
+            node: node.into(),
+            maintain: true,
+            gc_grace: Duration::from_secs(600),
+            read_cache_bytes: 256 << 20,
+        }
+    }
 }
 
 impl StoreOptions {
+    /// The memtable size beyond which logged appends are refused (see `memtable_max_bytes`).
+    pub fn memtable_hard_limit_bytes(&self) -> u64 {
+        (self.memtable_max_bytes as u64)
+            .saturating_mul(4)
+            .max(64 << 20)
+    }
+
+    /// How long `table`'s segments are kept: its own retention, else `retention`.
+    pub fn retention_of(&self, table: Table) -> Option<Duration> {
+        match self.retention_by_table.get(&table) {
+            Some(own) => *own,
+            None => self.retention,
+        }
+    }
+
+    /// Whether any table's segments expire.
+    pub fn expires_anything(&self) -> bool {
+        Table::ALL.iter().any(|t| self.retention_of(*t).is_some())
+    }
+
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         Self {
             data_dir: data_dir.into(),
@@ -80,11 +162,13 @@ impl StoreOptions {
             compaction_min_segments: 4,
             compaction_small_bytes: 64 * 1024 * 1024,
             retention: None,
+            retention_by_table: std::collections::BTreeMap::new(),
             parquet_row_group_rows: 128 * 1024,
             zstd_level: 1,
             rollup: Some(RollupSpec::default()),
             retired_grace: Duration::from_secs(300),
             remote: None,
+            on_delete: None,
         }
     }
 }
@@ -181,6 +265,17 @@ pub struct CompactionReport {
     pub segments_written: usize,
 }
 
+/// What [`crate::Store::refresh_bucket`] found in the bucket's catalog log.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BucketRefresh {
+    /// The last log entry read.
+    pub catalog_seq: u64,
+    /// Segments that came in (other nodes' flushes, merged segments).
+    pub added: usize,
+    /// Segments that left (merged or expired).
+    pub removed: usize,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RetentionReport {
     pub segments_removed: usize,
@@ -223,6 +318,22 @@ pub struct StoreStats {
     /// Corrupt files this process moved to `<data>/quarantine/` and WAL records it could not
     /// replay (see [`QuarantineStats`]).
     pub quarantine: QuarantineStats,
+    /// The read cache in front of the bucket (`RemoteOptions::read_cache_bytes`); `None`
+    /// without a bucket or with the cache off.
+    pub bucket_cache: Option<BucketCacheStats>,
+}
+
+/// What the read cache in front of the bucket did since the store opened: every read of a
+/// segment or sidecar by a query or by the store itself is a hit, a miss (fetched whole, then
+/// kept) or a bypass (too large to cache: over a quarter of the capacity).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct BucketCacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub bypassed: u64,
+    pub evictions: u64,
+    pub cached_bytes: u64,
+    pub capacity_bytes: u64,
 }
 
 /// What the store set aside as corrupt since it opened: each is also logged once with its path
@@ -293,15 +404,26 @@ pub enum StoreError {
         #[source]
         source: infersight_cluster::ClusterError,
     },
+    /// `store migrate` refused: the store or the bucket is not in a state to migrate.
+    #[error("cannot migrate: {0}")]
+    Migrate(String),
+    /// The memtable is over its hard limit while flushes catch up: the append is refused
+    /// before anything is written (not acknowledged; the client retries).
+    #[error(
+        "the memtable holds {bytes} bytes, over its hard limit of {limit} bytes, while flushes catch up; retry shortly"
+    )]
+    Overloaded { bytes: u64, limit: u64 },
 }
 
 impl StoreError {
     pub fn kind(&self) -> ErrorKind {
         match self {
-            StoreError::SchemaMismatch { .. } | StoreError::RollupsDisabled => {
-                ErrorKind::BadRequest
+            StoreError::SchemaMismatch { .. }
+            | StoreError::RollupsDisabled
+            | StoreError::Migrate(_) => ErrorKind::BadRequest,
+            StoreError::Closed | StoreError::Locked { .. } | StoreError::Overloaded { .. } => {
+                ErrorKind::Unavailable
             }
-            StoreError::Closed | StoreError::Locked { .. } => ErrorKind::Unavailable,
             StoreError::Remote { source, .. } => source.kind(),
             // a full disk (or quota) is waited out: the client retries, nothing is dropped
             _ if self.is_out_of_space() => ErrorKind::Unavailable,

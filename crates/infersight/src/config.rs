@@ -85,6 +85,8 @@ pub struct Durations {
     pub flush_interval: Duration,
     /// `store.retention`; `None` (empty text) keeps everything.
     pub retention: Option<Duration>,
+    /// `store.retention_by_table`, by canonical table; `None` keeps that table's data.
+    pub retention_by_table: BTreeMap<infersight_model::Table, Option<Duration>>,
     /// `store.retired_grace`; zero (empty text) deletes retired files at once.
     pub retired_grace: Duration,
     /// `scrape.interval` and `scrape.timeout`.
@@ -110,6 +112,7 @@ impl Default for Durations {
             maintenance_interval: Duration::from_secs(5),
             flush_interval: Duration::from_secs(60),
             retention: None,
+            retention_by_table: BTreeMap::new(),
             retired_grace: Duration::from_secs(300),
             scrape_interval: Duration::from_secs(15),
             scrape_timeout: Duration::from_secs(5),
@@ -134,6 +137,10 @@ pub struct ServerConfig {
     pub maintenance_interval: String,
     /// TLS on every listener (`[server.tls]`); off while `cert_file` is empty.
     pub tls: ServerTlsConfig,
+    /// What this node does in a cluster: `all` (everything, the default), `ingest`, `query` or
+    /// `compact` (see the README's Running a cluster); every role but `all` needs
+    /// `[storage] url`. `serve --role` overrides it.
+    pub role: infersight_server::role::Role,
 }
 
 /// `[server.tls]`: the certificate every listener presents, and the CA whose client
@@ -196,6 +203,7 @@ impl Default for ServerConfig {
             queue_capacity: 64,
             maintenance_interval: "5s".into(),
             tls: ServerTlsConfig::default(),
+            role: infersight_server::role::Role::All,
         }
     }
 }
@@ -214,6 +222,9 @@ pub struct StoreConfig {
     pub compaction_small_bytes: u64,
     /// Keep data this long (e.g. `7d`); empty keeps everything.
     pub retention: String,
+    /// Per table over `retention` (`[store.retention_by_table]`, e.g. `tokens = "2d"`,
+    /// `spans = "7d"`, `requests = "90d"`); an empty text keeps that table's data.
+    pub retention_by_table: BTreeMap<String, String>,
     /// Files of segments replaced by compaction or expired by retention stay this long for
     /// queries already planned over them; empty deletes them at once.
     pub retired_grace: String,
@@ -239,6 +250,7 @@ impl Default for StoreConfig {
             compaction_min_segments: o.compaction_min_segments,
             compaction_small_bytes: o.compaction_small_bytes,
             retention: String::new(),
+            retention_by_table: BTreeMap::new(),
             retired_grace: "5m".into(),
             zstd_level: o.zstd_level,
             rollups: true,
@@ -736,6 +748,30 @@ fn parse_optional_duration(
 }
 
 impl Config {
+    /// `[store.retention_by_table]` parsed: every key a canonical table, every value a duration
+    /// (empty: keep).
+    fn retention_by_table(
+        &self,
+        errors: &mut Vec<String>,
+    ) -> BTreeMap<infersight_model::Table, Option<Duration>> {
+        let mut parsed = BTreeMap::new();
+        for (name, text) in &self.store.retention_by_table {
+            let key = format!("store.retention_by_table.{name}");
+            let Ok(table) = infersight_model::Table::from_name(name) else {
+                let tables: Vec<&str> = infersight_model::Table::ALL
+                    .iter()
+                    .map(|t| t.name())
+                    .collect();
+                errors.push(format!("{key}: not a table (one of {})", tables.join(", ")));
+                continue;
+            };
+            if let Some(retention) = parse_optional_duration(errors, &key, text) {
+                parsed.insert(table, retention);
+            }
+        }
+        parsed
+    }
+
     /// Every semantic problem at once (types were checked while loading); without any, the
     /// parsed durations.
     pub fn validate(&self) -> Result<Durations, Vec<String>> {
@@ -799,6 +835,7 @@ impl Config {
         );
         let retention =
             parse_optional_duration(&mut errors, "store.retention", &self.store.retention);
+        let retention_by_table = self.retention_by_table(&mut errors);
         let retired_grace = parse_optional_duration(
             &mut errors,
             "store.retired_grace",
@@ -833,21 +870,7 @@ impl Config {
         if self.store.rollup_max_combinations == 0 {
             errors.push("store.rollup_max_combinations: must be at least 1".into());
         }
-        if self.query.max_rows == 0 {
-            errors.push("query.max_rows: must be at least 1".into());
-        }
-        if self.query.memory_limit_bytes < 1024 * 1024 {
-            errors.push("query.memory_limit_bytes: must be at least 1048576 (1 MiB)".into());
-        }
-        if self.query.timeout_ms == 0 {
-            errors.push("query.timeout_ms: must be at least 1".into());
-        }
-        if self.query.max_response_bytes < 1024 {
-            errors.push("query.max_response_bytes: must be at least 1024".into());
-        }
-        if self.query.max_concurrent_per_caller == 0 {
-            errors.push("query.max_concurrent_per_caller: must be at least 1".into());
-        }
+        self.validate_query(&mut errors);
         errors.extend(self.stages.validate());
         let scrape = self.validate_scrape(&mut errors);
         let alerts_eval_interval = self.validate_alerts(&mut errors);
@@ -859,6 +882,7 @@ impl Config {
         errors.extend(self.notify.validate());
         errors.extend(self.auth.validate());
         errors.extend(self.storage.validate());
+        errors.extend(self.storage.check_role(self.server.role));
         if let Err(problems) = self.watch_settings() {
             errors.extend(problems);
         }
@@ -878,6 +902,7 @@ impl Config {
                     maintenance_interval: m,
                     flush_interval: f,
                     retention: r,
+                    retention_by_table,
                     retired_grace: g.unwrap_or_default(),
                     scrape_interval: s.interval,
                     scrape_timeout: s.timeout,
@@ -965,6 +990,36 @@ impl Config {
 
     /// Checks `[scrape]`; its parsed durations when they all parse.
     /// `[server.tls]`: set whole or not at all, and its files readable and matching.
+    /// `[query]`'s limits.
+    fn validate_query(&self, errors: &mut Vec<String>) {
+        let query = &self.query;
+        let checks = [
+            (query.max_rows == 0, "query.max_rows: must be at least 1"),
+            (
+                query.memory_limit_bytes < 1024 * 1024,
+                "query.memory_limit_bytes: must be at least 1048576 (1 MiB)",
+            ),
+            (
+                query.timeout_ms == 0,
+                "query.timeout_ms: must be at least 1",
+            ),
+            (
+                query.max_response_bytes < 1024,
+                "query.max_response_bytes: must be at least 1024",
+            ),
+            (
+                query.max_concurrent_per_caller == 0,
+                "query.max_concurrent_per_caller: must be at least 1",
+            ),
+        ];
+        errors.extend(
+            checks
+                .into_iter()
+                .filter(|(failed, _)| *failed)
+                .map(|(_, problem)| problem.to_string()),
+        );
+    }
+
     fn validate_tls(&self, errors: &mut Vec<String>) {
         match self.server.tls.files() {
             Err(problems) => errors.extend(problems),
@@ -1069,13 +1124,16 @@ impl Config {
         o.compaction_min_segments = self.store.compaction_min_segments;
         o.compaction_small_bytes = self.store.compaction_small_bytes;
         o.retention = self.durations.retention;
+        o.retention_by_table = self.durations.retention_by_table.clone();
         o.retired_grace = self.durations.retired_grace;
         o.zstd_level = self.store.zstd_level;
         o.rollup = self.store.rollups.then(|| RollupSpec {
             dimensions: self.store.rollup_dimensions.clone(),
             max_combinations: self.store.rollup_max_combinations,
         });
-        o.remote = self.storage.remote(&self.store.data_dir);
+        o.remote = self
+            .storage
+            .remote(&self.store.data_dir, self.server.role.maintains_bucket());
         o
     }
 
@@ -1140,6 +1198,29 @@ mod tests {
         assert_eq!(
             durations.scrape_targets,
             vec![(Duration::from_secs(2), Duration::from_millis(500))]
+        );
+    }
+
+    #[test]
+    fn retention_by_table_overrides_the_store_retention_per_table() {
+        use infersight_model::Table;
+        let file = write(concat!(
+            "[store]\nretention = \"30d\"\n",
+            "[store.retention_by_table]\ntokens = \"2d\"\nspans = \"7d\"\nrequests = \"\"\n",
+        ));
+        let config = load(Some(file.path()), &[]).unwrap();
+        let options = config.store_options();
+        let day = Duration::from_secs(86_400);
+        assert_eq!(options.retention_of(Table::Tokens), Some(2 * day));
+        assert_eq!(options.retention_of(Table::Spans), Some(7 * day));
+        assert_eq!(options.retention_of(Table::Requests), None, "kept");
+        assert_eq!(options.retention_of(Table::Logs), Some(30 * day));
+        let file = write("[store.retention_by_table]\ntoken = \"2d\"\nspans = \"a week\"\n");
+        let errors = load(Some(file.path()), &[]).unwrap_err().to_string();
+        assert!(
+            errors.contains("store.retention_by_table.token: not a table")
+                && errors.contains("store.retention_by_table.spans"),
+            "{errors}"
         );
     }
 

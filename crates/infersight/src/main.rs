@@ -8,6 +8,7 @@ mod config;
 mod exit;
 mod loadgen;
 mod output;
+mod redaction_reload;
 mod rng;
 mod sim_sink;
 mod wiring;
@@ -27,6 +28,8 @@ fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // colours for a person at a terminal; plain text for a pipe, a file or journald
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

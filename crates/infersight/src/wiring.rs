@@ -24,10 +24,20 @@ pub fn batch_writer(
     store: Arc<dyn BatchAppend>,
     counters: Arc<Counters>,
 ) -> Result<BatchWriter, CliError> {
+    batch_writer_reloading(config, store, counters, None)
+}
+
+/// [`batch_writer`] whose redact stage takes new rules from `redact_reload` (`serve`).
+pub fn batch_writer_reloading(
+    config: &Config,
+    store: Arc<dyn BatchAppend>,
+    counters: Arc<Counters>,
+    redact_reload: Option<&Arc<infersight_pipeline::RedactReload>>,
+) -> Result<BatchWriter, CliError> {
     let mut stages = config.stages.clone();
     // mined templates persist with the store, so template ids survive restarts
     stages.template.store_dir = Some(config.template_store_dir());
-    let pipeline = infersight_pipeline::Pipeline::from_config(&stages)
+    let pipeline = infersight_pipeline::Pipeline::from_config_reloading(&stages, redact_reload)
         .map_err(|e| CliError::usage(format!("stages: {e}")))?;
     Ok(BatchWriter::new(pipeline, store, counters))
 }
@@ -73,7 +83,9 @@ pub fn open_existing_store(config: &Config) -> Result<Arc<Store>, CliError> {
 }
 
 pub fn open_store(config: &Config) -> Result<Arc<Store>, CliError> {
-    Store::open(config.store_options()).map(Arc::new).map_err(|e| {
+    let mut options = config.store_options();
+    options.on_delete = Some(deletes_audited(access_audit(config)));
+    Store::open(options).map(Arc::new).map_err(|e| {
         let hint = match e {
             infersight_store::StoreError::Locked { .. } => {
                 "; another infersight process (serve?) holds it: stop it, or query it over HTTP with --server"
@@ -214,6 +226,36 @@ fn incident_recorder(config: &Config) -> infersight_server::timeline::IncidentRe
     infersight_server::timeline::IncidentRecorder::new(infersight_rca::IncidentStore::open(
         &config.store.data_dir,
     ))
+}
+
+/// Every deletion the store commits (compaction, retention, garbage collection) as one line of
+/// the access audit (`surface: maintenance`); a line that cannot be written is warned about.
+fn deletes_audited(audit: Arc<AccessAudit>) -> infersight_store::DeleteObserver {
+    use infersight_query::audit::{AccessRecord, AccessedData};
+    let actor = infersight_query::audit::cli_actor();
+    infersight_store::DeleteObserver(Arc::new(move |deleted| {
+        let context = infersight_query::AccessContext {
+            actor: actor.clone(),
+            client: None,
+            surface: infersight_query::Surface::Maintenance,
+            what: Some(format!(
+                "{}: {} segments, {} bytes",
+                deleted.what, deleted.segments, deleted.bytes
+            )),
+        };
+        let accessed = AccessedData {
+            tables: deleted
+                .tables
+                .iter()
+                .map(|t| t.name().to_string())
+                .collect(),
+            ..AccessedData::default()
+        };
+        let record = AccessRecord::new(&context, &accessed, deleted.rows, Ok(()), None);
+        if let Err(err) = audit.append(&record) {
+            tracing::warn!(%err, "a deletion by the store is missing from the access audit");
+        }
+    }))
 }
 
 /// The access audit of the store in `store.data_dir` (`<data_dir>/audit/access.jsonl`), shared

@@ -43,10 +43,7 @@ fn store_options(
     node: &str,
 ) -> StoreOptions {
     let mut options = StoreOptions::new(data);
-    options.remote = bucket.map(|bucket| RemoteOptions {
-        bucket,
-        node: node.to_string(),
-    });
+    options.remote = bucket.map(|bucket| RemoteOptions::new(bucket, node));
     options
 }
 
@@ -109,7 +106,8 @@ async fn bucket_answers_like_local_disk(bucket: infersight_store::BucketConfig) 
             .all(|s| s.location.is_some()),
         "the query node reads every segment from the bucket"
     );
-    let bucket_engine = QueryEngine::new(Arc::new(query_store) as Arc<dyn StorageBackend>);
+    let query_store = Arc::new(query_store);
+    let bucket_engine = QueryEngine::new(Arc::clone(&query_store) as Arc<dyn StorageBackend>);
 
     let rows: u64 = scalar(&local_engine, QUERIES[0]).await.parse().unwrap();
     assert!(rows > 4000, "{rows} requests simulated");
@@ -123,6 +121,17 @@ async fn bucket_answers_like_local_disk(bucket: infersight_store::BucketConfig) 
         .unwrap();
     assert!(scanned.segments_scanned > 1, "{scanned:?}");
     assert_eq!(scanned.memtable_rows, 0);
+
+    // the engine read the segments through the read cache: the first pass fetched each one
+    // whole, the second reads them from memory, and the answers stay the same
+    let cache = |store: &Store| store.stats().bucket_cache.expect("the cache is on");
+    let first = cache(&query_store);
+    assert!(first.misses > 0 && first.cached_bytes > 0, "{first:?}");
+    assert!(first.cached_bytes <= first.capacity_bytes, "{first:?}");
+    assert_eq!(answers(&bucket_engine).await, expected);
+    let second = cache(&query_store);
+    assert_eq!(second.misses, first.misses, "{first:?} then {second:?}");
+    assert!(second.hits > first.hits, "{first:?} then {second:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

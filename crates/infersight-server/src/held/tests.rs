@@ -30,6 +30,7 @@ fn settings() -> ServeSettings {
         max_query_rows: 100_000,
         max_dimension_cardinality: 1_000,
         query_limits: infersight_query::QueryLimits::default(),
+        role: crate::role::Role::All,
     }
 }
 
@@ -89,7 +90,10 @@ fn start(store: Arc<Store>, mark: &Path) -> Run {
 
 impl Run {
     fn post(&self, export: &Value) {
-        let url = format!("http://{}/v1/traces", self.addrs.otlp_http);
+        let url = format!(
+            "http://{}/v1/traces",
+            self.addrs.otlp_http.expect("role all receives")
+        );
         let status = ureq::post(&url)
             .header("content-type", "application/json")
             .send(export.to_string())

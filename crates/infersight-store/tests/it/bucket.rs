@@ -14,13 +14,11 @@ use crate::common::{H0, HOUR, ids, logs, options, requests, sorted};
 
 fn bucket_options(data: &Path, bucket_url: &str, node: &str) -> infersight_store::StoreOptions {
     let mut options = options(data);
-    options.remote = Some(RemoteOptions {
-        bucket: infersight_cluster::BucketConfig {
-            url: bucket_url.to_string(),
-            ..Default::default()
-        },
-        node: node.to_string(),
-    });
+    let bucket = infersight_cluster::BucketConfig {
+        url: bucket_url.to_string(),
+        ..Default::default()
+    };
+    options.remote = Some(RemoteOptions::new(bucket, node));
     options
 }
 
@@ -171,7 +169,7 @@ fn flushed_segments_live_in_the_bucket_and_another_node_reads_them() {
         53,
         "the restarted node's close flushed its last row to the bucket"
     );
-    // segments in a bucket are not compacted by the node (the compact role will)
+    // three small requests segments in the first hour: under compaction_min_segments (4)
     assert_eq!(reopened.compact().unwrap().segments_removed, 0);
 }
 
@@ -200,4 +198,280 @@ fn a_bucket_that_cannot_be_used_is_a_clear_error_at_open() {
     std::fs::write(&blocker, b"x").unwrap();
     let message = error(&format!("file://{}/sub", blocker.display()), "n1");
     assert!(message.contains("segment storage file://"), "{message}");
+}
+
+/// A node's options that only ingests or only reads (`maintain` off).
+fn follower_options(data: &Path, bucket_url: &str, node: &str) -> infersight_store::StoreOptions {
+    let mut options = bucket_options(data, bucket_url, node);
+    if let Some(remote) = &mut options.remote {
+        remote.maintain = false;
+    }
+    options
+}
+
+#[test]
+fn nodes_follow_the_log_and_the_maintainer_merges_expires_and_collects_every_nodes_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let bucket = dir.path().join("bucket");
+    let url = format!("file://{}", bucket.display());
+    let ingest_a = Store::open(follower_options(&dir.path().join("a"), &url, "ingest-a")).unwrap();
+    let ingest_b = Store::open(follower_options(&dir.path().join("b"), &url, "ingest-b")).unwrap();
+    let mut maintainer_options = bucket_options(&dir.path().join("c"), &url, "compact-1");
+    if let Some(remote) = &mut maintainer_options.remote {
+        remote.gc_grace = std::time::Duration::ZERO;
+    }
+    maintainer_options.retention = Some(std::time::Duration::from_secs(3600));
+    let deletions = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&deletions);
+    maintainer_options.on_delete = Some(infersight_store::DeleteObserver(std::sync::Arc::new(
+        move |deleted| {
+            let d: &infersight_store::DataDeleted = deleted;
+            seen.lock()
+                .unwrap()
+                .push((d.what, d.tables.clone(), d.segments, d.rows));
+        },
+    )));
+    let maintainer = Store::open(maintainer_options).unwrap();
+    assert!(visible_ids(&maintainer, Table::Requests).is_empty());
+
+    // three flushes on a, two on b: five small requests segments of one hour, from two nodes
+    for (store, prefix, flushes) in [(&ingest_a, "a", 3), (&ingest_b, "b", 2)] {
+        for flush in 0..flushes {
+            let ts: Vec<i64> = (0..10).map(|i| H0 + flush * 1_000 + i).collect();
+            store
+                .append(&[requests(&format!("{prefix}{flush}"), &ts)])
+                .unwrap();
+            store.flush().unwrap();
+        }
+    }
+    let everything = sorted(
+        [
+            ids("a0", 10),
+            ids("a1", 10),
+            ids("a2", 10),
+            ids("b0", 10),
+            ids("b1", 10),
+        ]
+        .concat(),
+    );
+    // a follower sees the other node's segments once it reads the log, not before
+    assert_eq!(visible_ids(&ingest_a, Table::Requests).len(), 30);
+    let refresh = ingest_a.refresh_bucket().unwrap();
+    assert_eq!((refresh.added, refresh.removed), (2, 0), "{refresh:?}");
+    assert_eq!(visible_ids(&ingest_a, Table::Requests), everything);
+    assert_eq!(ingest_a.refresh_bucket().unwrap().added, 0, "nothing new");
+
+    // followers never merge; the maintainer merges the five into one, in one catalog entry
+    assert_eq!(ingest_b.compact().unwrap().segments_removed, 0);
+    let report = maintainer.compact().unwrap();
+    assert_eq!(
+        (report.segments_removed, report.segments_written),
+        (5, 1),
+        "{report:?}"
+    );
+    assert_eq!(maintainer.segments(Table::Requests).len(), 1);
+    assert_eq!(visible_ids(&maintainer, Table::Requests), everything);
+    let merged = maintainer.segments(Table::Requests);
+    assert!(merged[0].location.as_ref().unwrap().contains("compact-1-"));
+    assert_eq!(merged[0].rows, 50);
+    // the maintainer's rollup of the merged segment is the followers' sum of the five
+    let cells = |store: &Store| -> u64 {
+        (store.rollups(TimeRange::ALL).unwrap().iter())
+            .map(|r| r.cell_count() as u64)
+            .sum()
+    };
+    let refresh = ingest_b.refresh_bucket().unwrap();
+    assert_eq!((refresh.added, refresh.removed), (1, 2), "{refresh:?}");
+    assert_eq!(visible_ids(&ingest_b, Table::Requests), everything);
+    assert!(cells(&ingest_b) > 0);
+    assert_eq!(cells(&ingest_b), cells(&maintainer));
+
+    // the replaced objects go at the next garbage pass (grace zero here), and so does the
+    // upload of a flush that never committed; referenced objects stay
+    let stray = bucket.join("segments/requests/2023111410/ingest-a-crashed.parquet");
+    std::fs::create_dir_all(stray.parent().unwrap()).unwrap();
+    std::fs::write(&stray, b"PAR1 half an upload").unwrap();
+    assert_eq!(
+        ingest_a.collect_bucket_garbage().unwrap(),
+        0,
+        "not a maintainer"
+    );
+    let deleted = maintainer.collect_bucket_garbage().unwrap();
+    // five segments and their five sidecars, and the stray upload
+    assert_eq!(deleted, 11);
+    assert!(!stray.exists());
+    assert_eq!(
+        files_with_extension(&bucket.join("segments"), "parquet").len(),
+        1
+    );
+    // a follower that has not re-read the log would still have listed the removed five:
+    // after its refresh it reads what is there
+    ingest_a.refresh_bucket().unwrap();
+    assert_eq!(visible_ids(&ingest_a, Table::Requests), everything);
+
+    // a restarted follower replays nothing twice and sees the merged segment once
+    drop(ingest_a);
+    let restarted = Store::open(follower_options(&dir.path().join("a"), &url, "ingest-a")).unwrap();
+    assert_eq!(visible_ids(&restarted, Table::Requests), everything);
+
+    // retention (one hour) removes the hour two hours later, for every node
+    assert_eq!(
+        restarted
+            .apply_retention(H0 + 2 * HOUR)
+            .unwrap()
+            .segments_removed,
+        0,
+        "followers do not expire"
+    );
+    let expired = maintainer.apply_retention(H0 + 2 * HOUR).unwrap();
+    assert_eq!((expired.segments_removed, expired.rows_removed), (1, 50));
+    restarted.refresh_bucket().unwrap();
+    assert!(visible_ids(&restarted, Table::Requests).is_empty());
+    assert_eq!(maintainer.collect_bucket_garbage().unwrap(), 2);
+    assert!(files_with_extension(&bucket.join("segments"), "parquet").is_empty());
+    // every deletion was reported once, as committed (the audit writes these)
+    let requests = vec![Table::Requests];
+    assert_eq!(
+        *deletions.lock().unwrap(),
+        vec![
+            ("compaction", requests.clone(), 5, 50),
+            ("garbage collection", requests.clone(), 11, 0),
+            ("retention", requests.clone(), 1, 50),
+            ("garbage collection", requests, 2, 0),
+        ]
+    );
+}
+
+#[test]
+fn garbage_within_its_grace_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let bucket = dir.path().join("bucket");
+    let url = format!("file://{}", bucket.display());
+    let store = Store::open(bucket_options(&dir.path().join("c"), &url, "compact-1")).unwrap();
+    let stray = bucket.join("segments/logs/2023111410/other-uploading.parquet");
+    std::fs::create_dir_all(stray.parent().unwrap()).unwrap();
+    std::fs::write(&stray, b"PAR1").unwrap();
+    // the default grace (10 minutes): a fresh unreferenced object may be an upload whose commit
+    // is on its way
+    for _ in 0..3 {
+        assert_eq!(store.collect_bucket_garbage().unwrap(), 0);
+    }
+    assert!(stray.exists());
+}
+
+/// Two ingest nodes flushing and a maintainer merging and collecting garbage, all at once on
+/// one bucket: every committed row is listed exactly once afterwards, on every node, and no
+/// upload on its way to its commit is taken for garbage (a grace of 1 s, far longer than an
+/// upload to a directory takes to commit).
+#[test]
+fn a_maintainer_and_two_ingest_nodes_committing_at_once_lose_and_double_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let bucket = dir.path().join("bucket");
+    let url = format!("file://{}", bucket.display());
+    let ingest: Vec<Store> = ["ingest-a", "ingest-b"]
+        .iter()
+        .map(|node| Store::open(follower_options(&dir.path().join(node), &url, node)).unwrap())
+        .collect();
+    let mut maintainer_options = bucket_options(&dir.path().join("c"), &url, "compact-1");
+    maintainer_options.compaction_min_segments = 2;
+    if let Some(remote) = &mut maintainer_options.remote {
+        remote.gc_grace = std::time::Duration::from_secs(1);
+    }
+    let maintainer = Store::open(maintainer_options).unwrap();
+    let rounds = 12;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let merges = std::thread::scope(|scope| {
+        let writers: Vec<_> = ingest
+            .iter()
+            .enumerate()
+            .map(|(node, store)| {
+                scope.spawn(move || {
+                    for round in 0..rounds {
+                        let ts: Vec<i64> = (0..7).map(|i| H0 + round * 100 + i).collect();
+                        let prefix = format!("n{node}r{round}");
+                        store.append(&[requests(&prefix, &ts)]).unwrap();
+                        store.flush().unwrap();
+                        std::thread::sleep(std::time::Duration::from_millis(150));
+                    }
+                })
+            })
+            .collect();
+        let merger = scope.spawn(|| {
+            let mut merged = 0;
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                merged += maintainer.compact().unwrap().segments_removed;
+                maintainer.collect_bucket_garbage().unwrap();
+            }
+            merged
+        });
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::Release);
+        merger.join().unwrap()
+    });
+    let last = maintainer.compact().unwrap().segments_removed;
+    assert!(merges + last > 0, "the maintainer merged nothing");
+    let expected = sorted(
+        (0..2)
+            .flat_map(|node| (0..rounds).flat_map(move |round| ids(&format!("n{node}r{round}"), 7)))
+            .collect(),
+    );
+    assert_eq!(visible_ids(&maintainer, Table::Requests), expected);
+    for store in &ingest {
+        store.refresh_bucket().unwrap();
+        assert_eq!(visible_ids(store, Table::Requests), expected);
+    }
+    // once the replaced objects are past the grace, the bucket holds exactly the listed ones
+    maintainer.collect_bucket_garbage().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    maintainer.collect_bucket_garbage().unwrap();
+    let listed = maintainer.segments(Table::Requests).len();
+    assert_eq!(
+        files_with_extension(&bucket.join("segments"), "parquet").len(),
+        listed
+    );
+}
+
+#[test]
+fn migrate_moves_flushed_and_unflushed_rows_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}/bucket", dir.path().display());
+    let local = Store::open(options(&dir.path().join("local"))).unwrap();
+    local.append(&[requests("a", &[H0, H0 + 1])]).unwrap();
+    local.flush().unwrap();
+    // still in the memtable and the WAL: migrate flushes it first
+    local.append(&[requests("b", &[H0 + HOUR])]).unwrap();
+    let target = bucket_options(&dir.path().join("local"), &url, "single")
+        .remote
+        .unwrap();
+    let seen = std::sync::Mutex::new(Vec::new());
+    let report = local
+        .migrate_to_bucket(&target, |done, total| {
+            seen.lock().unwrap().push((done, total))
+        })
+        .unwrap();
+    assert_eq!((report.segments, report.rows), (2, 3), "{report:?}");
+    assert_eq!(*seen.lock().unwrap(), [(1, 2), (2, 2)]);
+    let reader = Store::open(follower_options(&dir.path().join("reader"), &url, "reader")).unwrap();
+    assert_eq!(
+        visible_ids(&reader, Table::Requests),
+        sorted([ids("a", 2), ids("b", 1)].concat())
+    );
+    let again = local.migrate_to_bucket(&target, |_, _| {});
+    assert!(
+        matches!(&again, Err(StoreError::Migrate(m)) if m.contains("node `single` already has segments")),
+        "{again:?}"
+    );
+    let on_bucket = reader.migrate_to_bucket(&target, |_, _| {});
+    assert!(
+        matches!(&on_bucket, Err(StoreError::Migrate(m)) if m.contains("already")),
+        "{on_bucket:?}"
+    );
+    reader.refresh_bucket().unwrap();
+    assert_eq!(
+        visible_ids(&reader, Table::Requests).len(),
+        3,
+        "nothing twice"
+    );
 }

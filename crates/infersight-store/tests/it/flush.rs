@@ -282,3 +282,50 @@ fn maybe_flush_waits_for_a_threshold() {
         "interval"
     );
 }
+
+/// Appends faster than flushes are refused once the memtable holds four times
+/// `memtable_max_bytes` (64 MiB at least): a retryable error, nothing written; after a flush the
+/// store takes appends again. (A 10-minute soak at twice the sustainable load grew `serve` past
+/// 23 GB before this limit.)
+#[test]
+fn a_memtable_over_its_hard_limit_refuses_appends_until_a_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = crate::common::options(dir.path());
+    options.memtable_max_bytes = 16 << 20;
+    options.fsync = infersight_store::FsyncPolicy::Never;
+    assert_eq!(options.memtable_hard_limit_bytes(), 64 << 20);
+    let store = Store::open(options).unwrap();
+    let big = |n: i64| {
+        let records: Vec<infersight_model::LogRecord> = (0..8)
+            .map(|i| infersight_model::LogRecord {
+                ts: H0 + n * 10 + i,
+                body: Some("x".repeat(1 << 20)),
+                ..Default::default()
+            })
+            .collect();
+        TableBatch {
+            table: Table::Logs,
+            batch: infersight_model::LogRecord::to_batch(&records),
+        }
+    };
+    let mut accepted = 0;
+    let refused = loop {
+        match store.append(&[big(accepted)]) {
+            Ok(_) => accepted += 1,
+            Err(err) => break err,
+        }
+        assert!(accepted < 100, "never refused");
+    };
+    // 8 MiB an append: the ninth finds 64 MiB or more
+    assert!((8..=9).contains(&accepted), "{accepted}");
+    assert!(
+        matches!(refused, StoreError::Overloaded { .. }),
+        "{refused}"
+    );
+    assert_eq!(refused.kind(), infersight_model::ErrorKind::Unavailable);
+    let wal_seq = store.stats().appends;
+    assert_eq!(wal_seq, accepted as u64, "the refused append wrote nothing");
+    let flushed = store.flush().unwrap();
+    assert_eq!(flushed.rows, 8 * accepted as u64);
+    store.append(&[big(1000)]).unwrap();
+}

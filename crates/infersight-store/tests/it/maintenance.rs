@@ -147,6 +147,44 @@ fn retention_removes_old_hours_only() {
 }
 
 #[test]
+fn each_table_expires_after_its_own_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = options(dir.path());
+    // logs one hour, requests kept whatever the store-wide two hours say, spans the two hours
+    options.retention = Some(Duration::from_secs(2 * 3600));
+    options.retention_by_table = [
+        (Table::Logs, Some(Duration::from_secs(3600))),
+        (Table::Requests, None),
+    ]
+    .into_iter()
+    .collect();
+    let store = Store::open(options).unwrap();
+    let ts = [H0 + 1, H0 + HOUR + 1, H0 + 2 * HOUR + 1];
+    store.append(&[requests("r", &ts), logs("l", &ts)]).unwrap();
+    store.flush().unwrap();
+    // now = end of hour 2: logs of hours 0 and 1 ended an hour ago or more, requests stay
+    let report = store.apply_retention(H0 + 3 * HOUR).unwrap();
+    assert_eq!(report.segments_removed, 2, "{report:?}");
+    assert_eq!(store.segments(Table::Requests).len(), 3);
+    let log_hours: Vec<i64> = (store.segments(Table::Logs).iter())
+        .map(|s| s.hour_ns)
+        .collect();
+    assert_eq!(log_hours, vec![H0 + 2 * HOUR]);
+    assert_eq!(
+        store
+            .apply_retention(i64::MAX / 2)
+            .unwrap()
+            .segments_removed,
+        1
+    );
+    assert_eq!(
+        store.segments(Table::Requests).len(),
+        3,
+        "requests are kept"
+    );
+}
+
+#[test]
 fn without_retention_nothing_expires() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());

@@ -154,6 +154,7 @@ async fn send_through_server(
         max_query_rows: config.query.max_rows,
         max_dimension_cardinality: config.query.max_dimension_cardinality,
         query_limits: config.query.limits(),
+        role: infersight_server::role::Role::All,
     };
     let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -174,7 +175,10 @@ async fn send_through_server(
         .await
         .map_err(|_| CliError::failed("demo server did not start"))?;
 
-    let url = format!("http://{}", addrs.otlp_http);
+    let otlp_http = addrs
+        .otlp_http
+        .ok_or_else(|| CliError::failed("demo server has no OTLP listener"))?;
+    let url = format!("http://{otlp_http}");
     let show = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let limits = (
         config.store.memtable_max_bytes,

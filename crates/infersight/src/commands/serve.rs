@@ -31,10 +31,20 @@ pub struct ServeArgs {
     /// API port (0 picks a free one).
     #[arg(long)]
     pub api_port: Option<u16>,
+    /// What this node does in a cluster: all, ingest, query or compact [default: the config's
+    /// server.role, all]. Every role but all needs a bucket (--storage or [storage] url).
+    #[arg(long)]
+    pub role: Option<infersight_server::role::Role>,
 }
 
 pub async fn run(args: ServeArgs) -> Result<i32, CliError> {
-    let config = args.common.resolve()?;
+    let mut config = args.common.resolve()?;
+    if let Some(role) = args.role {
+        config.server.role = role;
+    }
+    if let Some(problem) = config.storage.check_role(config.server.role) {
+        return Err(CliError::usage(problem));
+    }
     let settings = settings(&args, &config);
     config
         .auth
@@ -43,9 +53,23 @@ pub async fn run(args: ServeArgs) -> Result<i32, CliError> {
     let store = tokio::task::block_in_place(|| wiring::open_store(&config))?;
     let maintenance = store.spawn_maintenance(config.durations().maintenance_interval);
     let counters = Arc::new(Counters::new());
-    let writer = wiring::batch_writer(&config, store.clone(), counters.clone())?;
+    // the redaction rules follow the configuration file (SIGHUP, or a change seen within 5 s)
+    let redact_reload = Arc::new(infersight_pipeline::RedactReload::default());
+    let writer = wiring::batch_writer_reloading(
+        &config,
+        store.clone(),
+        counters.clone(),
+        Some(&redact_reload),
+    )?;
+    let redaction_reloader = crate::redaction_reload::spawn(
+        args.common.clone(),
+        config.stages.redact.clone(),
+        redact_reload,
+        wiring::access_audit(&config),
+    );
     let extras = wiring::serve_extras(&config, &counters, &settings)?;
     let data_dir = config.store.data_dir.display().to_string();
+    let role = config.server.role;
     let result = infersight_server::serve::serve_with(
         settings,
         extras,
@@ -53,15 +77,22 @@ pub async fn run(args: ServeArgs) -> Result<i32, CliError> {
         writer,
         wiring::mapper(&config),
         counters,
-        |addrs| {
+        move |addrs| {
+            let or_off = |addr: Option<std::net::SocketAddr>| {
+                addr.map_or_else(|| "off".to_string(), |addr| addr.to_string())
+            };
             eprintln!(
-                "infersight: listening otlp_grpc={} otlp_http={} api={} data={}",
-                addrs.otlp_grpc, addrs.otlp_http, addrs.api, data_dir
+                "infersight: listening otlp_grpc={} otlp_http={} api={} data={} role={role}",
+                or_off(addrs.otlp_grpc),
+                or_off(addrs.otlp_http),
+                addrs.api,
+                data_dir
             );
         },
         shutdown_signal(),
     )
     .await;
+    redaction_reloader.abort();
     maintenance.stop();
     result.map_err(|e| CliError::failed(e.to_string()))?;
     let flushed_to = match config.storage.url.as_str() {
@@ -90,6 +121,7 @@ fn settings(args: &ServeArgs, config: &Config) -> ServeSettings {
         max_query_rows: config.query.max_rows,
         max_dimension_cardinality: config.query.max_dimension_cardinality,
         query_limits: config.query.limits(),
+        role: config.server.role,
     }
 }
 

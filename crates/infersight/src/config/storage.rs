@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use infersight_cluster::{NodeId, StorageUrl};
+use infersight_server::role::Role;
 use infersight_store::{BucketConfig, RemoteOptions};
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +31,13 @@ pub struct StorageConfig {
     /// `-`); every node writing to one bucket needs its own, the same across its restarts (its
     /// WAL position is kept under it). Empty: `<host name>-<hash of the data directory>`.
     pub node: String,
+    /// How long an object no catalog entry names stays in the bucket before the node maintaining
+    /// it deletes it: a merged or expired segment (queries planned before may still read it), an
+    /// upload whose flush crashed before its commit. Longer than any upload takes to commit.
+    pub gc_grace: String,
+    /// Segments and sidecars read from the bucket stay in memory up to this many bytes (least
+    /// recently used out first; objects over a quarter of it are not kept); 0 turns it off.
+    pub read_cache_bytes: u64,
 }
 
 impl Default for StorageConfig {
@@ -42,6 +50,8 @@ impl Default for StorageConfig {
             access_key_id: String::new(),
             secret_access_key: String::new(),
             node: String::new(),
+            gc_grace: "10m".into(),
+            read_cache_bytes: 256 << 20,
         }
     }
 }
@@ -69,6 +79,15 @@ impl StorageConfig {
                     .into(),
             );
         }
+        if let Some(grace) = super::parse_duration(&mut errors, "storage.gc_grace", &self.gc_grace)
+            && grace < std::time::Duration::from_secs(60)
+        {
+            errors.push(format!(
+                "storage.gc_grace: `{}` is under 1m: garbage collection could delete an upload \
+                 whose commit is on its way, or a segment a running query reads",
+                self.gc_grace
+            ));
+        }
         // a derived node id is valid by construction
         if !self.node.is_empty()
             && let Err(e) = NodeId::new(&self.node)
@@ -78,24 +97,40 @@ impl StorageConfig {
         errors
     }
 
-    /// The bucket and node the store in `data_dir` sends segments to; `None` without `url`.
-    pub fn remote(&self, data_dir: &Path) -> Option<RemoteOptions> {
+    /// A role other than `all` runs only part of the work, so it needs the others' segments:
+    /// the problem when no bucket is set.
+    pub fn check_role(&self, role: Role) -> Option<String> {
+        (role != Role::All && self.url.is_empty()).then(|| {
+            format!(
+                "server.role: `{role}` needs storage.url (the nodes of a cluster share their \
+                 segments through a bucket); a single node runs `all`"
+            )
+        })
+    }
+
+    /// The bucket and node the store in `data_dir` sends segments to, maintained by this node
+    /// when `maintain`; `None` without `url`.
+    pub fn remote(&self, data_dir: &Path, maintain: bool) -> Option<RemoteOptions> {
         if self.url.is_empty() {
             return None;
         }
         let set = |text: &str| (!text.is_empty()).then(|| text.to_string());
-        Some(RemoteOptions {
-            bucket: BucketConfig {
-                url: self.url.clone(),
-                endpoint: set(&self.endpoint),
-                region: set(&self.region),
-                access_key_id: set(&self.access_key_id),
-                secret_access_key: set(&self.secret_access_key),
-                allow_http: self.endpoint.starts_with("http://"),
-                virtual_hosted_style: !self.path_style,
-            },
-            node: self.node_id(data_dir),
-        })
+        let bucket = BucketConfig {
+            url: self.url.clone(),
+            endpoint: set(&self.endpoint),
+            region: set(&self.region),
+            access_key_id: set(&self.access_key_id),
+            secret_access_key: set(&self.secret_access_key),
+            allow_http: self.endpoint.starts_with("http://"),
+            virtual_hosted_style: !self.path_style,
+        };
+        let mut remote = RemoteOptions::new(bucket, self.node_id(data_dir));
+        remote.maintain = maintain;
+        remote.read_cache_bytes = self.read_cache_bytes;
+        if let Some(grace) = super::parse_duration(&mut Vec::new(), "", &self.gc_grace) {
+            remote.gc_grace = grace;
+        }
+        Some(remote)
     }
 
     /// `node`, else `<host>-<hash>`: the host name (characters a node id cannot hold replaced by
@@ -156,7 +191,11 @@ mod tests {
     #[test]
     fn no_url_is_the_local_data_dir() {
         assert!(StorageConfig::default().validate().is_empty());
-        assert!(StorageConfig::default().remote(Path::new("data")).is_none());
+        assert!(
+            StorageConfig::default()
+                .remote(Path::new("data"), true)
+                .is_none()
+        );
     }
 
     #[test]
@@ -178,7 +217,7 @@ mod tests {
         config.endpoint = "http://127.0.0.1:8333".into();
         config.node = "ingest-1".into();
         assert!(config.validate().is_empty());
-        let Some(remote) = config.remote(Path::new("data")) else {
+        let Some(remote) = config.remote(Path::new("data"), true) else {
             panic!("a URL gives a bucket")
         };
         assert!(remote.bucket.allow_http);
@@ -190,5 +229,41 @@ mod tests {
         assert!(NodeId::new(&id).is_ok(), "{id}");
         assert_eq!(id, config.node_id(Path::new("/srv/infersight/a")));
         assert_ne!(id, config.node_id(Path::new("/srv/infersight/b")));
+    }
+
+    #[test]
+    fn roles_need_a_bucket_and_say_whether_the_node_maintains_it() {
+        let local = StorageConfig::default();
+        assert_eq!(local.check_role(Role::All), None);
+        for role in [Role::Ingest, Role::Query, Role::Compact] {
+            let problem = local.check_role(role).unwrap_or_default();
+            assert!(
+                problem.contains(&format!("`{role}` needs storage.url")),
+                "{problem}"
+            );
+        }
+        let mut config = with_url("file:///srv/bucket");
+        assert_eq!(config.check_role(Role::Query), None);
+        let remote = config.remote(Path::new("data"), false);
+        assert!(remote.as_ref().is_some_and(|r| !r.maintain), "{remote:?}");
+        assert_eq!(
+            remote.map(|r| r.gc_grace),
+            Some(std::time::Duration::from_secs(600))
+        );
+        config.gc_grace = "90s".into();
+        let remote = config.remote(Path::new("data"), true);
+        assert!(remote.as_ref().is_some_and(|r| r.maintain), "{remote:?}");
+        assert_eq!(
+            remote.map(|r| r.gc_grace),
+            Some(std::time::Duration::from_secs(90))
+        );
+        for bad in ["soon", "5s"] {
+            config.gc_grace = bad.into();
+            let errors = config.validate();
+            assert!(
+                errors.len() == 1 && errors[0].contains("storage.gc_grace"),
+                "{errors:?}"
+            );
+        }
     }
 }

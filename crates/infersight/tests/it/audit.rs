@@ -315,3 +315,88 @@ fn rca_sli_and_dimensions_commands_are_audited() {
         "{outcomes:?}"
     );
 }
+
+/// Compaction and retention, by `store compact` here (the maintenance thread of `serve` calls
+/// the same store methods), each write one `maintenance` line naming what went.
+#[test]
+fn deletions_by_the_store_are_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("config.toml");
+    // simulated logs are from long ago: one hour of retention expires them all
+    std::fs::write(
+        &config,
+        "[store]\nfsync = \"always\"\ncompaction_min_segments = 2\n[store.retention_by_table]\nlogs = \"1h\"\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(support::bin())
+            .args(args)
+            .arg("--data")
+            .arg(&data)
+            .arg("--config")
+            .arg(&config)
+            .env("USER", "audit-dave")
+            .env_remove("INFERSIGHT_LOG")
+            .output()
+            .unwrap();
+        support::ok(&out, &args.join(" "))
+    };
+    let sim = dir.path().join("sim");
+    let simulated = support::run(&[
+        "simulate",
+        "--scenario",
+        "healthy",
+        "--duration",
+        "2m",
+        "--workers",
+        "2",
+        "--rate",
+        "5",
+        "--quiet",
+        "--out",
+        sim.to_str().unwrap(),
+    ]);
+    assert!(simulated.status.success());
+    let traces = sim.join("traces.jsonl");
+    let logs = sim.join("logs.jsonl");
+    // twice the same files: two small segments per table and hour to merge
+    for _ in 0..2 {
+        run(&[
+            "ingest",
+            "--quiet",
+            traces.to_str().unwrap(),
+            logs.to_str().unwrap(),
+        ]);
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(run(&["store", "compact"]).trim()).unwrap();
+    assert!(
+        report["compaction"]["segments_removed"].as_u64() >= Some(2),
+        "{report}"
+    );
+    let expired_rows = report["retention"]["rows_removed"].as_u64().unwrap_or(0);
+    assert!(expired_rows > 0, "{report}");
+
+    let (text, lines) = audit_lines(&data);
+    let of = |what: &str| -> Vec<&serde_json::Value> {
+        lines
+            .iter()
+            .filter(|l| {
+                l["surface"] == "maintenance"
+                    && l["what"].as_str().is_some_and(|w| w.starts_with(what))
+            })
+            .collect()
+    };
+    let compaction = of("compaction:");
+    assert_eq!(compaction.len(), 1, "{text}");
+    assert!(
+        strings(&compaction[0]["tables"]).contains(&"requests"),
+        "{text}"
+    );
+    assert_eq!(compaction[0]["actor"], "cli:audit-dave", "{text}");
+    let retention = of("retention:");
+    assert_eq!(retention.len(), 1, "{text}");
+    assert_eq!(strings(&retention[0]["tables"]), ["logs"], "{text}");
+    assert_eq!(retention[0]["rows"], expired_rows, "{text}");
+}

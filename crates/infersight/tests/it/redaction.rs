@@ -724,3 +724,123 @@ fn no_raw_pii_reaches_the_store_the_api_or_the_log() {
     assert!(other_hash.starts_with("<EMAIL:h:"));
     assert_ne!(other_hash, span_hash);
 }
+
+/// One log line with `body`, at `TS` plus `n` seconds.
+fn one_log(body: &str, n: u64) -> Vec<u8> {
+    use prost::Message;
+    ExportLogsServiceRequest {
+        resource_logs: vec![ResourceLogs {
+            resource: Some(Resource {
+                attributes: vec![kv("service.name", s("gateway"))],
+                ..Default::default()
+            }),
+            scope_logs: vec![ScopeLogs {
+                log_records: vec![LogRecord {
+                    time_unix_nano: TS + n * 1_000_000_000,
+                    body: Some(str_value(body)),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+    .encode_to_vec()
+}
+
+/// The `surface: config` lines of the access audit.
+fn config_audit(data: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(data.join("audit/access.jsonl")).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|line| line["surface"] == "config")
+        .collect()
+}
+
+/// `serve` takes new redaction rules from its configuration file on SIGHUP: the next lines are
+/// redacted by them; a broken file or a change that needs a restart is refused and the running
+/// rules stay; each attempt is a line of the access audit.
+#[test]
+fn redaction_rules_reload_on_sighup_and_every_reload_is_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let base = "[store]\nfsync = \"always\"\n";
+    let server = Server::start(&data, base);
+    let config = data.with_extension("toml");
+    let line = "mail alice@example.com from 10.1.2.3";
+    let send = |n: u64| {
+        let (status, _, body) = server.post_otlp(
+            "/v1/logs",
+            "application/x-protobuf",
+            &one_log(line, n),
+            false,
+        );
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    };
+    let bodies = || -> Vec<String> {
+        rows(&server.sql("SELECT body FROM logs ORDER BY ts"))
+            .into_iter()
+            .map(|row| row[0].1.as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let hangup_and_wait_for = |lines: usize| {
+        let status = Command::new("kill")
+            .args(["-HUP", &server.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while config_audit(&data).len() < lines {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no reload recorded: {}",
+                server.log()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    send(0);
+    // addresses only, and one marker for every kind
+    std::fs::write(
+        &config,
+        format!("{base}[stages.redact]\ndetectors = [\"ip\"]\nreplacement_style = \"redacted\"\n"),
+    )
+    .unwrap();
+    hangup_and_wait_for(1);
+    send(1);
+    // a detector that does not exist, then a change that needs a restart: both refused
+    std::fs::write(
+        &config,
+        format!("{base}[stages.redact]\ndetectors = [\"nope\"]\n"),
+    )
+    .unwrap();
+    hangup_and_wait_for(2);
+    std::fs::write(&config, format!("{base}[stages.redact]\nenabled = false\n")).unwrap();
+    hangup_and_wait_for(3);
+    send(2);
+    assert_eq!(
+        bodies(),
+        [
+            "mail <EMAIL> from <IP>",
+            "mail alice@example.com from <REDACTED>",
+            "mail alice@example.com from <REDACTED>",
+        ]
+    );
+    let audit = config_audit(&data);
+    let whats: Vec<&str> = audit.iter().map(|l| l["what"].as_str().unwrap()).collect();
+    assert!(
+        whats[0].starts_with("redaction rules reloaded: 0 path rules, 1 detectors"),
+        "{whats:?}"
+    );
+    assert_eq!(audit[0]["outcome"], "ok");
+    assert!(
+        whats[1].contains("not reloaded") && whats[1].contains("nope"),
+        "{whats:?}"
+    );
+    assert!(whats[2].contains("take effect at a restart"), "{whats:?}");
+    assert!(
+        audit[1..].iter().all(|l| l["outcome"] == "bad_request"),
+        "{audit:?}"
+    );
+    server.stop();
+}

@@ -22,13 +22,18 @@ const QUERIES: [&str; 5] = [
 
 /// `lora_kv_regression` for 2 simulated minutes, 4 workers at 20 requests/s, sent to `server`.
 fn simulate_into(server: &Server) -> serde_json::Value {
+    simulate_scenario_into(server, "lora_kv_regression", "5")
+}
+
+/// `scenario` with `seed` for 2 simulated minutes, 4 workers at 20 requests/s, sent to `server`.
+fn simulate_scenario_into(server: &Server, scenario: &str, seed: &str) -> serde_json::Value {
     let url = format!("http://{}", server.http);
     let out = run(&[
         "simulate",
         "--scenario",
-        "lora_kv_regression",
+        scenario,
         "--seed",
-        "5",
+        seed,
         "--duration",
         "2m",
         "--workers",
@@ -158,7 +163,8 @@ fn run_as(node: &str, args: &[&str]) -> String {
 
 /// `ingest --storage` puts the segments of simulated files in the bucket, and `query --storage`
 /// on another, empty data directory answers what `query` answers over the same files ingested
-/// onto local disk.
+/// onto local disk; `store migrate --to` moves that local store into a bucket where every node,
+/// and the store itself, answers the same.
 #[test]
 fn ingest_and_query_on_a_file_bucket_answer_like_local_disk() {
     let dir = tempfile::tempdir().unwrap();
@@ -198,6 +204,7 @@ fn ingest_and_query_on_a_file_bucket_answer_like_local_disk() {
     };
     ingest_into(&local, None);
     ingest_into(&ingest, Some(&bucket));
+    let mut wanted = Vec::new();
     assert_eq!(
         local_segments(&ingest),
         0,
@@ -230,7 +237,53 @@ fn ingest_and_query_on_a_file_bucket_answer_like_local_disk() {
         );
         assert!(want.lines().count() > 1, "{sql}: {want}");
         assert_eq!(got, want, "{sql}");
+        wanted.push(want);
     }
+
+    // `store migrate` moves the local store into another bucket, committed under its node name
+    let moved = format!("file://{}/moved", dir.path().display());
+    let local_data = local.to_str().unwrap();
+    let migrate = ["store", "migrate", "--data", local_data, "--to", &moved];
+    let report: serde_json::Value = serde_json::from_str(run_as("local", &migrate).trim()).unwrap();
+    assert_eq!(report["node"], "local", "{report}");
+    assert!(
+        report["segments"].as_u64().is_some_and(|n| n >= 3),
+        "{report}"
+    );
+    // a second run is refused, and writes nothing twice
+    let again = std::process::Command::new(crate::support::bin())
+        .args(migrate)
+        .env("INFERSIGHT__STORAGE__NODE", "local")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("already has segments"), "{stderr}");
+    // a new node on the bucket, and then the store itself on it, answer as before the move;
+    // the store's first open on the bucket removes its local copies
+    for (node, data) in [
+        ("query-2", dir.path().join("fresh")),
+        ("local", local.clone()),
+    ] {
+        for (sql, want) in QUERIES.iter().zip(&wanted) {
+            let got = run_as(
+                node,
+                &[
+                    "query",
+                    "--format",
+                    "csv",
+                    "--data",
+                    data.to_str().unwrap(),
+                    "--storage",
+                    &moved,
+                    sql,
+                ],
+            );
+            assert_eq!(&got, want, "{node}: {sql}");
+        }
+    }
+    assert_eq!(local_segments(&local), 0);
 }
 
 /// `serve` with `--storage URL` (`--data` and free ports); answers the exit code and stderr.
@@ -283,6 +336,208 @@ fn a_file_bucket_that_cannot_be_created_is_one_line_and_exit_1() {
     assert!(stderr.contains(&url), "{stderr}");
 }
 
+/// Polls `check` every 250 ms until it holds or `limit` passes; answers whether it held.
+fn eventually(limit: std::time::Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if check() {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
+/// The catalog log entries (JSON) a node committed that remove segments.
+fn removals_by(bucket: &Path, node: &str) -> usize {
+    let dir = bucket.join("catalog/log");
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| std::fs::read_to_string(entry.path()).ok())
+        .filter_map(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .filter(|entry| entry["node"] == node)
+        .filter(|entry| {
+            (entry["actions"].as_array().into_iter().flatten())
+                .any(|action| action["op"] == "remove_segment")
+        })
+        .count()
+}
+
+/// The roles on one bucket: two ingest nodes each receive part of the fleet, a query node
+/// started before any data answers what both flushed (it follows the catalog log), a compact
+/// node merges their segments meanwhile; the answers equal one node that received everything.
+/// `fenced`: the bucket has leases (S3), so merges are committed under the `compactor` lease.
+fn roles_on_a_bucket_answer_like_one_node(
+    storage: &str,
+    bucket_dir: Option<&Path>,
+    fenced: bool,
+    env: &[(&str, &str)],
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let local = Server::start(&dir.path().join("local"), BASE);
+    simulate_scenario_into(&local, "lora_kv_regression", "5");
+    simulate_scenario_into(&local, "healthy", "6");
+    let expected = answers(&local);
+    local.stop();
+
+    let node = |name: &str, role: &str, log: &str| {
+        let mut env = env.to_vec();
+        env.push(("INFERSIGHT_LOG", log));
+        // a merge as soon as a table-hour has two segments (one flush of each ingest node)
+        let base = BASE.replace("[server]", "compaction_min_segments = 2\n[server]");
+        Server::start_with(
+            &dir.path().join(name),
+            &format!(
+                "{base}role = \"{role}\"\n[storage]\n{storage}node = \"{name}\"\ngc_grace = \"1m\"\n"
+            ),
+            &env,
+        )
+    };
+    let query = node("query-1", "query", "warn");
+    // its merges are logged at info
+    let compact = node("compact-1", "compact", "info");
+    let ingest_a = node("ingest-1", "ingest", "warn");
+    let ingest_b = node("ingest-2", "ingest", "warn");
+    // the query and compact nodes open no OTLP listener; the ingest nodes answer no query
+    assert_eq!(query.http.port(), 0);
+    assert_eq!(compact.grpc.port(), 0);
+    let body = serde_json::json!({ "sql": QUERIES[0] }).to_string();
+    let (status, _, answer) = crate::support::post(
+        &format!("http://{}/api/v1/query", ingest_a.api),
+        "application/json",
+        body.as_bytes(),
+        false,
+    );
+    let answer = String::from_utf8_lossy(&answer);
+    assert_eq!(status, 404, "{answer}");
+    assert!(answer.contains("`ingest` role"), "{answer}");
+    assert_eq!(ingest_b.get("/healthz").0, 200);
+
+    simulate_scenario_into(&ingest_a, "lora_kv_regression", "5");
+    simulate_scenario_into(&ingest_b, "healthy", "6");
+    let mut last = Vec::new();
+    let fresh = eventually(std::time::Duration::from_secs(60), || {
+        last = answers(&query);
+        last == expected
+    });
+    assert!(
+        fresh,
+        "the query node never caught up: {last:?}\nexpected {expected:?}"
+    );
+    // several flushes of two nodes per table and hour: the compactor merged some
+    let merged = eventually(std::time::Duration::from_secs(60), || {
+        compact.log().contains("bucket compaction finished")
+    });
+    assert!(merged, "no merge by the compact node: {}", compact.log());
+    let merge = compact.log();
+    assert!(merge.contains(&format!("fenced={fenced}")), "{merge}");
+    if let Some(bucket) = bucket_dir {
+        assert!(removals_by(bucket, "compact-1") > 0);
+        assert_eq!(
+            removals_by(bucket, "ingest-1") + removals_by(bucket, "query-1"),
+            0
+        );
+    }
+    // after every merge the query node still answers exactly once per row
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(answers(&query), expected, "after compaction");
+    // the query node read its segments through the read cache, and says so on /metrics
+    let (status, metrics) = query.get("/metrics");
+    assert_eq!(status, 200);
+    let hits = metrics
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("infersight_store_bucket_cache_reads_total{result=\"hit\"} ")
+        })
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(hits.is_some_and(|n| n > 0), "{metrics}");
+    let (log_a, log_b) = (ingest_a.stop(), ingest_b.stop());
+    assert!(
+        log_a.contains("role=ingest") && log_b.contains("otlp_grpc=127.0.0.1:"),
+        "{log_a}"
+    );
+    assert_eq!(answers(&query), expected, "after the ingest nodes stopped");
+    compact.stop();
+    query.stop();
+}
+
+#[test]
+fn roles_on_a_file_bucket_answer_like_one_node() {
+    let bucket = tempfile::tempdir().unwrap();
+    roles_on_a_bucket_answer_like_one_node(
+        &format!("url = \"file://{}/b\"\n", bucket.path().display()),
+        Some(&bucket.path().join("b")),
+        false,
+        &[],
+    );
+}
+
+/// An ingest node SIGKILLed with acknowledged rows in its WAL (some already flushed at the
+/// memtable limit, the rest not) restarts, replays only what the catalog log does not cover,
+/// and the query node ends with every request once.
+#[test]
+fn a_killed_ingest_node_loses_and_doubles_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = format!("[storage]\nurl = \"file://{}/b\"\n", dir.path().display());
+    let config = |role: &str, node: &str| {
+        format!(
+            "[store]\nfsync = \"always\"\nflush_interval = \"1h\"\nmemtable_max_rows = 1500\n\
+             [server]\nmaintenance_interval = \"1s\"\nrole = \"{role}\"\n{storage}node = \"{node}\"\n"
+        )
+    };
+    let query = Server::start(&dir.path().join("query"), &config("query", "query-1"));
+    let ingest_dir = dir.path().join("ingest");
+    let ingest = Server::start(&ingest_dir, &config("ingest", "ingest-1"));
+    let summary = simulate_scenario_into(&ingest, "healthy", "9");
+    let sent = summary["requests"].as_i64().unwrap();
+    // the flushes at the memtable limit are visible; the rows after the last one are not
+    let flushed = eventually(std::time::Duration::from_secs(30), || {
+        query.scalar(QUERIES[0]) > 0
+    });
+    assert!(flushed, "no flush reached the query node");
+    let before = query.scalar(QUERIES[0]);
+    assert!(
+        before < sent,
+        "everything was flushed ({before} of {sent}): nothing to replay"
+    );
+    ingest.kill();
+    let restarted = Server::start(&ingest_dir, &config("ingest", "ingest-1"));
+    // a clean stop flushes what the WAL gave back
+    restarted.stop();
+    let unique = "SELECT count(DISTINCT request_id) AS n FROM requests";
+    let whole = eventually(std::time::Duration::from_secs(30), || {
+        query.scalar(QUERIES[0]) == sent
+    });
+    assert!(whole, "{} of {sent} requests", query.scalar(QUERIES[0]));
+    assert_eq!(query.scalar(unique), sent, "a request stored twice");
+    query.stop();
+}
+
+#[test]
+fn a_role_without_a_bucket_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = run(&["serve", "--role", "query", "--data", data.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("`query` needs storage.url"), "{stderr}");
+    let out = run(&[
+        "serve",
+        "--role",
+        "reader",
+        "--data",
+        data.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("unknown role `reader`"), "{stderr}");
+}
+
 #[cfg(not(feature = "cluster"))]
 #[test]
 fn an_s3_url_without_the_cluster_feature_says_so() {
@@ -325,6 +580,24 @@ mod s3 {
                     ("INFERSIGHT__STORAGE__REGION", "us-east-1"),
                 ],
             ],
+        );
+    }
+
+    /// The same roles on SeaweedFS: the compact node merges under the bucket's `compactor`
+    /// lease (If-Match), which a `file://` bucket does not have.
+    #[test]
+    fn roles_on_seaweedfs_answer_like_one_node() {
+        let Some(server) = SeaweedFs::start("infersight") else {
+            return;
+        };
+        roles_on_a_bucket_answer_like_one_node(
+            &format!(
+                "url = \"s3://infersight/roles\"\nendpoint = \"{}\"\n{KEYS}",
+                server.endpoint()
+            ),
+            None,
+            true,
+            &[],
         );
     }
 

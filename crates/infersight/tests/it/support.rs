@@ -99,11 +99,15 @@ pub struct Server {
     pub stderr: Arc<Mutex<Vec<String>>>,
 }
 
+/// The address after `key=`; `off` (a listener the node's role does not open) is 0.0.0.0:0.
 fn parse_addr(line: &str, key: &str) -> SocketAddr {
     let start = line.find(&format!("{key}=")).expect(key) + key.len() + 1;
     let rest = &line[start..];
     let end = rest.find(' ').unwrap_or(rest.len());
-    rest[..end].parse().expect("socket address")
+    match &rest[..end] {
+        "off" => SocketAddr::from(([0, 0, 0, 0], 0)),
+        addr => addr.parse().expect("socket address"),
+    }
 }
 
 impl Server {
@@ -229,6 +233,11 @@ impl Server {
             .args(["-TERM", &child.id().to_string()])
             .status();
         wait_with_timeout(&mut child, Duration::from_secs(60))
+    }
+
+    /// What the server has written to stderr so far.
+    pub fn log(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
     }
 
     /// SIGTERM, wait for the exit, and answer everything the server wrote to stderr.

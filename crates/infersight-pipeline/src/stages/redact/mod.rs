@@ -16,7 +16,7 @@ pub use config::{
     ReplacementStyle,
 };
 pub use redactor::{HASH_HEX_LEN, JsonScreen, Redactor};
-pub use stage::{AUDIT_BUCKET_NS, RedactStage};
+pub use stage::{AUDIT_BUCKET_NS, RedactReload, RedactStage};
 
 #[cfg(test)]
 mod tests;

@@ -66,6 +66,54 @@ pub struct RedactStage {
     redactor: Redactor,
     rows_redacted: u64,
     audit_rows: u64,
+    /// Where new rules come from while the stage runs (`serve` on SIGHUP); `None`: fixed.
+    reload: Option<Arc<RedactReload>>,
+    /// The reload generation the running rules come from.
+    generation: u64,
+    /// Counters of the rules replaced so far (a reload does not reset `/metrics`).
+    carried: BTreeMap<&'static str, u64>,
+}
+
+/// New rules for a running [`RedactStage`]: [`RedactReload::replace`] hands over a built
+/// [`Redactor`]; the stage takes it before the next batch it redacts, so no batch is redacted
+/// half with the old rules and half with the new.
+#[derive(Default)]
+pub struct RedactReload {
+    pending: std::sync::Mutex<Option<Redactor>>,
+    generation: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for RedactReload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedactReload")
+            .field("generation", &self.generation())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedactReload {
+    /// Queues `redactor` for the stage (a newer call before the stage took it wins).
+    pub fn replace(&self, redactor: Redactor) {
+        let mut pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *pending = Some(redactor);
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+
+    /// How many replacements were queued.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn take(&self) -> Option<Redactor> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
 }
 
 impl std::fmt::Debug for RedactStage {
@@ -79,11 +127,7 @@ impl std::fmt::Debug for RedactStage {
 
 impl RedactStage {
     pub fn new(config: &RedactConfig) -> Result<Self, PipelineError> {
-        Ok(Self {
-            redactor: Redactor::new(config)?,
-            rows_redacted: 0,
-            audit_rows: 0,
-        })
+        Ok(Self::from_redactor(Redactor::new(config)?))
     }
 
     /// The stage around an already built redactor (e.g. one from [`Redactor::with_secret`]).
@@ -92,7 +136,51 @@ impl RedactStage {
             redactor,
             rows_redacted: 0,
             audit_rows: 0,
+            reload: None,
+            generation: 0,
+            carried: BTreeMap::new(),
         }
+    }
+
+    /// Takes new rules from `reload` whenever it has some.
+    pub fn reloaded_by(mut self, reload: Arc<RedactReload>) -> Self {
+        self.generation = reload.generation();
+        self.reload = Some(reload);
+        self
+    }
+
+    /// Switches to the rules `reload` holds, if it holds newer ones; the old rules' counters
+    /// carry over.
+    fn take_reloaded(&mut self) {
+        let Some(reload) = &self.reload else {
+            return;
+        };
+        let generation = reload.generation();
+        if generation == self.generation {
+            return;
+        }
+        self.generation = generation;
+        if let Some(redactor) = reload.take() {
+            for (name, value) in self.redactor_counters() {
+                *self.carried.entry(name).or_insert(0) += value;
+            }
+            self.redactor = redactor;
+            tracing::info!(generation, "redaction rules replaced");
+        }
+    }
+
+    /// The redactor's own counters under their stage stat names.
+    fn redactor_counters(&self) -> Vec<(&'static str, u64)> {
+        let hits = self.redactor.hits();
+        let mut counters = vec![
+            ("values_hashed", self.redactor.hashed()),
+            ("values_dropped", self.redactor.dropped()),
+            (hit_counter_name(None), hits["custom"]),
+        ];
+        for detector in DetectorName::ALL {
+            counters.push((hit_counter_name(Some(detector)), hits[detector.as_str()]));
+        }
+        counters
     }
 
     pub fn redactor(&self) -> &Redactor {
@@ -292,6 +380,7 @@ impl Stage for RedactStage {
         batch: TableBatch,
         out: &mut Vec<TableBatch>,
     ) -> Result<(), PipelineError> {
+        self.take_reloaded();
         if !self.redactor.is_enabled() || redacted_columns(batch.table).is_empty() {
             out.push(batch);
             return Ok(());
@@ -319,17 +408,13 @@ impl Stage for RedactStage {
     }
 
     fn stats(&self) -> BTreeMap<&'static str, u64> {
-        let hits = self.redactor.hits();
         let mut stats = BTreeMap::from([
             ("rows_redacted", self.rows_redacted),
             ("audit_rows", self.audit_rows),
-            ("values_hashed", self.redactor.hashed()),
-            ("values_dropped", self.redactor.dropped()),
         ]);
-        for detector in DetectorName::ALL {
-            stats.insert(hit_counter_name(Some(detector)), hits[detector.as_str()]);
+        for (name, value) in self.redactor_counters() {
+            stats.insert(name, value + self.carried.get(name).copied().unwrap_or(0));
         }
-        stats.insert(hit_counter_name(None), hits["custom"]);
         stats
     }
 }

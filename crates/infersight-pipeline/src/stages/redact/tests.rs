@@ -537,6 +537,49 @@ fn log(body: &str, attrs: &str) -> LogRecord {
 }
 
 #[test]
+fn reloaded_rules_apply_from_the_next_batch_and_counters_carry_over() {
+    let reload = std::sync::Arc::new(RedactReload::default());
+    let mut stage = RedactStage::new(&RedactConfig::default())
+        .unwrap()
+        .reloaded_by(std::sync::Arc::clone(&reload));
+    let body = |stage: &mut RedactStage| -> String {
+        let batch = TableBatch {
+            table: Table::Logs,
+            batch: LogRecord::to_batch(&[log("mail alice@example.com from 10.1.2.3", "{}")]),
+        };
+        let mut out = Vec::new();
+        stage.process(batch, &mut out).unwrap();
+        LogRecord::from_batch(&out[0].batch).unwrap()[0]
+            .body
+            .clone()
+            .unwrap_or_default()
+    };
+    assert_eq!(body(&mut stage), "mail <EMAIL> from <IP>");
+    let emails_before = stage.stats()["hits_email"];
+    // new rules: addresses only, written as [REDACTED]
+    let ip_only = RedactConfig {
+        detectors: vec![DetectorName::Ip],
+        replacement_style: ReplacementStyle::Redacted,
+        ..RedactConfig::default()
+    };
+    reload.replace(Redactor::new(&ip_only).unwrap());
+    assert_eq!(reload.generation(), 1);
+    let after = body(&mut stage);
+    assert!(
+        after.contains("alice@example.com") && !after.contains("10.1.2.3"),
+        "{after}"
+    );
+    assert_eq!(
+        stage.stats()["hits_email"],
+        emails_before,
+        "carried, not reset"
+    );
+    assert_eq!(stage.stats()["hits_ip"], 2);
+    // nothing new: the rules stay
+    assert_eq!(body(&mut stage), after);
+}
+
+#[test]
 fn stage_redacts_a_logs_batch_and_keeps_the_schema() {
     let records = vec![
         log(
