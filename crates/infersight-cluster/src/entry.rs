@@ -35,6 +35,34 @@ pub struct SegmentMeta {
     /// The canonical schema version of the rows (absent: 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema_version: Option<u32>,
+    /// The storage tier the segment is in (absent: warm, as flushed and compacted).
+    #[serde(default, skip_serializing_if = "Tier::is_warm")]
+    pub tier: Tier,
+}
+
+/// Where a segment in the bucket stands in its life: `warm` as ingest nodes flushed it and the
+/// compactor merged it (under `segments/`), `cold` once the compactor rewrote its (table, hour)
+/// with large row groups under the cold prefix (`layout::cold_segment_path`) after the warm
+/// tier's age. The hot tier (memtable, local files) is never in the catalog.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    #[default]
+    Warm,
+    Cold,
+}
+
+impl Tier {
+    pub fn is_warm(&self) -> bool {
+        *self == Tier::Warm
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Warm => "warm",
+            Tier::Cold => "cold",
+        }
+    }
 }
 
 /// crc32s of a segment and its sidecar, as the single-node store keeps them (arrow-rs writes no

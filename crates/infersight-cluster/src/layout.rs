@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! segments/<table>/<YYYYMMDDHH>/<node>-<ulid>.parquet   (+ .rollup sidecar beside it)
+//! <cold>/<table>/<YYYYMMDDHH>/<node>-<ulid>.parquet       the cold tier (prefix `cold` unless set)
 //! catalog/log/<seq:020>.json                             one commit each, written once
 //! catalog/checkpoint/<seq:020>.json                      the catalog's state after entry <seq>
 //! catalog/self-check/<ulid>                              the startup probe, deleted after it
@@ -41,6 +42,31 @@ pub fn segment_path(table: Table, hour_ns: i64, id: &SegmentId) -> Path {
         table.name(),
         hour_dir_name(hour_ns)
     ))
+}
+
+/// Where cold-tier segment `id` of (`table`, the hour holding `hour_ns`) lives in the bucket:
+/// the warm layout under `prefix` (checked by [`check_tier_prefix`]) instead of `segments`.
+pub fn cold_segment_path(prefix: &str, table: Table, hour_ns: i64, id: &SegmentId) -> Path {
+    Path::from(format!(
+        "{prefix}/{}/{}/{id}.{SEGMENT_EXTENSION}",
+        table.name(),
+        hour_dir_name(hour_ns)
+    ))
+}
+
+/// A cold tier's prefix is one path segment of `[A-Za-z0-9._-]` that is none of the bucket's
+/// own directories (`segments`, `catalog`, `leases`).
+pub fn check_tier_prefix(prefix: &str) -> Result<(), ClusterError> {
+    let reserved = [SEGMENTS_DIR, "catalog", LEASES_DIR].contains(&prefix);
+    if reserved || lease_path(prefix).is_err() {
+        return Err(ClusterError::Invalid {
+            what: "cold tier prefix",
+            value: prefix.to_string(),
+            reason: "must be one path segment of letters, digits, `.`, `_` and `-`, \
+                     other than `segments`, `catalog` and `leases`",
+        });
+    }
+    Ok(())
 }
 
 /// The rollup sidecar of the segment at `segment`.
@@ -113,6 +139,15 @@ mod tests {
             sidecar_path(&path).as_ref(),
             format!("segments/requests/2023111422/{id}.rollup")
         );
+        let cold = cold_segment_path("cold", Table::Requests, hour_ns, &id);
+        assert_eq!(
+            cold.as_ref(),
+            format!("cold/requests/2023111422/{id}.parquet")
+        );
+        assert_eq!(
+            sidecar_path(&cold).as_ref(),
+            format!("cold/requests/2023111422/{id}.rollup")
+        );
     }
 
     #[test]
@@ -131,6 +166,11 @@ mod tests {
             "catalog/log/00000000000000000007.json"
         );
         assert!(lease_path("compact").is_ok());
+        assert!(check_tier_prefix("cold").is_ok());
+        assert!(check_tier_prefix("archive-2026").is_ok());
+        for bad in ["segments", "catalog", "leases", "a/b", "", "..", ".x"] {
+            assert!(check_tier_prefix(bad).is_err(), "{bad:?} accepted");
+        }
         assert!(lease_path("../x").is_err());
         assert!(lease_path("a/b").is_err());
     }

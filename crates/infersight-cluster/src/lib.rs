@@ -32,7 +32,7 @@ pub mod ulid;
 pub use bucket::{Bucket, BucketConfig, StorageUrl};
 pub use catalog::{CatalogBackend, CatalogConfig, ObjectStoreCatalog};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use entry::{Action, CatalogState, LogEntry, SegmentChecksum, SegmentMeta};
+pub use entry::{Action, CatalogState, LogEntry, SegmentChecksum, SegmentMeta, Tier};
 pub use error::ClusterError;
 pub use lease::{Acquire, Lease};
 /// The object store client crate, at the version DataFusion links: users name its types through here.

@@ -109,6 +109,16 @@ pub mod catalog {
         Gauge,
         "bytes of parquet segments",
     );
+    pub const STORE_TIER_SEGMENTS: Metric = metric(
+        "infersight_store_tier_segments",
+        Gauge,
+        "parquet segments by tier: hot (local files), warm and cold (in the bucket)",
+    );
+    pub const STORE_TIER_SEGMENT_BYTES: Metric = metric(
+        "infersight_store_tier_segment_bytes",
+        Gauge,
+        "bytes of parquet segments by tier",
+    );
     pub const STORE_MEMTABLE_ROWS: Metric = metric(
         "infersight_store_memtable_rows",
         Gauge,
@@ -210,6 +220,8 @@ pub mod catalog {
         STORE_SEGMENTS,
         STORE_SEGMENT_ROWS,
         STORE_SEGMENT_BYTES,
+        STORE_TIER_SEGMENTS,
+        STORE_TIER_SEGMENT_BYTES,
         STORE_MEMTABLE_ROWS,
         STORE_MEMTABLE_BYTES,
         STORE_WAL_BYTES,

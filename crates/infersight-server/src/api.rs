@@ -137,6 +137,13 @@ pub fn refresh_store_gauges(counters: &Counters, store: &dyn StorageBackend) {
             &[("table", name)],
             t.segment_bytes as f64,
         );
+        for (tier, usage) in [("hot", t.hot), ("warm", t.warm), ("cold", t.cold)] {
+            let labels = [("table", name), ("tier", tier)];
+            let segments = usage.segments as f64;
+            counters.set_gauge(&catalog::STORE_TIER_SEGMENTS, &labels, segments);
+            let bytes = usage.bytes as f64;
+            counters.set_gauge(&catalog::STORE_TIER_SEGMENT_BYTES, &labels, bytes);
+        }
     }
     counters.set_gauge(&catalog::STORE_WAL_BYTES, &[], stats.wal_bytes as f64);
     counters.set_gauge(

@@ -2,24 +2,28 @@
 //! follows the catalog log ([`Store::refresh_bucket`]: what other nodes flushed comes in, what
 //! was merged or expired leaves); the node that maintains the bucket (`RemoteOptions::maintain`,
 //! the `compact` and `all` roles) merges small segments of a (table, hour) across nodes, drops
-//! expired ones and deletes unreferenced objects, committing through the catalog log under the
-//! bucket's `compactor` lease (module `remote`). [`Store::compact`], [`Store::apply_retention`]
-//! and [`Store::run_maintenance`] come here when the store has a bucket.
+//! expired ones, moves (table, hour) partitions past the warm tier's age to the cold tier
+//! (`StoreOptions::tiers`: one segment with large row groups under the cold prefix) and deletes
+//! unreferenced objects, committing through the catalog log under the bucket's `compactor` lease
+//! (module `remote`). [`Store::compact`], [`Store::apply_retention`], [`Store::apply_tiers`] and
+//! [`Store::run_maintenance`] come here when the store has a bucket.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use arrow::array::RecordBatch;
-use infersight_cluster::{CatalogState, Lease, SegmentId};
+use infersight_cluster::{CatalogState, Lease, SegmentId, Tier};
 use infersight_model::time::hour_floor_ns;
 use infersight_model::{SCHEMA_VERSION, Table};
 use infersight_rollup::Rollup;
 
 use crate::remote::{Remote, Turn};
-use crate::segment;
-use crate::store::{Store, remove_unpublished};
-use crate::types::{BucketRefresh, CompactionReport, RetentionReport, SegmentMeta, StoreError};
+use crate::segment::{self, SegmentFormat};
+use crate::store::{Store, hour_ended_before, remove_unpublished};
+use crate::types::{
+    BucketRefresh, CompactionReport, RetentionReport, SegmentMeta, StoreError, TierReport,
+};
 
 /// How long a maintenance turn holds the `compactor` lease; renewed when half of it is left.
 pub(crate) const LEASE_TTL: Duration = Duration::from_secs(60);
@@ -100,6 +104,7 @@ impl Store {
                 continue;
             };
             if meta.bytes < options.compaction_small_bytes
+                && meta.tier == Tier::Warm
                 && meta.schema_version.unwrap_or(1) == SCHEMA_VERSION
             {
                 let hour_ns = hour_floor_ns(meta.min_ts_ns);
@@ -116,7 +121,7 @@ impl Store {
             if group.len() < min_segments {
                 continue;
             }
-            let merged = self.merge_bucket_segments(remote, table, hour_ns, &group);
+            let merged = self.merge_bucket_segments(remote, table, hour_ns, &group, self.format);
             match merged {
                 Ok(Some((meta, rollup))) => {
                     report.partitions_compacted += 1;
@@ -139,7 +144,7 @@ impl Store {
         if written.is_empty() {
             return Ok(report);
         }
-        let published = remote.publish_compaction(&written, &replaced, lease.as_ref());
+        let published = remote.publish_compaction(&written, &replaced, lease.as_ref(), None);
         // the local files are copies either way: uploaded and committed, or not
         remove_unpublished(&written);
         let published = published?;
@@ -163,8 +168,9 @@ impl Store {
     }
 
     /// Reads `group` (segments of one table and hour, from any node) and writes them as one
-    /// local segment with its rollup, under a new local id. `None`: a segment of the group is
-    /// corrupt; the partition is left as it is (objects in a bucket are not quarantined).
+    /// local segment in `format` with its rollup, under a new local id. `None`: a segment of the
+    /// group is corrupt; the partition is left as it is (objects in a bucket are not
+    /// quarantined).
     #[allow(clippy::type_complexity)]
     fn merge_bucket_segments(
         &self,
@@ -172,6 +178,7 @@ impl Store {
         table: Table,
         hour_ns: i64,
         group: &[&infersight_cluster::SegmentMeta],
+        format: SegmentFormat,
     ) -> Result<Option<(SegmentMeta, Option<Arc<Rollup>>)>, StoreError> {
         let mut batches: Vec<RecordBatch> = Vec::new();
         for meta in group {
@@ -192,8 +199,13 @@ impl Store {
         let sorted = segment::concat_sorted(table, &batches)?;
         drop(batches);
         let id = self.state.lock().catalog.allocate_id();
-        let (meta, rollup) =
-            self.write_segment_with_rollup(table, hour_ns, id, std::slice::from_ref(&sorted))?;
+        let (meta, rollup) = self.write_segment_formatted(
+            table,
+            hour_ns,
+            id,
+            std::slice::from_ref(&sorted),
+            format,
+        )?;
         debug_assert_eq!(meta.rows, rows);
         Ok(Some((meta, rollup)))
     }
@@ -210,10 +222,15 @@ impl Store {
             return Ok(RetentionReport::default());
         };
         let state = remote.refresh()?;
+        let cold_for = self.options().tiers.as_ref().and_then(|t| t.cold_for);
         let expired: Vec<&infersight_cluster::SegmentMeta> = (state.segments.values())
             .filter(|meta| {
-                Table::from_name(&meta.table)
-                    .is_ok_and(|table| self.expired(table, hour_floor_ns(meta.min_ts_ns), now_ns))
+                let hour_ns = hour_floor_ns(meta.min_ts_ns);
+                let cold_expired = meta.tier == Tier::Cold
+                    && cold_for.is_some_and(|age| hour_ended_before(hour_ns, now_ns, age));
+                cold_expired
+                    || Table::from_name(&meta.table)
+                        .is_ok_and(|table| self.expired(table, hour_ns, now_ns))
             })
             .collect();
         if expired.is_empty() {
@@ -248,8 +265,95 @@ impl Store {
         }
         // an object committed after this refresh is younger than the grace: never deleted
         let state = remote.refresh()?;
-        let (count, deleted) = remote.collect_garbage(&state)?;
+        let cold_prefix = (self.options().tiers.as_ref()).map(|t| t.cold_prefix.as_str());
+        let (count, deleted) = remote.collect_garbage(&state, cold_prefix)?;
         self.report_deleted("garbage collection", deleted);
         Ok(count)
+    }
+
+    /// Moves bucket partitions past the warm tier's age to the cold tier
+    /// (`StoreOptions::tiers`): per (table, hour) whose hour ended `warm_for` before `now_ns`
+    /// and that its table's retention does not drop, oldest first and at most
+    /// `max_partitions_per_pass` of them, the warm segments of every node become one segment
+    /// with `cold_row_group_rows` rows per row group under the cold prefix, committed in one
+    /// catalog entry per partition (adding it, removing them) under the `compactor` lease. Rows
+    /// are rewritten, never dropped: a partition with a corrupt segment stays warm. Only on the
+    /// node maintaining the bucket, in its turn; a no-op without tiers or a bucket.
+    pub fn apply_tiers(&self, now_ns: i64) -> Result<TierReport, StoreError> {
+        let _maintenance = self.maintenance.lock();
+        if self.is_closed() {
+            return Err(StoreError::Closed);
+        }
+        let (Some(remote), Some(tiers)) = (self.remote(), self.options().tiers.clone()) else {
+            return Ok(TierReport::default());
+        };
+        if self.bucket_turn(remote)?.is_none() {
+            return Ok(TierReport::default());
+        }
+        let state = remote.refresh()?;
+        self.reconcile(remote, &state)?;
+        let mut due: BTreeMap<(i64, Table), Vec<&infersight_cluster::SegmentMeta>> =
+            BTreeMap::new();
+        for meta in state.segments.values() {
+            let hour_ns = hour_floor_ns(meta.min_ts_ns);
+            let Ok(table) = Table::from_name(&meta.table) else {
+                continue;
+            };
+            if meta.tier == Tier::Warm
+                && meta.schema_version.unwrap_or(1) == SCHEMA_VERSION
+                && hour_ended_before(hour_ns, now_ns, tiers.warm_for)
+                && !self.expired(table, hour_ns, now_ns)
+            {
+                due.entry((hour_ns, table)).or_default().push(meta);
+            }
+        }
+        let mut report = TierReport {
+            partitions_left: due.len().saturating_sub(tiers.max_partitions_per_pass),
+            ..TierReport::default()
+        };
+        let format = SegmentFormat {
+            row_group_rows: tiers.cold_row_group_rows.max(1),
+            ..self.format
+        };
+        for ((hour_ns, table), group) in due.into_iter().take(tiers.max_partitions_per_pass) {
+            // renews the lease when half of it is gone: a pass may rewrite many partitions
+            let Some(lease) = self.bucket_turn(remote)? else {
+                break;
+            };
+            let Some((meta, rollup)) =
+                self.merge_bucket_segments(remote, table, hour_ns, &group, format)?
+            else {
+                continue;
+            };
+            let replaced: Vec<SegmentId> = group.iter().map(|meta| meta.id.clone()).collect();
+            let published = remote.publish_compaction(
+                std::slice::from_ref(&meta),
+                &replaced,
+                lease.as_ref(),
+                Some(&tiers.cold_prefix),
+            );
+            remove_unpublished(std::slice::from_ref(&meta));
+            let published = published?;
+            {
+                let mut guard = self.state.lock();
+                if let Some(rollup) = rollup {
+                    guard.rollups.insert(meta.id, rollup);
+                }
+                guard.catalog.segments.extend(published);
+                guard.catalog.sort();
+            }
+            report.partitions_moved += 1;
+            report.segments_replaced += group.len();
+            report.rows_moved += meta.rows;
+            report.bytes_before += group.iter().map(|meta| meta.bytes).sum::<u64>();
+            report.bytes_after += meta.bytes;
+        }
+        if report.partitions_moved > 0 {
+            // the warm segments leave the list (their objects wait for garbage collection)
+            let state = remote.refresh()?;
+            self.reconcile(remote, &state)?;
+            tracing::info!(?report, "bucket partitions moved to the cold tier");
+        }
+        Ok(report)
     }
 }

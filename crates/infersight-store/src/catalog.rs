@@ -161,6 +161,7 @@ mod tests {
             schema_version: 1,
             rollup_bytes: Some(10),
             checksum: None,
+            tier: Default::default(),
         });
         catalog.save(dir.path()).unwrap();
         let text = std::fs::read_to_string(dir.path().join(CATALOG_FILE)).unwrap();

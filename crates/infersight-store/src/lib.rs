@@ -46,5 +46,5 @@ pub use types::{
     AppendReceipt, BucketCacheStats, BucketRefresh, CompactionReport, DataDeleted, DeleteObserver,
     FlushReport, FsyncPolicy, QuarantineStats, RemoteOptions, RemoteSegments, RetentionReport,
     ScanSnapshot, SegmentChecksum, SegmentMeta, StorageBackend, StoreError, StoreOptions,
-    StoreStats, TableStats, TimeRange, VerifyReport,
+    StoreStats, TableStats, Tier, TierOptions, TierReport, TierUsage, TimeRange, VerifyReport,
 };

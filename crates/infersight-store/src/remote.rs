@@ -26,13 +26,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use infersight_cluster::layout::{segment_path, sidecar_path};
+use infersight_cluster::layout::{cold_segment_path, segment_path, sidecar_path};
 use infersight_cluster::object_store::path::Path as ObjectPath;
 use infersight_cluster::object_store::{GetOptions, ObjectStore, ObjectStoreExt};
 use infersight_cluster::segments::SegmentCache;
 use infersight_cluster::{
     Acquire, Action, Bucket, CatalogBackend, CatalogConfig, CatalogState, Clock, ClusterError,
-    Lease, NodeId, ObjectStoreCatalog, SegmentId,
+    Lease, NodeId, ObjectStoreCatalog, SegmentId, Tier,
 };
 use infersight_model::Table;
 use infersight_model::time::hour_floor_ns;
@@ -250,6 +250,7 @@ impl Remote {
                 footer_crc32: c.footer_crc32,
                 rollup_crc32: c.sidecar_crc32,
             }),
+            tier: meta.tier,
         }
     }
 
@@ -262,7 +263,7 @@ impl Remote {
         written: &[SegmentMeta],
         flushed_wal_seq: u64,
     ) -> Result<Vec<SegmentMeta>, StoreError> {
-        let (uploads, mut actions, published) = self.prepare_uploads(written)?;
+        let (uploads, mut actions, published) = self.prepare_uploads(written, None)?;
         actions.push(Action::FlushedWal {
             node: self.node.clone(),
             wal_seq: flushed_wal_seq,
@@ -273,14 +274,16 @@ impl Remote {
 
     /// Uploads the segments a compaction wrote locally and commits them together with the
     /// removal of the segments they replace (`replaced`), under `lease` when the bucket has
-    /// leases. Answers them as bucket segments (same local ids).
+    /// leases. `cold_prefix`: they go to the cold tier under it, else they stay warm. Answers
+    /// them as bucket segments (same local ids).
     pub(crate) fn publish_compaction(
         &self,
         written: &[SegmentMeta],
         replaced: &[SegmentId],
         lease: Option<&Lease>,
+        cold_prefix: Option<&str>,
     ) -> Result<Vec<SegmentMeta>, StoreError> {
-        let (uploads, mut actions, published) = self.prepare_uploads(written)?;
+        let (uploads, mut actions, published) = self.prepare_uploads(written, cold_prefix)?;
         actions.extend(
             replaced
                 .iter()
@@ -309,12 +312,13 @@ impl Remote {
     fn prepare_uploads(
         &self,
         written: &[SegmentMeta],
+        cold_prefix: Option<&str>,
     ) -> Result<(Vec<(ObjectPath, Bytes)>, Vec<Action>, Vec<SegmentMeta>), StoreError> {
         let mut uploads: Vec<(ObjectPath, Bytes)> = Vec::new();
         let mut actions = Vec::new();
         let mut published = Vec::new();
         for local in written {
-            let (objects, meta) = self.prepare_upload(local)?;
+            let (objects, meta) = self.prepare_upload(local, cold_prefix)?;
             uploads.extend(objects);
             published.push(self.local_meta(local.id, local.table, &meta));
             actions.push(Action::AddSegment { segment: meta });
@@ -323,10 +327,12 @@ impl Remote {
     }
 
     /// The objects of one local segment (its file, checked against its checksum, and its
-    /// sidecar) under a new cluster id, and its catalog entry.
+    /// sidecar) under a new cluster id, warm or in the cold tier under `cold_prefix`, and its
+    /// catalog entry.
     fn prepare_upload(
         &self,
         local: &SegmentMeta,
+        cold_prefix: Option<&str>,
     ) -> Result<(Vec<(ObjectPath, Bytes)>, infersight_cluster::SegmentMeta), StoreError> {
         let bytes = Bytes::from(std::fs::read(&local.path).map_err(StoreError::io(&local.path))?);
         if let Some(checksum) = local.checksum
@@ -339,7 +345,13 @@ impl Remote {
             });
         }
         let id = SegmentId::new(&self.node);
-        let key = segment_path(local.table, local.hour_ns, &id);
+        let (key, tier) = match cold_prefix {
+            Some(prefix) => (
+                cold_segment_path(prefix, local.table, local.hour_ns, &id),
+                Tier::Cold,
+            ),
+            None => (segment_path(local.table, local.hour_ns, &id), Tier::Warm),
+        };
         let mut objects = Vec::new();
         let sidecar = match local.rollup_bytes {
             Some(_) => {
@@ -369,6 +381,7 @@ impl Remote {
                 sidecar_crc32: c.rollup_crc32,
             }),
             schema_version: Some(local.schema_version),
+            tier,
         };
         Ok((objects, meta))
     }
@@ -376,7 +389,7 @@ impl Remote {
     /// Uploads one local segment (and sidecar) under a new cluster id without committing it;
     /// answers the action that adds it (`store migrate` commits them all at once).
     pub(crate) fn upload_uncommitted(&self, local: &SegmentMeta) -> Result<Action, StoreError> {
-        let (objects, meta) = self.prepare_upload(local)?;
+        let (objects, meta) = self.prepare_upload(local, None)?;
         let scoped = Arc::clone(&self.scoped);
         self.run(async move {
             for (key, bytes) in objects {
@@ -497,20 +510,33 @@ impl Remote {
         Ok(turn)
     }
 
-    /// Deletes the objects under `segments/` that `state` does not name, once they have been
-    /// seen so for `gc_grace` and were last written at least `gc_grace` ago. Answers how many
-    /// objects it deleted, and the table (from the key), 0 rows and the size of each whose key
-    /// names a table.
+    /// Deletes the objects under `segments/`, under `cold_prefix` and under the first directory
+    /// of any segment `state` names, that `state` does not name, once they have been seen so for
+    /// `gc_grace` and were last written at least `gc_grace` ago. Answers how many objects it
+    /// deleted, and the table (from the key), 0 rows and the size of each whose key names a
+    /// table.
     #[allow(clippy::type_complexity)]
     pub(crate) fn collect_garbage(
         &self,
         state: &CatalogState,
+        cold_prefix: Option<&str>,
     ) -> Result<(usize, Vec<(Table, u64, u64)>), StoreError> {
+        let mut prefixes: std::collections::BTreeSet<String> =
+            [infersight_cluster::layout::SEGMENTS_DIR.to_string()].into();
+        prefixes.extend(cold_prefix.map(str::to_string));
+        prefixes.extend((state.segments.values()).filter_map(|meta| {
+            let (first, _) = meta.path.split_once('/')?;
+            Some(first.to_string())
+        }));
         let scoped = Arc::clone(&self.scoped);
         let listed = self.run(async move {
             use futures::TryStreamExt;
-            let prefix = ObjectPath::from(infersight_cluster::layout::SEGMENTS_DIR);
-            let objects: Vec<_> = scoped.list(Some(&prefix)).try_collect().await?;
+            let mut objects = Vec::new();
+            for prefix in prefixes {
+                let prefix = ObjectPath::from(prefix);
+                let under: Vec<_> = scoped.list(Some(&prefix)).try_collect().await?;
+                objects.extend(under);
+            }
             Ok(objects)
         })?;
         let referenced: HashSet<&str> = state
@@ -545,7 +571,7 @@ impl Remote {
             return Ok((0, Vec::new()));
         }
         let count = due.len();
-        // segments/<table>/<hour>/<name>
+        // segments/<table>/<hour>/<name>, <cold prefix>/<table>/<hour>/<name>
         let deleted: Vec<(Table, u64, u64)> = (due.iter())
             .filter_map(|(location, size)| {
                 let table = location.parts().nth(1)?;

@@ -267,6 +267,7 @@ pub(crate) fn write_segment(
         schema_version: SCHEMA_VERSION,
         rollup_bytes: None,
         checksum,
+        tier: Default::default(),
     })
 }
 

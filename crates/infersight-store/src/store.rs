@@ -18,7 +18,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
 use infersight_model::time::NANOS_PER_HOUR;
@@ -74,7 +74,7 @@ pub(crate) struct State {
 pub struct Store {
     options: StoreOptions,
     pub(crate) data_dir: PathBuf,
-    format: SegmentFormat,
+    pub(crate) format: SegmentFormat,
     wal: Mutex<WalWriter>,
     sync: Mutex<SyncState>,
     sync_cv: Condvar,
@@ -198,6 +198,11 @@ impl Store {
                 let mut catalog = Catalog::load(&data_dir)?;
                 remove_orphan_segments(&segments_dir, &catalog);
                 verify::check_catalog_at_open(&data_dir, &mut catalog, &quarantine)?;
+                if options.tiers.is_some() {
+                    tracing::warn!(
+                        "the warm and cold tiers are segments in a bucket; without one they do nothing"
+                    );
+                }
                 (catalog, None)
             }
             Some(remote_options) => {
@@ -467,14 +472,13 @@ impl Store {
     /// Whether a segment of `table` for the hour starting at `hour_ns` has outlived its table's
     /// retention at `now_ns` (the whole hour must have).
     pub(crate) fn expired(&self, table: Table, hour_ns: i64, now_ns: i64) -> bool {
-        let Some(retention) = self.options.retention_of(table) else {
-            return false;
-        };
-        let retention_ns = i64::try_from(retention.as_nanos()).unwrap_or(i64::MAX);
-        hour_ns.saturating_add(NANOS_PER_HOUR) <= now_ns.saturating_sub(retention_ns)
+        self.options
+            .retention_of(table)
+            .is_some_and(|retention| hour_ended_before(hour_ns, now_ns, retention))
     }
 
-    /// One maintenance pass: flush if due, compact, apply retention. Errors of one step do not
+    /// One maintenance pass: flush if due, follow the bucket, compact, apply retention, move
+    /// segments to the cold tier, collect the bucket's garbage. Errors of one step do not
     /// skip the others; the first is returned.
     pub fn run_maintenance(&self, now_ns: i64) -> Result<(), StoreError> {
         self.remove_retired(Instant::now());
@@ -482,11 +486,13 @@ impl Store {
         let refreshed = self.refresh_bucket().map(|_| ());
         let compacted = self.compact().map(|_| ());
         let retained = self.apply_retention(now_ns).map(|_| ());
+        let tiered = self.apply_tiers(now_ns).map(|_| ());
         let collected = self.collect_bucket_garbage().map(|_| ());
         flushed
             .and(refreshed)
             .and(compacted)
             .and(retained)
+            .and(tiered)
             .and(collected)
     }
 
@@ -698,13 +704,25 @@ impl Store {
         id: u64,
         rows: &[RecordBatch],
     ) -> Result<(SegmentMeta, Option<Arc<Rollup>>), StoreError> {
+        self.write_segment_formatted(table, hour_ns, id, rows, self.format)
+    }
+
+    /// [`Store::write_segment_with_rollup`] with Parquet settings of its own (the cold tier's
+    /// row groups).
+    pub(crate) fn write_segment_formatted(
+        &self,
+        table: Table,
+        hour_ns: i64,
+        id: u64,
+        rows: &[RecordBatch],
+        format: SegmentFormat,
+    ) -> Result<(SegmentMeta, Option<Arc<Rollup>>), StoreError> {
         let spec = self
             .options
             .rollup
             .as_ref()
             .filter(|_| table == Table::Requests);
-        let write =
-            || segment::write_segment(&self.data_dir, table, hour_ns, id, rows, self.format);
+        let write = || segment::write_segment(&self.data_dir, table, hour_ns, id, rows, format);
         let Some(spec) = spec else {
             return Ok((write()?, None));
         };
@@ -978,6 +996,13 @@ impl StorageBackend for Store {
                     stats.segments += 1;
                     stats.segment_rows += segment.rows;
                     stats.segment_bytes += segment.bytes;
+                    let tier = match segment.tier_name() {
+                        "hot" => &mut stats.hot,
+                        "warm" => &mut stats.warm,
+                        _ => &mut stats.cold,
+                    };
+                    tier.segments += 1;
+                    tier.bytes += segment.bytes;
                 }
                 (table, stats)
             })
@@ -1394,6 +1419,12 @@ fn append_error(error: StoreError) -> infersight_model::append::AppendError {
         kind: error.kind(),
         message: error.to_string(),
     }
+}
+
+/// Whether the UTC hour starting at `hour_ns` ended at least `age` before `now_ns`.
+pub(crate) fn hour_ended_before(hour_ns: i64, now_ns: i64, age: Duration) -> bool {
+    let age_ns = i64::try_from(age.as_nanos()).unwrap_or(i64::MAX);
+    hour_ns.saturating_add(NANOS_PER_HOUR) <= now_ns.saturating_sub(age_ns)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
+pub use infersight_cluster::Tier;
 use infersight_model::{ErrorKind, Table, TableBatch};
 use infersight_rollup::{Rollup, RollupSpec};
 use serde::{Deserialize, Serialize};
@@ -48,6 +49,9 @@ pub struct StoreOptions {
     /// table keeps its segments whatever `retention` says. Rollups are sidecars of `requests`
     /// segments and go with them.
     pub retention_by_table: std::collections::BTreeMap<Table, Option<Duration>>,
+    /// Moving bucket segments to the cold tier and its retention (needs `remote`); `None`:
+    /// segments stay warm until their table's retention.
+    pub tiers: Option<TierOptions>,
     /// Rows per Parquet row group.
     pub parquet_row_group_rows: usize,
     /// zstd level for Parquet pages: 1 by default (measured on 1M spans it wrote smaller segments
@@ -69,6 +73,42 @@ pub struct StoreOptions {
     /// garbage collection), from whichever thread made it: the binary writes the access audit's
     /// line. `None`: nobody is told.
     pub on_delete: Option<DeleteObserver>,
+}
+
+/// The tiers of a store whose segments live in a bucket: hot (the memtable and this node's local
+/// files), warm (segments in the bucket as flushed and compacted) and cold (each (table, hour)
+/// rewritten by the maintaining node into one segment with large row groups, under its own
+/// prefix). Table retention ([`StoreOptions::retention_of`]) applies in every tier first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TierOptions {
+    /// A (table, hour) moves from warm to cold once the hour ended this long ago.
+    pub warm_for: Duration,
+    /// Cold segments are deleted once their hour ended this long ago; `None`: kept until their
+    /// table's retention.
+    pub cold_for: Option<Duration>,
+    /// Where cold segments go in the bucket (`<prefix>/<table>/<hour>/`): one path segment,
+    /// see `infersight_cluster::layout::check_tier_prefix`.
+    pub cold_prefix: String,
+    /// Rows per Parquet row group in cold segments (larger groups: fewer, longer reads and
+    /// better compression for data that is mostly scanned whole).
+    pub cold_row_group_rows: usize,
+    /// At most this many (table, hour) partitions move per maintenance pass, so one pass after
+    /// a long outage does not rewrite days of data at once.
+    pub max_partitions_per_pass: usize,
+}
+
+impl TierOptions {
+    /// Warm for `warm_for`, cold until table retention, under `cold/`, 1 Mi rows per row group,
+    /// 16 partitions per pass.
+    pub fn new(warm_for: Duration) -> Self {
+        Self {
+            warm_for,
+            cold_for: None,
+            cold_prefix: "cold".to_string(),
+            cold_row_group_rows: 1 << 20,
+            max_partitions_per_pass: 16,
+        }
+    }
 }
 
 /// Stored data a catalog change removed (see [`StoreOptions::on_delete`]).
@@ -147,9 +187,10 @@ impl StoreOptions {
         }
     }
 
-    /// Whether any table's segments expire.
+    /// Whether any table's segments expire (by table retention or the cold tier's).
     pub fn expires_anything(&self) -> bool {
         Table::ALL.iter().any(|t| self.retention_of(*t).is_some())
+            || self.tiers.as_ref().is_some_and(|t| t.cold_for.is_some())
     }
 
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
@@ -163,6 +204,7 @@ impl StoreOptions {
             compaction_small_bytes: 64 * 1024 * 1024,
             retention: None,
             retention_by_table: std::collections::BTreeMap::new(),
+            tiers: None,
             parquet_row_group_rows: 128 * 1024,
             zstd_level: 1,
             rollup: Some(RollupSpec::default()),
@@ -203,6 +245,19 @@ pub struct SegmentMeta {
     /// store kept them (those are checked by size and Parquet magic only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksum: Option<SegmentChecksum>,
+    /// The bucket tier of a segment with a `location` (see [`SegmentMeta::tier_name`]).
+    #[serde(default, skip_serializing_if = "Tier::is_warm")]
+    pub tier: Tier,
+}
+
+impl SegmentMeta {
+    /// `hot` for a local file, else its bucket tier (`warm` or `cold`).
+    pub fn tier_name(&self) -> &'static str {
+        match self.location {
+            None => "hot",
+            Some(_) => self.tier.name(),
+        }
+    }
 }
 
 /// What a segment's bytes must hash to. arrow-rs writes no Parquet page CRCs, so the store keeps
@@ -276,6 +331,20 @@ pub struct BucketRefresh {
     pub removed: usize,
 }
 
+/// What [`crate::Store::apply_tiers`] moved from the warm tier to the cold one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TierReport {
+    /// (table, hour) partitions rewritten into one cold segment each.
+    pub partitions_moved: usize,
+    /// Warm segments they replaced.
+    pub segments_replaced: usize,
+    pub rows_moved: u64,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    /// Partitions due but left for a later pass (`TierOptions::max_partitions_per_pass`).
+    pub partitions_left: usize,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RetentionReport {
     pub segments_removed: usize,
@@ -300,6 +369,17 @@ pub struct TableStats {
     pub segments: u64,
     pub segment_rows: u64,
     pub segment_bytes: u64,
+    /// The segments above by tier ([`SegmentMeta::tier_name`]): local files are hot.
+    pub hot: TierUsage,
+    pub warm: TierUsage,
+    pub cold: TierUsage,
+}
+
+/// Segments of one table in one tier.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TierUsage {
+    pub segments: u64,
+    pub bytes: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

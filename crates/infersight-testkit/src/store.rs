@@ -111,6 +111,7 @@ impl TestStore {
             schema_version: 1,
             rollup_bytes: None,
             checksum: None,
+            tier: Default::default(),
         }
     }
 }

@@ -17,7 +17,7 @@ use infersight_store::{FsyncPolicy, StoreOptions};
 use serde::{Deserialize, Serialize};
 
 mod storage;
-pub use storage::StorageConfig;
+pub use storage::{StorageConfig, StoreTiersConfig};
 
 pub const ENV_PREFIX: &str = "INFERSIGHT__";
 
@@ -89,6 +89,8 @@ pub struct Durations {
     pub retention_by_table: BTreeMap<infersight_model::Table, Option<Duration>>,
     /// `store.retired_grace`; zero (empty text) deletes retired files at once.
     pub retired_grace: Duration,
+    /// `[store.tiers]` parsed; `None` while its `warm` is empty.
+    pub tiers: Option<infersight_store::TierOptions>,
     /// `scrape.interval` and `scrape.timeout`.
     pub scrape_interval: Duration,
     pub scrape_timeout: Duration,
@@ -114,6 +116,7 @@ impl Default for Durations {
             retention: None,
             retention_by_table: BTreeMap::new(),
             retired_grace: Duration::from_secs(300),
+            tiers: None,
             scrape_interval: Duration::from_secs(15),
             scrape_timeout: Duration::from_secs(5),
             scrape_targets: Vec::new(),
@@ -225,6 +228,8 @@ pub struct StoreConfig {
     /// Per table over `retention` (`[store.retention_by_table]`, e.g. `tokens = "2d"`,
     /// `spans = "7d"`, `requests = "90d"`); an empty text keeps that table's data.
     pub retention_by_table: BTreeMap<String, String>,
+    /// The warm and cold tiers of segments in a bucket (`[store.tiers]`).
+    pub tiers: StoreTiersConfig,
     /// Files of segments replaced by compaction or expired by retention stay this long for
     /// queries already planned over them; empty deletes them at once.
     pub retired_grace: String,
@@ -251,6 +256,7 @@ impl Default for StoreConfig {
             compaction_small_bytes: o.compaction_small_bytes,
             retention: String::new(),
             retention_by_table: BTreeMap::new(),
+            tiers: StoreTiersConfig::default(),
             retired_grace: "5m".into(),
             zstd_level: o.zstd_level,
             rollups: true,
@@ -836,6 +842,7 @@ impl Config {
         let retention =
             parse_optional_duration(&mut errors, "store.retention", &self.store.retention);
         let retention_by_table = self.retention_by_table(&mut errors);
+        let tiers = self.store.tiers.parse(&mut errors);
         let retired_grace = parse_optional_duration(
             &mut errors,
             "store.retired_grace",
@@ -896,14 +903,18 @@ impl Config {
             retired_grace,
             scrape,
             alerts_eval_interval,
+            tiers,
         ) {
-            (Some(m), Some(f), Some(r), Some(g), Some(s), Some(a)) if errors.is_empty() => {
+            (Some(m), Some(f), Some(r), Some(g), Some(s), Some(a), Some(t))
+                if errors.is_empty() =>
+            {
                 Ok(Durations {
                     maintenance_interval: m,
                     flush_interval: f,
                     retention: r,
                     retention_by_table,
                     retired_grace: g.unwrap_or_default(),
+                    tiers: t,
                     scrape_interval: s.interval,
                     scrape_timeout: s.timeout,
                     scrape_targets: s.targets,
@@ -912,6 +923,16 @@ impl Config {
             }
             _ => Err(errors),
         }
+    }
+
+    /// `[store.tiers]` moves segments within a bucket: the problem when the store has none
+    /// (checked once `--storage` applied).
+    pub fn check_tiers(&self) -> Option<String> {
+        (self.durations.tiers.is_some() && self.storage.url.is_empty()).then(|| {
+            "store.tiers: the warm and cold tiers are segments in a bucket; set storage.url \
+             (or --storage), or leave store.tiers.warm empty on a single node"
+                .to_string()
+        })
     }
 
     /// The parsed durations (see [`Durations`]).
@@ -1125,6 +1146,7 @@ impl Config {
         o.compaction_small_bytes = self.store.compaction_small_bytes;
         o.retention = self.durations.retention;
         o.retention_by_table = self.durations.retention_by_table.clone();
+        o.tiers = self.durations.tiers.clone();
         o.retired_grace = self.durations.retired_grace;
         o.zstd_level = self.store.zstd_level;
         o.rollup = self.store.rollups.then(|| RollupSpec {
@@ -1222,6 +1244,43 @@ mod tests {
                 && errors.contains("store.retention_by_table.spans"),
             "{errors}"
         );
+    }
+
+    #[test]
+    fn store_tiers_parse_into_the_store_options_and_need_a_bucket() {
+        let day = Duration::from_secs(86_400);
+        let config = load(None, &[]).unwrap();
+        assert_eq!(config.store_options().tiers, None, "off by default");
+        assert_eq!(config.check_tiers(), None);
+        let file = write(concat!(
+            "[store.tiers]\nwarm = \"7d\"\ncold = \"90d\"\ncold_prefix = \"archive\"\n",
+            "cold_row_group_rows = 500000\n",
+        ));
+        let mut config = load(Some(file.path()), &[]).unwrap();
+        let tiers = config.store_options().tiers.unwrap();
+        assert_eq!((tiers.warm_for, tiers.cold_for), (7 * day, Some(90 * day)));
+        assert_eq!(tiers.cold_prefix, "archive");
+        assert_eq!(tiers.cold_row_group_rows, 500_000);
+        assert_eq!(tiers.max_partitions_per_pass, 16);
+        let problem = config.check_tiers().unwrap();
+        assert!(problem.contains("storage.url"), "{problem}");
+        config.storage.url = "file:///tmp/bucket".into();
+        assert_eq!(config.check_tiers(), None);
+        let file = write(concat!(
+            "[store.tiers]\nwarm = \"7d\"\ncold = \"2d\"\ncold_prefix = \"segments\"\n",
+            "cold_row_group_rows = 0\n",
+        ));
+        let errors = load(Some(file.path()), &[]).unwrap_err().to_string();
+        for expected in [
+            "store.tiers.cold: `2d` ends before the warm tier does",
+            "store.tiers.cold_prefix",
+            "store.tiers.cold_row_group_rows",
+        ] {
+            assert!(errors.contains(expected), "{expected}: {errors}");
+        }
+        let file = write("[store.tiers]\ncold = \"90d\"\n");
+        let errors = load(Some(file.path()), &[]).unwrap_err().to_string();
+        assert!(errors.contains("without store.tiers.warm"), "{errors}");
     }
 
     #[test]

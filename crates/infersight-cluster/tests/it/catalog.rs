@@ -434,3 +434,20 @@ async fn local_filesystem_has_conditional_create_but_no_conditional_update() {
     check_conditional_create(&memory).await.unwrap();
     check_conditional_update(&memory).await.unwrap();
 }
+
+#[test]
+fn a_segment_entry_without_a_tier_is_warm_and_a_cold_one_round_trips() {
+    let mut meta = segment(&node("ingest-1"), Table::Spans, HOUR_NS);
+    let warm = serde_json::to_value(&meta).unwrap();
+    assert!(
+        warm.get("tier").is_none(),
+        "warm is the default, not written: {warm}"
+    );
+    let parsed: infersight_cluster::SegmentMeta = serde_json::from_value(warm).unwrap();
+    assert_eq!(parsed.tier, infersight_cluster::Tier::Warm);
+    meta.tier = infersight_cluster::Tier::Cold;
+    let cold = serde_json::to_value(&meta).unwrap();
+    assert_eq!(cold["tier"], "cold");
+    let parsed: infersight_cluster::SegmentMeta = serde_json::from_value(cold).unwrap();
+    assert_eq!(parsed, meta);
+}

@@ -36,6 +36,7 @@ pub fn segment(node: &NodeId, table: Table, ts_ns: i64) -> SegmentMeta {
         max_ts_ns: ts_ns + 1,
         checksum: None,
         schema_version: None,
+        tier: Default::default(),
     }
 }
 

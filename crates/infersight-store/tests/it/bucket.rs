@@ -475,3 +475,201 @@ fn migrate_moves_flushed_and_unflushed_rows_once() {
         "nothing twice"
     );
 }
+
+/// Row groups of the Parquet file of a bucket segment (a `file://` bucket's keys are paths).
+fn row_groups(segment: &infersight_store::SegmentMeta) -> usize {
+    let location = segment.location.as_ref().expect("a bucket segment");
+    let file = std::fs::File::open(format!("/{location}")).unwrap();
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+    builder.metadata().num_row_groups()
+}
+
+/// The cold tier: once an hour ended the warm tier's age ago, the maintainer rewrites each
+/// (table, hour)'s warm segments, every node's, into one segment with large row groups under
+/// the cold prefix, a bounded number of partitions per pass; every node then reads the same
+/// rows and rollups from it. Late rows of a cold hour go cold too. Cold segments expire by the
+/// cold tier's retention, table retention still applies first, and the replaced warm objects
+/// are garbage.
+#[test]
+fn the_maintainer_moves_old_hours_to_the_cold_tier_and_expires_them_by_its_retention() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let bucket = dir.path().join("bucket");
+    let url = format!("file://{}", bucket.display());
+    let mut ingest_options = follower_options(&dir.path().join("a"), &url, "ingest-a");
+    ingest_options.parquet_row_group_rows = 4;
+    let ingest = Store::open(ingest_options).unwrap();
+    let mut maintainer_options = bucket_options(&dir.path().join("c"), &url, "compact-1");
+    if let Some(remote) = &mut maintainer_options.remote {
+        remote.gc_grace = Duration::ZERO;
+    }
+    maintainer_options.tiers = Some(infersight_store::TierOptions {
+        warm_for: Duration::from_secs(3600),
+        cold_for: Some(Duration::from_secs(3 * 3600)),
+        cold_prefix: "archive".into(),
+        cold_row_group_rows: 1000,
+        max_partitions_per_pass: 1,
+    });
+    (maintainer_options.retention_by_table).insert(Table::Logs, Some(Duration::from_secs(7200)));
+    let deletions = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&deletions);
+    maintainer_options.on_delete = Some(infersight_store::DeleteObserver(std::sync::Arc::new(
+        move |d: &infersight_store::DataDeleted| {
+            seen.lock()
+                .unwrap()
+                .push((d.what, d.tables.clone(), d.rows));
+        },
+    )));
+    let maintainer = Store::open(maintainer_options).unwrap();
+
+    // hour H0: two requests flushes and one of logs; hour H0+1: one requests flush
+    for (flush, hour) in [(0, H0), (1, H0), (2, H0 + HOUR)] {
+        let ts: Vec<i64> = (0..10).map(|i| hour + flush * 1_000 + i).collect();
+        ingest
+            .append(&[requests(&format!("r{flush}"), &ts)])
+            .unwrap();
+        if flush == 0 {
+            ingest.append(&[logs("l", &ts)]).unwrap();
+        }
+        ingest.flush().unwrap();
+    }
+    maintainer.refresh_bucket().unwrap();
+    let requests_before = visible_ids(&maintainer, Table::Requests);
+    let logs_before = visible_ids(&maintainer, Table::Logs);
+    assert_eq!((requests_before.len(), logs_before.len()), (30, 10));
+    // requests the rollups count (merging changes their cells, never this)
+    let rolled_up = |store: &Store| -> u64 {
+        (store.rollups(TimeRange::ALL).unwrap().iter())
+            .map(|r| r.requests())
+            .sum()
+    };
+    assert_eq!(rolled_up(&maintainer), 30);
+    let warm = maintainer.segments(Table::Requests);
+    assert!(
+        warm.iter()
+            .all(|s| s.tier_name() == "warm" && row_groups(s) == 3)
+    );
+
+    // half an hour after H0 ended: nothing is due; followers never move anything
+    let report = maintainer.apply_tiers(H0 + HOUR + HOUR / 2).unwrap();
+    assert_eq!(report.partitions_moved, 0, "{report:?}");
+    assert_eq!(
+        ingest.apply_tiers(H0 + 2 * HOUR).unwrap().partitions_moved,
+        0
+    );
+
+    // an hour after: H0's two partitions are due, one per pass (the bound), oldest table first
+    let first = maintainer.apply_tiers(H0 + 2 * HOUR).unwrap();
+    assert_eq!(
+        (
+            first.partitions_moved,
+            first.segments_replaced,
+            first.partitions_left
+        ),
+        (1, 2, 1),
+        "{first:?}"
+    );
+    assert_eq!(first.rows_moved, 20);
+    let second = maintainer.apply_tiers(H0 + 2 * HOUR).unwrap();
+    assert_eq!((second.partitions_moved, second.partitions_left), (1, 0));
+    assert_eq!(
+        maintainer
+            .apply_tiers(H0 + 2 * HOUR)
+            .unwrap()
+            .partitions_moved,
+        0
+    );
+
+    let tiers = |store: &Store, table: Table| -> Vec<&'static str> {
+        let mut tiers: Vec<_> = (store.segments(table).iter())
+            .map(|s| s.tier_name())
+            .collect();
+        tiers.sort();
+        tiers
+    };
+    assert_eq!(tiers(&maintainer, Table::Requests), vec!["cold", "warm"]);
+    assert_eq!(tiers(&maintainer, Table::Logs), vec!["cold"]);
+    let cold: Vec<_> = (maintainer.segments(Table::Requests).into_iter())
+        .filter(|s| s.tier_name() == "cold")
+        .collect();
+    assert_eq!(cold[0].rows, 20);
+    assert_eq!(row_groups(&cold[0]), 1, "large row groups in the cold tier");
+    assert!(
+        (cold[0].location.as_ref().unwrap()).contains("/archive/requests/2023111422/compact-1-"),
+        "{:?}",
+        cold[0].location
+    );
+    assert_eq!(visible_ids(&maintainer, Table::Requests), requests_before);
+    assert_eq!(visible_ids(&maintainer, Table::Logs), logs_before);
+    assert_eq!(rolled_up(&maintainer), 30, "the rollups count the same");
+    let stats = maintainer.stats();
+    let (_, requests_stats) = (stats.tables.iter())
+        .find(|(table, _)| *table == Table::Requests)
+        .unwrap();
+    assert_eq!(
+        (requests_stats.warm.segments, requests_stats.cold.segments),
+        (1, 1)
+    );
+    assert_eq!(requests_stats.cold.bytes, cold[0].bytes);
+
+    // the ingest node follows: same rows, same rollups, the tier from the log
+    ingest.refresh_bucket().unwrap();
+    assert_eq!(tiers(&ingest, Table::Requests), vec!["cold", "warm"]);
+    assert_eq!(visible_ids(&ingest, Table::Requests), requests_before);
+    assert_eq!(rolled_up(&ingest), 30);
+
+    // the replaced warm objects are garbage (two segments with sidecars, one logs segment);
+    // the cold ones are referenced
+    assert_eq!(maintainer.collect_bucket_garbage().unwrap(), 5);
+    assert_eq!(
+        files_with_extension(&bucket.join("archive"), "parquet").len(),
+        2
+    );
+
+    // late rows of the cold hour arrive warm, and go cold at the next pass beside the first
+    let late: Vec<i64> = (0..5).map(|i| H0 + 50_000 + i).collect();
+    ingest.append(&[requests("late", &late)]).unwrap();
+    ingest.flush().unwrap();
+    let report = maintainer.apply_tiers(H0 + 2 * HOUR).unwrap();
+    assert_eq!((report.partitions_moved, report.rows_moved), (1, 5));
+    assert_eq!(
+        tiers(&maintainer, Table::Requests),
+        vec!["cold", "cold", "warm"]
+    );
+    assert_eq!(
+        visible_ids(&maintainer, Table::Requests),
+        sorted([requests_before.clone(), ids("late", 5)].concat())
+    );
+
+    // three hours after H0 ended: the logs table's own retention (2 h) drops its cold hour;
+    // the cold tier keeps requests for 3 h; H0+1 goes cold
+    let expired = maintainer.apply_retention(H0 + 3 * HOUR).unwrap();
+    assert_eq!((expired.segments_removed, expired.rows_removed), (1, 10));
+    assert!(visible_ids(&maintainer, Table::Logs).is_empty());
+    assert_eq!(
+        maintainer
+            .apply_tiers(H0 + 3 * HOUR)
+            .unwrap()
+            .partitions_moved,
+        1
+    );
+    assert_eq!(
+        tiers(&maintainer, Table::Requests),
+        vec!["cold", "cold", "cold"]
+    );
+    // four hours after: the cold tier's retention drops H0's requests, not H0+1's
+    let expired = maintainer.apply_retention(H0 + 4 * HOUR).unwrap();
+    assert_eq!((expired.segments_removed, expired.rows_removed), (2, 25));
+    assert_eq!(visible_ids(&maintainer, Table::Requests), ids("r2", 10));
+    let reported: Vec<_> = (deletions.lock().unwrap().iter())
+        .filter(|(what, _, _)| *what == "retention")
+        .cloned()
+        .collect();
+    assert_eq!(
+        reported,
+        vec![
+            ("retention", vec![Table::Logs], 10),
+            ("retention", vec![Table::Requests], 25),
+        ]
+    );
+}

@@ -42,7 +42,9 @@ pub async fn run(args: ServeArgs) -> Result<i32, CliError> {
     if let Some(role) = args.role {
         config.server.role = role;
     }
-    if let Some(problem) = config.storage.check_role(config.server.role) {
+    if let Some(problem) =
+        (config.storage.check_role(config.server.role)).or_else(|| config.check_tiers())
+    {
         return Err(CliError::usage(problem));
     }
     let settings = settings(&args, &config);

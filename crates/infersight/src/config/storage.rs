@@ -8,7 +8,7 @@ use std::path::Path;
 
 use infersight_cluster::{NodeId, StorageUrl};
 use infersight_server::role::Role;
-use infersight_store::{BucketConfig, RemoteOptions};
+use infersight_store::{BucketConfig, RemoteOptions, TierOptions};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -38,6 +38,89 @@ pub struct StorageConfig {
     /// Segments and sidecars read from the bucket stay in memory up to this many bytes (least
     /// recently used out first; objects over a quarter of it are not kept); 0 turns it off.
     pub read_cache_bytes: u64,
+}
+
+/// `[store.tiers]`: when bucket segments move from the warm tier to the cold one and how long
+/// cold ones stay (`infersight_store::TierOptions`). Off while `warm` is empty. Needs a bucket
+/// (`storage.url` or `--storage`): checked where the store is opened for `serve`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreTiersConfig {
+    /// A (table, hour) moves to the cold tier once the hour ended this long ago (e.g. `7d`);
+    /// empty: no cold tier.
+    pub warm: String,
+    /// Cold segments are deleted this long after their hour ended (e.g. `90d`); empty: kept
+    /// until their table's retention.
+    pub cold: String,
+    /// Where cold segments go in the bucket: one path segment other than `segments`,
+    /// `catalog` and `leases`.
+    pub cold_prefix: String,
+    /// Rows per Parquet row group in cold segments.
+    pub cold_row_group_rows: usize,
+    /// At most this many (table, hour) partitions move per maintenance pass.
+    pub max_partitions_per_pass: usize,
+}
+
+impl Default for StoreTiersConfig {
+    fn default() -> Self {
+        let o = TierOptions::new(std::time::Duration::from_secs(7 * 86_400));
+        Self {
+            warm: String::new(),
+            cold: String::new(),
+            cold_prefix: o.cold_prefix,
+            cold_row_group_rows: o.cold_row_group_rows,
+            max_partitions_per_pass: o.max_partitions_per_pass,
+        }
+    }
+}
+
+impl StoreTiersConfig {
+    /// The tiers, `None` while `warm` is empty; problems go to `errors` (then the outer `None`).
+    pub(super) fn parse(&self, errors: &mut Vec<String>) -> Option<Option<TierOptions>> {
+        if self.warm.is_empty() {
+            let set = !self.cold.is_empty();
+            if set {
+                errors.push(
+                    "store.tiers.cold: set without store.tiers.warm (the age at which segments \
+                     go cold)"
+                        .into(),
+                );
+                return None;
+            }
+            return Some(None);
+        }
+        let before = errors.len();
+        let warm = super::parse_duration(errors, "store.tiers.warm", &self.warm);
+        let cold = super::parse_optional_duration(errors, "store.tiers.cold", &self.cold);
+        if let Err(e) = infersight_cluster::layout::check_tier_prefix(&self.cold_prefix) {
+            errors.push(format!("store.tiers.cold_prefix: {e}"));
+        }
+        if self.cold_row_group_rows == 0 {
+            errors.push("store.tiers.cold_row_group_rows: must be at least 1".into());
+        }
+        if self.max_partitions_per_pass == 0 {
+            errors.push("store.tiers.max_partitions_per_pass: must be at least 1".into());
+        }
+        if let (Some(warm), Some(Some(cold))) = (warm, cold)
+            && cold <= warm
+        {
+            errors.push(format!(
+                "store.tiers.cold: `{}` ends before the warm tier does (`{}`): cold data is \
+                 kept this long after its hour, counted from the same point",
+                self.cold, self.warm
+            ));
+        }
+        if errors.len() > before {
+            return None;
+        }
+        Some(Some(TierOptions {
+            warm_for: warm?,
+            cold_for: cold?,
+            cold_prefix: self.cold_prefix.clone(),
+            cold_row_group_rows: self.cold_row_group_rows,
+            max_partitions_per_pass: self.max_partitions_per_pass,
+        }))
+    }
 }
 
 impl Default for StorageConfig {

@@ -517,6 +517,97 @@ fn a_killed_ingest_node_loses_and_doubles_nothing() {
     query.stop();
 }
 
+/// The value of the `/metrics` series whose line starts with `series` (0 when absent).
+fn metric(server: &Server, series: &str) -> f64 {
+    let (status, text) = server.get("/metrics");
+    assert_eq!(status, 200, "{text}");
+    (text.lines())
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// `[store.tiers]` on a `file://` bucket: the simulated fleet's hours (in the past) go cold
+/// with the next maintenance passes, into one segment per table-hour under the cold prefix, and
+/// the node answers exactly as a single node on local disk; a second node reads the cold tier
+/// alike. Without a bucket, `serve` refuses the section.
+#[test]
+fn tiers_on_a_file_bucket_move_old_hours_cold_and_answer_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = Server::start(&dir.path().join("local"), BASE);
+    simulate_into(&local);
+    let expected = answers(&local);
+    local.stop();
+
+    let bucket = dir.path().join("bucket");
+    let tiers = "[store.tiers]\nwarm = \"1h\"\ncold_prefix = \"archive\"\n";
+    let storage = format!("[storage]\nurl = \"file://{}\"\n", bucket.display());
+    let config = format!("{BASE}{storage}node = \"all-1\"\n{tiers}");
+    let tiered = Server::start(&dir.path().join("tiered"), &config);
+    simulate_into(&tiered);
+    let cold = "infersight_store_tier_segments{table=\"requests\",tier=\"cold\"}";
+    let warm = "infersight_store_tier_segments{table=\"requests\",tier=\"warm\"}";
+    let moved = eventually(std::time::Duration::from_secs(60), || {
+        tiered.scalar("SELECT count(*) FROM requests") == expected_count(&expected)
+            && metric(&tiered, cold) >= 1.0
+            && metric(&tiered, warm) == 0.0
+    });
+    assert!(moved, "requests never all went cold: {}", tiered.log());
+    assert_eq!(answers(&tiered), expected, "the node that moved them");
+    tiered.stop();
+    let archive = local_segments_under(&bucket.join("archive"));
+    assert!(
+        archive >= 3,
+        "requests, spans and logs went cold: {archive}"
+    );
+
+    let reader = Server::start(
+        &dir.path().join("reader"),
+        &format!("{BASE}{storage}node = \"query-1\"\n"),
+    );
+    assert_eq!(
+        answers(&reader),
+        expected,
+        "a second node reads the cold tier"
+    );
+    reader.stop();
+
+    let file = dir.path().join("tiers-alone.toml");
+    std::fs::write(&file, format!("{BASE}{tiers}")).unwrap();
+    let out = run(&[
+        "serve",
+        "--config",
+        file.to_str().unwrap(),
+        "--data",
+        dir.path().join("single").to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("store.tiers"), "{stderr}");
+}
+
+/// The count of the first answer (`SELECT count(*) AS n FROM requests`).
+fn expected_count(expected: &[Rows]) -> i64 {
+    expected[0][0][0].1.as_i64().unwrap()
+}
+
+/// Parquet files anywhere under `dir`.
+fn local_segments_under(dir: &Path) -> usize {
+    let mut found = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "parquet") {
+                found += 1;
+            }
+        }
+    }
+    found
+}
+
 #[test]
 fn a_role_without_a_bucket_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
