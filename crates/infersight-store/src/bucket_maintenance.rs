@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::RecordBatch;
 use infersight_cluster::{CatalogState, Lease, SegmentId, Tier};
 use infersight_model::time::hour_floor_ns;
 use infersight_model::{SCHEMA_VERSION, Table};
@@ -180,34 +179,41 @@ impl Store {
         group: &[&infersight_cluster::SegmentMeta],
         format: SegmentFormat,
     ) -> Result<Option<(SegmentMeta, Option<Arc<Rollup>>)>, StoreError> {
-        let mut batches: Vec<RecordBatch> = Vec::new();
+        let unreadable = |path: &std::path::Path, reason: &str| {
+            tracing::error!(
+                segment = %path.display(),
+                %reason,
+                "bucket segment unreadable; its partition is not rewritten"
+            );
+        };
+        let mut inputs = Vec::new();
         for meta in group {
-            match remote.read_segment(&remote.local_segment(0, meta)?) {
-                Ok(rows) => batches.extend(rows),
+            match remote.segment_batches(&remote.local_segment(0, meta)?) {
+                Ok(batches) => inputs.push(batches),
                 Err(StoreError::Corrupt { path, reason, .. }) => {
-                    tracing::error!(
-                        segment = %path.display(),
-                        %reason,
-                        "bucket segment unreadable; its partition is not compacted"
-                    );
+                    unreadable(&path, &reason);
                     return Ok(None);
                 }
                 Err(err) => return Err(err),
             }
         }
         let rows: u64 = group.iter().map(|meta| meta.rows).sum();
-        let sorted = segment::concat_sorted(table, &batches)?;
-        drop(batches);
         let id = self.state.lock().catalog.allocate_id();
-        let (meta, rollup) = self.write_segment_formatted(
-            table,
-            hour_ns,
-            id,
-            std::slice::from_ref(&sorted),
-            format,
-        )?;
-        debug_assert_eq!(meta.rows, rows);
-        Ok(Some((meta, rollup)))
+        match self.write_merged(table, hour_ns, id, inputs, format) {
+            Ok((meta, rollup)) => {
+                debug_assert_eq!(meta.rows, rows);
+                Ok(Some((meta, rollup)))
+            }
+            Err(StoreError::Corrupt {
+                what: segment::SEGMENT,
+                path,
+                reason,
+            }) => {
+                unreadable(&path, &reason);
+                Ok(None)
+            }
+            Err(err) => Err(err),
+        }
     }
 
     /// [`Store::apply_retention`] on a bucket (the caller holds the maintenance lock): removes

@@ -618,6 +618,16 @@ impl Remote {
         })
     }
 
+    /// The rows of a bucket segment a batch at a time, its bytes (fetched whole, compressed)
+    /// checked against its checksum first.
+    pub(crate) fn segment_batches(
+        &self,
+        meta: &SegmentMeta,
+    ) -> Result<segment::SegmentBatches, StoreError> {
+        let location = meta.location.as_deref().unwrap_or_default();
+        segment::segment_bytes_batches(meta, self.fetch(location)?)
+    }
+
     /// The rows of a bucket segment, checked against its checksum.
     pub(crate) fn read_segment(
         &self,

@@ -23,16 +23,22 @@ pub(crate) fn sidecar_path(segment_path: &Path) -> PathBuf {
 pub(crate) fn build(spec: &RollupSpec, batches: &[RecordBatch]) -> Result<Rollup, StoreError> {
     let mut rollup = Rollup::new(spec);
     for batch in batches {
-        rollup
-            .add_requests(batch)
-            .map_err(|e| StoreError::Corrupt {
-                what: "requests batch for rollup",
-                path: PathBuf::new(),
-                reason: e.to_string(),
-            })?;
+        add(&mut rollup, batch)?;
     }
     rollup.seal();
     Ok(rollup)
+}
+
+/// Folds one batch of `requests` rows into `rollup` (sealed by the caller after the last).
+pub(crate) fn add(rollup: &mut Rollup, batch: &RecordBatch) -> Result<(), StoreError> {
+    rollup
+        .add_requests(batch)
+        .map(drop)
+        .map_err(|e| StoreError::Corrupt {
+            what: "requests batch for rollup",
+            path: PathBuf::new(),
+            reason: e.to_string(),
+        })
 }
 
 /// Writes the sidecar of `segment` durably (`<id>.rollup.tmp`, fsync, rename, fsync of the

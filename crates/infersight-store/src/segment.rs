@@ -219,6 +219,24 @@ pub(crate) fn write_segment(
     batches: &[RecordBatch],
     format: SegmentFormat,
 ) -> Result<SegmentMeta, StoreError> {
+    let mut batches = batches.iter();
+    let mut next = || Ok(batches.next().cloned());
+    write_segment_stream(data_dir, table, hour_ns, id, &mut next, format)
+}
+
+/// The next batch of rows to write, `None` after the last (see [`write_segment_stream`]).
+pub(crate) type BatchSource<'a> = dyn FnMut() -> Result<Option<RecordBatch>, StoreError> + 'a;
+
+/// [`write_segment`] of rows that `next` hands over one batch at a time, each encoded as it
+/// comes: only the row group being encoded is held, not the segment (compaction's merge).
+pub(crate) fn write_segment_stream(
+    data_dir: &Path,
+    table: Table,
+    hour_ns: i64,
+    id: u64,
+    next: &mut BatchSource<'_>,
+    format: SegmentFormat,
+) -> Result<SegmentMeta, StoreError> {
     let path = segment_path(data_dir, table, hour_ns, id);
     let hour_dir = path
         .parent()
@@ -227,8 +245,16 @@ pub(crate) fn write_segment(
     let created_dir = !hour_dir.exists();
     std::fs::create_dir_all(&hour_dir).map_err(StoreError::io(&hour_dir))?;
     let mut checksum = None;
+    let mut seen = RowsSeen::default();
+    let mut tracked = || -> Result<Option<RecordBatch>, StoreError> {
+        let batch = next()?;
+        if let Some(batch) = &batch {
+            seen.add(batch)?;
+        }
+        Ok(batch)
+    };
     durable::write_atomic_with(&path, |file| {
-        checksum = Some(write_file(&path, file, table, batches, format)?);
+        checksum = Some(write_file(&path, file, table, &mut tracked, format)?);
         Ok::<(), StoreError>(())
     })?;
     if created_dir {
@@ -240,18 +266,10 @@ pub(crate) fn write_segment(
     let bytes = std::fs::metadata(&path)
         .map_err(StoreError::io(&path))?
         .len();
-    let mut min_ts_ns: Option<i64> = None;
-    let mut max_ts_ns: Option<i64> = None;
-    for batch in batches {
-        let ts = ts_column(batch)?;
-        if let Some(low) = arrow::compute::min(ts) {
-            min_ts_ns = Some(min_ts_ns.map_or(low, |m| m.min(low)));
-        }
-        if let Some(high) = arrow::compute::max(ts) {
-            max_ts_ns = Some(max_ts_ns.map_or(high, |m| m.max(high)));
-        }
-    }
-    let (min_ts_ns, max_ts_ns) = (min_ts_ns.unwrap_or(hour_ns), max_ts_ns.unwrap_or(hour_ns));
+    let (min_ts_ns, max_ts_ns) = (
+        seen.min_ts_ns.unwrap_or(hour_ns),
+        seen.max_ts_ns.unwrap_or(hour_ns),
+    );
     debug_assert_eq!(hour_floor_ns(min_ts_ns), hour_ns);
     debug_assert_eq!(hour_floor_ns(max_ts_ns), hour_ns);
     Ok(SegmentMeta {
@@ -260,7 +278,7 @@ pub(crate) fn write_segment(
         hour_ns,
         path,
         location: None,
-        rows: batches.iter().map(|b| b.num_rows() as u64).sum(),
+        rows: seen.rows,
         bytes,
         min_ts_ns,
         max_ts_ns,
@@ -269,6 +287,28 @@ pub(crate) fn write_segment(
         checksum,
         tier: Default::default(),
     })
+}
+
+/// Rows and `ts` bounds of the batches a segment was written from.
+#[derive(Debug, Default)]
+struct RowsSeen {
+    rows: u64,
+    min_ts_ns: Option<i64>,
+    max_ts_ns: Option<i64>,
+}
+
+impl RowsSeen {
+    fn add(&mut self, batch: &RecordBatch) -> Result<(), StoreError> {
+        self.rows += batch.num_rows() as u64;
+        let ts = ts_column(batch)?;
+        if let Some(low) = arrow::compute::min(ts) {
+            self.min_ts_ns = Some(self.min_ts_ns.map_or(low, |m| m.min(low)));
+        }
+        if let Some(high) = arrow::compute::max(ts) {
+            self.max_ts_ns = Some(self.max_ts_ns.map_or(high, |m| m.max(high)));
+        }
+        Ok(())
+    }
 }
 
 /// The last bytes of a segment kept while it is written, to checksum its footer: far more than
@@ -323,13 +363,13 @@ fn footer_len(trailer: &[u8]) -> Option<usize> {
     usize::try_from(metadata_len).ok()?.checked_add(8)
 }
 
-/// Encodes `batches` as Parquet into `file` (the durable writer fsyncs it); answers the file's
-/// checksums.
+/// Encodes the batches of `next` as Parquet into `file` (the durable writer fsyncs it); answers
+/// the file's checksums.
 fn write_file(
     path: &Path,
     file: &mut File,
     table: Table,
-    batches: &[RecordBatch],
+    next: &mut BatchSource<'_>,
     format: SegmentFormat,
 ) -> Result<SegmentChecksum, StoreError> {
     let failed = Arc::new(std::sync::Mutex::new(None));
@@ -346,8 +386,8 @@ fn write_file(
             Some(writer_properties(table, format)?),
         )?;
         // row groups are cut by row count across batches, as for one concatenated batch
-        for batch in batches {
-            writer.write(batch)?;
+        while let Some(batch) = next()? {
+            writer.write(&batch)?;
         }
         Ok(writer.into_inner()?)
     };
@@ -488,6 +528,12 @@ pub(crate) fn read_segment_bytes(
     meta: &SegmentMeta,
     bytes: bytes::Bytes,
 ) -> Result<Vec<RecordBatch>, StoreError> {
+    check_bytes(meta, &bytes)?;
+    decode(meta, bytes)
+}
+
+/// A bucket object's bytes against the size and checksum the catalog recorded.
+fn check_bytes(meta: &SegmentMeta, bytes: &[u8]) -> Result<(), StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt {
         what: SEGMENT,
         path: meta.path.clone(),
@@ -501,11 +547,11 @@ pub(crate) fn read_segment_bytes(
         )));
     }
     if let Some(checksum) = meta.checksum
-        && crc32fast::hash(&bytes) != checksum.file_crc32
+        && crc32fast::hash(bytes) != checksum.file_crc32
     {
         return Err(corrupt("the object does not match its checksum".into()));
     }
-    decode(meta, bytes)
+    Ok(())
 }
 
 /// Every row of a segment's Parquet bytes, with the table's canonical schema; what does not
@@ -514,28 +560,189 @@ fn decode<R: parquet::file::reader::ChunkReader + 'static>(
     meta: &SegmentMeta,
     source: R,
 ) -> Result<Vec<RecordBatch>, StoreError> {
-    let decode = || -> Result<Vec<RecordBatch>, StoreError> {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(source)?.build()?;
-        let schema = meta.table.schema();
-        let mut batches = Vec::new();
-        for batch in reader {
-            // a segment from before a column was appended (such as `org`): null in that column
-            let batch = infersight_model::tables::with_appended_columns(meta.table, batch?);
-            batches.push(RecordBatch::try_new(
-                Arc::clone(&schema),
-                batch.columns().to_vec(),
-            )?);
-        }
-        Ok(batches)
-    };
-    decode().map_err(|err| match err {
+    decode_stream(meta, source)?.collect()
+}
+
+/// Rows of one segment read a batch at a time ([`segment_batches`]).
+pub(crate) type SegmentBatches = Box<dyn Iterator<Item = Result<RecordBatch, StoreError>> + Send>;
+
+/// Rows per batch when a segment is streamed into a merge.
+const STREAM_BATCH_ROWS: usize = 8192;
+
+/// [`decode`] a batch at a time: only the row group being read is held.
+fn decode_stream<R: parquet::file::reader::ChunkReader + 'static>(
+    meta: &SegmentMeta,
+    source: R,
+) -> Result<SegmentBatches, StoreError> {
+    let table = meta.table;
+    let path = meta.path.clone();
+    let corrupt = move |err: StoreError| match err {
         StoreError::Parquet(_) | StoreError::Arrow(_) => StoreError::Corrupt {
             what: SEGMENT,
-            path: meta.path.clone(),
+            path: path.clone(),
             reason: err.to_string(),
         },
         other => other,
-    })
+    };
+    let reader = ParquetRecordBatchReaderBuilder::try_new(source)
+        .and_then(|builder| builder.with_batch_size(STREAM_BATCH_ROWS).build())
+        .map_err(|err| corrupt(err.into()))?;
+    let schema = table.schema();
+    Ok(Box::new(reader.map(move |batch| {
+        let canonical = || -> Result<RecordBatch, StoreError> {
+            // a segment from before a column was appended (such as `org`): null in that column
+            let batch = infersight_model::tables::with_appended_columns(table, batch?);
+            Ok(RecordBatch::try_new(
+                Arc::clone(&schema),
+                batch.columns().to_vec(),
+            )?)
+        };
+        canonical().map_err(&corrupt)
+    })))
+}
+
+/// [`read_segment`] a batch at a time: the file is checked against its checksum first, then
+/// decoded as the batches are taken.
+pub(crate) fn segment_batches(meta: &SegmentMeta) -> Result<SegmentBatches, StoreError> {
+    match check_file(meta) {
+        FileCheck::Sound => {}
+        FileCheck::Corrupt(reason) => {
+            return Err(StoreError::Corrupt {
+                what: SEGMENT,
+                path: meta.path.clone(),
+                reason,
+            });
+        }
+        FileCheck::Unreadable(source) => {
+            return Err(StoreError::Io {
+                path: meta.path.clone(),
+                source,
+            });
+        }
+    }
+    let file = File::open(&meta.path).map_err(StoreError::io(&meta.path))?;
+    decode_stream(meta, file)
+}
+
+/// [`read_segment_bytes`] a batch at a time (the bytes, compressed, stay whole).
+pub(crate) fn segment_bytes_batches(
+    meta: &SegmentMeta,
+    bytes: bytes::Bytes,
+) -> Result<SegmentBatches, StoreError> {
+    check_bytes(meta, &bytes)?;
+    decode_stream(meta, bytes)
+}
+
+/// Rows of several segments of one (table, hour), each sorted by `ts` as the store writes them,
+/// merged into one stream sorted by `ts`, `chunk_rows` at a time: compaction writes a partition
+/// without holding it in memory, only each input's current batch and the chunk being built.
+/// Rows with the same `ts` keep the order of the inputs, then their order within an input: the
+/// same rows in the same order as [`concat_sorted`] of the inputs read whole. An input out of
+/// order (never written by the store) loses no row; the output is then merely not sorted.
+pub(crate) struct SortedMerge {
+    inputs: Vec<MergeInput>,
+    /// (`ts` of an input's next row, the input), smallest first.
+    heads: std::collections::BinaryHeap<std::cmp::Reverse<(i64, usize)>>,
+    chunk_rows: usize,
+}
+
+struct MergeInput {
+    batches: SegmentBatches,
+    /// The batch being merged and its `ts` column.
+    batch: Option<(RecordBatch, TimestampNanosecondArray)>,
+    row: usize,
+}
+
+impl MergeInput {
+    /// The `ts` of the next row, reading the next non-empty batch when this one is done.
+    fn head(&mut self) -> Result<Option<i64>, StoreError> {
+        loop {
+            if let Some((batch, ts)) = &self.batch
+                && self.row < batch.num_rows()
+            {
+                // a null `ts` is not a row the store writes; it sorts first, as in a sort
+                return Ok(Some(if ts.is_null(self.row) {
+                    i64::MIN
+                } else {
+                    ts.value(self.row)
+                }));
+            }
+            match self.batches.next().transpose()? {
+                Some(batch) => {
+                    let ts = ts_column(&batch)?.clone();
+                    self.batch = Some((batch, ts));
+                    self.row = 0;
+                }
+                None => {
+                    self.batch = None;
+                    return Ok(None);
+                }
+            }
+        }
+    }
+}
+
+impl SortedMerge {
+    pub(crate) fn new(inputs: Vec<SegmentBatches>, chunk_rows: usize) -> Result<Self, StoreError> {
+        let mut merge = SortedMerge {
+            inputs: inputs
+                .into_iter()
+                .map(|batches| MergeInput {
+                    batches,
+                    batch: None,
+                    row: 0,
+                })
+                .collect(),
+            heads: std::collections::BinaryHeap::new(),
+            chunk_rows: chunk_rows.max(1),
+        };
+        for index in 0..merge.inputs.len() {
+            if let Some(ts) = merge.inputs[index].head()? {
+                merge.heads.push(std::cmp::Reverse((ts, index)));
+            }
+        }
+        Ok(merge)
+    }
+
+    /// The next chunk of merged rows, `None` when every input is done.
+    pub(crate) fn next_chunk(&mut self) -> Result<Option<RecordBatch>, StoreError> {
+        // the batches rows of this chunk come from: an input's batch stays here after the input
+        // moved on to its next one
+        let mut sources: Vec<RecordBatch> = Vec::new();
+        let mut source_of: Vec<Option<usize>> = vec![None; self.inputs.len()];
+        let mut indices: Vec<(usize, usize)> = Vec::with_capacity(self.chunk_rows);
+        while indices.len() < self.chunk_rows {
+            let Some(std::cmp::Reverse((_, index))) = self.heads.pop() else {
+                break;
+            };
+            let input = &mut self.inputs[index];
+            let Some((batch, _)) = &input.batch else {
+                continue;
+            };
+            let source = match source_of[index] {
+                Some(source) => source,
+                None => {
+                    sources.push(batch.clone());
+                    source_of[index] = Some(sources.len() - 1);
+                    sources.len() - 1
+                }
+            };
+            indices.push((source, input.row));
+            input.row += 1;
+            let exhausted = input.row >= batch.num_rows();
+            if let Some(ts) = input.head()? {
+                if exhausted {
+                    source_of[index] = None;
+                }
+                self.heads.push(std::cmp::Reverse((ts, index)));
+            }
+        }
+        if indices.is_empty() {
+            return Ok(None);
+        }
+        let sources: Vec<&RecordBatch> = sources.iter().collect();
+        Ok(Some(interleave_record_batch(&sources, &indices)?))
+    }
 }
 
 /// `StoreError::Corrupt::what` of a segment that failed its check.
@@ -547,6 +754,104 @@ mod tests {
     use infersight_model::time::NANOS_PER_HOUR;
 
     use super::*;
+
+    /// Segments as streams of batches, for the merge.
+    fn streams(inputs: &[Vec<RecordBatch>]) -> Vec<SegmentBatches> {
+        (inputs.iter())
+            .map(|batches| {
+                let batches: Vec<Result<RecordBatch, StoreError>> =
+                    batches.iter().cloned().map(Ok).collect();
+                Box::new(batches.into_iter()) as SegmentBatches
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_streaming_merge_gives_the_rows_and_order_of_the_whole_sort() {
+        // seeded: inputs of sorted runs with many equal `ts` across and within inputs, batches
+        // of uneven sizes (some empty), chunks smaller and larger than a batch
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move |bound: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % bound
+        };
+        for case in 0..40 {
+            let inputs_n = 1 + next(6) as usize;
+            let mut inputs: Vec<Vec<RecordBatch>> = Vec::new();
+            let mut all: Vec<RecordBatch> = Vec::new();
+            for input in 0..inputs_n {
+                let rows = next(700) as i64;
+                let mut ts = next(50) as i64;
+                let records: Vec<RequestRecord> = (0..rows)
+                    .map(|row| {
+                        ts += next(3) as i64; // ties within an input
+                        RequestRecord {
+                            ts,
+                            request_id: Some(format!("c{case}-i{input}-r{row}")),
+                            ..Default::default()
+                        }
+                    })
+                    .collect();
+                let mut batches = Vec::new();
+                let mut at = 0;
+                while at < records.len() {
+                    let size = (next(300) as usize).min(records.len() - at);
+                    batches.push(RequestRecord::to_batch(&records[at..at + size]));
+                    at += size;
+                }
+                all.extend(batches.iter().cloned());
+                inputs.push(batches);
+            }
+            let chunk_rows = 1 + next(500) as usize;
+            let mut merge = SortedMerge::new(streams(&inputs), chunk_rows).unwrap();
+            let mut chunks = Vec::new();
+            while let Some(chunk) = merge.next_chunk().unwrap() {
+                assert!(chunk.num_rows() <= chunk_rows);
+                chunks.push(chunk);
+            }
+            let merged = concat_batches(&Table::Requests.schema(), &chunks).unwrap();
+            let expected = concat_sorted(Table::Requests, &all).unwrap();
+            assert_eq!(merged.num_rows(), expected.num_rows(), "case {case}");
+            assert!(
+                merged == expected,
+                "case {case}: the merge differs from the sort"
+            );
+        }
+    }
+
+    #[test]
+    fn a_segment_that_fails_midway_fails_the_merge_with_its_error() {
+        let records: Vec<RequestRecord> = (0..10)
+            .map(|ts| RequestRecord {
+                ts,
+                ..Default::default()
+            })
+            .collect();
+        let good = RequestRecord::to_batch(&records);
+        let failing: SegmentBatches = Box::new(
+            vec![
+                Ok(good.clone()),
+                Err(StoreError::Corrupt {
+                    what: SEGMENT,
+                    path: PathBuf::from("/bucket/bad.parquet"),
+                    reason: "page 3 does not decode".into(),
+                }),
+            ]
+            .into_iter(),
+        );
+        let inputs = vec![streams(&[vec![good]]).remove(0), failing];
+        let mut merge = SortedMerge::new(inputs, 4).unwrap();
+        let err = loop {
+            match merge.next_chunk() {
+                Ok(Some(_)) => continue,
+                Ok(None) => panic!("the failure was swallowed"),
+                Err(err) => break err,
+            }
+        };
+        assert!(err.to_string().contains("page 3 does not decode"), "{err}");
+    }
 
     #[test]
     fn hour_directories_are_utc() {

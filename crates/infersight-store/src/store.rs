@@ -357,10 +357,10 @@ impl Store {
             if group.len() < min_segments {
                 continue;
             }
-            let mut batches: Vec<RecordBatch> = Vec::new();
+            let mut inputs = Vec::new();
             for meta in &group {
-                match segment::read_segment(meta) {
-                    Ok(rows) => batches.extend(rows),
+                match segment::segment_batches(meta) {
+                    Ok(batches) => inputs.push(batches),
                     Err(StoreError::Corrupt { reason, .. }) => {
                         corrupt.push((meta.id, quarantine::Kind::Segment, reason));
                     }
@@ -377,12 +377,8 @@ impl Store {
             {
                 continue;
             }
-            let result = (|| {
-                let sorted = segment::concat_sorted(table, &batches)?;
-                drop(batches);
-                let id = catalog.allocate_id();
-                self.write_segment_with_rollup(table, hour_ns, id, std::slice::from_ref(&sorted))
-            })();
+            let id = catalog.allocate_id();
+            let result = self.write_merged(table, hour_ns, id, inputs, self.format);
             match result {
                 Ok((meta, rollup)) => {
                     if let Some(rollup) = rollup {
@@ -394,6 +390,15 @@ impl Store {
                     report.segments_written += 1;
                     written.push(meta);
                     replaced.extend(group);
+                }
+                Err(StoreError::Corrupt {
+                    what: segment::SEGMENT,
+                    path,
+                    reason,
+                }) if group.iter().any(|s| s.path == path) => {
+                    // a segment that stopped decoding midway: set aside like one found at open
+                    let id = group.iter().find(|s| s.path == path).map(|s| s.id);
+                    corrupt.extend(id.map(|id| (id, quarantine::Kind::Segment, reason)));
                 }
                 Err(err) => {
                     remove_unpublished(&written);
@@ -485,12 +490,16 @@ impl Store {
         let flushed = self.maybe_flush().map(|_| ());
         let refreshed = self.refresh_bucket().map(|_| ());
         let compacted = self.compact().map(|_| ());
+        // a compaction of large segments takes a while: a memtable that filled meanwhile is
+        // flushed now, not a pass later (appends are refused while it is over its hard limit)
+        let flushed_again = self.maybe_flush().map(|_| ());
         let retained = self.apply_retention(now_ns).map(|_| ());
         let tiered = self.apply_tiers(now_ns).map(|_| ());
         let collected = self.collect_bucket_garbage().map(|_| ());
         flushed
             .and(refreshed)
             .and(compacted)
+            .and(flushed_again)
             .and(retained)
             .and(tiered)
             .and(collected)
@@ -738,7 +747,55 @@ impl Store {
             });
             (meta, rollup)
         });
-        let mut meta = meta?;
+        self.with_sidecar(meta?, rollup)
+    }
+
+    /// Merges `inputs` (sorted segments of one table and hour: [`segment::SortedMerge`]) into
+    /// segment `id` in `format`, with its rollup, a chunk at a time: the partition is never
+    /// held in memory, only each input's current batch, the chunk and the row group being
+    /// encoded. A segment that stops decoding midway is `Corrupt` naming its path (nothing
+    /// written).
+    pub(crate) fn write_merged(
+        &self,
+        table: Table,
+        hour_ns: i64,
+        id: u64,
+        inputs: Vec<segment::SegmentBatches>,
+        format: SegmentFormat,
+    ) -> Result<(SegmentMeta, Option<Arc<Rollup>>), StoreError> {
+        const MERGE_CHUNK_ROWS: usize = 65_536;
+        let mut merge = segment::SortedMerge::new(inputs, MERGE_CHUNK_ROWS)?;
+        let spec = self
+            .options
+            .rollup
+            .as_ref()
+            .filter(|_| table == Table::Requests);
+        let mut rollup = spec.map(Rollup::new);
+        let mut next = || -> Result<Option<RecordBatch>, StoreError> {
+            let chunk = merge.next_chunk()?;
+            if let (Some(rollup), Some(chunk)) = (rollup.as_mut(), chunk.as_ref()) {
+                rollups::add(rollup, chunk)?;
+            }
+            Ok(chunk)
+        };
+        let meta =
+            segment::write_segment_stream(&self.data_dir, table, hour_ns, id, &mut next, format)?;
+        match rollup {
+            Some(mut rollup) => {
+                rollup.seal();
+                self.with_sidecar(meta, Ok(rollup))
+            }
+            None => Ok((meta, None)),
+        }
+    }
+
+    /// Writes `rollup` as the sidecar of the segment just written (`meta`), recording its size
+    /// and checksum; on failure the segment's files are removed.
+    fn with_sidecar(
+        &self,
+        mut meta: SegmentMeta,
+        rollup: Result<Rollup, StoreError>,
+    ) -> Result<(SegmentMeta, Option<Arc<Rollup>>), StoreError> {
         let sidecar = rollup.and_then(|rollup| {
             let (bytes, crc32) = rollups::write_sidecar(&meta, &rollup)?;
             meta.rollup_bytes = Some(bytes);
