@@ -130,8 +130,10 @@ pub fn requests(
     rows: u64,
     hours: u64,
     seed: u64,
+    flush_every: u64,
 ) -> Result<(), CliError> {
     let mut rng = Rng::new(seed);
+    let mut unflushed = 0u64;
     let span_ns = (hours.max(1) as i64) * 3_600_000_000_000;
     let step = span_ns / rows.max(1) as i64;
     let mut builder = RequestBatchBuilder::new();
@@ -157,6 +159,11 @@ pub fn requests(
                     batch,
                 }])
                 .map_err(|e| CliError::failed(e.to_string()))?;
+            unflushed += 65_536;
+            if flush_every > 0 && unflushed >= flush_every {
+                store.flush().map_err(|e| CliError::failed(e.to_string()))?;
+                unflushed = 0;
+            }
         }
     }
     store.flush().map_err(|e| CliError::failed(e.to_string()))?;

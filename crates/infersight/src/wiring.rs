@@ -176,7 +176,8 @@ pub fn auth(config: &Config) -> Result<Arc<infersight_server::auth::Auth>, CliEr
         .map_err(|errors| CliError::usage(errors.join("; ")))?;
     let mut auth = infersight_server::auth::Auth::open(settings)
         .map_err(|e| CliError::usage(format!("auth: {e}")))?
-        .with_ingest_limits(config.auth.ingest_limiter());
+        .with_ingest_limits(config.auth.ingest_limiter())
+        .with_query_limits(config.auth.query_slots());
     let oidc = config
         .auth
         .oidc_settings()

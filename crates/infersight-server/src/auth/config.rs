@@ -111,6 +111,11 @@ impl AuthConfig {
         IngestLimiter::new(&self.orgs)
     }
 
+    /// The concurrent-statement slots of `[auth.orgs]`.
+    pub fn query_slots(&self) -> super::limits::OrgQuerySlots {
+        super::limits::OrgQuerySlots::new(&self.orgs)
+    }
+
     /// `serve` on `listen`: refused on an address other than loopback without authentication,
     /// unless `allow_unauthenticated` says so.
     pub fn check_listen(&self, listen: IpAddr) -> Result<(), String> {

@@ -6,32 +6,55 @@
 //!
 //! Configured per org in `[auth.orgs.<org>]` (`ingest_exports_per_s`, `ingest_burst`); an org
 //! not listed is not limited. Limits apply where the gate runs, that is with authentication on.
+//!
+//! The same section caps how many statements an org's callers run at once
+//! (`max_concurrent_queries`, [`OrgQuerySlots`]): the API gate takes a slot of every limited org a
+//! request reads before SQL, dimension discovery or root-cause analysis runs, and refuses with
+//! 429 and `Retry-After` when one is full, so one team's dashboards cannot take every core from
+//! the others.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-/// `[auth.orgs.<org>]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `[auth.orgs.<org>]`; what is not set is not limited.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OrgLimitConfig {
     /// Exports (OTLP requests) per second, averaged.
-    pub ingest_exports_per_s: f64,
+    #[serde(default)]
+    pub ingest_exports_per_s: Option<f64>,
     /// How many exports may arrive at once after a quiet spell; default: one second's worth
     /// (at least one).
     #[serde(default)]
     pub ingest_burst: Option<u32>,
+    /// Statements (SQL, dimension discovery, root-cause analysis) the org's callers may run at
+    /// once; more are answered 429 with `Retry-After`.
+    #[serde(default)]
+    pub max_concurrent_queries: Option<usize>,
 }
 
 impl OrgLimitConfig {
     /// Every problem, each naming `auth.orgs.<org>.KEY`.
     pub fn validate(&self, org: &str) -> Vec<String> {
         let mut errors = Vec::new();
-        if !(self.ingest_exports_per_s.is_finite() && self.ingest_exports_per_s > 0.0) {
+        if let Some(rate) = self.ingest_exports_per_s
+            && !(rate.is_finite() && rate > 0.0)
+        {
             errors.push(format!(
-                "auth.orgs.{org}.ingest_exports_per_s: must be a positive number, not {}",
-                self.ingest_exports_per_s
+                "auth.orgs.{org}.ingest_exports_per_s: must be a positive number, not {rate}"
+            ));
+        }
+        if self.ingest_burst.is_some() && self.ingest_exports_per_s.is_none() {
+            errors.push(format!(
+                "auth.orgs.{org}.ingest_burst: set without ingest_exports_per_s"
+            ));
+        }
+        if self.max_concurrent_queries == Some(0) {
+            errors.push(format!(
+                "auth.orgs.{org}.max_concurrent_queries: must be at least 1"
             ));
         }
         if self.ingest_burst == Some(0) {
@@ -63,10 +86,10 @@ impl IngestLimiter {
         let limits = orgs
             .iter()
             .filter(|(org, limit)| limit.validate(org).is_empty())
-            .map(|(org, limit)| {
-                let rate = limit.ingest_exports_per_s;
+            .filter_map(|(org, limit)| {
+                let rate = limit.ingest_exports_per_s?;
                 let burst = limit.ingest_burst.map_or(rate.ceil().max(1.0), f64::from);
-                (org.clone(), (rate, burst))
+                Some((org.clone(), (rate, burst)))
             })
             .collect();
         IngestLimiter {
@@ -102,9 +125,115 @@ impl IngestLimiter {
     }
 }
 
+/// How many statements each limited org runs now, against its `max_concurrent_queries`.
+#[derive(Debug, Default)]
+pub struct OrgQuerySlots {
+    limits: BTreeMap<String, usize>,
+    running: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+/// Slots of the limited orgs one request reads, held while its statement runs
+/// ([`OrgQuerySlots::try_acquire`]); dropping it frees them.
+#[derive(Debug)]
+pub struct OrgQueryPermit {
+    running: Arc<Mutex<HashMap<String, usize>>>,
+    orgs: Vec<String>,
+}
+
+impl Drop for OrgQueryPermit {
+    fn drop(&mut self) {
+        let mut running = self.running.lock();
+        for org in &self.orgs {
+            if let Some(count) = running.get_mut(org) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    running.remove(org);
+                }
+            }
+        }
+    }
+}
+
+impl OrgQuerySlots {
+    /// The slots of `[auth.orgs]` (validated; invalid entries are left out).
+    pub fn new(orgs: &BTreeMap<String, OrgLimitConfig>) -> OrgQuerySlots {
+        let limits = orgs
+            .iter()
+            .filter(|(org, limit)| limit.validate(org).is_empty())
+            .filter_map(|(org, limit)| Some((org.clone(), limit.max_concurrent_queries?)))
+            .collect();
+        OrgQuerySlots {
+            limits,
+            running: Arc::default(),
+        }
+    }
+
+    /// One slot of every limited org in `orgs` (the orgs a request reads), all or none;
+    /// `Err((org, limit))` names an org whose slots are all taken. A request that reads every
+    /// org (an admin, authentication off) is not limited by any one org.
+    pub fn try_acquire(&self, orgs: &[String]) -> Result<OrgQueryPermit, (String, usize)> {
+        let limited: Vec<&String> = (orgs.iter())
+            .filter(|org| self.limits.contains_key(*org))
+            .collect();
+        let mut running = self.running.lock();
+        for org in &limited {
+            let limit = self.limits[*org];
+            if running.get(*org).copied().unwrap_or(0) >= limit {
+                return Err(((*org).clone(), limit));
+            }
+        }
+        for org in &limited {
+            *running.entry((*org).clone()).or_insert(0) += 1;
+        }
+        Ok(OrgQueryPermit {
+            running: Arc::clone(&self.running),
+            orgs: limited.into_iter().cloned().collect(),
+        })
+    }
+
+    /// Statements `org` runs now.
+    pub fn running(&self, org: &str) -> usize {
+        self.running.lock().get(org).copied().unwrap_or(0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_org_at_its_query_limit_is_refused_until_a_statement_ends_and_others_run() {
+        let mut orgs = BTreeMap::new();
+        let limit = |n| OrgLimitConfig {
+            max_concurrent_queries: Some(n),
+            ..OrgLimitConfig::default()
+        };
+        orgs.insert("acme".to_string(), limit(2));
+        orgs.insert("globex".to_string(), limit(1));
+        let slots = OrgQuerySlots::new(&orgs);
+        let acme = vec!["acme".to_string()];
+        let both = vec!["acme".to_string(), "globex".to_string()];
+        let first = slots.try_acquire(&acme).unwrap();
+        let second = slots.try_acquire(&both).unwrap();
+        assert_eq!((slots.running("acme"), slots.running("globex")), (2, 1));
+        assert_eq!(
+            slots.try_acquire(&acme).unwrap_err(),
+            ("acme".to_string(), 2)
+        );
+        // all or none: globex is full, so acme's count does not move either
+        drop(first);
+        let err = slots.try_acquire(&both).unwrap_err();
+        assert_eq!(err, ("globex".to_string(), 1));
+        assert_eq!(slots.running("acme"), 1);
+        // an org without a limit, and every org at once, are not limited
+        for _ in 0..5 {
+            std::mem::forget(slots.try_acquire(&["initech".to_string()]).unwrap());
+        }
+        assert_eq!(slots.running("initech"), 0);
+        drop(second);
+        assert_eq!((slots.running("acme"), slots.running("globex")), (0, 0));
+        let _again = slots.try_acquire(&both).unwrap();
+    }
 
     const S: i64 = 1_000_000_000;
 
@@ -113,8 +242,9 @@ mod tests {
         orgs.insert(
             "acme".to_string(),
             OrgLimitConfig {
-                ingest_exports_per_s: rate,
+                ingest_exports_per_s: Some(rate),
                 ingest_burst: burst,
+                ..OrgLimitConfig::default()
             },
         );
         IngestLimiter::new(&orgs)
@@ -152,8 +282,9 @@ mod tests {
         assert_eq!(limiter.admit("acme", 0), Err(1));
         for (rate, burst) in [(0.0, None), (-1.0, None), (f64::NAN, None), (1.0, Some(0))] {
             let config = OrgLimitConfig {
-                ingest_exports_per_s: rate,
+                ingest_exports_per_s: Some(rate),
                 ingest_burst: burst,
+                ..OrgLimitConfig::default()
             };
             let errors = config.validate("acme");
             assert_eq!(errors.len(), 1, "{errors:?}");
@@ -161,5 +292,19 @@ mod tests {
         }
         // an invalid limit is left out rather than refusing everything
         assert_eq!(self::limiter(0.0, None).admit("acme", 0), Ok(()));
+        let burst_alone = OrgLimitConfig {
+            ingest_burst: Some(3),
+            ..OrgLimitConfig::default()
+        };
+        assert_eq!(burst_alone.validate("acme").len(), 1);
+        let no_queries = OrgLimitConfig {
+            max_concurrent_queries: Some(0),
+            ..OrgLimitConfig::default()
+        };
+        let errors = no_queries.validate("acme");
+        assert!(
+            errors == ["auth.orgs.acme.max_concurrent_queries: must be at least 1"],
+            "{errors:?}"
+        );
     }
 }

@@ -146,6 +146,19 @@ pub async fn api_gate(State(gate): State<ApiGate>, mut request: Request, next: N
             return refusal_response(&refusal);
         }
     };
+    // held until the answer is made: the statement runs inside `next`
+    let _slots = match routes::runs_statements(rule) {
+        true => match gate.auth.admit_query(&scope) {
+            Ok(permit) => Some(permit),
+            Err(refusal) => {
+                if rule.audit != Audit::No {
+                    audit_call(&gate, &identity, peer, &what, "throttled").await;
+                }
+                return refusal_response(&refusal);
+            }
+        },
+        false => None,
+    };
     request.extensions_mut().insert(scope);
     request.extensions_mut().insert(identity.clone());
     let response = next.run(request).await;

@@ -33,7 +33,7 @@ use parking_lot::RwLock;
 
 pub use config::{AuthConfig, AuthSettings};
 pub use header::{Cidr, parse_bearer};
-pub use limits::{IngestLimiter, OrgLimitConfig};
+pub use limits::{IngestLimiter, OrgLimitConfig, OrgQueryPermit, OrgQuerySlots};
 pub use middleware::{api_gate, ingest_grpc_gate, ingest_http_gate};
 pub use role::{Access, Role};
 pub use tokens::{TokenError, TokenFile, TokenSet};
@@ -108,6 +108,8 @@ pub struct Auth {
     loaded: RwLock<Loaded>,
     /// Each org's ingest rate (`[auth.orgs]`); none: no org is limited.
     ingest_limits: limits::IngestLimiter,
+    /// Each org's concurrent statements (`[auth.orgs]`); none: no org is limited.
+    query_slots: limits::OrgQuerySlots,
     /// JWT bearer tokens of an identity provider (`[auth.oidc]`), beside the tokens file's.
     oidc: Option<Arc<oidc::Oidc>>,
 }
@@ -134,6 +136,7 @@ impl Auth {
                 stamp: None,
             }),
             ingest_limits: limits::IngestLimiter::default(),
+            query_slots: limits::OrgQuerySlots::default(),
             oidc: None,
         }
     }
@@ -144,6 +147,36 @@ impl Auth {
     pub fn with_ingest_limits(mut self, limiter: limits::IngestLimiter) -> Auth {
         self.ingest_limits = limiter;
         self
+    }
+
+    /// Limits how many statements each org runs at once as `slots` say (checked by the API gate
+    /// on the routes that run statements).
+    pub fn with_query_limits(mut self, slots: limits::OrgQuerySlots) -> Auth {
+        self.query_slots = slots;
+        self
+    }
+
+    /// One running statement for each limited org of `scope`, or the refusal (429) naming an
+    /// org whose slots are all taken.
+    pub fn admit_query(
+        &self,
+        scope: &infersight_query::OrgScope,
+    ) -> Result<limits::OrgQueryPermit, Refusal> {
+        let orgs: &[String] = match scope {
+            infersight_query::OrgScope::All => &[],
+            infersight_query::OrgScope::Only(orgs) => orgs,
+        };
+        self.query_slots.try_acquire(orgs).map_err(|(org, limit)| {
+            Refusal::TooManyRequests(
+                format!(
+                    "the org `{}` already runs {limit} statements, the most it may at once \
+                     (auth.orgs.{}.max_concurrent_queries); retry when one has ended",
+                    org.escape_debug(),
+                    org.escape_debug()
+                ),
+                1,
+            )
+        })
     }
 
     /// Accepts the JWTs `oidc` verifies as well as the tokens file's tokens.
@@ -184,6 +217,7 @@ impl Auth {
                 stamp: None,
             }),
             ingest_limits: limits::IngestLimiter::default(),
+            query_slots: limits::OrgQuerySlots::default(),
             oidc: None,
         };
         if let Some(path) = &auth.tokens_file {

@@ -43,6 +43,22 @@ const VIEWER: Access = Access::Role(Role::Viewer);
 const ANALYST: Access = Access::Role(Role::Analyst);
 const OPERATOR: Access = Access::Role(Role::Operator);
 
+/// The routes whose calls run statements over stored rows (SQL, dimension discovery,
+/// root-cause analysis): each holds a slot of every limited org it reads while it runs
+/// (`[auth.orgs.<org>] max_concurrent_queries`).
+const STATEMENT_ROUTES: &[(&str, &str)] = &[
+    ("POST", "/api/v1/query"),
+    ("GET", "/api/v1/dimensions"),
+    ("POST", "/api/v1/rca"),
+];
+
+/// Whether a call of `rule` runs statements (see [`STATEMENT_ROUTES`]).
+pub fn runs_statements(rule: &RouteRule) -> bool {
+    STATEMENT_ROUTES
+        .iter()
+        .any(|(method, path)| *method == rule.method && *path == rule.path)
+}
+
 /// Every route of the API port. Add a row here with every new route.
 pub const ROUTES: &[RouteRule] = &[
     rule("GET", "/healthz", Access::Public, Audit::No),

@@ -1,12 +1,13 @@
-//! Per-org ingest limits through the OTLP/HTTP gate (issue 22): an org past its
-//! `[auth.orgs.<org>]` rate gets 429 with `Retry-After` (what OTLP exporters retry on), while
-//! another org keeps exporting.
+//! Per-org limits (issue 22): through the OTLP/HTTP gate, an org past its `[auth.orgs.<org>]`
+//! rate gets 429 with `Retry-After` (what OTLP exporters retry on), while another org keeps
+//! exporting; through the API gate, an org running its `max_concurrent_queries` statements gets
+//! 429 for the next one while another org's run.
 
 use std::collections::BTreeMap;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use infersight_server::auth::{IngestLimiter, OrgLimitConfig};
+use infersight_server::auth::OrgLimitConfig;
 use tower::ServiceExt;
 
 use super::orgs::{ACME, server_with};
@@ -34,11 +35,12 @@ async fn an_org_over_its_ingest_rate_gets_429_and_the_others_do_not() {
     orgs.insert(
         ACME.to_string(),
         OrgLimitConfig {
-            ingest_exports_per_s: 0.01,
+            ingest_exports_per_s: Some(0.01),
             ingest_burst: Some(2),
+            ..OrgLimitConfig::default()
         },
     );
-    let server = server_with(IngestLimiter::new(&orgs));
+    let server = server_with(&orgs);
     let (_, acme, _) = &server.tokens[0];
     let (_, globex, _) = &server.tokens[1];
     for _ in 0..2 {
@@ -57,4 +59,65 @@ async fn an_org_over_its_ingest_rate_gets_429_and_the_others_do_not() {
             (StatusCode::OK, None)
         );
     }
+}
+
+/// `POST /api/v1/query` as `token`: status, `Retry-After` and body.
+async fn query(router: &axum::Router, token: &str) -> (StatusCode, Option<String>, String) {
+    let request = Request::builder()
+        .method("POST")
+        .uri("/api/v1/query")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        .body(Body::from(
+            r#"{"sql": "SELECT count(*) AS n FROM requests"}"#,
+        ))
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get(header::RETRY_AFTER)
+        .map(|v| v.to_str().unwrap().to_string());
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (
+        status,
+        retry_after,
+        String::from_utf8_lossy(&body).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn an_org_running_its_most_statements_gets_429_and_the_others_do_not() {
+    let mut orgs = BTreeMap::new();
+    orgs.insert(
+        ACME.to_string(),
+        OrgLimitConfig {
+            max_concurrent_queries: Some(1),
+            ..OrgLimitConfig::default()
+        },
+    );
+    let server = server_with(&orgs);
+    let (_, _, acme) = &server.tokens[0];
+    let (_, _, globex) = &server.tokens[1];
+    assert_eq!(query(&server.api, acme).await.0, StatusCode::OK);
+    // a statement of acme's still running (its slot held as the gate holds it)
+    let running = server
+        .auth
+        .admit_query(&infersight_query::OrgScope::org(ACME))
+        .unwrap();
+    let (status, retry_after, body) = query(&server.api, acme).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(retry_after.as_deref(), Some("1"));
+    assert!(
+        body.contains("auth.orgs.acme.max_concurrent_queries"),
+        "{body}"
+    );
+    let (status, _, body) = query(&server.api, globex).await;
+    assert_eq!(status, StatusCode::OK, "another org is not held up: {body}");
+    // the admin reads every org and is not limited by one
+    assert_eq!(query(&server.api, &server.admin).await.0, StatusCode::OK);
+    drop(running);
+    assert_eq!(query(&server.api, acme).await.0, StatusCode::OK);
 }

@@ -27,6 +27,7 @@ pub(crate) const GLOBEX: &str = "globex-inc";
 
 pub(crate) struct Server {
     _dir: tempfile::TempDir,
+    pub(crate) auth: Arc<Auth>,
     pub(crate) otlp: axum::Router,
     pub(crate) api: axum::Router,
     /// org → (ingest token, analyst token)
@@ -55,11 +56,13 @@ fn token(file: &mut TokenFile, name: &str, role: Role, orgs: &[&str]) -> String 
 /// The OTLP/HTTP receiver and the API as `serve` builds them, behind authentication, over one
 /// store with an ingest queue.
 pub(crate) fn server() -> Server {
-    server_with(infersight_server::auth::IngestLimiter::default())
+    server_with(&std::collections::BTreeMap::new())
 }
 
-/// [`server`] with each org's ingest limited by `limiter`.
-pub(crate) fn server_with(limiter: infersight_server::auth::IngestLimiter) -> Server {
+/// [`server`] with each org limited as `orgs` say (`[auth.orgs]`).
+pub(crate) fn server_with(
+    orgs: &std::collections::BTreeMap<String, infersight_server::auth::OrgLimitConfig>,
+) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let store = Arc::new(Store::open(StoreOptions::new(&data)).unwrap());
@@ -92,7 +95,8 @@ pub(crate) fn server_with(limiter: infersight_server::auth::IngestLimiter) -> Se
             proxy_role: Role::Viewer,
         })
         .unwrap()
-        .with_ingest_limits(limiter),
+        .with_ingest_limits(infersight_server::auth::IngestLimiter::new(orgs))
+        .with_query_limits(infersight_server::auth::OrgQuerySlots::new(orgs)),
     );
     let otlp = infersight_server::auth::middleware::guard_otlp_http(
         infersight_ingest::receivers::otlp_http::router(receivers),
@@ -114,9 +118,10 @@ pub(crate) fn server_with(limiter: infersight_server::auth::IngestLimiter) -> Se
         // every RCA verdict stored as an incident (org_surfaces reads them back)
         reports: Some(reports.clone()),
     };
-    let api = infersight_server::api::router_with_auth(state, auth);
+    let api = infersight_server::api::router_with_auth(state, auth.clone());
     Server {
         _dir: dir,
+        auth,
         otlp,
         api,
         tokens,

@@ -40,6 +40,10 @@ pub enum BenchGen {
         hours: u64,
         #[arg(long, default_value_t = 42)]
         seed: u64,
+        /// Flush after about every this many rows (many small segments per hour, for the
+        /// compaction benchmark); 0: once, at the end.
+        #[arg(long, default_value_t = 0)]
+        flush_every: u64,
     },
     /// Time p99 of ttft and e2e by model and worker: from rollups vs an exact DataFusion scan.
     SliCompare {
@@ -69,11 +73,16 @@ fn bench_gen(mut config: Config, what: BenchGen) -> Result<i32, CliError> {
             per_line,
             seed,
         } => crate::benchgen::otlp_jsonl(&out, spans, per_line, seed)?,
-        BenchGen::Requests { rows, hours, seed } => {
+        BenchGen::Requests {
+            rows,
+            hours,
+            seed,
+            flush_every,
+        } => {
             config.store.fsync = "never".into();
             config.store.memtable_max_rows = usize::MAX / 2;
             let store = wiring::open_store(&config)?;
-            crate::benchgen::requests(&*store, rows, hours, seed)?;
+            crate::benchgen::requests(&*store, rows, hours, seed, flush_every)?;
             store.close().map_err(|e| CliError::failed(e.to_string()))?;
         }
         BenchGen::SliCompare { runs } => {
