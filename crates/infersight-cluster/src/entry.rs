@@ -38,6 +38,10 @@ pub struct SegmentMeta {
     /// The storage tier the segment is in (absent: warm, as flushed and compacted).
     #[serde(default, skip_serializing_if = "Tier::is_warm")]
     pub tier: Tier,
+    /// Rows per org (the stamped `org` column; null counts as `default`), taken while the
+    /// segment was written; absent for segments written before the store counted them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub org_rows: Option<BTreeMap<String, u64>>,
 }
 
 /// Where a segment in the bucket stands in its life: `warm` as ingest nodes flushed it and the

@@ -47,7 +47,7 @@ impl Store {
     }
 
     /// Reconciles the segment list with `state`; the caller holds the maintenance lock.
-    fn reconcile(
+    pub(crate) fn reconcile(
         &self,
         remote: &Remote,
         state: &CatalogState,
@@ -71,7 +71,7 @@ impl Store {
     }
 
     /// The lease to commit under, when it is this node's turn to maintain the bucket.
-    fn bucket_turn(&self, remote: &Remote) -> Result<Option<Option<Lease>>, StoreError> {
+    pub(crate) fn bucket_turn(&self, remote: &Remote) -> Result<Option<Option<Lease>>, StoreError> {
         if !remote.maintain {
             return Ok(None);
         }

@@ -162,6 +162,7 @@ mod tests {
             rollup_bytes: Some(10),
             checksum: None,
             tier: Default::default(),
+            org_rows: None,
         });
         catalog.save(dir.path()).unwrap();
         let text = std::fs::read_to_string(dir.path().join(CATALOG_FILE)).unwrap();

@@ -26,6 +26,7 @@ mod fsutil;
 mod maintenance;
 mod memtable;
 mod migrate;
+mod org_retention;
 mod parallel;
 mod quarantine;
 mod remote;

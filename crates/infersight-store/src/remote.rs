@@ -251,6 +251,7 @@ impl Remote {
                 rollup_crc32: c.sidecar_crc32,
             }),
             tier: meta.tier,
+            org_rows: meta.org_rows.clone(),
         }
     }
 
@@ -382,6 +383,7 @@ impl Remote {
             }),
             schema_version: Some(local.schema_version),
             tier,
+            org_rows: local.org_rows.clone(),
         };
         Ok((objects, meta))
     }

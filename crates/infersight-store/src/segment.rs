@@ -10,10 +10,11 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow::array::{Array, RecordBatch, TimestampNanosecondArray};
+use arrow::array::{Array, RecordBatch, StringArray, TimestampNanosecondArray};
 use arrow::compute::{concat_batches, interleave_record_batch, sort_to_indices, take_record_batch};
 use chrono::{DateTime, Utc};
 use infersight_model::durable;
+use infersight_model::org::{DEFAULT_ORG, ORG_COLUMN};
 use infersight_model::tables::SCHEMA_VERSION_KEY;
 use infersight_model::time::hour_floor_ns;
 use infersight_model::{SCHEMA_VERSION, Table};
@@ -286,20 +287,40 @@ pub(crate) fn write_segment_stream(
         rollup_bytes: None,
         checksum,
         tier: Default::default(),
+        org_rows: Some(seen.org_rows),
     })
 }
 
-/// Rows and `ts` bounds of the batches a segment was written from.
+/// Rows, `ts` bounds and rows per org of the batches a segment was written from.
 #[derive(Debug, Default)]
 struct RowsSeen {
     rows: u64,
     min_ts_ns: Option<i64>,
     max_ts_ns: Option<i64>,
+    org_rows: std::collections::BTreeMap<String, u64>,
 }
 
 impl RowsSeen {
     fn add(&mut self, batch: &RecordBatch) -> Result<(), StoreError> {
         self.rows += batch.num_rows() as u64;
+        let orgs = orgs_of(batch)?;
+        let mut run: Option<(&str, u64)> = None;
+        // rows arrive in runs of one org (each export is stamped whole): counted per run
+        for row in 0..batch.num_rows() {
+            let org = org_at(orgs, row);
+            match &mut run {
+                Some((current, n)) if *current == org => *n += 1,
+                _ => {
+                    if let Some((current, n)) = run.take() {
+                        *self.org_rows.entry(current.to_string()).or_insert(0) += n;
+                    }
+                    run = Some((org, 1));
+                }
+            }
+        }
+        if let Some((current, n)) = run {
+            *self.org_rows.entry(current.to_string()).or_insert(0) += n;
+        }
         let ts = ts_column(batch)?;
         if let Some(low) = arrow::compute::min(ts) {
             self.min_ts_ns = Some(self.min_ts_ns.map_or(low, |m| m.min(low)));
@@ -309,6 +330,44 @@ impl RowsSeen {
         }
         Ok(())
     }
+}
+
+/// The `org` column of a batch of the canonical schema (`None`: a batch without one, whose rows
+/// are the default org's).
+pub(crate) fn orgs_of(batch: &RecordBatch) -> Result<Option<&StringArray>, StoreError> {
+    let Some(column) = batch.column_by_name(ORG_COLUMN) else {
+        return Ok(None);
+    };
+    column
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .map(Some)
+        .ok_or_else(|| {
+            StoreError::Arrow(arrow::error::ArrowError::SchemaError(format!(
+                "column {ORG_COLUMN} is {}, not Utf8",
+                column.data_type()
+            )))
+        })
+}
+
+/// The org of `row` (null, or no column: the default org).
+pub(crate) fn org_at(orgs: Option<&StringArray>, row: usize) -> &str {
+    match orgs {
+        Some(orgs) if !orgs.is_null(row) => orgs.value(row),
+        _ => DEFAULT_ORG,
+    }
+}
+
+/// `batch` without the rows of `orgs`.
+pub(crate) fn without_orgs(
+    batch: &RecordBatch,
+    orgs: &std::collections::BTreeSet<String>,
+) -> Result<RecordBatch, StoreError> {
+    let column = orgs_of(batch)?;
+    let keep: arrow::array::BooleanArray = (0..batch.num_rows())
+        .map(|row| Some(!orgs.contains(org_at(column, row))))
+        .collect();
+    Ok(arrow::compute::filter_record_batch(batch, &keep)?)
 }
 
 /// The last bytes of a segment kept while it is written, to checksum its footer: far more than

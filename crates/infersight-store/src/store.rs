@@ -448,9 +448,16 @@ impl Store {
         if !self.options.expires_anything() {
             return Ok(RetentionReport::default());
         }
-        if let Some(remote) = &self.remote {
-            return self.expire_bucket(remote, now_ns);
-        }
+        let mut report = match &self.remote {
+            Some(remote) => self.expire_bucket(remote, now_ns)?,
+            None => self.expire_local(now_ns)?,
+        };
+        report.add(&self.expire_orgs(now_ns)?);
+        Ok(report)
+    }
+
+    /// Table retention on local segments; the caller holds the maintenance lock.
+    fn expire_local(&self, now_ns: i64) -> Result<RetentionReport, StoreError> {
         let mut catalog = self.state.lock().catalog.clone();
         let (expired, live): (Vec<SegmentMeta>, Vec<SegmentMeta>) =
             std::mem::take(&mut catalog.segments)
@@ -516,6 +523,7 @@ impl Store {
             segments_removed: expired.clone().count(),
             rows_removed: expired.clone().map(|(_, rows, _)| rows).sum(),
             bytes_removed: expired.map(|(_, _, bytes)| bytes).sum(),
+            segments_rewritten: 0,
         }
     }
 
@@ -560,7 +568,7 @@ impl Store {
 
     /// Segments just dropped from the catalog: their files go once `retired_grace` has passed
     /// (a query that took its snapshot before the change may still open them).
-    fn retire(&self, segments: Vec<SegmentMeta>) {
+    pub(crate) fn retire(&self, segments: Vec<SegmentMeta>) {
         if segments.is_empty() {
             return;
         }
@@ -677,7 +685,11 @@ impl Store {
     /// the one before: left behind, they would hold the space the retry needs, and a retry on
     /// each maintenance pass would leave more. When the new catalog may have been published (the
     /// rename done, the directory fsync failed) they stay, and the next open sorts it out.
-    fn commit_catalog(&self, catalog: &Catalog, written: &[SegmentMeta]) -> Result<(), StoreError> {
+    pub(crate) fn commit_catalog(
+        &self,
+        catalog: &Catalog,
+        written: &[SegmentMeta],
+    ) -> Result<(), StoreError> {
         let Err(err) = catalog.save(&self.data_dir) else {
             return Ok(());
         };
@@ -697,7 +709,7 @@ impl Store {
     /// After a failed flush or compaction, never hands out its segment ids again: a
     /// half-committed `catalog.json` may name those files, so a later writer must not reuse
     /// their paths.
-    fn keep_segment_ids_allocated(&self, failed: &Catalog) {
+    pub(crate) fn keep_segment_ids_allocated(&self, failed: &Catalog) {
         let mut state = self.state.lock();
         let next = &mut state.catalog.next_segment_id;
         *next = (*next).max(failed.next_segment_id);
@@ -763,6 +775,20 @@ impl Store {
         inputs: Vec<segment::SegmentBatches>,
         format: SegmentFormat,
     ) -> Result<(SegmentMeta, Option<Arc<Rollup>>), StoreError> {
+        self.write_merged_without(table, hour_ns, id, inputs, format, &BTreeSet::new())
+    }
+
+    /// [`Store::write_merged`] leaving out the rows of `drop_orgs` (per-org retention). A
+    /// segment of no row may result; the caller removes it.
+    pub(crate) fn write_merged_without(
+        &self,
+        table: Table,
+        hour_ns: i64,
+        id: u64,
+        inputs: Vec<segment::SegmentBatches>,
+        format: SegmentFormat,
+        drop_orgs: &BTreeSet<String>,
+    ) -> Result<(SegmentMeta, Option<Arc<Rollup>>), StoreError> {
         const MERGE_CHUNK_ROWS: usize = 65_536;
         let mut merge = segment::SortedMerge::new(inputs, MERGE_CHUNK_ROWS)?;
         let spec = self
@@ -772,7 +798,12 @@ impl Store {
             .filter(|_| table == Table::Requests);
         let mut rollup = spec.map(Rollup::new);
         let mut next = || -> Result<Option<RecordBatch>, StoreError> {
-            let chunk = merge.next_chunk()?;
+            let mut chunk = merge.next_chunk()?;
+            if !drop_orgs.is_empty()
+                && let Some(rows) = &chunk
+            {
+                chunk = Some(segment::without_orgs(rows, drop_orgs)?);
+            }
             if let (Some(rollup), Some(chunk)) = (rollup.as_mut(), chunk.as_ref()) {
                 rollups::add(rollup, chunk)?;
             }

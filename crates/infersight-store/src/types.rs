@@ -49,6 +49,10 @@ pub struct StoreOptions {
     /// table keeps its segments whatever `retention` says. Rollups are sidecars of `requests`
     /// segments and go with them.
     pub retention_by_table: std::collections::BTreeMap<Table, Option<Duration>>,
+    /// Per org (the stamped `org` column; null is `default`): its rows of every table go once
+    /// their hour ended this long ago, whatever the table keeps for other orgs (module
+    /// `org_retention`). Table retention still applies to every org's rows.
+    pub retention_by_org: std::collections::BTreeMap<String, Duration>,
     /// Moving bucket segments to the cold tier and its retention (needs `remote`); `None`:
     /// segments stay warm until their table's retention.
     pub tiers: Option<TierOptions>,
@@ -191,6 +195,7 @@ impl StoreOptions {
     pub fn expires_anything(&self) -> bool {
         Table::ALL.iter().any(|t| self.retention_of(*t).is_some())
             || self.tiers.as_ref().is_some_and(|t| t.cold_for.is_some())
+            || !self.retention_by_org.is_empty()
     }
 
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
@@ -204,6 +209,7 @@ impl StoreOptions {
             compaction_small_bytes: 64 * 1024 * 1024,
             retention: None,
             retention_by_table: std::collections::BTreeMap::new(),
+            retention_by_org: std::collections::BTreeMap::new(),
             tiers: None,
             parquet_row_group_rows: 128 * 1024,
             zstd_level: 1,
@@ -248,6 +254,11 @@ pub struct SegmentMeta {
     /// The bucket tier of a segment with a `location` (see [`SegmentMeta::tier_name`]).
     #[serde(default, skip_serializing_if = "Tier::is_warm")]
     pub tier: Tier,
+    /// Rows per org (null `org` counted as `default`), taken while the segment was written;
+    /// `None` for segments written before the store counted them (per-org retention reads
+    /// those once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub org_rows: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 impl SegmentMeta {
@@ -350,6 +361,18 @@ pub struct RetentionReport {
     pub segments_removed: usize,
     pub rows_removed: u64,
     pub bytes_removed: u64,
+    /// Segments rewritten without the rows of orgs past their own retention
+    /// (`StoreOptions::retention_by_org`).
+    pub segments_rewritten: usize,
+}
+
+impl RetentionReport {
+    pub fn add(&mut self, other: &RetentionReport) {
+        self.segments_removed += other.segments_removed;
+        self.rows_removed += other.rows_removed;
+        self.bytes_removed += other.bytes_removed;
+        self.segments_rewritten += other.segments_rewritten;
+    }
 }
 
 /// What [`crate::Store::verify_segments`] read and set aside.

@@ -112,6 +112,7 @@ impl TestStore {
             rollup_bytes: None,
             checksum: None,
             tier: Default::default(),
+            org_rows: None,
         }
     }
 }

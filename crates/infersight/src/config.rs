@@ -1147,6 +1147,7 @@ impl Config {
         o.retention = self.durations.retention;
         o.retention_by_table = self.durations.retention_by_table.clone();
         o.tiers = self.durations.tiers.clone();
+        o.retention_by_org = self.auth.retention_by_org();
         o.retired_grace = self.durations.retired_grace;
         o.zstd_level = self.store.zstd_level;
         o.rollup = self.store.rollups.then(|| RollupSpec {
@@ -1281,6 +1282,23 @@ mod tests {
         let file = write("[store.tiers]\ncold = \"90d\"\n");
         let errors = load(Some(file.path()), &[]).unwrap_err().to_string();
         assert!(errors.contains("without store.tiers.warm"), "{errors}");
+    }
+
+    #[test]
+    fn an_orgs_own_retention_reaches_the_store_options() {
+        let file = write(concat!(
+            "[auth.orgs.acme]\nretention = \"30d\"\nmax_concurrent_queries = 2\n",
+            "[auth.orgs.globex]\ningest_exports_per_s = 5.0\n",
+        ));
+        let config = load(Some(file.path()), &[]).unwrap();
+        let by_org = config.store_options().retention_by_org;
+        assert_eq!(
+            by_org.into_iter().collect::<Vec<_>>(),
+            [("acme".to_string(), Duration::from_secs(30 * 86_400))]
+        );
+        let file = write("[auth.orgs.acme]\nretention = \"a month\"\n");
+        let errors = load(Some(file.path()), &[]).unwrap_err().to_string();
+        assert!(errors.contains("auth.orgs.acme.retention"), "{errors}");
     }
 
     #[test]

@@ -37,6 +37,7 @@ pub fn segment(node: &NodeId, table: Table, ts_ns: i64) -> SegmentMeta {
         checksum: None,
         schema_version: None,
         tier: Default::default(),
+        org_rows: None,
     }
 }
 

@@ -111,6 +111,13 @@ impl AuthConfig {
         IngestLimiter::new(&self.orgs)
     }
 
+    /// Each org's own retention (`[auth.orgs.<org>] retention`), for the store.
+    pub fn retention_by_org(&self) -> std::collections::BTreeMap<String, std::time::Duration> {
+        (self.orgs.iter())
+            .filter_map(|(org, limits)| Some((org.clone(), limits.retention_duration()?)))
+            .collect()
+    }
+
     /// The concurrent-statement slots of `[auth.orgs]`.
     pub fn query_slots(&self) -> super::limits::OrgQuerySlots {
         super::limits::OrgQuerySlots::new(&self.orgs)

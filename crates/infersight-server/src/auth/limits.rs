@@ -34,9 +34,20 @@ pub struct OrgLimitConfig {
     /// once; more are answered 429 with `Retry-After`.
     #[serde(default)]
     pub max_concurrent_queries: Option<usize>,
+    /// How long the org's rows of every table are kept after their hour ended (`30d`); the
+    /// store rewrites the segments holding older ones without them. Tables' own retention
+    /// applies too.
+    #[serde(default)]
+    pub retention: Option<String>,
 }
 
 impl OrgLimitConfig {
+    /// `retention` parsed (`None`: unset or not a positive duration).
+    pub fn retention_duration(&self) -> Option<std::time::Duration> {
+        let ns = infersight_model::time::parse_duration_ns(self.retention.as_deref()?)?;
+        (ns > 0).then(|| std::time::Duration::from_nanos(ns as u64))
+    }
+
     /// Every problem, each naming `auth.orgs.<org>.KEY`.
     pub fn validate(&self, org: &str) -> Vec<String> {
         let mut errors = Vec::new();
@@ -50,6 +61,13 @@ impl OrgLimitConfig {
         if self.ingest_burst.is_some() && self.ingest_exports_per_s.is_none() {
             errors.push(format!(
                 "auth.orgs.{org}.ingest_burst: set without ingest_exports_per_s"
+            ));
+        }
+        if let Some(text) = &self.retention
+            && self.retention_duration().is_none()
+        {
+            errors.push(format!(
+                "auth.orgs.{org}.retention: `{text}` is not a positive duration like 12h, 30d"
             ));
         }
         if self.max_concurrent_queries == Some(0) {
@@ -306,5 +324,20 @@ mod tests {
             errors == ["auth.orgs.acme.max_concurrent_queries: must be at least 1"],
             "{errors:?}"
         );
+        let retention = |text: &str| OrgLimitConfig {
+            retention: Some(text.into()),
+            ..OrgLimitConfig::default()
+        };
+        assert_eq!(
+            retention("30d").retention_duration(),
+            Some(std::time::Duration::from_secs(30 * 86_400))
+        );
+        for bad in ["forever", "0s", ""] {
+            let errors = retention(bad).validate("acme");
+            assert!(
+                errors.len() == 1 && errors[0].starts_with("auth.orgs.acme.retention: "),
+                "{bad}: {errors:?}"
+            );
+        }
     }
 }

@@ -673,3 +673,66 @@ fn the_maintainer_moves_old_hours_to_the_cold_tier_and_expires_them_by_its_reten
         ]
     );
 }
+
+/// Per-org retention on a bucket: the maintainer rewrites the segments (of every node) holding
+/// an org's rows past its retention, a cold one staying cold; followers read the other orgs'
+/// rows only after their refresh; followers themselves never rewrite.
+#[test]
+fn per_org_retention_rewrites_bucket_segments_and_keeps_their_tier() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let bucket = dir.path().join("bucket");
+    let url = format!("file://{}", bucket.display());
+    let mut ingest_options = follower_options(&dir.path().join("a"), &url, "ingest-a");
+    ingest_options
+        .retention_by_org
+        .insert("acme".into(), Duration::from_secs(7200));
+    let ingest = Store::open(ingest_options).unwrap();
+    let mut maintainer_options = bucket_options(&dir.path().join("c"), &url, "compact-1");
+    maintainer_options
+        .retention_by_org
+        .insert("acme".into(), Duration::from_secs(7200));
+    maintainer_options.tiers = Some(infersight_store::TierOptions::new(Duration::from_secs(
+        3600,
+    )));
+    let maintainer = Store::open(maintainer_options).unwrap();
+    let stamp = |batch, org| infersight_model::org::stamp_org(&batch, org).unwrap();
+    let ts: Vec<i64> = (0..6).map(|i| H0 + i).collect();
+    ingest
+        .append(&[
+            stamp(requests("acme", &ts), "acme"),
+            stamp(requests("globex", &ts[..4]), "globex"),
+        ])
+        .unwrap();
+    ingest.flush().unwrap();
+    maintainer.refresh_bucket().unwrap();
+    assert_eq!(
+        maintainer
+            .apply_tiers(H0 + 2 * HOUR)
+            .unwrap()
+            .partitions_moved,
+        1
+    );
+    assert_eq!(
+        ingest.apply_retention(H0 + 3 * HOUR).unwrap(),
+        infersight_store::RetentionReport::default(),
+        "followers do not rewrite"
+    );
+    let report = maintainer.apply_retention(H0 + 3 * HOUR).unwrap();
+    assert_eq!((report.segments_rewritten, report.rows_removed), (1, 6));
+    let segments = maintainer.segments(Table::Requests);
+    assert_eq!(segments.len(), 1);
+    assert_eq!(segments[0].tier_name(), "cold");
+    assert!(
+        segments[0]
+            .location
+            .as_ref()
+            .unwrap()
+            .contains("/cold/requests/")
+    );
+    assert_eq!(visible_ids(&maintainer, Table::Requests), ids("globex", 4));
+    ingest.refresh_bucket().unwrap();
+    assert_eq!(visible_ids(&ingest, Table::Requests), ids("globex", 4));
+    let again = maintainer.apply_retention(H0 + 3 * HOUR).unwrap();
+    assert_eq!(again.segments_rewritten, 0, "{again:?}");
+}

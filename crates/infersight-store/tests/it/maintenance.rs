@@ -271,3 +271,100 @@ fn the_maintenance_thread_does_not_keep_the_store_alive() {
         }
     }
 }
+
+/// `batch` with every row stamped as `org`'s.
+fn of_org(batch: infersight_model::TableBatch, org: &str) -> infersight_model::TableBatch {
+    infersight_model::org::stamp_org(&batch, org).unwrap()
+}
+
+/// Per-org retention on local segments: an org's rows past its own retention leave every
+/// table, the other orgs' rows of the same segments stay (rows, rollups, after a reopen), a
+/// segment of only its rows goes, the deletion is reported once, and a second pass reads
+/// nothing (the segments' org counts say they hold none of its rows).
+#[test]
+fn an_orgs_rows_past_its_own_retention_leave_and_the_other_orgs_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = options(dir.path());
+    options
+        .retention_by_org
+        .insert("acme".into(), Duration::from_secs(2 * 3600));
+    let deletions = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&deletions);
+    options.on_delete = Some(infersight_store::DeleteObserver(Arc::new(
+        move |d: &infersight_store::DataDeleted| {
+            seen.lock()
+                .unwrap()
+                .push((d.what, d.tables.clone(), d.rows));
+        },
+    )));
+    let store = Store::open(options.clone()).unwrap();
+    let ts = |hour: i64, n: i64| -> Vec<i64> { (0..n).map(|i| H0 + hour * HOUR + i).collect() };
+    store
+        .append(&[
+            of_org(requests("acme0", &ts(0, 5)), "acme"),
+            of_org(requests("globex0", &ts(0, 4)), "globex"),
+            requests("default0", &ts(0, 3)),
+            of_org(requests("acme3", &ts(3, 2)), "acme"),
+            of_org(logs("acmelog0", &ts(0, 6)), "acme"),
+        ])
+        .unwrap();
+    store.flush().unwrap();
+    let h0 = store
+        .segments(Table::Requests)
+        .into_iter()
+        .find(|s| s.hour_ns == H0)
+        .unwrap();
+    let counted: Vec<(String, u64)> = h0.org_rows.clone().unwrap().into_iter().collect();
+    assert_eq!(
+        counted,
+        [
+            ("acme".into(), 5),
+            ("default".into(), 3),
+            ("globex".into(), 4)
+        ]
+    );
+    let rolled_up = |store: &Store| -> u64 {
+        (store
+            .rollups(infersight_store::TimeRange::ALL)
+            .unwrap()
+            .iter())
+        .map(|r| r.requests())
+        .sum()
+    };
+    assert_eq!(rolled_up(&store), 14);
+
+    // an hour after H0 ended: within acme's two hours
+    let report = store.apply_retention(H0 + 2 * HOUR).unwrap();
+    assert_eq!(report, infersight_store::RetentionReport::default());
+    // two hours after: acme's H0 rows go, from requests (rewritten) and logs (removed)
+    let report = store.apply_retention(H0 + 3 * HOUR).unwrap();
+    assert_eq!(
+        (
+            report.segments_rewritten,
+            report.segments_removed,
+            report.rows_removed
+        ),
+        (1, 1, 11),
+        "{report:?}"
+    );
+    let kept = sorted([ids("globex0", 4), ids("default0", 3), ids("acme3", 2)].concat());
+    assert_eq!(visible_ids(&store, Table::Requests), kept);
+    assert!(visible_ids(&store, Table::Logs).is_empty());
+    assert_eq!(
+        rolled_up(&store),
+        9,
+        "the rewritten segment's rollup counts the rest"
+    );
+    assert_eq!(
+        *deletions.lock().unwrap(),
+        vec![("retention", vec![Table::Requests, Table::Logs], 11)]
+    );
+    // nothing left to do: the org counts say so without reading a segment
+    let again = store.apply_retention(H0 + 3 * HOUR).unwrap();
+    assert_eq!(again, infersight_store::RetentionReport::default());
+    store.close().unwrap();
+    drop(store);
+    let reopened = Store::open(options).unwrap();
+    assert_eq!(visible_ids(&reopened, Table::Requests), kept);
+    assert_eq!(rolled_up(&reopened), 9);
+}
