@@ -137,19 +137,8 @@ impl Store {
             written.extend(meta);
             replaced.push(segment);
         }
-        let replaced_ids: BTreeSet<u64> = replaced.iter().map(|s| s.id).collect();
-        catalog.segments.retain(|s| !replaced_ids.contains(&s.id));
-        catalog.segments.extend(written.iter().cloned());
-        catalog.sort();
-        self.commit_catalog(&catalog, &written)?;
-        {
-            let mut state = self.state.lock();
-            state.catalog = catalog;
-            for id in &replaced_ids {
-                state.rollups.remove(id);
-            }
-            state.rollups.extend(rollups);
-        }
+        let gone = replaced.iter().map(|s| s.id).collect();
+        self.commit_replacement(catalog, &gone, &written, rollups)?;
         self.report_deleted("retention", deleted);
         self.retire(replaced);
         Ok(report)

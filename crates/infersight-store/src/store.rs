@@ -411,22 +411,10 @@ impl Store {
             return Ok(report);
         }
         verify::set_aside(&self.data_dir, &mut catalog, &corrupt, &self.quarantine);
-        let replaced_ids: HashSet<u64> = replaced.iter().map(|s| s.id).collect();
-        catalog.segments.retain(|s| !replaced_ids.contains(&s.id));
-        catalog.segments.extend(written.iter().cloned());
-        catalog.sort();
-        self.commit_catalog(&catalog, &written)?;
-        {
-            let mut state = self.state.lock();
-            state.catalog = catalog;
-            for id in replaced_ids
-                .iter()
-                .chain(corrupt.iter().map(|(id, _, _)| id))
-            {
-                state.rollups.remove(id);
-            }
-            state.rollups.extend(new_rollups);
-        }
+        let gone: HashSet<u64> = (replaced.iter().map(|s| s.id))
+            .chain(corrupt.iter().map(|(id, _, _)| *id))
+            .collect();
+        self.commit_replacement(catalog, &gone, &written, new_rollups)?;
         self.report_deleted(
             "compaction",
             replaced.iter().map(|s| (s.table, s.rows, s.bytes)),
@@ -685,7 +673,29 @@ impl Store {
     /// the one before: left behind, they would hold the space the retry needs, and a retry on
     /// each maintenance pass would leave more. When the new catalog may have been published (the
     /// rename done, the directory fsync failed) they stay, and the next open sorts it out.
-    pub(crate) fn commit_catalog(
+    /// Replaces the segments `gone` in `catalog` by `written` (with their `rollups`), saves it
+    /// and makes it the store's; the caller retires the replaced files.
+    pub(crate) fn commit_replacement(
+        &self,
+        mut catalog: Catalog,
+        gone: &HashSet<u64>,
+        written: &[SegmentMeta],
+        rollups: Vec<(u64, Arc<Rollup>)>,
+    ) -> Result<(), StoreError> {
+        catalog.segments.retain(|s| !gone.contains(&s.id));
+        catalog.segments.extend(written.iter().cloned());
+        catalog.sort();
+        self.commit_catalog(&catalog, written)?;
+        let mut state = self.state.lock();
+        state.catalog = catalog;
+        for id in gone {
+            state.rollups.remove(id);
+        }
+        state.rollups.extend(rollups);
+        Ok(())
+    }
+
+    fn commit_catalog(
         &self,
         catalog: &Catalog,
         written: &[SegmentMeta],
