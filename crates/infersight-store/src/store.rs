@@ -695,11 +695,7 @@ impl Store {
         Ok(())
     }
 
-    fn commit_catalog(
-        &self,
-        catalog: &Catalog,
-        written: &[SegmentMeta],
-    ) -> Result<(), StoreError> {
+    fn commit_catalog(&self, catalog: &Catalog, written: &[SegmentMeta]) -> Result<(), StoreError> {
         let Err(err) = catalog.save(&self.data_dir) else {
             return Ok(());
         };
