@@ -8,7 +8,9 @@
 
 use std::path::Path;
 
-use crate::support::{Server, rows, run};
+use prost::Message;
+
+use crate::support::{Server, request_spans, rows, run};
 
 const BASE: &str = "[store]\nfsync = \"never\"\nflush_interval = \"2s\"\n[server]\nmaintenance_interval = \"1s\"\n";
 
@@ -493,13 +495,29 @@ fn a_killed_ingest_node_loses_and_doubles_nothing() {
     let ingest_dir = dir.path().join("ingest");
     let ingest = Server::start(&ingest_dir, &config("ingest", "ingest-1"));
     let summary = simulate_scenario_into(&ingest, "healthy", "9");
-    let sent = summary["requests"].as_i64().unwrap();
-    // the flushes at the memtable limit are visible; the rows after the last one are not
-    let flushed = eventually(std::time::Duration::from_secs(30), || {
-        query.scalar(QUERIES[0]) > 0
+    let simulated = summary["requests"].as_i64().unwrap();
+    // the flushes at the memtable limit reach the query node; once its count holds still over
+    // three maintenance passes, the memtable holds less than the limit (else a pass flushes it)
+    let mut last = -1;
+    let settled = eventually(std::time::Duration::from_secs(30), || {
+        let now = query.scalar(QUERIES[0]);
+        let still = now > 0 && now == last;
+        last = now;
+        if still {
+            std::thread::sleep(std::time::Duration::from_secs(3));
+        }
+        still && query.scalar(QUERIES[0]) == now
     });
-    assert!(flushed, "no flush reached the query node");
+    assert!(
+        settled,
+        "no flush reached the query node, or it never settled"
+    );
     let before = query.scalar(QUERIES[0]);
+    // five more requests, far below the limit: acknowledged, in the WAL, not flushed
+    let tail = request_spans("tail", 5, 1_700_000_000_000_000_000).encode_to_vec();
+    let (status, _, _) = ingest.post_otlp("/v1/traces", "application/x-protobuf", &tail, false);
+    assert_eq!(status, 200);
+    let sent = simulated + 5;
     assert!(
         before < sent,
         "everything was flushed ({before} of {sent}): nothing to replay"
