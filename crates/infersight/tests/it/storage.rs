@@ -68,19 +68,7 @@ fn answers(server: &Server) -> Vec<Rows> {
 
 /// Segment files under a data directory (none when they all went to the bucket).
 fn local_segments(data: &Path) -> usize {
-    fn walk(dir: &Path, found: &mut usize) {
-        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, found);
-            } else if path.extension().is_some_and(|e| e == "parquet") {
-                *found += 1;
-            }
-        }
-    }
-    let mut found = 0;
-    walk(&data.join("segments"), &mut found);
-    found
+    local_segments_under(&data.join("segments"))
 }
 
 /// The whole check, `storage` being a `[storage]` section without `node`, `env` the extra
