@@ -10,7 +10,7 @@ use infersight_model::{LogRecord, RequestRecord, Table};
 use infersight_store::{RemoteOptions, StorageBackend, Store, StoreError, TimeRange};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use crate::common::{H0, HOUR, ids, logs, options, requests, sorted};
+use crate::common::{H0, HOUR, ids, logs, options, requests, rolled_up, sorted};
 
 fn bucket_options(data: &Path, bucket_url: &str, node: &str) -> infersight_store::StoreOptions {
     let mut options = options(data);
@@ -537,12 +537,6 @@ fn the_maintainer_moves_old_hours_to_the_cold_tier_and_expires_them_by_its_reten
     let requests_before = visible_ids(&maintainer, Table::Requests);
     let logs_before = visible_ids(&maintainer, Table::Logs);
     assert_eq!((requests_before.len(), logs_before.len()), (30, 10));
-    // requests the rollups count (merging changes their cells, never this)
-    let rolled_up = |store: &Store| -> u64 {
-        (store.rollups(TimeRange::ALL).unwrap().iter())
-            .map(|r| r.requests())
-            .sum()
-    };
     assert_eq!(rolled_up(&maintainer), 30);
     let warm = maintainer.segments(Table::Requests);
     assert!(

@@ -132,3 +132,10 @@ pub fn last_non_empty_wal(dir: &Path) -> PathBuf {
         .find(|p| std::fs::metadata(p).unwrap().len() > 0)
         .expect("a non-empty wal file")
 }
+
+/// Requests the store's rollups count over everything (merging changes their cells, never this).
+pub fn rolled_up(store: &Store) -> u64 {
+    (store.rollups(TimeRange::ALL).unwrap().iter())
+        .map(|r| r.requests())
+        .sum()
+}

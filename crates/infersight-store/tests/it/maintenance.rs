@@ -323,14 +323,6 @@ fn an_orgs_rows_past_its_own_retention_leave_and_the_other_orgs_stay() {
             ("globex".into(), 4)
         ]
     );
-    let rolled_up = |store: &Store| -> u64 {
-        (store
-            .rollups(infersight_store::TimeRange::ALL)
-            .unwrap()
-            .iter())
-        .map(|r| r.requests())
-        .sum()
-    };
     assert_eq!(rolled_up(&store), 14);
 
     // an hour after H0 ended: within acme's two hours
