@@ -119,6 +119,16 @@ pub mod catalog {
         Gauge,
         "bytes of parquet segments by tier",
     );
+    pub const STORE_ORG_ROWS: Metric = metric(
+        "infersight_store_org_rows",
+        Gauge,
+        "rows in parquet segments by org (every table and tier)",
+    );
+    pub const STORE_ORG_BYTES: Metric = metric(
+        "infersight_store_org_bytes",
+        Gauge,
+        "bytes of parquet segments by org: each segment's bytes split by its rows",
+    );
     pub const STORE_MEMTABLE_ROWS: Metric = metric(
         "infersight_store_memtable_rows",
         Gauge,
@@ -222,6 +232,8 @@ pub mod catalog {
         STORE_SEGMENT_BYTES,
         STORE_TIER_SEGMENTS,
         STORE_TIER_SEGMENT_BYTES,
+        STORE_ORG_ROWS,
+        STORE_ORG_BYTES,
         STORE_MEMTABLE_ROWS,
         STORE_MEMTABLE_BYTES,
         STORE_WAL_BYTES,
@@ -270,6 +282,21 @@ impl Counters {
     pub fn set_gauge(&self, metric: &Metric, labels: &[(&'static str, &str)], value: f64) {
         debug_assert_eq!(metric.kind, MetricType::Gauge, "{}", metric.name);
         self.update(metric, labels, |v| *v = value);
+    }
+
+    /// Replaces every series of a gauge with `values` (one label `label` each): a series not
+    /// in `values` is gone, not left at its last value (orgs whose data all expired, say).
+    pub fn set_gauges(&self, metric: &Metric, label: &'static str, values: &[(&str, f64)]) {
+        debug_assert_eq!(metric.kind, MetricType::Gauge, "{}", metric.name);
+        let family = values
+            .iter()
+            .map(|(value, v)| (vec![(label, value.to_string())], *v))
+            .collect();
+        let mut series = self
+            .series
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        series.insert(metric.name, (metric.kind, metric.help, family));
     }
 
     fn update(

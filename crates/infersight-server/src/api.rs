@@ -145,6 +145,16 @@ pub fn refresh_store_gauges(counters: &Counters, store: &dyn StorageBackend) {
             counters.set_gauge(&catalog::STORE_TIER_SEGMENT_BYTES, &labels, bytes);
         }
     }
+    let (rows, bytes): (Vec<_>, Vec<_>) = (stats.orgs.iter())
+        .map(|(org, u)| {
+            (
+                (org.as_str(), u.rows as f64),
+                (org.as_str(), u.bytes as f64),
+            )
+        })
+        .unzip();
+    counters.set_gauges(&catalog::STORE_ORG_ROWS, "org", &rows);
+    counters.set_gauges(&catalog::STORE_ORG_BYTES, "org", &bytes);
     counters.set_gauge(&catalog::STORE_WAL_BYTES, &[], stats.wal_bytes as f64);
     counters.set_gauge(
         &catalog::STORE_MEMTABLE_BYTES,

@@ -86,11 +86,13 @@ pub(crate) async fn actions(
 
 /// `GET /api/v1/stats`: the store's statistics, or for a caller who may not see every org the
 /// rows of its orgs per table (`{"orgs": […], "tables": {"requests": {"rows": n}, …}}`,
-/// counted through the scoped engine).
+/// counted through the scoped engine) and what each of its orgs stores in segments against its
+/// storage limit (`"storage": {"acme": {"rows", "bytes", "limit_bytes"}}`).
 pub(crate) async fn stats(
     State(state): State<ApiState>,
     scope: Scope,
     caller: Caller,
+    auth: Option<axum::Extension<std::sync::Arc<crate::auth::Auth>>>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     if sees_every_org(&scope, &caller) {
         return Ok(Json(
@@ -112,9 +114,21 @@ pub(crate) async fn stats(
             .unwrap_or(0);
         tables.insert(name.to_string(), json!({ "rows": rows }));
     }
+    let stored = state.store.stats().orgs;
+    let mut storage = serde_json::Map::new();
+    for org in orgs.iter().flatten() {
+        let usage = stored.get(org).copied().unwrap_or_default();
+        let limit =
+            (auth.as_ref()).and_then(|axum::Extension(auth)| auth.storage_quota().usage(org));
+        storage.insert(
+            org.clone(),
+            json!({ "rows": usage.rows, "bytes": usage.bytes, "limit_bytes": limit.map(|(_, l)| l) }),
+        );
+    }
     Ok(Json(json!({
         "orgs": orgs,
         "tables": tables,
+        "storage": storage,
         "scope": format!("rows of these orgs only; the store's own statistics are {WHOLE_FLEET}"),
     })))
 }

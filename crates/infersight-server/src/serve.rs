@@ -163,6 +163,12 @@ pub async fn serve_with(
             );
         }
     }
+    if let Some(auth) = &extras.auth
+        && !auth.storage_quota().is_empty()
+        && settings.role.receives()
+    {
+        spawn_storage_count(auth.clone(), store.clone(), &stop);
+    }
     if let Some(tls) = &extras.tls {
         crate::tls::spawn_reloader(tls.clone(), crate::tls::RELOAD_POLL, stop.stopped());
     }
@@ -556,6 +562,19 @@ fn spawn_watch_loop(
             }
         }
     }))
+}
+
+/// Counts every org's stored bytes for the storage limits now, then every
+/// [`crate::auth::limits::STORAGE_POLL`] until the stop (the catalog's per-org counts: no
+/// segment is read).
+fn spawn_storage_count(auth: Arc<crate::auth::Auth>, store: Arc<dyn StorageBackend>, stop: &Stop) {
+    auth.storage_quota().record(&store.stats().orgs);
+    tokio::spawn(crate::periodic::run_every(
+        crate::auth::limits::STORAGE_POLL,
+        "counting each org's stored bytes",
+        stop.stopped(),
+        move || auth.storage_quota().record(&store.stats().orgs),
+    ));
 }
 
 /// [`spawn_watch_loop`] with authentication on: one watcher per org (`crate::org_watch`), so

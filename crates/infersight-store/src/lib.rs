@@ -45,7 +45,8 @@ pub use migrate::MigrateReport;
 pub use store::Store;
 pub use types::{
     AppendReceipt, BucketCacheStats, BucketRefresh, CompactionReport, DataDeleted, DeleteObserver,
-    FlushReport, FsyncPolicy, QuarantineStats, RemoteOptions, RemoteSegments, RetentionReport,
-    ScanSnapshot, SegmentChecksum, SegmentMeta, StorageBackend, StoreError, StoreOptions,
-    StoreStats, TableStats, Tier, TierOptions, TierReport, TierUsage, TimeRange, VerifyReport,
+    FlushReport, FsyncPolicy, OrgUsage, QuarantineStats, RemoteOptions, RemoteSegments,
+    RetentionReport, ScanSnapshot, SegmentChecksum, SegmentMeta, StorageBackend, StoreError,
+    StoreOptions, StoreStats, TableStats, Tier, TierOptions, TierReport, TierUsage, TimeRange,
+    VerifyReport,
 };

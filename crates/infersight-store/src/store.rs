@@ -34,9 +34,9 @@ use crate::remote::Remote;
 use crate::rollups;
 use crate::segment::{self, SEGMENTS_DIR, SegmentFormat};
 use crate::types::{
-    AppendReceipt, CompactionReport, DataDeleted, FlushReport, FsyncPolicy, RetentionReport,
-    ScanSnapshot, SegmentMeta, StorageBackend, StoreError, StoreOptions, StoreStats, TableStats,
-    TimeRange,
+    AppendReceipt, CompactionReport, DataDeleted, FlushReport, FsyncPolicy, OrgUsage,
+    RetentionReport, ScanSnapshot, SegmentMeta, StorageBackend, StoreError, StoreOptions,
+    StoreStats, TableStats, TimeRange,
 };
 use crate::verify;
 use crate::wal::{self, SealedWal, WalWriter};
@@ -1079,6 +1079,7 @@ impl StorageBackend for Store {
     fn stats(&self) -> StoreStats {
         let (wal_files, wal_bytes) = self.wal.lock().size();
         let state = self.state.lock();
+        let (orgs, unattributed) = org_usage(&state.catalog.segments);
         let tables = Table::ALL
             .into_iter()
             .map(|table| {
@@ -1113,6 +1114,8 @@ impl StorageBackend for Store {
             rollups_in_memory: state.rollups.len() as u64,
             quarantine: self.quarantine.stats(),
             bucket_cache: self.remote.as_ref().and_then(Remote::cache_stats),
+            orgs,
+            unattributed,
         }
     }
 
@@ -1519,6 +1522,24 @@ fn append_error(error: StoreError) -> infersight_model::append::AppendError {
 pub(crate) fn hour_ended_before(hour_ns: i64, now_ns: i64, age: Duration) -> bool {
     let age_ns = i64::try_from(age.as_nanos()).unwrap_or(i64::MAX);
     hour_ns.saturating_add(NANOS_PER_HOUR) <= now_ns.saturating_sub(age_ns)
+}
+
+/// Each org's share of `segments` ([`OrgUsage`]), and what segments without per-org counts hold.
+fn org_usage(segments: &[SegmentMeta]) -> (std::collections::BTreeMap<String, OrgUsage>, OrgUsage) {
+    let mut orgs = std::collections::BTreeMap::<String, OrgUsage>::new();
+    let mut unattributed = OrgUsage::default();
+    for segment in segments {
+        match &segment.org_rows {
+            Some(counts) => {
+                for (org, &rows) in counts {
+                    let usage = orgs.entry(org.clone()).or_default();
+                    usage.add_share(rows, segment.rows, segment.bytes);
+                }
+            }
+            None => unattributed.add_share(segment.rows, segment.rows, segment.bytes),
+        }
+    }
+    (orgs, unattributed)
 }
 
 #[cfg(test)]

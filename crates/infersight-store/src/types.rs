@@ -405,6 +405,26 @@ pub struct TierUsage {
     pub bytes: u64,
 }
 
+/// What one org's rows take in segments, every table and tier together: its rows as the
+/// segments counted them while they were written, and its share of their bytes (each segment's
+/// bytes split by its rows). Rows not yet flushed count once they are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct OrgUsage {
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+impl OrgUsage {
+    /// Adds `rows` of a segment of `segment_rows` rows and `segment_bytes` bytes.
+    pub fn add_share(&mut self, rows: u64, segment_rows: u64, segment_bytes: u64) {
+        self.rows += rows;
+        if segment_rows > 0 {
+            let share = u128::from(segment_bytes) * u128::from(rows) / u128::from(segment_rows);
+            self.bytes += u64::try_from(share).unwrap_or(u64::MAX);
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct StoreStats {
     pub tables: Vec<(Table, TableStats)>,
@@ -424,6 +444,12 @@ pub struct StoreStats {
     /// The read cache in front of the bucket (`RemoteOptions::read_cache_bytes`); `None`
     /// without a bucket or with the cache off.
     pub bucket_cache: Option<BucketCacheStats>,
+    /// Each org's rows and bytes in segments (null `org` counted as `default`), from the
+    /// per-org counts of the catalog; see [`OrgUsage`].
+    pub orgs: std::collections::BTreeMap<String, OrgUsage>,
+    /// Segments written before the store counted rows per org: their rows and bytes are no
+    /// org's in `orgs` until compaction or retention rewrites them.
+    pub unattributed: OrgUsage,
 }
 
 /// What the read cache in front of the bucket did since the store opened: every read of a

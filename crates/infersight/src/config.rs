@@ -1288,6 +1288,7 @@ mod tests {
     fn an_orgs_own_retention_reaches_the_store_options() {
         let file = write(concat!(
             "[auth.orgs.acme]\nretention = \"30d\"\nmax_concurrent_queries = 2\n",
+            "max_storage_bytes = 1000000\n",
             "[auth.orgs.globex]\ningest_exports_per_s = 5.0\n",
         ));
         let config = load(Some(file.path()), &[]).unwrap();
@@ -1296,9 +1297,17 @@ mod tests {
             by_org.into_iter().collect::<Vec<_>>(),
             [("acme".to_string(), Duration::from_secs(30 * 86_400))]
         );
-        let file = write("[auth.orgs.acme]\nretention = \"a month\"\n");
+        assert_eq!(
+            config.auth.storage_quota().usage("acme"),
+            Some((0, 1_000_000))
+        );
+        let file = write("[auth.orgs.acme]\nretention = \"a month\"\nmax_storage_bytes = 0\n");
         let errors = load(Some(file.path()), &[]).unwrap_err().to_string();
         assert!(errors.contains("auth.orgs.acme.retention"), "{errors}");
+        assert!(
+            errors.contains("auth.orgs.acme.max_storage_bytes"),
+            "{errors}"
+        );
     }
 
     #[test]

@@ -177,7 +177,8 @@ pub fn auth(config: &Config) -> Result<Arc<infersight_server::auth::Auth>, CliEr
     let mut auth = infersight_server::auth::Auth::open(settings)
         .map_err(|e| CliError::usage(format!("auth: {e}")))?
         .with_ingest_limits(config.auth.ingest_limiter())
-        .with_query_limits(config.auth.query_slots());
+        .with_query_limits(config.auth.query_slots())
+        .with_storage_limits(config.auth.storage_quota());
     let oidc = config
         .auth
         .oidc_settings()

@@ -118,6 +118,11 @@ impl AuthConfig {
             .collect()
     }
 
+    /// The storage limits of `[auth.orgs]`.
+    pub fn storage_quota(&self) -> super::limits::StorageQuota {
+        super::limits::StorageQuota::new(&self.orgs)
+    }
+
     /// The concurrent-statement slots of `[auth.orgs]`.
     pub fn query_slots(&self) -> super::limits::OrgQuerySlots {
         super::limits::OrgQuerySlots::new(&self.orgs)

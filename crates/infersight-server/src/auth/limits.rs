@@ -4,6 +4,10 @@
 //! (OTLP exporters retry those), before its body is read. The rate counts export requests, not
 //! rows or bytes: an exporter's batch size sets how many rows one export carries.
 //!
+//! The same gate refuses, with 429, the exports of an org whose rows already take its
+//! `max_storage_bytes` in segments ([`StorageQuota`]); `serve` counts every org's stored bytes
+//! from the catalog every few seconds.
+//!
 //! Configured per org in `[auth.orgs.<org>]` (`ingest_exports_per_s`, `ingest_burst`); an org
 //! not listed is not limited. Limits apply where the gate runs, that is with authentication on.
 //!
@@ -39,6 +43,12 @@ pub struct OrgLimitConfig {
     /// applies too.
     #[serde(default)]
     pub retention: Option<String>,
+    /// Bytes the org's rows may take in segments (every table and tier; see
+    /// `infersight_store::OrgUsage`); once they take that much, its exports are refused with
+    /// 429 until retention or a higher limit makes room. Rows not yet flushed count once they
+    /// are, so the org may pass the limit by what one flush writes.
+    #[serde(default)]
+    pub max_storage_bytes: Option<u64>,
 }
 
 impl OrgLimitConfig {
@@ -73,6 +83,11 @@ impl OrgLimitConfig {
         if self.max_concurrent_queries == Some(0) {
             errors.push(format!(
                 "auth.orgs.{org}.max_concurrent_queries: must be at least 1"
+            ));
+        }
+        if self.max_storage_bytes == Some(0) {
+            errors.push(format!(
+                "auth.orgs.{org}.max_storage_bytes: must be at least 1"
             ));
         }
         if self.ingest_burst == Some(0) {
@@ -140,6 +155,63 @@ impl IngestLimiter {
         } else {
             u64::MAX
         })
+    }
+}
+
+/// The bytes each org with a `max_storage_bytes` may store, against what it stored when last
+/// counted ([`StorageQuota::record`], every [`STORAGE_POLL`] in `serve`).
+#[derive(Debug, Default)]
+pub struct StorageQuota {
+    limits: BTreeMap<String, u64>,
+    used: parking_lot::RwLock<BTreeMap<String, u64>>,
+}
+
+/// How often `serve` counts each org's stored bytes for [`StorageQuota`].
+pub const STORAGE_POLL: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl StorageQuota {
+    /// The quota of `[auth.orgs]` (validated; invalid entries are left out).
+    pub fn new(orgs: &BTreeMap<String, OrgLimitConfig>) -> StorageQuota {
+        let limits = orgs
+            .iter()
+            .filter(|(org, limit)| limit.validate(org).is_empty())
+            .filter_map(|(org, limit)| Some((org.clone(), limit.max_storage_bytes?)))
+            .collect();
+        StorageQuota {
+            limits,
+            used: parking_lot::RwLock::default(),
+        }
+    }
+
+    /// Whether any org has a storage limit (else nothing needs counting).
+    pub fn is_empty(&self) -> bool {
+        self.limits.is_empty()
+    }
+
+    /// The stored bytes of every org, as the store counted them now.
+    pub fn record(&self, usage: &BTreeMap<String, infersight_store::OrgUsage>) {
+        let used = (self.limits.keys())
+            .map(|org| (org.clone(), usage.get(org).map_or(0, |u| u.bytes)))
+            .collect();
+        *self.used.write() = used;
+    }
+
+    /// `Err((stored, limit))` when `org` has a limit and stores that much already.
+    pub fn admit(&self, org: &str) -> Result<(), (u64, u64)> {
+        let Some(&limit) = self.limits.get(org) else {
+            return Ok(());
+        };
+        let stored = self.used.read().get(org).copied().unwrap_or(0);
+        if stored >= limit {
+            return Err((stored, limit));
+        }
+        Ok(())
+    }
+
+    /// `org`'s limit and what it stored when last counted; `None` without a limit.
+    pub fn usage(&self, org: &str) -> Option<(u64, u64)> {
+        let &limit = self.limits.get(org)?;
+        Some((self.used.read().get(org).copied().unwrap_or(0), limit))
     }
 }
 
@@ -251,6 +323,47 @@ mod tests {
         drop(second);
         assert_eq!((slots.running("acme"), slots.running("globex")), (0, 0));
         let _again = slots.try_acquire(&both).unwrap();
+    }
+
+    #[test]
+    fn an_org_storing_its_limit_is_refused_until_it_stores_less_and_others_are_not() {
+        let mut orgs = BTreeMap::new();
+        let limit = |bytes| OrgLimitConfig {
+            max_storage_bytes: Some(bytes),
+            ..OrgLimitConfig::default()
+        };
+        orgs.insert("acme".to_string(), limit(1_000));
+        orgs.insert("globex".to_string(), limit(0));
+        let quota = StorageQuota::new(&orgs);
+        assert!(!quota.is_empty());
+        // nothing counted yet: nothing stored
+        assert_eq!(quota.admit("acme"), Ok(()));
+        let usage = |pairs: &[(&str, u64)]| {
+            (pairs.iter())
+                .map(|&(org, bytes)| {
+                    (
+                        org.to_string(),
+                        infersight_store::OrgUsage { rows: 1, bytes },
+                    )
+                })
+                .collect::<BTreeMap<_, _>>()
+        };
+        quota.record(&usage(&[("acme", 999), ("initech", 1 << 40)]));
+        assert_eq!(quota.admit("acme"), Ok(()));
+        assert_eq!(quota.usage("acme"), Some((999, 1_000)));
+        quota.record(&usage(&[("acme", 1_000)]));
+        assert_eq!(quota.admit("acme"), Err((1_000, 1_000)));
+        // an org without a limit, and an invalid limit (left out), are not limited
+        assert_eq!(quota.admit("initech"), Ok(()));
+        assert_eq!(quota.admit("globex"), Ok(()));
+        assert_eq!(quota.usage("initech"), None);
+        // retention made room
+        quota.record(&usage(&[("acme", 10)]));
+        assert_eq!(quota.admit("acme"), Ok(()));
+        assert_eq!(
+            limit(0).validate("globex"),
+            ["auth.orgs.globex.max_storage_bytes: must be at least 1"]
+        );
     }
 
     const S: i64 = 1_000_000_000;

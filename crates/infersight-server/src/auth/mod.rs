@@ -33,7 +33,7 @@ use parking_lot::RwLock;
 
 pub use config::{AuthConfig, AuthSettings};
 pub use header::{Cidr, parse_bearer};
-pub use limits::{IngestLimiter, OrgLimitConfig, OrgQueryPermit, OrgQuerySlots};
+pub use limits::{IngestLimiter, OrgLimitConfig, OrgQueryPermit, OrgQuerySlots, StorageQuota};
 pub use middleware::{api_gate, ingest_grpc_gate, ingest_http_gate};
 pub use role::{Access, Role};
 pub use tokens::{TokenError, TokenFile, TokenSet};
@@ -110,6 +110,8 @@ pub struct Auth {
     ingest_limits: limits::IngestLimiter,
     /// Each org's concurrent statements (`[auth.orgs]`); none: no org is limited.
     query_slots: limits::OrgQuerySlots,
+    /// Each org's stored bytes against its limit (`[auth.orgs]`); none: no org is limited.
+    storage_quota: limits::StorageQuota,
     /// JWT bearer tokens of an identity provider (`[auth.oidc]`), beside the tokens file's.
     oidc: Option<Arc<oidc::Oidc>>,
 }
@@ -137,6 +139,7 @@ impl Auth {
             }),
             ingest_limits: limits::IngestLimiter::default(),
             query_slots: limits::OrgQuerySlots::default(),
+            storage_quota: limits::StorageQuota::default(),
             oidc: None,
         }
     }
@@ -154,6 +157,18 @@ impl Auth {
     pub fn with_query_limits(mut self, slots: limits::OrgQuerySlots) -> Auth {
         self.query_slots = slots;
         self
+    }
+
+    /// Refuses the exports of an org whose rows take its storage limit as `quota` says
+    /// (counted by `serve` every [`limits::STORAGE_POLL`]).
+    pub fn with_storage_limits(mut self, quota: limits::StorageQuota) -> Auth {
+        self.storage_quota = quota;
+        self
+    }
+
+    /// The storage limits, to record what each org stores.
+    pub fn storage_quota(&self) -> &limits::StorageQuota {
+        &self.storage_quota
     }
 
     /// One running statement for each limited org of `scope`, or the refusal (429) naming an
@@ -190,8 +205,21 @@ impl Auth {
         self.oidc.as_ref()
     }
 
-    /// One export of `org` now, or the refusal (429) when it is over its rate.
+    /// One export of `org` now, or the refusal (429) when it is over its rate or stores its
+    /// storage limit already.
     pub fn admit_ingest(&self, org: &str) -> Result<(), Refusal> {
+        if let Err((stored, limit)) = self.storage_quota.admit(org) {
+            return Err(Refusal::TooManyRequests(
+                format!(
+                    "the org `{}` stores {stored} bytes, at its limit of {limit} \
+                     (auth.orgs.{}.max_storage_bytes); exports are refused until retention \
+                     makes room or the limit is raised",
+                    org.escape_debug(),
+                    org.escape_debug()
+                ),
+                limits::STORAGE_POLL.as_secs().max(1) * 12,
+            ));
+        }
         self.ingest_limits
             .admit(org, infersight_model::time::now_ns())
             .map_err(|retry_after_s| {
@@ -218,6 +246,7 @@ impl Auth {
             }),
             ingest_limits: limits::IngestLimiter::default(),
             query_slots: limits::OrgQuerySlots::default(),
+            storage_quota: limits::StorageQuota::default(),
             oidc: None,
         };
         if let Some(path) = &auth.tokens_file {

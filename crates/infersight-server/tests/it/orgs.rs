@@ -65,7 +65,12 @@ pub(crate) fn server_with(
 ) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let store = Arc::new(Store::open(StoreOptions::new(&data)).unwrap());
+    let mut options = StoreOptions::new(&data);
+    // each org's own retention, as `serve` sets it
+    options.retention_by_org = (orgs.iter())
+        .filter_map(|(org, limits)| Some((org.clone(), limits.retention_duration()?)))
+        .collect();
+    let store = Arc::new(Store::open(options).unwrap());
     let backend: Arc<dyn StorageBackend> = store.clone();
     let counters = Arc::new(Counters::new());
     let writer = BatchWriter::new(Pipeline::new(Vec::new()), store.clone(), counters.clone());
@@ -96,7 +101,8 @@ pub(crate) fn server_with(
         })
         .unwrap()
         .with_ingest_limits(infersight_server::auth::IngestLimiter::new(orgs))
-        .with_query_limits(infersight_server::auth::OrgQuerySlots::new(orgs)),
+        .with_query_limits(infersight_server::auth::OrgQuerySlots::new(orgs))
+        .with_storage_limits(infersight_server::auth::StorageQuota::new(orgs)),
     );
     let otlp = infersight_server::auth::middleware::guard_otlp_http(
         infersight_ingest::receivers::otlp_http::router(receivers),
@@ -172,7 +178,7 @@ fn actions(data: &std::path::Path) -> infersight_server::actions::ActionRunner {
 
 /// `lora_kv_regression` at 2 workers, 2 requests/s for 4 minutes: its trace exports as OTLP
 /// JSON, with every model renamed `<prefix><model>`.
-fn exports(prefix: &str) -> Vec<String> {
+pub(crate) fn exports(prefix: &str) -> Vec<String> {
     let mut config = SimConfig::new(Scenario::LoraKvRegression);
     config.seed = 5;
     config.workers = 2;

@@ -272,6 +272,28 @@ fn the_maintenance_thread_does_not_keep_the_store_alive() {
     }
 }
 
+/// The store's per-org usage holds these rows, and the orgs' bytes split the segments' bytes
+/// (each share rounded down, so at most one byte per org and segment is no org's).
+fn assert_org_usage(store: &Store, rows: &[(&str, u64)]) {
+    let stats = store.stats();
+    let counted: Vec<(&str, u64)> = (stats.orgs.iter())
+        .map(|(org, usage)| (org.as_str(), usage.rows))
+        .collect();
+    assert_eq!(counted, rows);
+    assert_eq!(stats.unattributed, infersight_store::OrgUsage::default());
+    let segment_bytes: u64 = stats.tables.iter().map(|(_, t)| t.segment_bytes).sum();
+    let segments: u64 = stats.tables.iter().map(|(_, t)| t.segments).sum();
+    let org_bytes: u64 = stats.orgs.values().map(|usage| usage.bytes).sum();
+    assert!(
+        org_bytes <= segment_bytes && segment_bytes - org_bytes <= segments * rows.len() as u64,
+        "{org_bytes} of {segment_bytes}"
+    );
+    assert!(
+        stats.orgs.values().all(|usage| usage.bytes > 0),
+        "{stats:?}"
+    );
+}
+
 /// `batch` with every row stamped as `org`'s.
 fn of_org(batch: infersight_model::TableBatch, org: &str) -> infersight_model::TableBatch {
     infersight_model::org::stamp_org(&batch, org).unwrap()
@@ -324,6 +346,7 @@ fn an_orgs_rows_past_its_own_retention_leave_and_the_other_orgs_stay() {
         ]
     );
     assert_eq!(rolled_up(&store), 14);
+    assert_org_usage(&store, &[("acme", 13), ("default", 3), ("globex", 4)]);
 
     // an hour after H0 ended: within acme's two hours
     let report = store.apply_retention(H0 + 2 * HOUR).unwrap();
@@ -342,6 +365,7 @@ fn an_orgs_rows_past_its_own_retention_leave_and_the_other_orgs_stay() {
     let kept = sorted([ids("globex0", 4), ids("default0", 3), ids("acme3", 2)].concat());
     assert_eq!(visible_ids(&store, Table::Requests), kept);
     assert!(visible_ids(&store, Table::Logs).is_empty());
+    assert_org_usage(&store, &[("acme", 2), ("default", 3), ("globex", 4)]);
     assert_eq!(
         rolled_up(&store),
         9,
