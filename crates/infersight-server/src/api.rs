@@ -92,6 +92,18 @@ pub fn router_for_role(
                 .delete(crate::auth::session::logout)
                 .get(crate::auth::session::whoami),
         )
+        .route(
+            "/api/v1/session/methods",
+            get(crate::auth::oidc_login::methods),
+        )
+        .route(
+            "/api/v1/session/oidc/login",
+            get(crate::auth::oidc_login::begin),
+        )
+        .route(
+            crate::auth::oidc_login::CALLBACK_PATH,
+            get(crate::auth::oidc_login::callback),
+        )
         .merge(crate::incidents::routes())
         .merge(crate::ui::routes())
         // after every route: a known path asked with another method answers 405 with a JSON

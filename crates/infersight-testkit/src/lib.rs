@@ -14,6 +14,7 @@ pub mod chromium;
 pub mod fuzz;
 pub mod https;
 pub mod jwt;
+pub mod oidc_provider;
 pub mod seaweedfs;
 pub mod store;
 pub mod webhook;

@@ -13,6 +13,7 @@ pub mod header;
 pub mod limits;
 pub mod middleware;
 pub mod oidc;
+pub mod oidc_login;
 pub mod orgs;
 pub mod role;
 pub mod routes;

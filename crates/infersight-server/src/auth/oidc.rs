@@ -44,6 +44,19 @@ pub struct OidcConfig {
     pub role_claim: String,
     /// The claim holding the orgs (a string or a list); absent: bound to none.
     pub orgs_claim: String,
+    /// The UI's login through the provider (`auth::oidc_login`): where the provider sends the
+    /// browser back, `https://<infersight>/api/v1/session/oidc/callback` as registered with
+    /// it; empty: the UI logs in with tokens only. The client id is `audience`.
+    pub redirect_url: String,
+    /// A file holding the client secret (a confidential client); empty: a public client
+    /// (PKCE only).
+    pub client_secret_file: String,
+    /// The provider's endpoints; empty: read from `<issuer>/.well-known/openid-configuration`
+    /// at start.
+    pub authorization_endpoint: String,
+    pub token_endpoint: String,
+    /// The scopes asked for (`openid` is always among them).
+    pub scopes: String,
 }
 
 impl Default for OidcConfig {
@@ -58,6 +71,11 @@ impl Default for OidcConfig {
             name_claim: "sub".into(),
             role_claim: "infersight_role".into(),
             orgs_claim: "infersight_orgs".into(),
+            redirect_url: String::new(),
+            client_secret_file: String::new(),
+            authorization_endpoint: String::new(),
+            token_endpoint: String::new(),
+            scopes: "openid profile".into(),
         }
     }
 }
@@ -80,6 +98,8 @@ pub struct OidcSettings {
     pub name_claim: String,
     pub role_claim: String,
     pub orgs_claim: String,
+    /// The UI's login through the provider; `None`: tokens only.
+    pub login: Option<super::oidc_login::LoginSettings>,
 }
 
 impl OidcConfig {
@@ -134,6 +154,10 @@ impl OidcConfig {
                 errors.push(format!("auth.oidc.{key}: must not be empty"));
             }
         }
+        let login = super::oidc_login::LoginSettings::of(self).unwrap_or_else(|mut more| {
+            errors.append(&mut more);
+            None
+        });
         match (jwks, refresh) {
             (Some(jwks), Some(refresh)) if errors.is_empty() => Ok(Some(OidcSettings {
                 issuer: self.issuer.clone(),
@@ -144,6 +168,7 @@ impl OidcConfig {
                 name_claim: self.name_claim.clone(),
                 role_claim: self.role_claim.clone(),
                 orgs_claim: self.orgs_claim.clone(),
+                login,
             })),
             _ => Err(errors),
         }
@@ -175,6 +200,8 @@ impl Key {
 pub struct Oidc {
     settings: OidcSettings,
     keys: RwLock<Arc<Vec<Key>>>,
+    /// The UI's login through the provider, its endpoints resolved.
+    login: Option<super::oidc_login::OidcLogin>,
 }
 
 impl std::fmt::Debug for Oidc {
@@ -188,12 +215,32 @@ impl std::fmt::Debug for Oidc {
 
 impl Oidc {
     /// Reads (or fetches) the key set now; an error names the source and what is wrong.
+    /// With a login (`redirect_url`), the provider's endpoints are discovered now when not set.
     pub fn open(settings: OidcSettings) -> Result<Oidc, String> {
         let keys = read_jwks(&settings.jwks)?;
+        let login = match &settings.login {
+            Some(login) => Some(super::oidc_login::OidcLogin::open(
+                login,
+                &settings.issuer,
+                &settings.audience,
+            )?),
+            None => None,
+        };
         Ok(Oidc {
             settings,
             keys: RwLock::new(Arc::new(keys)),
+            login,
         })
+    }
+
+    /// The UI's login through the provider, when `redirect_url` is set.
+    pub fn login(&self) -> Option<&super::oidc_login::OidcLogin> {
+        self.login.as_ref()
+    }
+
+    /// The provider's issuer.
+    pub fn issuer(&self) -> &str {
+        &self.settings.issuer
     }
 
     pub fn refresh_interval(&self) -> Duration {
@@ -210,6 +257,16 @@ impl Oidc {
 
     /// The identity of `token` at `now_s` (seconds since the epoch), or why it is refused.
     pub fn verify(&self, token: &str, now_s: i64) -> Result<Identity, Refusal> {
+        self.verify_claims(token, now_s)
+            .map(|(identity, _)| identity)
+    }
+
+    /// [`Oidc::verify`], with the token's claims.
+    pub fn verify_claims(
+        &self,
+        token: &str,
+        now_s: i64,
+    ) -> Result<(Identity, serde_json::Value), Refusal> {
         let refuse =
             |why: &str| Refusal::Unauthenticated(format!("the JWT is not accepted: {why}"));
         let mut parts = token.split('.');
@@ -262,7 +319,8 @@ impl Oidc {
             decode_json(payload_b64).ok_or_else(|| refuse("its payload is not base64url JSON"))?;
         self.check_claims(&claims, now_s)
             .map_err(|why| refuse(&why))?;
-        self.identity(&claims)
+        let identity = self.identity(&claims)?;
+        Ok((identity, claims))
     }
 
     fn check_claims(&self, claims: &serde_json::Value, now_s: i64) -> Result<(), String> {
@@ -388,6 +446,36 @@ fn parse_jwks(text: &[u8]) -> Result<Vec<Key>, String> {
     Ok(keys)
 }
 
+/// The HTTP client towards the provider (key set, discovery, token endpoint): https verified
+/// against the web's roots, 10 s for a whole call, a provider's error status read as a body.
+pub(super) fn provider_agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(10)))
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// The body of a GET of `url` (at most 1 MiB) when it answers 2xx; else why not.
+pub(super) fn fetch(url: &str) -> Result<Vec<u8>, String> {
+    let mut response = provider_agent()
+        .get(url)
+        .call()
+        .map_err(|e| format!("fetching `{url}`: {e}"))?;
+    if !response.status().is_success() {
+        return Err(format!(
+            "fetching `{url}`: it answered {}",
+            response.status()
+        ));
+    }
+    (response
+        .body_mut()
+        .with_config()
+        .limit(1 << 20)
+        .read_to_vec())
+    .map_err(|e| format!("fetching `{url}`: {e}"))
+}
+
 fn read_jwks(source: &JwksSource) -> Result<Vec<Key>, String> {
     match source {
         JwksSource::File(path) => {
@@ -397,15 +485,7 @@ fn read_jwks(source: &JwksSource) -> Result<Vec<Key>, String> {
             parse_jwks(&text).map_err(|e| format!("auth.oidc.jwks_file: `{}`: {e}", path.display()))
         }
         JwksSource::Url(url) => {
-            let agent: ureq::Agent = ureq::Agent::config_builder()
-                .timeout_global(Some(Duration::from_secs(10)))
-                .build()
-                .into();
-            let text = agent
-                .get(url)
-                .call()
-                .and_then(|mut r| r.body_mut().with_config().limit(1 << 20).read_to_vec())
-                .map_err(|e| format!("auth.oidc.jwks_url: fetching `{url}`: {e}"))?;
+            let text = fetch(url).map_err(|e| format!("auth.oidc.jwks_url: {e}"))?;
             parse_jwks(&text).map_err(|e| format!("auth.oidc.jwks_url: `{url}`: {e}"))
         }
     }

@@ -97,6 +97,20 @@ pub const ROUTES: &[RouteRule] = &[
     rule("POST", "/api/v1/session", Access::Public, Audit::No),
     rule("DELETE", "/api/v1/session", Access::Public, Audit::No),
     rule("GET", "/api/v1/session", VIEWER, Audit::No),
+    // the login through the identity provider (`auth::oidc_login`): it checks what comes back
+    rule("GET", "/api/v1/session/methods", Access::Public, Audit::No),
+    rule(
+        "GET",
+        "/api/v1/session/oidc/login",
+        Access::Public,
+        Audit::No,
+    ),
+    rule(
+        "GET",
+        "/api/v1/session/oidc/callback",
+        Access::Public,
+        Audit::No,
+    ),
     // the UI's page and static files hold no data; its API calls are checked one by one
     rule("GET", "/", Access::Public, Audit::No),
     rule("GET", "/ui/{name}", Access::Public, Audit::No),

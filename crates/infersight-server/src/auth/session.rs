@@ -69,9 +69,7 @@ pub async fn login(
     match auth.authenticate(Some(header.as_bytes()), |_| None, peer, now_ns()) {
         Ok(identity) => {
             tracing::info!(name = %identity.name, "UI login");
-            let cookie = format!(
-                "{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={COOKIE_MAX_AGE_S}"
-            );
+            let cookie = session_cookie(&token, COOKIE_MAX_AGE_S);
             let mut response = axum::Json(describe(&identity, true)).into_response();
             if let Ok(value) = HeaderValue::from_str(&cookie) {
                 response.headers_mut().insert(header::SET_COOKIE, value);
@@ -86,6 +84,12 @@ pub async fn login(
             json_error(StatusCode::FORBIDDEN, "forbidden", &message)
         }
     }
+}
+
+/// The session cookie holding `token` for `max_age_s` (at most [`COOKIE_MAX_AGE_S`]).
+pub(super) fn session_cookie(token: &str, max_age_s: u64) -> String {
+    let max_age_s = max_age_s.min(COOKIE_MAX_AGE_S);
+    format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_s}")
 }
 
 /// `DELETE /api/v1/session`: the browser drops its cookie.

@@ -119,6 +119,16 @@ impl Server {
     /// [`Server::start`] with extra environment variables for the server (e.g. a secret, or
     /// `INFERSIGHT_LOG`, which is `warn` unless given).
     pub fn start_with(data: &Path, config: &str, env: &[(&str, &str)]) -> Server {
+        Server::launch(data, config, env, 0)
+    }
+
+    /// [`Server::start`] with the API on `api_port` (an address its config must name before
+    /// it starts, like an OIDC `redirect_url`); see [`free_port`].
+    pub fn start_on_api_port(data: &Path, config: &str, api_port: u16) -> Server {
+        Server::launch(data, config, &[], api_port)
+    }
+
+    fn launch(data: &Path, config: &str, env: &[(&str, &str)], api_port: u16) -> Server {
         let config_path = data.with_extension("toml");
         std::fs::write(&config_path, config).unwrap();
         let mut command = Command::new(bin());
@@ -134,7 +144,7 @@ impl Server {
                 "--otlp-http-port",
                 "0",
                 "--api-port",
-                "0",
+                &api_port.to_string(),
                 "--data",
             ])
             .arg(data)
@@ -440,4 +450,11 @@ pub fn simulate_and_ingest(
     ok(&run(&args), "ingest");
     serde_json::from_str(&std::fs::read_to_string(sim.join("ground_truth.json")).unwrap())
         .expect("ground_truth.json")
+}
+
+/// A port of 127.0.0.1 free a moment ago (bound and released), for a server that must know its
+/// own address before it starts.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
 }

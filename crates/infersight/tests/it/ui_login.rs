@@ -3,7 +3,10 @@
 //! refused on the form; a viewer token opens the overview and the header says who is logged in;
 //! the session cookie is out of the page's scripts' reach (HttpOnly) yet authenticates plain
 //! same-origin requests (a report link works); logging out brings the form back and the cookie
-//! no longer works. Without Chromium it skips (fails with `INFERSIGHT_TEST_CHROMIUM=1`).
+//! no longer works. With `[auth.oidc] redirect_url`, the login page offers the identity
+//! provider (a test provider on 127.0.0.1): one click goes there and back, and the header names
+//! the provider's user with the role its ID token gives. Without Chromium it skips (fails with
+//! `INFERSIGHT_TEST_CHROMIUM=1`).
 
 use std::time::Duration;
 
@@ -120,4 +123,64 @@ fn the_ui_logs_in_with_a_token_and_says_who_is_logged_in() {
     click(&driver, "[data-action=\"log-out\"]");
     wait_for_login_form(&driver, "the login form after logging out");
     assert_eq!(status_from_page(&driver, "/api/v1/incidents"), 401);
+}
+
+#[test]
+fn the_ui_logs_in_through_the_identity_provider() {
+    if !chromium::available("the_ui_logs_in_through_the_identity_provider") {
+        return;
+    }
+    use infersight_testkit::oidc_provider::{Behaviour, OidcProvider};
+    let provider = OidcProvider::start(Behaviour {
+        role: "viewer".into(),
+        orgs: Vec::new(),
+        ..Behaviour::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let port = crate::support::free_port();
+    let config = format!(
+        "[store]\nfsync = \"never\"\n[auth]\ntokens_file = \"{}\"\n[auth.oidc]\n\
+         issuer = \"{url}\"\naudience = \"infersight\"\njwks_url = \"{url}/jwks\"\n\
+         redirect_url = \"http://127.0.0.1:{port}/api/v1/session/oidc/callback\"\n",
+        dir.path().join("tokens.json").display(),
+        url = provider.url,
+    );
+    let server = crate::support::Server::start_on_api_port(&data, &config, port);
+    let base = format!("http://{}", server.api);
+    let profile = tempfile::tempdir().unwrap();
+    let mut driver = Driver::start();
+    driver.open_session(profile.path());
+    driver.set_window_size(1280, 800);
+
+    driver.navigate(&format!("{base}/?page=overview"));
+    wait_for_login_form(&driver, "the login form");
+    let offered = driver.wait_for(
+        "the identity provider's button",
+        "const a = document.querySelector('[data-login-oidc]');
+         return a && !a.closest('[hidden]') ? a.getAttribute('href') : null;",
+        Duration::from_secs(30),
+    );
+    assert_eq!(offered, json!("/api/v1/session/oidc/login"));
+    click(&driver, "[data-login-oidc]");
+    // to the provider and back, then on to the UI: the overview, the provider's user in the header
+    wait_for_page(&driver, "overview");
+    let who = driver.wait_for(
+        "who is logged in",
+        "const w = document.getElementById('who'); return w.hidden ? null : w.innerText",
+        Duration::from_secs(30),
+    );
+    assert!(
+        who.as_str()
+            .unwrap_or_default()
+            .contains("oidc:alice (viewer)"),
+        "{who}"
+    );
+    assert_eq!(provider.issued(), 1);
+    assert_eq!(status_from_page(&driver, "/api/v1/incidents"), 200);
+    let cookies = driver.execute("return document.cookie", json!([]));
+    assert!(
+        !cookies.as_str().unwrap_or_default().contains("eyJ"),
+        "the ID token is readable by scripts: {cookies}"
+    );
 }

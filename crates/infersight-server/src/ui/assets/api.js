@@ -51,6 +51,11 @@ export async function logIn(token) {
   return postJSON('/api/v1/session', { token });
 }
 
+/** How one may log in (`GET /api/v1/session/methods`): `{token, oidc: {issuer, login} | null}`. */
+export async function loginMethods() {
+  return getJSON('/api/v1/session/methods');
+}
+
 /** Logs out: the server drops the session cookie. */
 export async function logOut() {
   await fetch('/api/v1/session', { method: 'DELETE' });

@@ -7,7 +7,7 @@
 // server does not know gets the login form (an API token; the server keeps it in an HttpOnly
 // cookie) and the header says who is logged in.
 
-import { sql, getJSON, h, ago, fmtTime, isoText, fromIsoText, session, logIn, logOut } from './api.js';
+import { sql, getJSON, h, ago, fmtTime, isoText, fromIsoText, session, logIn, logOut, loginMethods } from './api.js';
 import { overview } from './overview.js';
 import { heatmapPage } from './heatmap.js';
 import { incidentsPage, incidentPage } from './incidents.js';
@@ -253,9 +253,18 @@ function showLogin(message) {
       status.textContent = error.status === 401 ? 'That token is unknown, revoked or expired.' : String(error.message || error);
     }
   });
-  view.replaceChildren(h('h1', {}, 'Log in'), form);
+  // an identity provider, when the server has one for the UI: its button above the token form
+  const provider = h('div', { class: 'login-provider', hidden: true });
+  view.replaceChildren(h('h1', {}, 'Log in'), provider, form);
   view.dataset.state = 'login';
   input.focus();
+  loginMethods().then((methods) => {
+    if (!methods || !methods.oidc) return;
+    provider.replaceChildren(
+      h('a', { class: 'button', href: methods.oidc.login, 'data-login-oidc': '' }, 'Log in with your identity provider'),
+      h('p', { class: 'muted' }, `${methods.oidc.issuer}; or with an API token below.`));
+    provider.hidden = false;
+  }).catch(() => {});
 }
 
 async function render() {
