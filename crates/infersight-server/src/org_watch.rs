@@ -9,12 +9,13 @@
 //! [`FIRST_LOOKBACK_NS`], and adds the orgs a previous run left an incident open for); a
 //! watcher is started for each new one, after resuming the open incident a previous run left
 //! for that org (`crate::resume::resume_org`), and kept while the process runs, so an org that
-//! stopped sending still sees its incident resolve.
+//! stopped sending still sees its incident resolve. Each watcher's notices carry the label
+//! `org` ([`OrgNotifier`]), for Alertmanager's routes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use infersight_model::notice::IncidentNotifier;
+use infersight_model::notice::{IncidentNotice, IncidentNotifier};
 use infersight_model::org::DEFAULT_ORG;
 use infersight_query::{OrgScope, QueryEngine};
 use infersight_rca::RcaError;
@@ -133,17 +134,24 @@ impl OrgWatchers {
             .collect())
     }
 
-    /// A new watcher for `org`, with the open incident a previous run left for it resumed.
+    /// A new watcher for `org`, with the open incident a previous run left for it resumed; its
+    /// notices carry the label `org` (see [`OrgNotifier`]).
     async fn start(&self, org: &str, now_ns: i64) -> Result<Watcher, RcaError> {
+        let notifier = self.notifier.clone().map(|inner| {
+            Arc::new(OrgNotifier {
+                org: org.to_string(),
+                inner,
+            }) as Arc<dyn IncidentNotifier>
+        });
         let mut watcher = Watcher::new(
             self.settings.clone(),
             self.incidents.clone(),
-            self.notifier.clone(),
+            notifier.clone(),
         )?;
         let Some(store) = self.incidents.clone() else {
             return Ok(watcher);
         };
-        let (notifier, name) = (self.notifier.clone(), org.to_string());
+        let name = org.to_string();
         tracing::info!(org, "watch: watching a new org");
         tokio::task::spawn_blocking(move || {
             crate::resume::resume_org(&store, &mut watcher, notifier.as_deref(), now_ns, &name);
@@ -151,6 +159,24 @@ impl OrgWatchers {
         })
         .await
         .map_err(|e| RcaError::Io(format!("resuming the incidents of org {org}: {e}")))
+    }
+}
+
+/// The notifier of one org's watcher: every notice it hands on (opened, updated, resolved, and
+/// those re-sent when a restart resumes an incident) carries the label `org`, so Alertmanager
+/// routes each team's incidents to that team (`matchers: [org="team-a"]`) and the signed
+/// webhook's `labels` name it.
+#[derive(Debug)]
+pub struct OrgNotifier {
+    pub org: String,
+    pub inner: Arc<dyn IncidentNotifier>,
+}
+
+impl IncidentNotifier for OrgNotifier {
+    fn notify(&self, transition: infersight_model::notice::Transition, notice: &IncidentNotice) {
+        let mut notice = notice.clone();
+        notice.extra_labels.insert("org".into(), self.org.clone());
+        self.inner.notify(transition, &notice);
     }
 }
 

@@ -5,10 +5,11 @@
 //! slow worker is what an RCA over both fleets finds), and globex's do, so each surface shows
 //! names at all.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
+use infersight_model::notice::IncidentNotifier;
 use infersight_model::time::now_ns;
 use infersight_sim::{Scenario, SimConfig};
 use infersight_store::StorageBackend;
@@ -240,9 +241,14 @@ fn the_watcher_opens_each_orgs_incidents_for_that_org_alone() {
         .unwrap();
         settings.slos = vec![slo];
         let incidents = server.reports.incidents().clone();
-        let mut watchers =
-            infersight_server::org_watch::OrgWatchers::new(settings, Some(incidents), None)
-                .unwrap();
+        let notices = Arc::new(Notices::default());
+        let notifier: Arc<dyn IncidentNotifier> = notices.clone();
+        let mut watchers = infersight_server::org_watch::OrgWatchers::new(
+            settings,
+            Some(incidents),
+            Some(notifier),
+        )
+        .unwrap();
         let engine = infersight_query::QueryEngine::new(server.store.clone());
         let mut opened: std::collections::BTreeMap<String, Vec<String>> = Default::default();
         for (org, outcome) in watchers.step(&engine, now_ns()).await.unwrap() {
@@ -276,5 +282,30 @@ fn the_watcher_opens_each_orgs_incidents_for_that_org_alone() {
         let (_, _, acme) = &server.tokens[0];
         let (_, list) = ask(&server.api, acme, ("GET", "/api/v1/incidents", "")).await;
         assert!(!list.contains(FOREIGN), "{list}");
+        // each org's notices name it, for Alertmanager's routes
+        let sent = notices.0.lock().unwrap().clone();
+        for (org, ids) in &opened {
+            for id in ids {
+                let notice = (sent.iter())
+                    .find(|n| &n.incident_id == id)
+                    .unwrap_or_else(|| panic!("no notice of {id}"));
+                let labels = infersight_server::notify::alertmanager::labels(notice);
+                assert_eq!(labels.get("org"), Some(org), "{labels:?}");
+            }
+        }
     });
+}
+
+/// Every notice a watcher hands on.
+#[derive(Debug, Default)]
+struct Notices(std::sync::Mutex<Vec<infersight_model::notice::IncidentNotice>>);
+
+impl IncidentNotifier for Notices {
+    fn notify(
+        &self,
+        _: infersight_model::notice::Transition,
+        notice: &infersight_model::notice::IncidentNotice,
+    ) {
+        self.0.lock().unwrap().push(notice.clone());
+    }
 }
