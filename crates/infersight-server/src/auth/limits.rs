@@ -97,6 +97,18 @@ impl OrgLimitConfig {
     }
 }
 
+/// What `pick` takes of each org's valid limits (an org with an invalid key is left out, see
+/// [`OrgLimitConfig::validate`]), for the orgs where it takes something.
+fn valid_limits<T>(
+    orgs: &BTreeMap<String, OrgLimitConfig>,
+    pick: impl Fn(&OrgLimitConfig) -> Option<T>,
+) -> BTreeMap<String, T> {
+    (orgs.iter())
+        .filter(|(org, limit)| limit.validate(org).is_empty())
+        .filter_map(|(org, limit)| Some((org.clone(), pick(limit)?)))
+        .collect()
+}
+
 /// One org's token bucket.
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
@@ -116,15 +128,11 @@ impl IngestLimiter {
     /// The limiter of `[auth.orgs]` (validated: see [`OrgLimitConfig::validate`]; invalid
     /// entries are left out).
     pub fn new(orgs: &BTreeMap<String, OrgLimitConfig>) -> IngestLimiter {
-        let limits = orgs
-            .iter()
-            .filter(|(org, limit)| limit.validate(org).is_empty())
-            .filter_map(|(org, limit)| {
-                let rate = limit.ingest_exports_per_s?;
-                let burst = limit.ingest_burst.map_or(rate.ceil().max(1.0), f64::from);
-                Some((org.clone(), (rate, burst)))
-            })
-            .collect();
+        let limits = valid_limits(orgs, |limit| {
+            let rate = limit.ingest_exports_per_s?;
+            let burst = limit.ingest_burst.map_or(rate.ceil().max(1.0), f64::from);
+            Some((rate, burst))
+        });
         IngestLimiter {
             limits,
             buckets: Mutex::new(HashMap::new()),
@@ -172,13 +180,8 @@ pub const STORAGE_POLL: std::time::Duration = std::time::Duration::from_secs(5);
 impl StorageQuota {
     /// The quota of `[auth.orgs]` (validated; invalid entries are left out).
     pub fn new(orgs: &BTreeMap<String, OrgLimitConfig>) -> StorageQuota {
-        let limits = orgs
-            .iter()
-            .filter(|(org, limit)| limit.validate(org).is_empty())
-            .filter_map(|(org, limit)| Some((org.clone(), limit.max_storage_bytes?)))
-            .collect();
         StorageQuota {
-            limits,
+            limits: valid_limits(orgs, |limit| limit.max_storage_bytes),
             used: parking_lot::RwLock::default(),
         }
     }
@@ -247,13 +250,8 @@ impl Drop for OrgQueryPermit {
 impl OrgQuerySlots {
     /// The slots of `[auth.orgs]` (validated; invalid entries are left out).
     pub fn new(orgs: &BTreeMap<String, OrgLimitConfig>) -> OrgQuerySlots {
-        let limits = orgs
-            .iter()
-            .filter(|(org, limit)| limit.validate(org).is_empty())
-            .filter_map(|(org, limit)| Some((org.clone(), limit.max_concurrent_queries?)))
-            .collect();
         OrgQuerySlots {
-            limits,
+            limits: valid_limits(orgs, |limit| limit.max_concurrent_queries),
             running: Arc::default(),
         }
     }
