@@ -154,7 +154,14 @@ impl OidcConfig {
                 errors.push(format!("auth.oidc.{key}: must not be empty"));
             }
         }
-        let login = super::oidc_login::LoginSettings::of(self).unwrap_or_else(|mut more| {
+        let keys = super::oidc_login::LoginKeys {
+            redirect_url: &self.redirect_url,
+            client_secret_file: &self.client_secret_file,
+            authorization_endpoint: &self.authorization_endpoint,
+            token_endpoint: &self.token_endpoint,
+            scopes: &self.scopes,
+        };
+        let login = super::oidc_login::LoginSettings::of(&keys).unwrap_or_else(|mut more| {
             errors.append(&mut more);
             None
         });
@@ -446,36 +453,6 @@ fn parse_jwks(text: &[u8]) -> Result<Vec<Key>, String> {
     Ok(keys)
 }
 
-/// The HTTP client towards the provider (key set, discovery, token endpoint): https verified
-/// against the web's roots, 10 s for a whole call, a provider's error status read as a body.
-pub(super) fn provider_agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(10)))
-        .http_status_as_error(false)
-        .build()
-        .into()
-}
-
-/// The body of a GET of `url` (at most 1 MiB) when it answers 2xx; else why not.
-pub(super) fn fetch(url: &str) -> Result<Vec<u8>, String> {
-    let mut response = provider_agent()
-        .get(url)
-        .call()
-        .map_err(|e| format!("fetching `{url}`: {e}"))?;
-    if !response.status().is_success() {
-        return Err(format!(
-            "fetching `{url}`: it answered {}",
-            response.status()
-        ));
-    }
-    (response
-        .body_mut()
-        .with_config()
-        .limit(1 << 20)
-        .read_to_vec())
-    .map_err(|e| format!("fetching `{url}`: {e}"))
-}
-
 fn read_jwks(source: &JwksSource) -> Result<Vec<Key>, String> {
     match source {
         JwksSource::File(path) => {
@@ -485,7 +462,8 @@ fn read_jwks(source: &JwksSource) -> Result<Vec<Key>, String> {
             parse_jwks(&text).map_err(|e| format!("auth.oidc.jwks_file: `{}`: {e}", path.display()))
         }
         JwksSource::Url(url) => {
-            let text = fetch(url).map_err(|e| format!("auth.oidc.jwks_url: {e}"))?;
+            let text =
+                super::oidc_login::fetch(url).map_err(|e| format!("auth.oidc.jwks_url: {e}"))?;
             parse_jwks(&text).map_err(|e| format!("auth.oidc.jwks_url: `{url}`: {e}"))
         }
     }

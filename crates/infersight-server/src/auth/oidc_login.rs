@@ -28,7 +28,6 @@ use serde_json::json;
 use sha2::Digest;
 
 use super::middleware::json_error;
-use super::oidc::OidcConfig;
 use super::{Auth, Refusal};
 use infersight_model::time::now_ns;
 
@@ -57,16 +56,26 @@ fn is_http_url(text: &str) -> bool {
     rest.is_some_and(|rest| !rest.is_empty() && !rest.contains(char::is_whitespace))
 }
 
+/// The login's keys of `[auth.oidc]` as written (see `OidcConfig`).
+#[derive(Debug, Clone, Copy)]
+pub struct LoginKeys<'a> {
+    pub redirect_url: &'a str,
+    pub client_secret_file: &'a str,
+    pub authorization_endpoint: &'a str,
+    pub token_endpoint: &'a str,
+    pub scopes: &'a str,
+}
+
 impl LoginSettings {
     /// The login of `config`, `None` without `redirect_url`; every problem, each naming its key.
-    pub fn of(config: &OidcConfig) -> Result<Option<LoginSettings>, Vec<String>> {
+    pub fn of(config: &LoginKeys<'_>) -> Result<Option<LoginSettings>, Vec<String>> {
         let mut errors = Vec::new();
         let endpoints = [
-            ("authorization_endpoint", &config.authorization_endpoint),
-            ("token_endpoint", &config.token_endpoint),
+            ("authorization_endpoint", config.authorization_endpoint),
+            ("token_endpoint", config.token_endpoint),
         ];
         if config.redirect_url.is_empty() {
-            let stray = [("client_secret_file", &config.client_secret_file)]
+            let stray = [("client_secret_file", config.client_secret_file)]
                 .into_iter()
                 .chain(endpoints)
                 .filter(|(_, value)| !value.is_empty());
@@ -81,7 +90,7 @@ impl LoginSettings {
                 Err(errors)
             };
         }
-        if !is_http_url(&config.redirect_url) {
+        if !is_http_url(config.redirect_url) {
             errors.push(format!(
                 "auth.oidc.redirect_url: `{}` is not an http(s) URL (https://<infersight>{CALLBACK_PATH})",
                 config.redirect_url
@@ -98,8 +107,8 @@ impl LoginSettings {
         ) {
             (true, true) => None,
             (false, false) => Some((
-                config.authorization_endpoint.clone(),
-                config.token_endpoint.clone(),
+                config.authorization_endpoint.to_string(),
+                config.token_endpoint.to_string(),
             )),
             _ => {
                 errors.push(
@@ -114,11 +123,11 @@ impl LoginSettings {
             return Err(errors);
         }
         Ok(Some(LoginSettings {
-            redirect_url: config.redirect_url.clone(),
+            redirect_url: config.redirect_url.to_string(),
             client_secret_file: (!config.client_secret_file.is_empty())
-                .then(|| config.client_secret_file.clone().into()),
+                .then(|| config.client_secret_file.into()),
             endpoints,
-            scopes: config.scopes.clone(),
+            scopes: config.scopes.to_string(),
         }))
     }
 }
@@ -172,13 +181,43 @@ fn random_token() -> String {
     URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// The HTTP client towards the provider (key set, discovery, token endpoint): https verified
+/// against the web's roots, 10 s for a whole call, a provider's error status read as a body.
+pub(super) fn provider_agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(std::time::Duration::from_secs(10)))
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// The body of a GET of `url` (at most 1 MiB) when it answers 2xx; else why not.
+pub(super) fn fetch(url: &str) -> Result<Vec<u8>, String> {
+    let mut response = provider_agent()
+        .get(url)
+        .call()
+        .map_err(|e| format!("fetching `{url}`: {e}"))?;
+    if !response.status().is_success() {
+        return Err(format!(
+            "fetching `{url}`: it answered {}",
+            response.status()
+        ));
+    }
+    (response
+        .body_mut()
+        .with_config()
+        .limit(1 << 20)
+        .read_to_vec())
+    .map_err(|e| format!("fetching `{url}`: {e}"))
+}
+
 /// The provider's endpoints from its discovery document, which must name `issuer` as its own.
 fn discover(issuer: &str) -> Result<(String, String), String> {
     let url = format!(
         "{}/.well-known/openid-configuration",
         issuer.trim_end_matches('/')
     );
-    let text = super::oidc::fetch(&url).map_err(|e| format!("auth.oidc discovery: {e}"))?;
+    let text = fetch(&url).map_err(|e| format!("auth.oidc discovery: {e}"))?;
     let document: serde_json::Value = serde_json::from_slice(&text)
         .map_err(|e| format!("auth.oidc discovery: `{url}` is not JSON: {e}"))?;
     if document["issuer"].as_str() != Some(issuer) {
@@ -298,7 +337,7 @@ impl OidcLogin {
 
     /// Trades `code` and its `verifier` for tokens: the ID token, or why not (blocking).
     fn exchange(&self, code: &str, verifier: &str) -> Result<String, String> {
-        let mut request = super::oidc::provider_agent()
+        let mut request = provider_agent()
             .post(&self.token_endpoint)
             .header("Accept", "application/json");
         if let Some(secret) = &self.client_secret {
@@ -542,20 +581,30 @@ mod tests {
 
     #[test]
     fn settings_name_each_wrong_key_and_login_is_off_without_a_redirect() {
+        use super::super::oidc::OidcConfig;
         let config = |f: &dyn Fn(&mut OidcConfig)| {
             let mut config = OidcConfig::default();
             f(&mut config);
             config
         };
-        assert_eq!(LoginSettings::of(&OidcConfig::default()), Ok(None));
-        let stray = LoginSettings::of(&config(&|c| c.token_endpoint = "https://x/t".into()));
+        let of = |c: OidcConfig| {
+            LoginSettings::of(&LoginKeys {
+                redirect_url: &c.redirect_url,
+                client_secret_file: &c.client_secret_file,
+                authorization_endpoint: &c.authorization_endpoint,
+                token_endpoint: &c.token_endpoint,
+                scopes: &c.scopes,
+            })
+        };
+        assert_eq!(of(OidcConfig::default()), Ok(None));
+        let stray = of(config(&|c| c.token_endpoint = "https://x/t".into()));
         assert_eq!(
             stray.unwrap_err(),
             [
                 "auth.oidc.token_endpoint: set without auth.oidc.redirect_url (the UI's login needs it)"
             ]
         );
-        let errors = LoginSettings::of(&config(&|c| {
+        let errors = of(config(&|c| {
             c.redirect_url = "infersight.example/callback".into();
             c.authorization_endpoint = "https://idp/authorize".into();
         }))
@@ -566,7 +615,7 @@ mod tests {
             "{errors:?}"
         );
         assert!(errors[1].contains("both authorization_endpoint and token_endpoint"));
-        let ok = LoginSettings::of(&config(&|c| {
+        let ok = of(config(&|c| {
             c.redirect_url = format!("https://infersight.example{CALLBACK_PATH}");
         }))
         .unwrap()
