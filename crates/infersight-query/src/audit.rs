@@ -106,8 +106,9 @@ pub enum Surface {
     /// removed) or garbage collection in a bucket, named with its counts in `what`; `rows` are
     /// the rows the removed segments held, `actor` the OS user the process runs as.
     Maintenance,
-    /// A configuration change of the running server (the redaction rules reloaded, or refused),
-    /// described in `what`.
+    /// A configuration change, described in `what`: the running server reloading (or refusing)
+    /// its redaction rules, tokens file, TLS certificate or OIDC key set; `infersight tokens
+    /// create|revoke`.
     Config,
 }
 
@@ -434,6 +435,20 @@ impl AccessAudit {
     /// Lines that could not be written since start.
     pub fn writes_failed(&self) -> u64 {
         self.failed.load(Ordering::Relaxed)
+    }
+
+    /// A change to the configuration of a running server or to its tokens (`surface: config`),
+    /// by the OS user this process runs as, described in `what`: one line, or a warning in
+    /// the log when it cannot be written (the change itself stands).
+    pub fn record_change(&self, what: String, outcome: Result<(), ErrorKind>) {
+        let context = AccessContext {
+            what: Some(what),
+            ..AccessContext::cli(Surface::Config)
+        };
+        let record = AccessRecord::new(&context, &AccessedData::default(), 0, outcome, None);
+        if let Err(err) = self.append(&record) {
+            tracing::warn!(%err, "a configuration change is missing from the access audit");
+        }
     }
 
     /// Appends `record` as one line (one `write` call), rotating first when the file is full.

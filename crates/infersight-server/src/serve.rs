@@ -152,14 +152,25 @@ pub async fn serve_with(
     let stop = Stop(stop_rx);
     if let Some(auth) = &extras.auth {
         // ends at the stop signal; it holds no queue handle
-        crate::auth::spawn_reloader(auth.clone(), crate::auth::RELOAD_POLL, stop.stopped());
+        let audit = extras.access_audit.clone();
+        crate::auth::spawn_reloader(
+            auth.clone(),
+            crate::auth::RELOAD_POLL,
+            stop.stopped(),
+            audit.clone(),
+        );
         if let Some(oidc) = auth.oidc().cloned() {
-            // the provider's key set, again every refresh interval and on SIGHUP
+            // the provider's key set, again every refresh interval and on SIGHUP; a fetch
+            // that brings the same keys changes nothing and is not audited
             crate::periodic::spawn_reloader(
                 "the OIDC key set",
                 oidc.refresh_interval(),
                 stop.stopped(),
-                move |_| oidc.reload().map(|keys| Some(format!(" ({keys} keys)"))),
+                audit,
+                move |_| {
+                    let changed = oidc.reload()?;
+                    Ok(changed.map(|keys| format!(" ({keys} keys)")))
+                },
             );
         }
     }
@@ -170,7 +181,12 @@ pub async fn serve_with(
         spawn_storage_count(auth.clone(), store.clone(), &stop);
     }
     if let Some(tls) = &extras.tls {
-        crate::tls::spawn_reloader(tls.clone(), crate::tls::RELOAD_POLL, stop.stopped());
+        crate::tls::spawn_reloader(
+            tls.clone(),
+            crate::tls::RELOAD_POLL,
+            stop.stopped(),
+            extras.access_audit.clone(),
+        );
     }
     let receiver_state = receiver_state(&settings, &queue, mapper, counters.clone());
     let held_mark = match settings.role.receives() {

@@ -177,13 +177,15 @@ impl Tls {
     }
 }
 
-/// Re-reads `tls`'s files on SIGHUP and when they change (every `poll`), until `stop`.
+/// Re-reads `tls`'s files on SIGHUP and when they change (every `poll`), until `stop`; each
+/// reload (and refusal) is audited in `audit`.
 pub fn spawn_reloader(
     tls: Arc<Tls>,
     poll: Duration,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
+    audit: Option<Arc<infersight_query::AccessAudit>>,
 ) -> tokio::task::JoinHandle<()> {
-    crate::periodic::spawn_reloader("the TLS certificate", poll, stop, move |forced| {
+    crate::periodic::spawn_reloader("the TLS certificate", poll, stop, audit, move |forced| {
         let reloaded = if forced {
             tls.reload().map(|()| true)
         } else {

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use infersight_pipeline::{RedactConfig, RedactReload, Redactor};
 use infersight_query::AccessAudit;
-use infersight_query::audit::{AccessContext, AccessRecord, AccessedData, Surface};
 
 use crate::args::Common;
 
@@ -37,10 +36,12 @@ pub fn spawn(
         rules: running,
         refused: None,
     });
+    // audited here, not by the reloader: a refusal seen again by SIGHUP is audited once
     infersight_server::periodic::spawn_reloader(
         "the redaction rules",
         POLL,
         std::future::pending(),
+        None,
         move |forced| {
             let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
             let hash = file_hash(&common);
@@ -59,18 +60,13 @@ pub fn spawn(
                     let detail = describe(&rules);
                     seen.rules = rules;
                     seen.refused = None;
-                    record(
-                        &audit,
-                        format!("redaction rules reloaded: {detail}"),
-                        Ok(()),
-                    );
+                    audit.record_change(format!("redaction rules reloaded: {detail}"), Ok(()));
                     Ok(Some(format!(" ({detail})")))
                 }
                 Err(reason) => {
                     // a SIGHUP right after the poll saw the same broken file: audited once
                     if !(same_file && seen.refused.as_ref() == Some(&reason)) {
-                        record(
-                            &audit,
+                        audit.record_change(
                             format!("redaction rules not reloaded: {reason}"),
                             Err(infersight_model::ErrorKind::BadRequest),
                         );
@@ -118,17 +114,4 @@ fn describe(rules: &RedactConfig) -> String {
         rules.detectors.len(),
         rules.custom.len()
     )
-}
-
-fn record(audit: &AccessAudit, what: String, outcome: Result<(), infersight_model::ErrorKind>) {
-    let context = AccessContext {
-        actor: infersight_query::audit::cli_actor(),
-        client: None,
-        surface: Surface::Config,
-        what: Some(what),
-    };
-    let record = AccessRecord::new(&context, &AccessedData::default(), 0, outcome, None);
-    if let Err(err) = audit.append(&record) {
-        tracing::warn!(%err, "a redaction reload is missing from the access audit");
-    }
 }

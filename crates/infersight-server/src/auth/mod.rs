@@ -392,16 +392,18 @@ pub fn authorize(identity: &Identity, required: Role, what: &str) -> Result<(), 
 /// How often the tokens file is checked for changes.
 pub const RELOAD_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Re-reads the tokens file when it changes (checked every `poll`) and on SIGHUP, until `stop`.
+/// Re-reads the tokens file when it changes (checked every `poll`) and on SIGHUP, until `stop`;
+/// each reload (and refusal) is audited in `audit`.
 pub fn spawn_reloader(
     auth: Arc<Auth>,
     poll: std::time::Duration,
     stop: impl Future<Output = ()> + Send + 'static,
+    audit: Option<Arc<infersight_query::AccessAudit>>,
 ) -> tokio::task::JoinHandle<()> {
     if !auth.is_enabled() {
         return tokio::spawn(async {});
     }
-    crate::periodic::spawn_reloader("the tokens file", poll, stop, move |forced| {
+    crate::periodic::spawn_reloader("the tokens file", poll, stop, audit, move |forced| {
         let reloaded = if forced {
             auth.reload().map(|()| true)
         } else {

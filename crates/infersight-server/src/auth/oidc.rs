@@ -183,7 +183,7 @@ impl OidcConfig {
 }
 
 /// One verification key of the set.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Key {
     /// RS256: modulus and exponent, big-endian.
     Rsa {
@@ -254,12 +254,17 @@ impl Oidc {
         self.settings.refresh
     }
 
-    /// Reads the key set again; on error the keys read before stay. Answers how many keys.
-    pub fn reload(&self) -> Result<usize, String> {
+    /// Reads the key set again; on error the keys read before stay. Answers how many keys
+    /// when they changed, `None` when the provider serves the same ones.
+    pub fn reload(&self) -> Result<Option<usize>, String> {
         let keys = read_jwks(&self.settings.jwks)?;
         let count = keys.len();
-        *self.keys.write() = Arc::new(keys);
-        Ok(count)
+        let mut current = self.keys.write();
+        if **current == keys {
+            return Ok(None);
+        }
+        *current = Arc::new(keys);
+        Ok(Some(count))
     }
 
     /// The identity of `token` at `now_s` (seconds since the epoch), or why it is refused.

@@ -213,7 +213,8 @@ fn a_rotated_key_set_is_picked_up_by_a_reload() {
     assert!(oidc.verify(&fresh, NOW).is_err());
     let jwks = json!({"keys": [new.jwk.clone()]});
     std::fs::write(dir.path().join("jwks.json"), jwks.to_string()).unwrap();
-    assert_eq!(oidc.reload(), Ok(1));
+    assert_eq!(oidc.reload(), Ok(Some(1)));
+    assert_eq!(oidc.reload(), Ok(None), "the same keys again: no change");
     assert!(oidc.verify(&fresh, NOW).is_ok());
     assert!(
         oidc.verify(&token(&old, json!({}), &claims()), NOW)

@@ -2,6 +2,7 @@
 //! (or `--file`). `create` prints the new token once (on stdout, alone, so a script can capture
 //! it) and stores only its hash; `list` shows names, roles, tenants and expiry, never a secret;
 //! `revoke` removes one. A running `serve` picks up every change within a second (or at SIGHUP).
+//! Each change, and each refused one, is a line of the store's access audit.
 
 use std::path::PathBuf;
 
@@ -69,16 +70,9 @@ pub fn run(args: TokensArgs) -> Result<i32, CliError> {
             tenants,
             expires,
         } => {
-            let role = Role::parse(&role).map_err(|e| CliError::usage(format!("--role: {e}")))?;
-            let expires_ns = expires
-                .as_deref()
-                .map(|text| expiry(text, now))
-                .transpose()?;
-            let token = file
-                .create(&name, role, tenants, expires_ns, now)
-                .map_err(|e| CliError::usage(e.to_string()))?;
-            file.write(&path)
-                .map_err(|e| CliError::failed(e.to_string()))?;
+            let created = create(&mut file, &path, &name, &role, tenants, expires, now);
+            audit_change(&config, &path, &name, "created", &created);
+            let (token, role) = created?;
             eprintln!(
                 "infersight: token `{name}` ({role}) added to {}; it is shown only now:",
                 path.display()
@@ -87,14 +81,78 @@ pub fn run(args: TokensArgs) -> Result<i32, CliError> {
         }
         TokensAction::List { format } => output::emit(&list(&file, format, now)?),
         TokensAction::Revoke { name } => {
-            file.revoke(&name)
-                .map_err(|e| CliError::usage(e.to_string()))?;
-            file.write(&path)
-                .map_err(|e| CliError::failed(e.to_string()))?;
+            let revoked = file
+                .revoke(&name)
+                .map_err(|e| CliError::usage(e.to_string()))
+                .and_then(|_revoked| {
+                    file.write(&path)
+                        .map_err(|e| CliError::failed(e.to_string()))
+                });
+            audit_change(&config, &path, &name, "revoked", &revoked);
+            revoked?;
             eprintln!("infersight: token `{name}` revoked in {}", path.display());
         }
     }
     Ok(0)
+}
+
+/// Adds the token to `file` and writes it: the token and its role.
+fn create(
+    file: &mut TokenFile,
+    path: &std::path::Path,
+    name: &str,
+    role: &str,
+    tenants: Vec<String>,
+    expires: Option<String>,
+    now: i64,
+) -> Result<(String, Role), CliError> {
+    let role = Role::parse(role).map_err(|e| CliError::usage(format!("--role: {e}")))?;
+    let expires_ns = expires
+        .as_deref()
+        .map(|text| expiry(text, now))
+        .transpose()?;
+    let token = file
+        .create(name, role, tenants, expires_ns, now)
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    file.write(path)
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    Ok((token, role))
+}
+
+/// A token change (or a refused one) as a line of the access audit of the configured store
+/// (`surface: config`, the OS user as actor), never the token itself: where the audit of the
+/// servers using this tokens file is. Before that store exists there is no audit to write to,
+/// and stderr says so.
+fn audit_change<T>(
+    config: &crate::config::Config,
+    path: &std::path::Path,
+    name: &str,
+    done: &str,
+    result: &Result<T, CliError>,
+) {
+    let data_dir = &config.store.data_dir;
+    if !data_dir.is_dir() {
+        eprintln!(
+            "infersight: no store at {} yet: this token change is in no access audit",
+            data_dir.display()
+        );
+        return;
+    }
+    let audit = crate::wiring::access_audit(config);
+    let (what, outcome) = match result {
+        Ok(_) => (
+            format!("token `{name}` {done} in {}", path.display()),
+            Ok(()),
+        ),
+        Err(error) => (
+            format!("token `{name}` not {done}: {}", error.message),
+            Err(match error.code {
+                2 => infersight_model::ErrorKind::BadRequest,
+                _ => infersight_model::ErrorKind::Internal,
+            }),
+        ),
+    };
+    audit.record_change(what, outcome);
 }
 
 /// `--expires`: a lifetime from now, or a time; in the future either way.

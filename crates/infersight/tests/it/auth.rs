@@ -89,11 +89,24 @@ fn tokens_roles_and_revocation_on_a_server_with_authentication() {
     let data = dir.path().join("data");
     let tokens_file = dir.path().join("secrets").join("tokens.json");
     let config_text = format!(
-        "[store]\nfsync = \"always\"\n[auth]\ntokens_file = \"{}\"\n",
+        "[store]\ndata_dir = \"{}\"\nfsync = \"always\"\n[auth]\ntokens_file = \"{}\"\n",
+        data.display(),
         tokens_file.display()
     );
     let config = data.with_extension("toml");
     std::fs::write(&config, &config_text).unwrap();
+    // before the store exists no audit can hold the change, and the command says so
+    let output = tokens(&config, &["create", "--name", "early", "--role", "viewer"]);
+    let said = support::ok(&output, "infersight tokens create");
+    assert!(!said.is_empty());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("in no access audit"),
+        "{output:?}"
+    );
+    support::ok(
+        &tokens(&config, &["revoke", "early"]),
+        "infersight tokens revoke",
+    );
     let exporter = create(&config, "exporters", "ingest");
     let reader = create(&config, "reader", "analyst");
     let listed = tokens(&config, &["list", "--format", "json"]);
@@ -205,6 +218,45 @@ fn tokens_roles_and_revocation_on_a_server_with_authentication() {
     for secret in [&exporter, &reader] {
         assert!(!audit.contains(secret.as_str()) && !stderr.contains(secret.as_str()));
     }
+    // token changes and the server's reloads of the tokens file are audited as config changes
+    let mut changes: Vec<String> = audit
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|line| line["surface"] == "config")
+        .map(|line| format!("{} {}", line["what"].as_str().unwrap(), line["outcome"]))
+        .collect();
+    let revoked = format!("token `reader` revoked in {} \"ok\"", tokens_file.display());
+    // the server may see the new file before the command has written its line
+    let mut expected = [
+        "the tokens file reloaded (2 tokens) \"ok\"",
+        revoked.as_str(),
+        "the tokens file reloaded (1 tokens) \"ok\"",
+    ];
+    changes.sort();
+    expected.sort();
+    assert_eq!(changes, expected, "{audit}");
+    // a refused change is audited too, with the reason
+    support::ok(
+        &tokens(&config, &["create", "--name", "second", "--role", "viewer"]),
+        "infersight tokens create",
+    );
+    let refused = tokens(&config, &["create", "--name", "second", "--role", "viewer"]);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    let audit = std::fs::read_to_string(data.join("audit").join("access.jsonl")).unwrap();
+    let last: serde_json::Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    assert_eq!(last["surface"], "config", "{last}");
+    assert_eq!(last["outcome"], "bad_request", "{last}");
+    assert!(
+        last["what"]
+            .as_str()
+            .unwrap()
+            .starts_with("token `second` not created: a token named `second` exists"),
+        "{last}"
+    );
+    assert!(
+        last["actor"].as_str().unwrap().starts_with("cli:"),
+        "{last}"
+    );
 }
 
 #[test]
