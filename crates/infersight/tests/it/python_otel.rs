@@ -112,19 +112,25 @@ fn python_sdk_over_grpc_and_http_is_normalized() {
     );
 }
 
-/// The Python SDK against a server with authentication on: refused (gRPC UNAUTHENTICATED,
-/// HTTP 401) without a token, accepted with an ingest token given the SDK's own way
-/// (`OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20…`, as HTTP header and gRPC metadata).
+/// The Python SDK against a server with authentication and TLS on: refused (gRPC
+/// UNAUTHENTICATED, HTTP 401) without a token, accepted with an ingest token given the SDK's own
+/// way (`OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20…`, as HTTP header and gRPC metadata),
+/// over gRPC with TLS and over https, trusting the server's CA through
+/// `OTEL_EXPORTER_OTLP_CERTIFICATE`.
 #[test]
-fn python_sdk_authenticates_with_a_bearer_token_and_is_refused_without() {
+fn python_sdk_authenticates_with_a_bearer_token_over_tls_and_is_refused_without() {
     let Some(python) = python_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
+    let pki = infersight_testkit::https::TestPki::new("bearer");
+    let files = pki.write(dir.path());
     let config = format!(
-        "[store]\nfsync = \"always\"\n[auth]\ntokens_file = \"{}\"\n",
-        dir.path().join("tokens.json").display()
+        "[store]\nfsync = \"always\"\n[auth]\ntokens_file = \"{}\"\n[server.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+        dir.path().join("tokens.json").display(),
+        files.server_cert.display(),
+        files.server_key.display(),
     );
     std::fs::write(data.with_extension("toml"), &config).unwrap();
     let token = |name: &str, role: &str| {
@@ -137,9 +143,15 @@ fn python_sdk_authenticates_with_a_bearer_token_and_is_refused_without() {
         let mut command = Command::new(&python);
         command
             .arg(script)
-            .arg(format!("http://{}", server.grpc))
-            .arg(format!("http://{}", server.http))
+            .arg(format!("https://{}", server.grpc))
+            .arg(format!("https://{}", server.http))
             .args(extra)
+            .env("OTEL_EXPORTER_OTLP_CERTIFICATE", &files.ca)
+            // refused exports are retried until this many seconds have passed
+            .env("OTEL_EXPORTER_OTLP_TIMEOUT", "3")
+            // requests lets these override the session's CA (the exporter's certificate file)
+            .env_remove("REQUESTS_CA_BUNDLE")
+            .env_remove("CURL_CA_BUNDLE")
             .env_remove("OTEL_EXPORTER_OTLP_HEADERS");
         if let Some(headers) = headers {
             command.env("OTEL_EXPORTER_OTLP_HEADERS", headers);
@@ -153,11 +165,15 @@ fn python_sdk_authenticates_with_a_bearer_token_and_is_refused_without() {
         );
     };
     send(None, &["--expect-refused"]);
+    send(
+        Some("Authorization=Bearer%20ist_0000".into()),
+        &["--expect-refused"],
+    );
     send(Some(format!("Authorization=Bearer%20{exporter}")), &[]);
 
     let body = serde_json::json!({ "sql": "SELECT count(*) AS n FROM requests" }).to_string();
-    let mut response = crate::support::agent()
-        .post(&format!("http://{}/api/v1/query", server.api))
+    let mut response = crate::support::https_agent(&pki.ca_pem)
+        .post(&format!("https://{}/api/v1/query", server.api))
         .header("content-type", "application/json")
         .header("authorization", format!("Bearer {admin}"))
         .send(body.as_str())
@@ -259,4 +275,12 @@ fn python_sdk_exports_over_tls_with_a_client_certificate() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert!(count_over_https(&pki.ca_pem, server.api).is_err());
+    let audit = std::fs::read_to_string(dir.path().join("data/audit/access.jsonl")).unwrap();
+    assert!(
+        audit
+            .lines()
+            .any(|line| line.contains("\"surface\":\"config\"")
+                && line.contains("the TLS certificate reloaded")),
+        "the reload is not audited:\n{audit}"
+    );
 }
