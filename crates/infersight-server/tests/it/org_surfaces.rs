@@ -309,3 +309,71 @@ impl IncidentNotifier for Notices {
         self.0.lock().unwrap().push(notice.clone());
     }
 }
+
+/// The authorization matrix's "token of another org" caller, generated from the route table
+/// (`auth::routes::ROUTES`), so a new route is asked too: every route an analyst may call,
+/// called by acme's analyst with globex's incident as `{id}` and a statement over every
+/// table, answers without a refusal and names nothing of globex (globex's incident is not
+/// found); globex's analyst, on the same calls, does see its own names, so the calls reach data.
+#[test]
+fn every_route_called_with_a_token_of_another_org_names_nothing_of_it() {
+    use infersight_server::auth::Role;
+    use infersight_server::auth::role::Access;
+    use infersight_server::auth::routes::ROUTES;
+    let (server, runtime) = fleets();
+    runtime.block_on(async {
+        let (_, _, acme) = &server.tokens[0];
+        let (_, _, globex) = &server.tokens[1];
+        let (status, text) = ask(&server.api, globex, ("POST", "/api/v1/rca", "{}")).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let rca: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let id = rca["incident_id"].as_str().expect("an incident of globex");
+        let sql = serde_json::json!({
+            "sql": "SELECT r.model, r.worker, s.service, l.body FROM requests r \
+                    FULL JOIN spans s ON r.trace_id = s.trace_id \
+                    FULL JOIN logs l ON l.trace_id = r.trace_id LIMIT 200"
+        })
+        .to_string();
+        let mut asked = 0;
+        let mut wrong = Vec::new();
+        let mut globex_named = 0;
+        for rule in ROUTES {
+            let Access::Role(required) = rule.access else {
+                continue;
+            };
+            if !Role::Analyst.grants(required) {
+                continue;
+            }
+            let uri = match rule.path {
+                "/api/v1/sli" => "/api/v1/sli?sli=ttft&by=worker,model&since=-1h".to_string(),
+                "/api/v1/dimensions" => "/api/v1/dimensions?since=-1h".to_string(),
+                "/api/v1/incidents/{id}/report" => {
+                    format!("/api/v1/incidents/{id}/report?format=json&llm=false")
+                }
+                path => path.replace("{id}", id),
+            };
+            let body = match rule.path {
+                "/api/v1/query" => sql.as_str(),
+                _ if rule.method == "POST" => "{}",
+                _ => "",
+            };
+            asked += 1;
+            let (status, text) = ask(&server.api, acme, (rule.method, &uri, body)).await;
+            let refused = matches!(status.as_u16(), 401 | 403 | 405);
+            let foreign_id = rule.path.contains("{id}");
+            if refused || text.contains(FOREIGN) || (foreign_id && status != StatusCode::NOT_FOUND)
+            {
+                let cut = text.get(..300).unwrap_or(&text);
+                wrong.push(format!("{} {uri}: {status} {cut}", rule.method));
+            }
+            let (_, theirs) = ask(&server.api, globex, (rule.method, &uri, body)).await;
+            globex_named += usize::from(theirs.contains(FOREIGN));
+        }
+        assert!(asked >= 10, "only {asked} routes asked");
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        assert!(
+            globex_named >= 5,
+            "globex's own calls named globex on only {globex_named} routes"
+        );
+    });
+}

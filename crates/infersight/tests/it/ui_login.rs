@@ -184,3 +184,128 @@ fn the_ui_logs_in_through_the_identity_provider() {
         "the ID token is readable by scripts: {cookies}"
     );
 }
+
+/// Org isolation in the browser: `globex` stores a LoRA × KV regression whose dimension
+/// attributes carry its own names (`globex_kv_policy`, `globex_lora`), `acme` a healthy fleet,
+/// each ingested for its org. Logged in with acme's analyst token, no page (overview, heatmap,
+/// breakdown, dimensions, requests, logs, incidents) shows anything of globex; logged in with
+/// globex's, the dimensions page does show its names, so the pages show such names at all.
+#[test]
+fn each_orgs_analyst_sees_only_its_own_fleet_on_every_page() {
+    if !chromium::available("each_orgs_analyst_sees_only_its_own_fleet_on_every_page") {
+        return;
+    }
+    use crate::support::{ok, run};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let fleets = [
+        (
+            "globex",
+            "lora_kv_regression",
+            &[
+                "--dimension",
+                "kv_cache_policy=globex_kv_policy",
+                "--dimension",
+                "lora_adapters=globex_lora",
+            ][..],
+        ),
+        ("acme", "healthy", &[][..]),
+    ];
+    for (org, scenario, extra) in fleets {
+        let sim = dir.path().join(org);
+        let mut args = vec![
+            "simulate",
+            "--scenario",
+            scenario,
+            "--seed",
+            "3",
+            "--duration",
+            "20m",
+            "--start=-22m",
+            "--workers",
+            "4",
+            "--rate",
+            "6",
+            "--quiet",
+            "--out",
+            sim.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        ok(&run(&args), "simulate");
+        let files: Vec<String> = ["traces.jsonl", "logs.jsonl", "metrics.jsonl"]
+            .iter()
+            .map(|f| sim.join(f).to_string_lossy().into_owned())
+            .collect();
+        let mut args = vec!["ingest", "--quiet", "--org", org];
+        args.extend(["--data", data.to_str().unwrap()]);
+        args.extend(files.iter().map(String::as_str));
+        ok(&run(&args), "ingest");
+    }
+    let config = format!(
+        "[store]\nfsync = \"never\"\n[auth]\ntokens_file = \"{}\"\n",
+        dir.path().join("tokens.json").display()
+    );
+    let config_path = data.with_extension("toml");
+    std::fs::write(&config_path, &config).unwrap();
+    let analyst = |org: &str| {
+        let name = format!("{org}-analyst");
+        let output = run(&[
+            "tokens",
+            "create",
+            "--name",
+            &name,
+            "--role",
+            "analyst",
+            "--tenant",
+            org,
+            "--config",
+            config_path.to_str().unwrap(),
+        ]);
+        ok(&output, "infersight tokens create").trim().to_string()
+    };
+    let (acme, globex) = (analyst("acme"), analyst("globex"));
+    let server = Server::start(&data, &config);
+    let base = format!("http://{}", server.api);
+    let pages = [
+        ("overview", ""),
+        ("heatmap", ""),
+        ("breakdown", "&by=model_version"),
+        ("dimensions", ""),
+        ("requests", ""),
+        ("logs", ""),
+        ("incidents", ""),
+    ];
+    for (token, own) in [(&acme, "acme"), (&globex, "globex")] {
+        // a browser of its own for each login
+        let profile = tempfile::tempdir().unwrap();
+        let mut driver = Driver::start();
+        driver.open_session(profile.path());
+        driver.set_window_size(1280, 800);
+        driver.navigate(&format!("{base}/?page=overview"));
+        wait_for_login_form(&driver, "the login form");
+        log_in(&driver, token);
+        wait_for_page(&driver, "overview");
+        let mut named = Vec::new();
+        for (page, query) in pages {
+            driver.navigate(&format!("{base}/?page={page}&range=1h{query}"));
+            wait_for_page(&driver, page);
+            // the page's requests have all answered once it is ready; the text is what it shows
+            let text = driver.execute("return document.body.innerText", json!([]));
+            let text = text.as_str().unwrap_or_default();
+            if text.contains("globex_") {
+                named.push(page);
+            }
+            assert!(
+                own == "globex" || !text.contains("globex_"),
+                "acme's analyst sees globex on {page}: {}",
+                text.get(..600).unwrap_or(text)
+            );
+        }
+        if own == "globex" {
+            assert!(
+                named.contains(&"dimensions"),
+                "globex's own names are on no page but {named:?}"
+            );
+        }
+    }
+}
