@@ -10,6 +10,7 @@ pub mod format;
 pub mod knowledge;
 pub mod lead;
 pub mod narrative;
+pub mod privacy;
 pub mod render;
 pub mod report;
 pub mod tls;

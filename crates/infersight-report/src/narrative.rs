@@ -23,6 +23,8 @@ use serde_json::{Map, Value, json};
 
 pub use crate::document::Narrative;
 use crate::document::Report;
+// slice entries with these keys never reach the prompt (tenants do: the model needs them)
+use crate::privacy::{IDENTIFYING_KEYS, cut_content};
 use crate::tls;
 
 /// The `[report.llm]` configuration section; an empty endpoint turns the narrative off.
@@ -147,39 +149,6 @@ const MAX_LIST_ITEMS: usize = 10;
 const MAX_STRING_CHARS: usize = 400;
 /// The most of a reply body that is read.
 const MAX_REPLY_BYTES: u64 = 1 << 20;
-
-/// Attribute keys whose values identify a person, a session or a request: slice entries with
-/// these keys never reach the prompt.
-const IDENTIFYING_KEYS: &[&str] = &[
-    "session_id",
-    "session.id",
-    "request_id",
-    "trace_id",
-    "span_id",
-    "prompt_hash",
-    "enduser.id",
-    "user",
-    "user.id",
-    "user_id",
-    "user.email",
-    "client.address",
-    "gen_ai.request.id",
-    "gen_ai.response.id",
-];
-
-/// Markers after which a log template may carry request content; the rest is cut.
-const CONTENT_MARKERS: &[&str] = &[
-    "prompt:",
-    "prompt=",
-    "\"prompt\"",
-    "prompt_token_ids",
-    "messages:",
-    "messages=",
-    "\"messages\"",
-    "output:",
-    "completion:",
-    "text:",
-];
 
 const SYSTEM_PROMPT: &str = "You are an SRE assistant for a fleet of LLM inference servers \
 (vLLM, SGLang, TGI behind a gateway). You receive the evidence an automated root-cause engine \
@@ -336,19 +305,6 @@ fn slice(dimensions: &std::collections::BTreeMap<String, String>) -> Map<String,
         .filter(|(key, _)| !IDENTIFYING_KEYS.contains(&key.to_ascii_lowercase().as_str()))
         .map(|(key, value)| (scrub(key), Value::String(scrub(value))))
         .collect()
-}
-
-/// Cuts a log template after the first marker of request content (`prompt: …` → `prompt: <cut>`).
-fn cut_content(template: &str) -> String {
-    let lower = template.to_ascii_lowercase();
-    match CONTENT_MARKERS
-        .iter()
-        .filter_map(|marker| lower.find(marker).map(|at| at + marker.len()))
-        .min()
-    {
-        Some(end) if template.is_char_boundary(end) => format!("{} <cut>", &template[..end]),
-        _ => template.to_string(),
-    }
 }
 
 /// Masks e-mail addresses (`<EMAIL>`), runs of 9+ digits (`<NUM>`) and runs of 20+ letters and

@@ -210,4 +210,13 @@ impl Report {
             ReportFormat::Html => Ok(crate::render::html(self)),
         }
     }
+
+    /// The report as a caller who may not see personal fields gets it, in every format:
+    /// identifying values hidden and templates cut ([`crate::privacy`]).
+    pub fn without_personal(&self) -> Result<Report, crate::ReportError> {
+        let failed = |e: serde_json::Error| crate::ReportError::Io(format!("report json: {e}"));
+        let mut value = serde_json::to_value(self).map_err(failed)?;
+        crate::privacy::hide_personal(&mut value);
+        serde_json::from_value(value).map_err(failed)
+    }
 }

@@ -462,9 +462,13 @@ struct SliParams {
 async fn sli(
     State(state): State<ApiState>,
     scope: Scope,
+    caller: crate::state::Caller,
     params: Result<Query<SliParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(p) = params.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    if !crate::state::sees_personal(&caller) {
+        personal_dimension_refused(p.by.as_deref(), p.filter.as_deref())?;
+    }
     let text = SliRequestText {
         sli: &p.sli,
         q: p.q.as_deref(),
@@ -477,6 +481,24 @@ async fn sli(
     let request = SliRequest::parse(&text, now_ns()).map_err(ApiError::bad_request)?;
     let answer = infersight_explore::sli(&read_engine(&state, scope), request).await?;
     Ok(Json(answer.to_json()))
+}
+
+/// A viewer's SLIs by or filtered on a personal attribute (a tenant, a session, a user) would
+/// list its values: refused, naming the role that may.
+fn personal_dimension_refused(by: Option<&str>, filter: Option<&str>) -> Result<(), ApiError> {
+    let by = by.unwrap_or_default().split(',');
+    let filtered = (filter.unwrap_or_default().split(','))
+        .map(|pair| pair.split_once('=').map_or(pair, |(key, _)| key));
+    match by
+        .chain(filtered)
+        .map(str::trim)
+        .find(|key| infersight_report::privacy::is_personal_key(key))
+    {
+        Some(key) => Err(ApiError::bad_request(format!(
+            "`{key}` is a personal attribute: SLIs by or filtered on it need the analyst role"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// A query's `since`/`until`, relative times counting back from now.

@@ -17,6 +17,9 @@
 //! | `GET /api/v1/incidents/{id}/report?format=json\|markdown\|html&llm=false` | the report |
 //! | `POST /api/v1/incidents/{id}/confirm` `{"note": "…"}` | the updated incident |
 //! | `POST /api/v1/incidents/{id}/reject` `{"note": "…"}` (optional) | the updated incident |
+//!
+//! A caller below `analyst` (a viewer) gets the list, the incident and the report with personal
+//! values hidden (`infersight_report::privacy`: tenants, sessions, users, ids; templates cut).
 
 use std::sync::Arc;
 
@@ -37,7 +40,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::reports::{ReportService, blocking};
-use crate::state::{ApiError, ApiState, Scope, read_engine, scope_of};
+use crate::state::{ApiError, ApiState, Caller, Scope, read_engine, scope_of, sees_personal};
 
 /// The routes of this module, merged into [`crate::api::router`].
 pub fn routes() -> Router<ApiState> {
@@ -89,13 +92,21 @@ async fn visible_incident(
 async fn list(
     State(state): State<ApiState>,
     scope: Scope,
+    caller: Caller,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let scope = scope_of(scope);
+    let personal = sees_personal(&caller);
     let incidents = service(&state)?.list().await?;
     let rows: Vec<_> = incidents
         .iter()
         .filter(|incident| incident.visible_in(&scope))
-        .map(list_row)
+        .map(|incident| {
+            let mut row = list_row(incident);
+            if !personal {
+                infersight_report::privacy::hide_personal(&mut row);
+            }
+            row
+        })
         .collect();
     Ok(Json(json!({ "incidents": rows })))
 }
@@ -112,6 +123,7 @@ fn list_row(incident: &Incident) -> serde_json::Value {
 async fn show(
     State(state): State<ApiState>,
     scope: Scope,
+    caller: Caller,
     id: Result<UrlPath<String>, PathRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let id = incident_id(id)?;
@@ -148,6 +160,9 @@ async fn show(
         }
     };
     shown.0["lead"] = to_json(&lead)?.0;
+    if !sees_personal(&caller) {
+        infersight_report::privacy::hide_personal(&mut shown.0);
+    }
     Ok(shown)
 }
 
@@ -163,6 +178,7 @@ struct ReportParams {
 async fn report(
     State(state): State<ApiState>,
     scope: Scope,
+    caller: Caller,
     id: Result<UrlPath<String>, PathRejection>,
     params: Result<Query<ReportParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
@@ -175,8 +191,13 @@ async fn report(
     let report = service
         .report(&engine, id, params.llm.unwrap_or(true))
         .await?;
+    let personal = sees_personal(&caller);
     // Rendering draws every chart: CPU work for a blocking thread.
-    let text = blocking(move || report.render(format)).await?;
+    let text = blocking(move || match personal {
+        true => report.render(format),
+        false => report.without_personal()?.render(format),
+    })
+    .await?;
     let content_type = match format {
         ReportFormat::Json => "application/json",
         ReportFormat::Markdown => "text/markdown; charset=utf-8",
@@ -394,6 +415,104 @@ mod tests {
         );
         let (_, _, body) = call(&f.state, "GET", "/api/v1/incidents", "").await;
         assert_eq!(json_of(&body)["incidents"], json!([]));
+    }
+
+    /// A viewer's and an analyst's token over `state`'s API, behind authentication.
+    fn viewer_and_analyst(state: &ApiState, dir: &std::path::Path) -> (Router, String, String) {
+        use crate::auth::{Auth, AuthSettings, Role, TokenFile};
+        let mut file = TokenFile::default();
+        let now = infersight_model::time::now_ns();
+        let mut token = |name: &str, role: Role| {
+            file.create(name, role, vec![], Some(now + 3_600_000_000_000), now)
+                .unwrap()
+        };
+        let (viewer, analyst) = (
+            token("viewer", Role::Viewer),
+            token("analyst", Role::Analyst),
+        );
+        let tokens_file = dir.join("tokens.json");
+        file.write(&tokens_file).unwrap();
+        let auth = Auth::open(AuthSettings {
+            tokens_file: Some(tokens_file),
+            trusted_proxies: Vec::new(),
+            proxy_role: Role::Viewer,
+        })
+        .unwrap();
+        let router = crate::api::router_with_auth(state.clone(), Arc::new(auth));
+        (router, viewer, analyst)
+    }
+
+    /// A viewer gets the incident list, the incident and its report (JSON, HTML) with the
+    /// customer tenant and the session a verdict names hidden, and no SLIs by tenant; an analyst
+    /// gets them whole.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_viewer_gets_incidents_and_reports_without_personal_values() {
+        let f = fixture(true);
+        let mut rca = infersight_rca::analyse(&f.state.engine, Default::default())
+            .await
+            .unwrap();
+        rca.root_causes.push(infersight_rca::RootCause {
+            rank: 1,
+            dimensions: infersight_model::signal::Subject::of([
+                ("tenant", "acme-corp"),
+                ("model", "llama-3-8b"),
+            ]),
+            explained_fraction: 0.9,
+            score: 12.0,
+            evidence: vec!["session_id=sess-77 retried 40 times".into()],
+        });
+        rca.verdict = "ttft x3 on tenant=acme-corp & model=llama-3-8b".into();
+        // read from the default org's rows, what a token bound to no org reads
+        let store = infersight_rca::IncidentStore::open(&f._dir.path().join("data"));
+        let orgs = Some(vec![infersight_model::org::DEFAULT_ORG.to_string()]);
+        let id = store.create_for_orgs(&rca, orgs).unwrap().id;
+        let (router, viewer, analyst) = viewer_and_analyst(&f.state, f._dir.path());
+        let get = |uri: String, token: String| {
+            let router = router.clone();
+            async move {
+                let request = Request::builder()
+                    .uri(uri)
+                    .header(header::AUTHORIZATION, format!("Bearer {token}"))
+                    .body(Body::empty())
+                    .unwrap();
+                let response = router.oneshot(request).await.unwrap();
+                let status = response.status();
+                let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+                    .await
+                    .unwrap();
+                (status, String::from_utf8_lossy(&bytes).into_owned())
+            }
+        };
+        for uri in [
+            "/api/v1/incidents".to_string(),
+            format!("/api/v1/incidents/{id}"),
+            format!("/api/v1/incidents/{id}/report?format=json&llm=false"),
+            format!("/api/v1/incidents/{id}/report?format=html&llm=false"),
+        ] {
+            let (status, whole) = get(uri.clone(), analyst.clone()).await;
+            assert_eq!(status, StatusCode::OK, "{uri}: {whole}");
+            assert!(whole.contains("acme-corp"), "analyst: {uri}: {whole}");
+            let (status, shown) = get(uri.clone(), viewer.clone()).await;
+            assert_eq!(status, StatusCode::OK, "{uri}: {shown}");
+            assert!(
+                !shown.contains("acme-corp") && !shown.contains("sess-77"),
+                "viewer: {uri}: {shown}"
+            );
+            assert!(shown.contains("llama-3-8b"), "viewer: {uri}: {shown}");
+        }
+        let by_tenant = "/api/v1/sli?sli=ttft&by=tenant&since=-15m".to_string();
+        let (status, body) = get(by_tenant.clone(), viewer.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert!(body.contains("analyst"), "{body}");
+        let (status, body) = get(by_tenant, analyst.clone()).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let by_model = "/api/v1/sli?sli=ttft&by=model&filter=tenant=x&since=-15m";
+        let (status, _) = get(by_model.to_string(), viewer.clone()).await;
+        assert_eq!(
+            status,
+            StatusCode::BAD_REQUEST,
+            "a filter on a tenant lists it too"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

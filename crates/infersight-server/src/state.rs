@@ -88,6 +88,19 @@ impl From<ReportError> for ApiError {
 /// The caller's org scope, as the auth gate put it on the request.
 pub(crate) type Scope = Option<axum::Extension<OrgScope>>;
 
+/// Who calls, as the auth gate put it on the request.
+pub(crate) type Caller = Option<axum::Extension<crate::auth::Identity>>;
+
+/// Whether the caller may see personal fields (`infersight_report::privacy`): `analyst` and
+/// above, so everyone with authentication off (every caller is then an admin); a `viewer` gets
+/// incidents and reports with them hidden. Without an identity, not (fail closed: the gate
+/// always sets one).
+pub(crate) fn sees_personal(caller: &Caller) -> bool {
+    caller
+        .as_ref()
+        .is_some_and(|axum::Extension(identity)| identity.role.grants(crate::auth::Role::Analyst))
+}
+
 /// The orgs the caller reads (the gate always sets them; without, the default org only).
 pub(crate) fn scope_of(scope: Scope) -> OrgScope {
     scope.map_or_else(

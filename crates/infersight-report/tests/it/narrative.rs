@@ -522,3 +522,42 @@ fn the_prompt_is_deterministic_and_says_what_to_answer() {
     assert_eq!(schema["properties"]["cause"]["maxLength"], 2000);
     assert_eq!(schema["additionalProperties"], false);
 }
+
+/// What a viewer gets of a report: in every format the session's id and the prompt that
+/// slipped into a template are gone, the rest of the evidence (versions, policies, measures)
+/// stays; the report itself still carries them, for analysts.
+#[test]
+fn a_report_without_personal_fields_hides_them_in_every_format() {
+    use infersight_report::ReportFormat;
+    let full = report();
+    let shown = full.without_personal().unwrap();
+    // the prompt that slipped into a template (a runbook's own summary is not personal data)
+    let in_template = format!("prompt: '{RAW_PROMPT}'");
+    let whole = full.render(ReportFormat::Json).unwrap();
+    assert!(whole.contains("sess-00ab12cd") && whole.contains(&in_template));
+    for format in [
+        ReportFormat::Json,
+        ReportFormat::Markdown,
+        ReportFormat::Html,
+    ] {
+        let text = shown.render(format).unwrap();
+        assert!(!text.contains("sess-00ab12cd"), "{format:?}: {text}");
+        assert!(!text.contains(&in_template), "{format:?}: {text}");
+        assert!(
+            text.contains("chat-lora,sql-lora") && text.contains("paged"),
+            "{format:?}"
+        );
+    }
+    assert_eq!(
+        shown.rca.root_causes[0]
+            .dimensions
+            .0
+            .get("session_id")
+            .map(String::as_str),
+        Some(infersight_report::privacy::HIDDEN)
+    );
+    assert_eq!(
+        shown.rca.root_causes[0].score,
+        full.rca.root_causes[0].score
+    );
+}
