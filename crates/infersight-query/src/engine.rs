@@ -329,7 +329,7 @@ impl QueryEngine {
     }
 
     /// [`QueryEngine::execute`] in a session of its own with `limits`' memory pool, on a task of
-    /// its own under `limits`' timeout and byte cap. This future only waits for that task, so
+    /// its own ([`statement_runtime`]) under `limits`' timeout and byte cap. This future only waits for that task, so
     /// it notices a timeout or a dropped caller (the HTTP client went away) at once, whatever
     /// the plan does; either aborts the task, which drops the plan's streams and with them the
     /// tasks DataFusion spawned. A panic inside DataFusion ends at the task's boundary: the
@@ -345,7 +345,7 @@ impl QueryEngine {
         let context = self.limited_context(limits)?;
         let running = self.counters.start();
         let max_bytes = limits.max_response_bytes;
-        let task = AbortOnDrop(tokio::spawn(async move {
+        let statement = async move {
             let result = collect_plan(&context, plan, max_rows, started, Some(max_bytes)).await;
             let end = match &result {
                 Err(RunError::TooLarge) => LimitedEnd::ResponseTooLarge,
@@ -356,7 +356,11 @@ impl QueryEngine {
             };
             running.end(end);
             result
-        }));
+        };
+        let task = AbortOnDrop(match statement_runtime() {
+            Some(runtime) => runtime.spawn(statement),
+            None => tokio::spawn(statement),
+        });
         match tokio::time::timeout(limits.timeout, task).await {
             Err(_elapsed) => {
                 // the task is aborted as `task` drops
@@ -396,6 +400,7 @@ impl QueryEngine {
             .build_arc()?;
         let state = SessionStateBuilder::new_from_existing(self.context.state())
             .with_runtime_env(runtime)
+            .with_physical_optimizer_rule(Arc::new(crate::limits::JoinsYield))
             .build();
         Ok(SessionContext::new_with_state(state))
     }
@@ -487,6 +492,30 @@ fn register_bucket(context: &SessionContext, store: &dyn StorageBackend) {
         // the store built the URL itself (`s3://bucket`, `file://`): never seen
         Err(error) => tracing::error!(url = %bucket.url, %error, "bucket URL not registered"),
     }
+}
+
+/// The runtime limited statements run on: worker threads of their own (`infersight-query`, as
+/// many as the machine has cores), so statements that keep their threads busy between yields
+/// cannot starve the caller's runtime, where their timeouts run and the server answers
+/// `/healthz`, ingest and everything else. `None` (the statement runs on the caller's runtime)
+/// when its threads cannot be started, which is logged once.
+fn statement_runtime() -> Option<&'static tokio::runtime::Runtime> {
+    static RUNTIME: std::sync::OnceLock<Option<tokio::runtime::Runtime>> =
+        std::sync::OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            let threads = std::thread::available_parallelism().map_or(2, usize::from);
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(threads)
+                .thread_name("infersight-query")
+                .enable_all()
+                .build()
+                .map_err(|error| {
+                    tracing::warn!(%error, "no threads of their own for API statements");
+                })
+                .ok()
+        })
+        .as_ref()
 }
 
 /// A spawned statement that is aborted when its caller stops waiting for it.

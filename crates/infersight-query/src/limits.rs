@@ -11,7 +11,11 @@
 //! - Time: a statement still running after [`QueryLimits::timeout`] is dropped; dropping the
 //!   result stream aborts DataFusion's tasks (they yield cooperatively between batches), so no
 //!   core keeps working. The same holds when the HTTP client disconnects and the handler's
-//!   future is dropped: [`QueryCounts::cancelled`] counts those.
+//!   future is dropped: [`QueryCounts::cancelled`] counts those. Scans yield by themselves, but
+//!   a join makes many batches out of few (a cross join of 20k rows with itself: 400M rows from
+//!   three input batches) and an aggregation above it would consume them all without yielding,
+//!   so [`JoinsYield`] makes every join's output spend the task's budget too. Statements run on
+//!   threads of their own, so one that is slow to yield delays no other task of the server.
 //! - Response size: the rows are collected while their Arrow size stays under
 //!   [`QueryLimits::max_response_bytes`]; the HTTP API checks the rendered body against it too.
 //! - Concurrency: [`CallerSlots`] hands out at most `max_concurrent_per_caller` permits per
@@ -25,9 +29,47 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::config::ConfigOptions;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::coop::CooperativeExec;
+
 use crate::error::QueryError;
 
 const MIB: usize = 1024 * 1024;
+
+/// The last physical optimizer rule of a limited statement: the output of every join goes
+/// through a [`CooperativeExec`], which spends a unit of the task's cooperative budget per
+/// batch, so the statement's task yields (and can be aborted at its timeout or when its caller
+/// leaves) however many batches a join makes out of one input batch.
+#[derive(Debug)]
+pub(crate) struct JoinsYield;
+
+impl PhysicalOptimizerRule for JoinsYield {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| {
+            if !node.name().contains("Join") {
+                return Ok(Transformed::no(node));
+            }
+            let wrapped: Arc<dyn ExecutionPlan> = Arc::new(CooperativeExec::new(node));
+            Ok(Transformed::yes(wrapped))
+        })
+        .map(|transformed| transformed.data)
+    }
+
+    fn name(&self) -> &str {
+        "joins_yield"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
 
 /// Per-statement limits of the user-facing SQL surface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

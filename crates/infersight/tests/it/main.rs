@@ -15,6 +15,7 @@ mod incidents_api;
 mod notify;
 mod prometheus;
 mod python_otel;
+mod query_attacks;
 mod rca;
 mod redaction;
 mod report;
