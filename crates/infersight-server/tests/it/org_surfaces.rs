@@ -129,6 +129,15 @@ fn each_org_sees_only_its_own_fleet_on_every_read_surface() {
     });
 }
 
+/// The id of the incident an RCA by `token`'s caller stores.
+async fn incident_of(api: &axum::Router, token: &str) -> String {
+    let (status, text) = ask(api, token, ("POST", "/api/v1/rca", "{}")).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let rca: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let id = rca["incident_id"].as_str();
+    id.expect("the RCA stored an incident").to_string()
+}
+
 /// An incident its RCA stored for globex is globex's alone: acme neither lists it nor reads it
 /// or its report (404, as if it did not exist).
 #[test]
@@ -137,12 +146,7 @@ fn an_orgs_incidents_are_its_own() {
     runtime.block_on(async {
         let (_, _, acme) = &server.tokens[0];
         let (_, _, globex) = &server.tokens[1];
-        let (status, text) = ask(&server.api, globex, ("POST", "/api/v1/rca", "{}")).await;
-        assert_eq!(status, StatusCode::OK, "{text}");
-        let rca: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let id = rca["incident_id"]
-            .as_str()
-            .expect("globex's RCA stored an incident");
+        let id = &incident_of(&server.api, globex).await;
         let list = ("GET", "/api/v1/incidents", "");
         let (_, theirs) = ask(&server.api, globex, list).await;
         assert!(theirs.contains(id), "{theirs}");
@@ -324,10 +328,7 @@ fn every_route_called_with_a_token_of_another_org_names_nothing_of_it() {
     runtime.block_on(async {
         let (_, _, acme) = &server.tokens[0];
         let (_, _, globex) = &server.tokens[1];
-        let (status, text) = ask(&server.api, globex, ("POST", "/api/v1/rca", "{}")).await;
-        assert_eq!(status, StatusCode::OK, "{text}");
-        let rca: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let id = rca["incident_id"].as_str().expect("an incident of globex");
+        let id = &incident_of(&server.api, globex).await;
         let sql = serde_json::json!({
             "sql": "SELECT r.model, r.worker, s.service, l.body FROM requests r \
                     FULL JOIN spans s ON r.trace_id = s.trace_id \
