@@ -186,6 +186,11 @@ pub mod catalog {
         Gauge,
         "bytes held by the bucket's read cache",
     );
+    pub const QUERY_PLANS: Metric = metric(
+        "infersight_query_plans_total",
+        Counter,
+        "statements' physical plans by where they ran since start (cluster: a Ballista cluster; here: this node by choice; fallback: meant for the cluster, ran here because submitting failed)",
+    );
 
     pub const NOTIFICATIONS_SENT: Metric = metric(
         "infersight_notifications_sent_total",
@@ -246,6 +251,7 @@ pub mod catalog {
         STORE_COMPACTIONS,
         STORE_QUARANTINED,
         STORE_WAL_REGIONS_DROPPED,
+        QUERY_PLANS,
         NOTIFICATIONS_SENT,
         NOTIFICATIONS_FAILED,
         NOTIFICATION_RETRIES,

@@ -42,6 +42,7 @@ use crate::limits::{
 use crate::output::QueryOutput;
 use crate::provider::{ScanStats, ScanStatsRegistry, StoreTable};
 use crate::range::TS_COLUMN;
+use crate::route::PlanRoute;
 use crate::scope::OrgScope;
 use crate::scoped_store::ScopedStore;
 use crate::udf::json_get_udf;
@@ -70,6 +71,8 @@ pub struct QueryEngine {
     counters: Arc<QueryCounters>,
     /// The orgs whose rows the tables serve.
     scope: OrgScope,
+    /// Where physical plans may run instead of here (a Ballista cluster); `None`: always here.
+    route: Option<Arc<dyn PlanRoute>>,
 }
 
 impl std::fmt::Debug for QueryEngine {
@@ -93,6 +96,7 @@ impl QueryEngine {
             caller_slots: Arc::new(CallerSlots::new(usize::MAX)),
             counters: Arc::new(QueryCounters::default()),
             scope: OrgScope::All,
+            route: None,
         }
     }
 
@@ -105,6 +109,9 @@ impl QueryEngine {
     /// rollups off this engine see only the scope's requests.
     pub fn scoped(&self, scope: OrgScope) -> QueryEngine {
         let context = session(&self.backend, &self.stats, &scope);
+        if self.route.is_some() {
+            plan_without_dynamic_filters(&context);
+        }
         let store: Arc<dyn StorageBackend> = match scope.orgs() {
             None => Arc::clone(&self.backend),
             Some(orgs) => Arc::new(ScopedStore::new(
@@ -124,7 +131,24 @@ impl QueryEngine {
             caller_slots: Arc::clone(&self.caller_slots),
             counters: Arc::clone(&self.counters),
             scope,
+            route: self.route.clone(),
         }
+    }
+
+    /// Lets `route` execute the physical plans of this engine's statements (and of the engines
+    /// [`QueryEngine::scoped`] makes from it) where it takes them; it declines the others,
+    /// which run here.
+    ///
+    /// Plans are then made without dynamic filters (see [`plan_without_dynamic_filters`]).
+    pub fn with_route(mut self, route: Arc<dyn PlanRoute>) -> QueryEngine {
+        plan_without_dynamic_filters(&self.context);
+        self.route = Some(route);
+        self
+    }
+
+    /// Where this engine's plans may run instead of here, if anywhere.
+    pub fn route(&self) -> Option<&Arc<dyn PlanRoute>> {
+        self.route.as_ref()
     }
 
     /// The orgs whose rows this engine's tables serve.
@@ -319,13 +343,20 @@ impl QueryEngine {
         started: Instant,
     ) -> Result<QueryOutput, QueryError> {
         ensure_read_only(&plan)?;
-        collect_plan(&self.context, plan, max_rows, started, None)
-            .await
-            .map_err(|error| match error {
-                RunError::Engine(error) => QueryError::from(error),
-                // no byte cap without limits
-                RunError::TooLarge => QueryError::Internal("response cap without limits".into()),
-            })
+        collect_plan(
+            &self.context,
+            plan,
+            max_rows,
+            started,
+            None,
+            self.route.as_ref(),
+        )
+        .await
+        .map_err(|error| match error {
+            RunError::Engine(error) => QueryError::from(error),
+            // no byte cap without limits
+            RunError::TooLarge => QueryError::Internal("response cap without limits".into()),
+        })
     }
 
     /// [`QueryEngine::execute`] in a session of its own with `limits`' memory pool, on a task of
@@ -345,8 +376,17 @@ impl QueryEngine {
         let context = self.limited_context(limits)?;
         let running = self.counters.start();
         let max_bytes = limits.max_response_bytes;
+        let route = self.route.clone();
         let statement = async move {
-            let result = collect_plan(&context, plan, max_rows, started, Some(max_bytes)).await;
+            let result = collect_plan(
+                &context,
+                plan,
+                max_rows,
+                started,
+                Some(max_bytes),
+                route.as_ref(),
+            )
+            .await;
             let end = match &result {
                 Err(RunError::TooLarge) => LimitedEnd::ResponseTooLarge,
                 Err(RunError::Engine(error)) if is_resources_exhausted(error) => {
@@ -476,6 +516,21 @@ fn session(
     context
 }
 
+/// Turns off dynamic filters in `context`'s plans. They are filled while a plan runs and tie a
+/// join or a top-k to the scans below it inside one process, so they cannot cross to a cluster's
+/// executors, and Ballista's scheduler refuses to re-plan a join holding one (its task updates
+/// then fail and the job never ends). A route sees the finished plan, so plans that may leave
+/// this node are all made without them.
+fn plan_without_dynamic_filters(context: &SessionContext) {
+    let state = context.state_ref();
+    let mut state = state.write();
+    let optimizer = &mut state.config_mut().options_mut().optimizer;
+    optimizer.enable_dynamic_filter_pushdown = false;
+    optimizer.enable_join_dynamic_filter_pushdown = false;
+    optimizer.enable_topk_dynamic_filter_pushdown = false;
+    optimizer.enable_aggregate_dynamic_filter_pushdown = false;
+}
+
 /// Registers the object store of the store's bucket (when its segments are in one) under the
 /// bucket's URL, so scans read the segment objects through the client the store wrote them
 /// with. The limited sessions share the registry.
@@ -553,13 +608,15 @@ impl From<DataFusionError> for RunError {
 
 /// Runs `plan` in `context` and collects its batches, at most `max_rows + 1` rows (not for
 /// EXPLAIN/SHOW/DESCRIBE, whose outputs are small and whose meaning a limit would change); with
-/// `max_bytes`, stops as soon as the collected rows hold more Arrow bytes than that.
+/// `max_bytes`, stops as soon as the collected rows hold more Arrow bytes than that. The physical
+/// plan runs where `route` takes it, else here.
 async fn collect_plan(
     context: &SessionContext,
     plan: LogicalPlan,
     max_rows: Option<usize>,
     started: Instant,
     max_bytes: Option<usize>,
+    route: Option<&Arc<dyn PlanRoute>>,
 ) -> Result<QueryOutput, RunError> {
     let mut frame = context.execute_logical_plan(plan).await?;
     if let Some(max) = max_rows
@@ -571,7 +628,16 @@ async fn collect_plan(
         frame = frame.limit(0, Some(max.saturating_add(1)))?;
     }
     let schema = Arc::clone(frame.schema().inner());
-    let mut stream = frame.execute_stream().await?;
+    let task = Arc::new(frame.task_ctx());
+    let physical = frame.create_physical_plan().await?;
+    let routed = match route {
+        Some(route) => route.execute(&physical, context.state().config()).await,
+        None => None,
+    };
+    let mut stream = match routed {
+        Some(stream) => stream?,
+        None => datafusion::physical_plan::execute_stream(physical, task)?,
+    };
     let mut batches = Vec::new();
     let mut bytes = 0usize;
     while let Some(batch) = stream.next().await {

@@ -13,12 +13,15 @@
 //! and `median(e2e_ms)` for exact values.
 
 pub mod audit;
+#[cfg(feature = "ballista")]
+pub mod ballista;
 mod engine;
 mod error;
 mod limits;
 mod output;
 mod provider;
 mod range;
+mod route;
 mod scope;
 mod scoped_store;
 mod udf;
@@ -30,5 +33,6 @@ pub use limits::{CallerPermit, CallerSlots, QueryCounts, QueryLimits};
 pub use output::{OutputFormat, QueryOutput};
 pub use provider::ScanStats;
 pub use range::time_range_from_filters;
+pub use route::PlanRoute;
 pub use scope::OrgScope;
 pub use udf::{JSON_GET, json_get_udf, json_get_value, value_text};

@@ -223,6 +223,13 @@ async fn metrics(
     let every_org = crate::process_state::sees_every_org(&scope, &caller);
     let mut text = if every_org {
         refresh_store_gauges(&state.counters, &*state.store);
+        if let Some(route) = state.engine.route() {
+            for (place, count) in route.counts() {
+                state
+                    .counters
+                    .set_counter(&catalog::QUERY_PLANS, &[("route", place)], count);
+            }
+        }
         state.counters.render()
     } else {
         crate::process_state::ORGS_ONLY_METRICS.to_string()

@@ -129,6 +129,9 @@ pub struct ServeExtras {
     /// TLS on every listener (`crate::tls`), its files re-read on change and on SIGHUP.
     /// `None`: plain TCP.
     pub tls: Option<Arc<crate::tls::Tls>>,
+    /// Where the API's and the watcher's statements may run instead of here (a Ballista
+    /// cluster: `infersight_query::ballista`). `None`: always here.
+    pub plan_route: Option<Arc<dyn infersight_query::PlanRoute>>,
 }
 
 /// [`serve`] with [`ServeExtras`]: scrapers feeding the same ingest queue, the SLO evaluation
@@ -379,6 +382,9 @@ fn api_app(
     if let Some(audit) = extras.access_audit.clone() {
         engine = engine.with_access_audit(audit);
     }
+    if let Some(route) = extras.plan_route.clone() {
+        engine = engine.with_route(route);
+    }
     let auth = extras
         .auth
         .clone()
@@ -549,7 +555,10 @@ fn spawn_watch_loop(
             return None;
         }
     };
-    let engine = QueryEngine::new(store.clone());
+    let mut engine = QueryEngine::new(store.clone());
+    if let Some(route) = extras.plan_route.clone() {
+        engine = engine.with_route(route);
+    }
     if extras.auth.as_ref().is_some_and(|auth| auth.is_enabled()) {
         return spawn_org_watch_loop(extras, engine, interval, stop);
     }

@@ -666,6 +666,7 @@ impl Remote {
         RemoteSegments {
             url: self.bucket.url.clone(),
             store: Arc::clone(&self.reader),
+            prefix: self.bucket.prefix.to_string(),
         }
     }
 

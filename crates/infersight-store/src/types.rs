@@ -307,6 +307,9 @@ pub struct RemoteSegments {
     /// Scheme and authority: `s3://bucket`, `file://`.
     pub url: String,
     pub store: Arc<dyn infersight_cluster::object_store::ObjectStore>,
+    /// Where the store's keys start under `store` (its segments' keys begin with it; for
+    /// `file://`, the directory standing in for the bucket, without the leading `/`).
+    pub prefix: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,7 +16,11 @@ use infersight_rollup::RollupSpec;
 use infersight_store::{FsyncPolicy, StoreOptions};
 use serde::{Deserialize, Serialize};
 
+mod ballista;
 mod storage;
+pub use ballista::BallistaConfig;
+#[cfg(feature = "cluster")]
+pub use ballista::host_port as ballista_host_port;
 pub use storage::{StorageConfig, StoreTiersConfig};
 
 pub const ENV_PREFIX: &str = "INFERSIGHT__";
@@ -290,6 +294,8 @@ pub struct QueryConfig {
     /// Statements one caller (its token or proxy user, else its peer address) may run at once
     /// on `POST /api/v1/query`; more are answered 429 with `Retry-After`.
     pub max_concurrent_per_caller: usize,
+    /// Large statements on a Ballista cluster.
+    pub ballista: BallistaConfig,
 }
 
 impl Default for QueryConfig {
@@ -302,6 +308,7 @@ impl Default for QueryConfig {
             timeout_ms: u64::try_from(limits.timeout.as_millis()).unwrap_or(u64::MAX),
             max_response_bytes: limits.max_response_bytes,
             max_concurrent_per_caller: limits.max_concurrent_per_caller,
+            ballista: BallistaConfig::default(),
         }
     }
 }
@@ -1039,6 +1046,7 @@ impl Config {
                 .filter(|(failed, _)| *failed)
                 .map(|(_, problem)| problem.to_string()),
         );
+        errors.extend(query.ballista.validate(!self.storage.url.is_empty()));
     }
 
     fn validate_tls(&self, errors: &mut Vec<String>) {

@@ -147,6 +147,8 @@ pub fn serve_extras(
         ),
         auth: Some(auth(config)?),
         tls: tls(config)?,
+        // set by `serve` once the store is open (the route needs its bucket)
+        plan_route: None,
     })
 }
 
@@ -331,4 +333,41 @@ pub fn action_runner(
         .map_err(|e| CliError::failed(e.to_string()))?
         .with_incidents(incident_recorder(config));
     Ok(Some(Arc::new(runner)))
+}
+
+/// The Ballista route of `[query.ballista]` for engines over `store` (whose bucket the
+/// executors read); `None` without a scheduler (validation refuses one in a build without the
+/// `cluster` feature).
+pub fn plan_route(
+    config: &Config,
+    store: &dyn infersight_store::StorageBackend,
+) -> Option<Arc<dyn infersight_query::PlanRoute>> {
+    let ballista = &config.query.ballista;
+    if ballista.scheduler.is_empty() {
+        return None;
+    }
+    cluster_route(ballista, store)
+}
+
+#[cfg(feature = "cluster")]
+fn cluster_route(
+    ballista: &crate::config::BallistaConfig,
+    store: &dyn infersight_store::StorageBackend,
+) -> Option<Arc<dyn infersight_query::PlanRoute>> {
+    use infersight_query::ballista::{BallistaRoute, RouteSettings};
+    let settings = RouteSettings {
+        scheduler: ballista.scheduler.clone(),
+        min_bytes: ballista.min_bytes,
+        min_segments: ballista.min_segments,
+    };
+    let bucket = store.remote_segments();
+    Some(Arc::new(BallistaRoute::new(settings, bucket.as_ref())))
+}
+
+#[cfg(not(feature = "cluster"))]
+fn cluster_route(
+    _ballista: &crate::config::BallistaConfig,
+    _store: &dyn infersight_store::StorageBackend,
+) -> Option<Arc<dyn infersight_query::PlanRoute>> {
+    None
 }

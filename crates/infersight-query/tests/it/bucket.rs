@@ -18,7 +18,7 @@ use crate::support::scalar;
 
 /// `lora_kv_regression`, 4 workers at 5 requests/s for 20 minutes, as the table batches of each
 /// trace export (requests, spans, tokens).
-fn simulated_exports() -> Vec<Vec<TableBatch>> {
+pub(crate) fn simulated_exports() -> Vec<Vec<TableBatch>> {
     let mut config = SimConfig::new(Scenario::LoraKvRegression);
     config.seed = 3;
     config.workers = 4;
@@ -37,7 +37,7 @@ fn simulated_exports() -> Vec<Vec<TableBatch>> {
         .collect()
 }
 
-fn store_options(
+pub(crate) fn store_options(
     data: &Path,
     bucket: Option<infersight_store::BucketConfig>,
     node: &str,
@@ -49,7 +49,7 @@ fn store_options(
 
 /// Appends every export, flushing after every tenth (several segments per table and hour), then
 /// closes the store (the last flush).
-fn ingest(options: StoreOptions, exports: &[Vec<TableBatch>]) {
+pub(crate) fn ingest(options: StoreOptions, exports: &[Vec<TableBatch>]) {
     let store = Store::open(options).unwrap();
     for (index, batches) in exports.iter().enumerate() {
         store.append(batches).unwrap();
@@ -60,16 +60,21 @@ fn ingest(options: StoreOptions, exports: &[Vec<TableBatch>]) {
     store.close().unwrap();
 }
 
-const QUERIES: [&str; 4] = [
+pub(crate) const QUERIES: [&str; 4] = [
     "SELECT count(*) FROM requests",
     "SELECT model, count(*) AS n, round(avg(ttft_ms), 6) AS ttft FROM requests GROUP BY model ORDER BY model",
     "SELECT worker, lora_adapters, count(*) AS n, max(e2e_ms) AS worst FROM requests GROUP BY worker, lora_adapters ORDER BY worker, lora_adapters",
     "SELECT name, count(*) AS n FROM spans GROUP BY name ORDER BY name",
 ];
 
-async fn answers(engine: &QueryEngine) -> Vec<String> {
+pub(crate) async fn answers(engine: &QueryEngine) -> Vec<String> {
+    answers_to(engine, &QUERIES).await
+}
+
+/// The CSV answer of each of `queries`.
+pub(crate) async fn answers_to(engine: &QueryEngine, queries: &[&str]) -> Vec<String> {
     let mut out = Vec::new();
-    for sql in QUERIES {
+    for &sql in queries {
         let output = engine
             .sql(sql)
             .await

@@ -3,6 +3,8 @@
 // Test code: a failed step should fail the test loudly, so unwrapping is fine here.
 #![allow(clippy::unwrap_used)]
 
+#[cfg(feature = "ballista")]
+mod ballista;
 mod bucket;
 mod errors;
 mod lockdown;

@@ -5,6 +5,7 @@
 
 mod actions;
 mod audit;
+mod ballista;
 mod bench_gen;
 mod canary;
 mod demo;
@@ -95,13 +96,16 @@ pub enum Command {
     Watch(watch::WatchArgs),
     /// API tokens of `serve` (`[auth] tokens_file`): create (shown once), list, revoke.
     Tokens(tokens::TokensArgs),
+    /// The processes of an Apache DataFusion Ballista cluster that query nodes send large
+    /// statements to (`[query.ballista]`): a scheduler, executors. Needs the `cluster` feature.
+    Ballista(ballista::BallistaArgs),
 }
 
 impl Command {
     /// Long-running commands narrate (`info`); one-shot commands print only warnings and errors.
     pub fn default_log_level(&self) -> &'static str {
         match self {
-            Command::Serve(_) => "info",
+            Command::Serve(_) | Command::Ballista(_) => "info",
             _ => "warn",
         }
     }
@@ -131,5 +135,6 @@ pub async fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Store(args) => store::run(args).await,
         Command::Watch(args) => watch::run(args).await,
         Command::Tokens(args) => tokens::run(args),
+        Command::Ballista(args) => ballista::run(args).await,
     }
 }

@@ -36,8 +36,11 @@ pub async fn run(args: QueryArgs) -> Result<i32, CliError> {
     }
     let config = args.common.resolve()?;
     let store = tokio::task::block_in_place(|| wiring::open_existing_store(&config))?;
-    let engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>)
+    let mut engine = QueryEngine::new(store.clone() as Arc<dyn StorageBackend>)
         .with_access_audit(wiring::access_audit(&config));
+    if let Some(route) = wiring::plan_route(&config, store.as_ref()) {
+        engine = engine.with_route(route);
+    }
     let context = infersight_query::AccessContext::cli(infersight_query::Surface::CliQuery);
     let audited = engine.sql_audited(&args.sql, None, &context).await;
     warn_unaudited(&audited.audit);
@@ -164,9 +167,13 @@ pub async fn audit_command(
 
 /// An engine over `store` that tracks what its statements read, for [`audit_command`].
 pub fn audited_engine(store: Arc<dyn StorageBackend>, config: &Config) -> QueryEngine {
-    QueryEngine::new(store)
+    let engine = QueryEngine::new(Arc::clone(&store))
         .with_access_audit(wiring::access_audit(config))
-        .with_access_tracking()
+        .with_access_tracking();
+    match wiring::plan_route(config, store.as_ref()) {
+        Some(route) => engine.with_route(route),
+        None => engine,
+    }
 }
 
 /// [`audit_command`] for the CLI command `name` (`rca`, `sli`, `dimensions`): `surface: cli`,

@@ -69,7 +69,8 @@ pub async fn run(args: ServeArgs) -> Result<i32, CliError> {
         redact_reload,
         wiring::access_audit(&config),
     );
-    let extras = wiring::serve_extras(&config, &counters, &settings)?;
+    let mut extras = wiring::serve_extras(&config, &counters, &settings)?;
+    extras.plan_route = wiring::plan_route(&config, store.as_ref());
     let data_dir = config.store.data_dir.display().to_string();
     let role = config.server.role;
     let result = infersight_server::serve::serve_with(

@@ -194,19 +194,7 @@ impl StorageConfig {
     /// The bucket and node the store in `data_dir` sends segments to, maintained by this node
     /// when `maintain`; `None` without `url`.
     pub fn remote(&self, data_dir: &Path, maintain: bool) -> Option<RemoteOptions> {
-        if self.url.is_empty() {
-            return None;
-        }
-        let set = |text: &str| (!text.is_empty()).then(|| text.to_string());
-        let bucket = BucketConfig {
-            url: self.url.clone(),
-            endpoint: set(&self.endpoint),
-            region: set(&self.region),
-            access_key_id: set(&self.access_key_id),
-            secret_access_key: set(&self.secret_access_key),
-            allow_http: self.endpoint.starts_with("http://"),
-            virtual_hosted_style: !self.path_style,
-        };
+        let bucket = self.bucket()?;
         let mut remote = RemoteOptions::new(bucket, self.node_id(data_dir));
         remote.maintain = maintain;
         remote.read_cache_bytes = self.read_cache_bytes;
@@ -214,6 +202,23 @@ impl StorageConfig {
             remote.gc_grace = grace;
         }
         Some(remote)
+    }
+
+    /// The bucket's client settings; `None` without `url`.
+    pub fn bucket(&self) -> Option<BucketConfig> {
+        if self.url.is_empty() {
+            return None;
+        }
+        let set = |text: &str| (!text.is_empty()).then(|| text.to_string());
+        Some(BucketConfig {
+            url: self.url.clone(),
+            endpoint: set(&self.endpoint),
+            region: set(&self.region),
+            access_key_id: set(&self.access_key_id),
+            secret_access_key: set(&self.secret_access_key),
+            allow_http: self.endpoint.starts_with("http://"),
+            virtual_hosted_style: !self.path_style,
+        })
     }
 
     /// `node`, else `<host>-<hash>`: the host name (characters a node id cannot hold replaced by

@@ -32,7 +32,7 @@ fn get(server: &Server, path: &str) -> (u16, String, String) {
 }
 
 /// POST a JSON body on the API: status and the parsed answer.
-fn post_json(server: &Server, path: &str, body: &str) -> (u16, Value) {
+pub(crate) fn post_json(server: &Server, path: &str, body: &str) -> (u16, Value) {
     let (status, _, bytes) = post(
         &format!("http://{}{path}", server.api),
         "application/json",

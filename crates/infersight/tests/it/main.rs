@@ -8,6 +8,8 @@
 mod actions;
 mod audit;
 mod auth;
+#[cfg(feature = "cluster")]
+mod ballista;
 mod canary;
 mod cli;
 mod crash;

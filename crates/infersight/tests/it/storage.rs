@@ -12,9 +12,9 @@ use prost::Message;
 
 use crate::support::{Server, request_spans, rows, run};
 
-const BASE: &str = "[store]\nfsync = \"never\"\nflush_interval = \"2s\"\n[server]\nmaintenance_interval = \"1s\"\n";
+pub(crate) const BASE: &str = "[store]\nfsync = \"never\"\nflush_interval = \"2s\"\n[server]\nmaintenance_interval = \"1s\"\n";
 
-const QUERIES: [&str; 5] = [
+pub(crate) const QUERIES: [&str; 5] = [
     "SELECT count(*) AS n FROM requests",
     "SELECT count(*) AS n FROM spans",
     "SELECT count(*) AS n FROM logs",
@@ -28,7 +28,11 @@ fn simulate_into(server: &Server) -> serde_json::Value {
 }
 
 /// `scenario` with `seed` for 2 simulated minutes, 4 workers at 20 requests/s, sent to `server`.
-fn simulate_scenario_into(server: &Server, scenario: &str, seed: &str) -> serde_json::Value {
+pub(crate) fn simulate_scenario_into(
+    server: &Server,
+    scenario: &str,
+    seed: &str,
+) -> serde_json::Value {
     let url = format!("http://{}", server.http);
     let out = run(&[
         "simulate",
@@ -60,9 +64,9 @@ fn simulate_scenario_into(server: &Server, scenario: &str, seed: &str) -> serde_
     answer["summary"].clone()
 }
 
-type Rows = Vec<Vec<(String, serde_json::Value)>>;
+pub(crate) type Rows = Vec<Vec<(String, serde_json::Value)>>;
 
-fn answers(server: &Server) -> Vec<Rows> {
+pub(crate) fn answers(server: &Server) -> Vec<Rows> {
     QUERIES.iter().map(|sql| rows(&server.sql(sql))).collect()
 }
 
@@ -327,7 +331,7 @@ fn a_file_bucket_that_cannot_be_created_is_one_line_and_exit_1() {
 }
 
 /// Polls `check` every 250 ms until it holds or `limit` passes; answers whether it held.
-fn eventually(limit: std::time::Duration, mut check: impl FnMut() -> bool) -> bool {
+pub(crate) fn eventually(limit: std::time::Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = std::time::Instant::now() + limit;
     loop {
         if check() {
@@ -643,6 +647,32 @@ fn an_s3_url_without_the_cluster_feature_says_so() {
     assert_eq!(code, Some(1), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("no S3 support"), "{stderr}");
+}
+
+#[cfg(not(feature = "cluster"))]
+#[test]
+fn ballista_without_the_cluster_feature_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = run(&["ballista", "scheduler", "--data", data.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("no Ballista support"), "{stderr}");
+    // a query node configured for a cluster is refused at once, naming the key
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[query.ballista]\nscheduler = \"127.0.0.1:50050\"\n",
+    )
+    .unwrap();
+    let out = run(&["validate", config.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("query.ballista.scheduler: this build has no Ballista support"),
+        "{stderr}"
+    );
 }
 
 #[cfg(feature = "cluster")]

@@ -1,0 +1,28 @@
+//! Where a planned statement runs: on this node, or elsewhere through a [`PlanRoute`] (the
+//! `ballista` module's cluster). The engine plans every statement itself, so scan statistics,
+//! the access audit and the org scope stay on this node whatever executes the plan; the route
+//! sees only the finished physical plan and answers with its result stream, or declines.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::error::Result;
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionConfig;
+
+/// Runs some physical plans elsewhere.
+#[async_trait]
+pub trait PlanRoute: Send + Sync + std::fmt::Debug {
+    /// The result stream of `plan` executed elsewhere, or `None`: the engine executes it here.
+    /// A route that cannot reach where it sends plans answers `None` too (and says so in its
+    /// log and counters): the statement still gets its answer.
+    async fn execute(
+        &self,
+        plan: &Arc<dyn ExecutionPlan>,
+        config: &SessionConfig,
+    ) -> Option<Result<SendableRecordBatchStream>>;
+
+    /// How many plans went where since start, by place (`/metrics`).
+    fn counts(&self) -> Vec<(&'static str, u64)>;
+}
