@@ -5,8 +5,8 @@
 //! there (`.ci/run`) and on a `file://` bucket otherwise. `lora_kv_regression` goes to one
 //! ingest node and `healthy` to the other; the query node's SQL answers and its RCA verdict must
 //! equal those of one node that received both, its `/metrics` must count plans run on the
-//! cluster and none fallen back. Then the scheduler is killed: the query node still answers, on
-//! its own, and counts the fallbacks.
+//! cluster and none fallen back. Then an executor is killed, and the answers stay; then the
+//! scheduler: the query node still answers, on its own, and counts the fallbacks.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -151,7 +151,9 @@ fn cluster_answers_and_verdicts_equal_one_node(storage: &str) {
         last = answers(&query);
         last == expected
     });
+    let executors = Mutex::new(executors);
     let logs = || {
+        let executors = executors.lock().unwrap();
         let executor_logs: Vec<String> = executors.iter().map(Process::log).collect();
         format!(
             "scheduler: {}\nexecutors: {executor_logs:?}\nquery: {}\ningest: {log_a}\n{log_b}",
@@ -178,6 +180,12 @@ fn cluster_answers_and_verdicts_equal_one_node(storage: &str) {
     );
     assert_eq!(fallbacks(), 0.0, "{}", logs());
 
+    // an executor killed: the same answers (from the other executor, or here if the job
+    // failed on the dead one first)
+    let killed = executors.lock().unwrap().remove(0);
+    drop(killed);
+    assert_eq!(answers(&query), expected, "{}", logs());
+
     // the scheduler gone: the same answers, from the query node itself, counted
     drop(scheduler);
     assert_eq!(answers(&query), expected);
@@ -189,7 +197,7 @@ fn cluster_answers_and_verdicts_equal_one_node(storage: &str) {
         "{}",
         query.log()
     );
-    drop(executors);
+    drop(executors.into_inner());
     compact.stop();
     query.stop();
 }
