@@ -19,6 +19,7 @@
 pub mod bucket;
 pub mod catalog;
 pub mod clock;
+pub mod disk_cache;
 pub mod entry;
 pub mod error;
 pub mod layout;

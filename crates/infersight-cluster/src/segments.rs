@@ -1,8 +1,9 @@
 //! Segment and sidecar bytes in the bucket: written once under their cluster-wide id
 //! ([`write_segment`]), and read through [`SegmentCache`], an `ObjectStore` in front of the bucket
-//! that keeps recently read segments in memory up to a size bound. Segments never change once
-//! written (a new id for every flush and every merge), so a cached copy is never stale; a delete
-//! through the cache drops it.
+//! that keeps recently read segments in memory up to a size bound and, with
+//! [`SegmentCache::with_disk`], on this node's disk up to another ([`crate::disk_cache`]).
+//! Segments never change once written (a new id for every flush and every merge), so a cached
+//! copy is never stale; a delete through the cache drops it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -20,6 +21,7 @@ use object_store::{
     PutOptions, PutPayload, PutResult,
 };
 
+use crate::disk_cache::{DiskCache, DiskCacheStats};
 use crate::error::ClusterError;
 use crate::layout::SEGMENTS_DIR;
 
@@ -63,12 +65,20 @@ pub async fn write_segment(
 /// What the cache did since it started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheStats {
+    /// Reads answered from memory.
     pub hits: u64,
+    /// Reads answered from the disk level (none without one).
+    pub disk_hits: u64,
+    /// Objects fetched whole from the bucket, then kept.
     pub misses: u64,
-    /// Objects too large to cache (over a quarter of the capacity), read from the bucket.
+    /// Objects too large to cache (over a quarter of the capacity of each level), read from
+    /// the bucket.
     pub bypassed: u64,
+    /// Objects dropped from memory, and files from the disk level, to stay within the bounds.
     pub evictions: u64,
     pub cached_bytes: u64,
+    /// The disk level, if any.
+    pub disk: Option<DiskCacheStats>,
 }
 
 #[derive(Debug)]
@@ -145,7 +155,9 @@ pub struct SegmentCache {
     segments_dir: Path,
     capacity_bytes: u64,
     lru: Arc<std::sync::Mutex<Lru>>,
+    disk: Option<Arc<DiskCache>>,
     hits: AtomicU64,
+    disk_hits: AtomicU64,
     misses: AtomicU64,
     bypassed: AtomicU64,
     evictions: AtomicU64,
@@ -158,7 +170,9 @@ impl SegmentCache {
             segments_dir: Path::from(SEGMENTS_DIR),
             capacity_bytes,
             lru: Arc::new(std::sync::Mutex::new(Lru::default())),
+            disk: None,
             hits: AtomicU64::new(0),
+            disk_hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             bypassed: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
@@ -172,13 +186,90 @@ impl SegmentCache {
         self
     }
 
+    /// A second level on this node's disk: objects read from the bucket are kept there too,
+    /// and a read that memory misses looks there before the bucket.
+    pub fn with_disk(mut self, disk: DiskCache) -> Self {
+        self.disk = Some(Arc::new(disk));
+        self
+    }
+
     pub fn stats(&self) -> CacheStats {
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),
+            disk_hits: self.disk_hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             bypassed: self.bypassed.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
             cached_bytes: self.with_lru(|lru| lru.bytes),
+            disk: self.disk.as_ref().map(|disk| disk.stats()),
+        }
+    }
+
+    /// Whether memory keeps an object of `size` bytes (a quarter of its capacity at most).
+    fn fits_memory(&self, size: u64) -> bool {
+        size <= self.capacity_bytes / 4
+    }
+
+    /// Keeps `data` in memory when it fits.
+    fn remember(&self, location: &Path, data: &Bytes, meta: &ObjectMeta, attributes: &Attributes) {
+        if !self.fits_memory(meta.size) {
+            return;
+        }
+        let cached = Cached {
+            data: data.clone(),
+            meta: meta.clone(),
+            attributes: attributes.clone(),
+            last_used: 0,
+        };
+        let capacity = self.capacity_bytes;
+        let evicted = self.with_lru(|lru| lru.insert(location.clone(), cached, capacity));
+        self.evictions.fetch_add(evicted, Ordering::Relaxed);
+    }
+
+    /// The object from the disk level, if it has it (read on a blocking thread).
+    async fn from_disk(&self, location: &Path) -> Option<(Bytes, ObjectMeta, Attributes)> {
+        let disk = Arc::clone(self.disk.as_ref()?);
+        let key = location.clone();
+        let data = tokio::task::spawn_blocking(move || disk.get(&key))
+            .await
+            .ok()??;
+        let meta = ObjectMeta {
+            location: location.clone(),
+            last_modified: chrono::DateTime::UNIX_EPOCH,
+            size: data.len() as u64,
+            e_tag: None,
+            version: None,
+        };
+        Some((data, meta, Attributes::default()))
+    }
+
+    /// Keeps `data` on the disk level when it fits (written on a blocking thread); a failed
+    /// write only costs the copy.
+    async fn to_disk(&self, location: &Path, data: &Bytes) {
+        let Some(disk) = self
+            .disk
+            .as_ref()
+            .filter(|disk| disk.fits(data.len() as u64))
+        else {
+            return;
+        };
+        let (disk, key, data) = (Arc::clone(disk), location.clone(), data.clone());
+        match tokio::task::spawn_blocking(move || disk.put(&key, &data)).await {
+            Ok(Ok(evicted)) => {
+                self.evictions.fetch_add(evicted, Ordering::Relaxed);
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(%location, %error, "a segment could not be kept on the disk cache");
+            }
+            Err(error) => tracing::warn!(%location, %error, "disk cache task failed"),
+        }
+    }
+
+    /// Drops `location` from both levels.
+    fn forget(&self, location: &Path) {
+        self.with_lru(|lru| lru.remove(location));
+        if let Some(disk) = &self.disk {
+            disk.remove(location);
         }
     }
 
@@ -200,8 +291,14 @@ impl SegmentCache {
             self.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(Some(hit));
         }
+        if let Some((data, meta, attributes)) = self.from_disk(location).await {
+            self.disk_hits.fetch_add(1, Ordering::Relaxed);
+            self.remember(location, &data, &meta, &attributes);
+            return Ok(Some((data, meta, attributes)));
+        }
         let meta = self.remote.head(location).await?;
-        if meta.size > self.capacity_bytes / 4 {
+        let on_disk = self.disk.as_ref().is_some_and(|disk| disk.fits(meta.size));
+        if !self.fits_memory(meta.size) && !on_disk {
             self.bypassed.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
         }
@@ -212,15 +309,8 @@ impl SegmentCache {
             .await?;
         let (meta, attributes) = (got.meta.clone(), got.attributes.clone());
         let data = got.bytes().await?;
-        let cached = Cached {
-            data: data.clone(),
-            meta: meta.clone(),
-            attributes: attributes.clone(),
-            last_used: 0,
-        };
-        let capacity = self.capacity_bytes;
-        let evicted = self.with_lru(|lru| lru.insert(location.clone(), cached, capacity));
-        self.evictions.fetch_add(evicted, Ordering::Relaxed);
+        self.to_disk(location, &data).await;
+        self.remember(location, &data, &meta, &attributes);
         Ok(Some((data, meta, attributes)))
     }
 }
@@ -252,7 +342,7 @@ impl ObjectStore for SegmentCache {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        self.with_lru(|lru| lru.remove(location));
+        self.forget(location);
         self.remote.put_opts(location, payload, opts).await
     }
 
@@ -261,7 +351,7 @@ impl ObjectStore for SegmentCache {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.with_lru(|lru| lru.remove(location));
+        self.forget(location);
         self.remote.put_multipart_opts(location, opts).await
     }
 
@@ -320,20 +410,28 @@ impl ObjectStore for SegmentCache {
         // a path leaves the cache before it is deleted and again once it is (a read in between
         // may have cached it anew)
         let before = Arc::clone(&self.lru);
+        let disk = self.disk.clone();
         let locations = locations
             .map(move |location| {
                 if let Ok(path) = &location {
                     lock(&before).remove(path);
+                    if let Some(disk) = &disk {
+                        disk.remove(path);
+                    }
                 }
                 location
             })
             .boxed();
         let after = Arc::clone(&self.lru);
+        let disk = self.disk.clone();
         self.remote
             .delete_stream(locations)
             .map(move |deleted| {
                 if let Ok(path) = &deleted {
                     lock(&after).remove(path);
+                    if let Some(disk) = &disk {
+                        disk.remove(path);
+                    }
                 }
                 deleted
             })
@@ -354,7 +452,7 @@ impl ObjectStore for SegmentCache {
         to: &Path,
         options: CopyOptions,
     ) -> object_store::Result<()> {
-        self.with_lru(|lru| lru.remove(to));
+        self.forget(to);
         self.remote.copy_opts(from, to, options).await
     }
 }

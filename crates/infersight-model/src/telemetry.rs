@@ -174,7 +174,7 @@ pub mod catalog {
     pub const STORE_BUCKET_CACHE_READS: Metric = metric(
         "infersight_store_bucket_cache_reads_total",
         Counter,
-        "segment and sidecar reads from the bucket's read cache since start, by result (hit, miss, bypass: too large to cache)",
+        "segment and sidecar reads from the bucket's read cache since start, by result (hit: memory, disk_hit, miss, bypass: too large to cache)",
     );
     pub const STORE_BUCKET_CACHE_EVICTIONS: Metric = metric(
         "infersight_store_bucket_cache_evictions_total",
@@ -184,7 +184,12 @@ pub mod catalog {
     pub const STORE_BUCKET_CACHE_BYTES: Metric = metric(
         "infersight_store_bucket_cache_bytes",
         Gauge,
-        "bytes held by the bucket's read cache",
+        "bytes held by the bucket's read cache in memory",
+    );
+    pub const STORE_BUCKET_CACHE_DISK_BYTES: Metric = metric(
+        "infersight_store_bucket_cache_disk_bytes",
+        Gauge,
+        "bytes held by the bucket's read cache on disk (<data>/bucket-cache/)",
     );
     pub const QUERY_PLANS: Metric = metric(
         "infersight_query_plans_total",
@@ -245,6 +250,7 @@ pub mod catalog {
         STORE_BUCKET_CACHE_READS,
         STORE_BUCKET_CACHE_EVICTIONS,
         STORE_BUCKET_CACHE_BYTES,
+        STORE_BUCKET_CACHE_DISK_BYTES,
         STORE_APPENDS,
         STORE_FSYNCS,
         STORE_FLUSHES,

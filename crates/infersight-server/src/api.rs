@@ -193,6 +193,7 @@ pub fn refresh_store_gauges(counters: &Counters, store: &dyn StorageBackend) {
     if let Some(cache) = &stats.bucket_cache {
         for (result, count) in [
             ("hit", cache.hits),
+            ("disk_hit", cache.disk_hits),
             ("miss", cache.misses),
             ("bypass", cache.bypassed),
         ] {
@@ -207,6 +208,11 @@ pub fn refresh_store_gauges(counters: &Counters, store: &dyn StorageBackend) {
             &catalog::STORE_BUCKET_CACHE_BYTES,
             &[],
             cache.cached_bytes as f64,
+        );
+        counters.set_gauge(
+            &catalog::STORE_BUCKET_CACHE_DISK_BYTES,
+            &[],
+            cache.disk_bytes as f64,
         );
     }
 }

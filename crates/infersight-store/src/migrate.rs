@@ -49,7 +49,7 @@ impl Store {
         }
         // every acknowledged row into a segment first: the WAL does not move
         self.flush_locked()?;
-        let (remote, state) = Remote::open(target)?;
+        let (remote, state) = Remote::open(target, None)?;
         let node = remote.node().clone();
         let committed_before = state.flushed_wal.contains_key(&node)
             || state.segments.keys().any(|id| *id.node() == node);

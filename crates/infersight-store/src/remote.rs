@@ -17,7 +17,9 @@
 //!
 //! Reads of segments and sidecars, the query engine's and the store's own, go through one
 //! size-bounded read cache in memory (`infersight_cluster::segments::SegmentCache`,
-//! `RemoteOptions::read_cache_bytes`); segments never change once written, so it is never stale.
+//! `RemoteOptions::read_cache_bytes`) and, with `RemoteOptions::disk_cache_bytes`, one on disk
+//! under the data directory (`bucket-cache/`, kept across restarts); segments never change once
+//! written, so neither is ever stale.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -26,6 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
+use infersight_cluster::disk_cache::DiskCache;
 use infersight_cluster::layout::{cold_segment_path, segment_path, sidecar_path};
 use infersight_cluster::object_store::path::Path as ObjectPath;
 use infersight_cluster::object_store::{GetOptions, ObjectStore, ObjectStoreExt};
@@ -90,7 +93,12 @@ impl Drop for Remote {
 impl Remote {
     /// Opens the bucket and its catalog log (the conditional-write self-check is the first
     /// request: an unreachable or misconfigured bucket fails here) and answers the catalog.
-    pub(crate) fn open(options: &RemoteOptions) -> Result<(Remote, Arc<CatalogState>), StoreError> {
+    /// `data_dir` holds the read cache's disk level (`bucket-cache/`) when the options ask for
+    /// one.
+    pub(crate) fn open(
+        options: &RemoteOptions,
+        data_dir: Option<&std::path::Path>,
+    ) -> Result<(Remote, Arc<CatalogState>), StoreError> {
         let url = options.bucket.url.clone();
         let error = |source: ClusterError| StoreError::Remote {
             url: match &options.bucket.endpoint {
@@ -128,12 +136,21 @@ impl Remote {
             catalog_seq = state.seq,
             "segment bucket opened"
         );
+        let disk = match data_dir.filter(|_| options.disk_cache_bytes > 0) {
+            Some(data_dir) => {
+                let dir = data_dir.join(DISK_CACHE_DIR);
+                Some(DiskCache::open(&dir, options.disk_cache_bytes).map_err(StoreError::io(dir))?)
+            }
+            None => None,
+        };
         let cache = (options.read_cache_bytes > 0).then(|| {
             let dir = bucket.key(&ObjectPath::from(infersight_cluster::layout::SEGMENTS_DIR));
-            Arc::new(
-                SegmentCache::new(Arc::clone(&bucket.store), options.read_cache_bytes)
-                    .with_segments_dir(dir),
-            )
+            let cache = SegmentCache::new(Arc::clone(&bucket.store), options.read_cache_bytes)
+                .with_segments_dir(dir);
+            Arc::new(match disk {
+                Some(disk) => cache.with_disk(disk),
+                None => cache,
+            })
         });
         let reader = match &cache {
             Some(cache) => Arc::clone(cache) as Arc<dyn ObjectStore>,
@@ -599,13 +616,17 @@ impl Remote {
     pub(crate) fn cache_stats(&self) -> Option<crate::types::BucketCacheStats> {
         self.cache.as_ref().map(|cache| {
             let stats = cache.stats();
+            let disk = stats.disk.unwrap_or_default();
             crate::types::BucketCacheStats {
                 hits: stats.hits,
+                disk_hits: stats.disk_hits,
                 misses: stats.misses,
                 bypassed: stats.bypassed,
                 evictions: stats.evictions,
                 cached_bytes: stats.cached_bytes,
                 capacity_bytes: self.read_cache_bytes,
+                disk_bytes: disk.bytes,
+                disk_capacity_bytes: disk.capacity_bytes,
             }
         })
     }
@@ -685,6 +706,9 @@ impl Remote {
         }
     }
 }
+
+/// The read cache's disk level, under the data directory.
+pub(crate) const DISK_CACHE_DIR: &str = "bucket-cache";
 
 /// The lease the node maintaining a bucket holds.
 pub(crate) const COMPACTOR_LEASE: &str = "compactor";

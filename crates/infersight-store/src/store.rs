@@ -208,7 +208,7 @@ impl Store {
             Some(remote_options) => {
                 // the bucket's log is the catalog; local segment files are leftovers of a
                 // flush that did not commit (their rows are still in the WAL)
-                let (remote, state) = Remote::open(remote_options)?;
+                let (remote, state) = Remote::open(remote_options, Some(&data_dir))?;
                 let mut catalog = Catalog {
                     flushed_wal_seq: remote.flushed_wal_seq(&state),
                     ..Catalog::default()

@@ -159,6 +159,9 @@ pub struct RemoteOptions {
     /// Segments and sidecars read from the bucket are kept in memory up to this many bytes
     /// (least recently used out first; an object over a quarter of it is not kept); 0: off.
     pub read_cache_bytes: u64,
+    /// ...and on disk, in the data directory's `bucket-cache/`, up to this many bytes (kept
+    /// across restarts; same rules); 0: memory only. Needs the memory level on.
+    pub disk_cache_bytes: u64,
 }
 
 impl RemoteOptions {
@@ -171,6 +174,7 @@ impl RemoteOptions {
             maintain: true,
             gc_grace: Duration::from_secs(600),
             read_cache_bytes: 256 << 20,
+            disk_cache_bytes: 0,
         }
     }
 }
@@ -456,16 +460,22 @@ pub struct StoreStats {
 }
 
 /// What the read cache in front of the bucket did since the store opened: every read of a
-/// segment or sidecar by a query or by the store itself is a hit, a miss (fetched whole, then
-/// kept) or a bypass (too large to cache: over a quarter of the capacity).
+/// segment or sidecar by a query or by the store itself is a hit (memory), a disk hit, a miss
+/// (fetched whole, then kept) or a bypass (too large to cache: over a quarter of the capacity
+/// of each level).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct BucketCacheStats {
     pub hits: u64,
+    /// Reads answered by the disk level (`RemoteOptions::disk_cache_bytes`).
+    pub disk_hits: u64,
     pub misses: u64,
     pub bypassed: u64,
     pub evictions: u64,
     pub cached_bytes: u64,
     pub capacity_bytes: u64,
+    /// Bytes in the disk level's files, and its bound (0 and 0 without one).
+    pub disk_bytes: u64,
+    pub disk_capacity_bytes: u64,
 }
 
 /// What the store set aside as corrupt since it opened: each is also logged once with its path

@@ -199,3 +199,68 @@ async fn large_objects_and_other_keys_pass_through_and_deletes_drop_the_copy() {
     );
     assert!(gets(&remote) > 0);
 }
+
+/// The disk level: an object memory cannot keep is kept on disk; after a restart (a new cache
+/// over the same directory) reads come from the disk, not the bucket, and equal its bytes; a
+/// delete through the cache removes the file too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_disk_level_answers_after_a_restart_without_the_bucket() {
+    use infersight_cluster::disk_cache::DiskCache;
+
+    let (remote, store) = counted();
+    let dir = tempfile::tempdir().unwrap();
+    let (small, large) = (segment_key(1), segment_key(2));
+    let small_data = bytes_of(4 * KIB as usize, 1);
+    // over a quarter of the memory level (40 KiB), under a quarter of the disk level
+    let large_data = bytes_of(20 * KIB as usize, 2);
+    store
+        .put(&small, PutPayload::from(small_data.clone()))
+        .await
+        .unwrap();
+    store
+        .put(&large, PutPayload::from(large_data.clone()))
+        .await
+        .unwrap();
+    let open = || {
+        SegmentCache::new(Arc::clone(&store), 40 * KIB)
+            .with_disk(DiskCache::open(dir.path(), 200 * KIB).unwrap())
+    };
+
+    let first = open();
+    for key in [&small, &large] {
+        first.get(key).await.unwrap().bytes().await.unwrap();
+    }
+    let stats = first.stats();
+    assert_eq!((stats.misses, stats.bypassed, stats.disk_hits), (2, 0, 0));
+    assert_eq!(stats.cached_bytes, 4 * KIB, "only the small one in memory");
+    assert_eq!(stats.disk.unwrap().bytes, 24 * KIB);
+    // the large one again: from disk
+    first.get(&large).await.unwrap();
+    assert_eq!(first.stats().disk_hits, 1);
+    drop(first);
+
+    let fetched = gets(&remote);
+    let restarted = open();
+    let ranges = [0..10, 1000..4000];
+    assert_eq!(
+        restarted.get_ranges(&large, &ranges).await.unwrap(),
+        store.get_ranges(&large, &ranges).await.unwrap()
+    );
+    let whole = restarted.get(&small).await.unwrap().bytes().await.unwrap();
+    assert_eq!(whole, small_data);
+    // the two direct `get_ranges` above are the only bucket reads since the restart
+    assert_eq!(gets(&remote), fetched + 1);
+    let stats = restarted.stats();
+    assert_eq!((stats.disk_hits, stats.misses), (2, 0));
+
+    let deleted: Vec<_> = restarted
+        .delete_stream(futures::stream::iter([Ok(large.clone())]).boxed())
+        .collect()
+        .await;
+    assert_eq!(deleted.len(), 1);
+    assert_eq!(restarted.stats().disk.unwrap().bytes, 4 * KIB);
+    assert!(matches!(
+        restarted.get(&large).await,
+        Err(object_store::Error::NotFound { .. })
+    ));
+}

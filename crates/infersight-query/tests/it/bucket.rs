@@ -1,7 +1,8 @@
 //! SQL over segments in a bucket: a simulated scenario is ingested once into a store whose
 //! segments go to a bucket and once into a plain local store; a second node with an empty data
 //! directory opens the bucket, and its query engine (the bucket's object store registered in
-//! DataFusion's runtime) answers a row count and GROUP BYs exactly as the local store does.
+//! DataFusion's runtime) answers a row count and GROUP BYs exactly as the local store does, and
+//! after a restart reads every segment from its disk cache.
 //! On a `file://` bucket always; on real S3 (SeaweedFS, feature `s3`) when `weed` is on PATH or
 //! `INFERSIGHT_TEST_S3` is set (by `.ci/run`).
 
@@ -103,7 +104,15 @@ async fn bucket_answers_like_local_disk(bucket: infersight_store::BucketConfig) 
     let local_engine = QueryEngine::new(Arc::new(
         Store::open(store_options(&local, None, "local")).unwrap(),
     ));
-    let query_store = Store::open(store_options(&query_dir, Some(bucket), "query-1")).unwrap();
+    // the query node keeps what it reads on disk too
+    let query_options = || {
+        let mut options = store_options(&query_dir, Some(bucket.clone()), "query-1");
+        if let Some(remote) = options.remote.as_mut() {
+            remote.disk_cache_bytes = 256 << 20;
+        }
+        options
+    };
+    let query_store = Store::open(query_options()).unwrap();
     assert!(
         query_store
             .segments(infersight_model::Table::Requests)
@@ -137,6 +146,21 @@ async fn bucket_answers_like_local_disk(bucket: infersight_store::BucketConfig) 
     let second = cache(&query_store);
     assert_eq!(second.misses, first.misses, "{first:?} then {second:?}");
     assert!(second.hits > first.hits, "{first:?} then {second:?}");
+    assert!(second.disk_bytes > 0, "{second:?}");
+
+    // restarted, the node reads every segment from its disk, none from the bucket
+    drop(bucket_engine);
+    Arc::try_unwrap(query_store)
+        .ok()
+        .expect("the engine is gone")
+        .close()
+        .unwrap();
+    let restarted = Arc::new(Store::open(query_options()).unwrap());
+    let engine = QueryEngine::new(Arc::clone(&restarted) as Arc<dyn StorageBackend>);
+    assert_eq!(answers(&engine).await, expected);
+    let third = cache(&restarted);
+    assert_eq!(third.misses, 0, "{third:?}");
+    assert!(third.disk_hits > 0, "{third:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -38,6 +38,9 @@ pub struct StorageConfig {
     /// Segments and sidecars read from the bucket stay in memory up to this many bytes (least
     /// recently used out first; objects over a quarter of it are not kept); 0 turns it off.
     pub read_cache_bytes: u64,
+    /// ...and on disk, under the data directory's `bucket-cache/`, up to this many bytes, kept
+    /// across restarts (same rules); 0: memory only. Needs `read_cache_bytes`.
+    pub disk_cache_bytes: u64,
 }
 
 /// `[store.tiers]`: when bucket segments move from the warm tier to the cold one and how long
@@ -135,6 +138,7 @@ impl Default for StorageConfig {
             node: String::new(),
             gc_grace: "10m".into(),
             read_cache_bytes: 256 << 20,
+            disk_cache_bytes: 2 << 30,
         }
     }
 }
@@ -171,6 +175,13 @@ impl StorageConfig {
                 self.gc_grace
             ));
         }
+        if self.disk_cache_bytes > 0 && self.read_cache_bytes == 0 {
+            errors.push(
+                "storage.disk_cache_bytes: the disk cache is the memory cache's second level; \
+                 set storage.read_cache_bytes too (or disk_cache_bytes = 0)"
+                    .into(),
+            );
+        }
         // a derived node id is valid by construction
         if !self.node.is_empty()
             && let Err(e) = NodeId::new(&self.node)
@@ -198,6 +209,7 @@ impl StorageConfig {
         let mut remote = RemoteOptions::new(bucket, self.node_id(data_dir));
         remote.maintain = maintain;
         remote.read_cache_bytes = self.read_cache_bytes;
+        remote.disk_cache_bytes = self.disk_cache_bytes;
         if let Some(grace) = super::parse_duration(&mut Vec::new(), "", &self.gc_grace) {
             remote.gc_grace = grace;
         }
@@ -295,8 +307,17 @@ mod tests {
         config.endpoint = "127.0.0.1:8333".into();
         config.access_key_id = "key".into();
         config.node = "-x".into();
+        config.read_cache_bytes = 0;
         let errors = config.validate();
-        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert_eq!(errors.len(), 4, "{errors:?}");
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with("storage.disk_cache_bytes: ")),
+            "{errors:?}"
+        );
+        config.disk_cache_bytes = 0;
+        assert_eq!(config.validate().len(), 3);
     }
 
     #[test]
@@ -312,6 +333,10 @@ mod tests {
         assert!(!remote.bucket.virtual_hosted_style);
         assert_eq!(remote.bucket.access_key_id, None);
         assert_eq!(remote.node, "ingest-1");
+        assert_eq!(
+            (remote.read_cache_bytes, remote.disk_cache_bytes),
+            (256 << 20, 2 << 30)
+        );
         config.node = String::new();
         let id = config.node_id(Path::new("/srv/infersight/a"));
         assert!(NodeId::new(&id).is_ok(), "{id}");
