@@ -227,7 +227,7 @@ impl SegmentCache {
     }
 
     /// The object from the disk level, if it has it (read on a blocking thread).
-    async fn from_disk(&self, location: &Path) -> Option<(Bytes, ObjectMeta, Attributes)> {
+    async fn read_disk(&self, location: &Path) -> Option<(Bytes, ObjectMeta, Attributes)> {
         let disk = Arc::clone(self.disk.as_ref()?);
         let key = location.clone();
         let data = tokio::task::spawn_blocking(move || disk.get(&key))
@@ -245,7 +245,7 @@ impl SegmentCache {
 
     /// Keeps `data` on the disk level when it fits (written on a blocking thread); a failed
     /// write only costs the copy.
-    async fn to_disk(&self, location: &Path, data: &Bytes) {
+    async fn keep_on_disk(&self, location: &Path, data: &Bytes) {
         let Some(disk) = self
             .disk
             .as_ref()
@@ -291,7 +291,7 @@ impl SegmentCache {
             self.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(Some(hit));
         }
-        if let Some((data, meta, attributes)) = self.from_disk(location).await {
+        if let Some((data, meta, attributes)) = self.read_disk(location).await {
             self.disk_hits.fetch_add(1, Ordering::Relaxed);
             self.remember(location, &data, &meta, &attributes);
             return Ok(Some((data, meta, attributes)));
@@ -309,7 +309,7 @@ impl SegmentCache {
             .await?;
         let (meta, attributes) = (got.meta.clone(), got.attributes.clone());
         let data = got.bytes().await?;
-        self.to_disk(location, &data).await;
+        self.keep_on_disk(location, &data).await;
         self.remember(location, &data, &meta, &attributes);
         Ok(Some((data, meta, attributes)))
     }
