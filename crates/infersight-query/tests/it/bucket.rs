@@ -150,11 +150,10 @@ async fn bucket_answers_like_local_disk(bucket: infersight_store::BucketConfig) 
 
     // restarted, the node reads every segment from its disk, none from the bucket
     drop(bucket_engine);
-    Arc::try_unwrap(query_store)
-        .ok()
-        .expect("the engine is gone")
-        .close()
-        .unwrap();
+    let Ok(query_store) = Arc::try_unwrap(query_store) else {
+        panic!("the engine is gone, and with it every other holder of the store")
+    };
+    query_store.close().unwrap();
     let restarted = Arc::new(Store::open(query_options()).unwrap());
     let engine = QueryEngine::new(Arc::clone(&restarted) as Arc<dyn StorageBackend>);
     assert_eq!(answers(&engine).await, expected);
