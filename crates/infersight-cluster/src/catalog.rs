@@ -5,6 +5,13 @@
 //! missed, checks its actions again against the new state and tries the next sequence. Every
 //! `checkpoint_every` commits the committer also writes the state as `catalog/checkpoint/<seq>.json`;
 //! opening the catalog reads the latest checkpoint and the entries after it.
+//!
+//! [`ObjectStoreCatalog::prune`] (the maintaining node) deletes the entries up to the second
+//! newest checkpoint and the checkpoints before it, so the log stays about two checkpoints long.
+//! A reader that finds the entry after its state missing tells a pruned entry from the end of the
+//! log by the checkpoints: a checkpoint at or past that sequence means the entry was written (a
+//! checkpoint follows its entry), so it was pruned, and the reader starts again from the latest
+//! checkpoint. Nobody can then write a pruned sequence again: a committer reads to the end first.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,13 +21,15 @@ use async_trait::async_trait;
 use futures::TryStreamExt;
 use infersight_model::rng::SplitMix64;
 use object_store::path::Path;
-use object_store::{GetOptions, ObjectStore, PutMode, PutOptions, PutPayload};
+use object_store::{GetOptions, ObjectStore, ObjectStoreExt as _, PutMode, PutOptions, PutPayload};
 use serde::de::DeserializeOwned;
 
 use crate::clock::{Clock, SystemClock};
 use crate::entry::{Action, CatalogState, Checkpoint, FORMAT_VERSION, Fence, LogEntry};
 use crate::error::ClusterError;
-use crate::layout::{CHECKPOINT_DIR, checkpoint_path, checkpoint_seq, log_entry_path};
+use crate::layout::{
+    CHECKPOINT_DIR, LOG_DIR, checkpoint_path, checkpoint_seq, log_entry_path, log_entry_seq,
+};
 use crate::lease::{self, Acquire, Lease};
 use crate::self_check;
 use crate::ulid::{NodeId, Ulid};
@@ -73,6 +82,8 @@ pub struct ObjectStoreCatalog {
     /// commits queue behind each other instead of racing.
     state: tokio::sync::Mutex<Arc<CatalogState>>,
     lost_races: AtomicU64,
+    /// The log is pruned up to here (by this handle); a prune with nothing new to do lists nothing.
+    pruned_through: AtomicU64,
     /// Set once the store has shown it refuses a stale If-Match (checked before the first lease).
     leases_checked: tokio::sync::OnceCell<()>,
 }
@@ -101,6 +112,7 @@ impl ObjectStoreCatalog {
             clock,
             state: tokio::sync::Mutex::new(Arc::new(state)),
             lost_races: AtomicU64::new(0),
+            pruned_through: AtomicU64::new(0),
             leases_checked: tokio::sync::OnceCell::new(),
         })
     }
@@ -108,6 +120,51 @@ impl ObjectStoreCatalog {
     /// Races this handle lost to other committers (each cost one re-read and one retry).
     pub fn lost_races(&self) -> u64 {
         self.lost_races.load(Ordering::Relaxed)
+    }
+
+    /// Deletes what no reader needs any more: the log entries up to the second newest readable
+    /// checkpoint and the checkpoints before it (the newest may turn out unreadable: the one
+    /// before it and the entries after it stay). Safe beside readers and committers (see the
+    /// module docs); only the node maintaining the bucket calls it.
+    pub async fn prune(&self) -> Result<PruneReport, ClusterError> {
+        let store = self.store.as_ref();
+        let mut checkpoints = checkpoint_seqs(store).await?;
+        checkpoints.sort_unstable_by(|a, b| b.cmp(a));
+        // the second newest that reads back whole
+        let mut keep_from = None;
+        for &seq in checkpoints.iter().skip(1) {
+            if matches!(get_json::<Checkpoint>(store, &checkpoint_path(seq)).await, Ok(Some(c)) if c.state.seq == seq)
+            {
+                keep_from = Some(seq);
+                break;
+            }
+        }
+        let Some(keep_from) = keep_from else {
+            return Ok(PruneReport::default());
+        };
+        if keep_from <= self.pruned_through.load(Ordering::Relaxed) {
+            return Ok(PruneReport::default());
+        }
+        let mut report = PruneReport::default();
+        let entries: Vec<Path> = store
+            .list(Some(&Path::from(LOG_DIR)))
+            .try_filter_map(|meta| {
+                let old = log_entry_seq(&meta.location).is_some_and(|seq| seq <= keep_from);
+                futures::future::ready(Ok(old.then_some(meta.location)))
+            })
+            .try_collect()
+            .await?;
+        for path in entries {
+            delete_if_there(store, &path).await?;
+            report.entries += 1;
+        }
+        for seq in checkpoints.into_iter().filter(|&seq| seq < keep_from) {
+            delete_if_there(store, &checkpoint_path(seq)).await?;
+            report.checkpoints += 1;
+        }
+        self.pruned_through.store(keep_from, Ordering::Relaxed);
+        report.through = keep_from;
+        Ok(report)
     }
 
     async fn commit_entry(
@@ -236,14 +293,25 @@ pub async fn replay(store: &dyn ObjectStore) -> Result<CatalogState, ClusterErro
 }
 
 /// The catalog from entry 1 on, ignoring checkpoints (a check of them, and the fallback when all
-/// are unreadable).
+/// are unreadable); once the log is pruned, from the latest checkpoint past the pruned entries.
 pub async fn replay_from_start(store: &dyn ObjectStore) -> Result<CatalogState, ClusterError> {
     let mut state = CatalogState::default();
     read_tail(store, &mut state).await?;
     Ok(state)
 }
 
-/// Applies the entries after `state.seq` until the first missing sequence; returns them.
+/// What [`ObjectStoreCatalog::prune`] deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PruneReport {
+    pub entries: u64,
+    pub checkpoints: u64,
+    /// Entries up to this sequence are gone (0: nothing pruned this time).
+    pub through: u64,
+}
+
+/// Applies the entries after `state.seq` until the end of the log; returns them. Entries pruned
+/// since `state` (a checkpoint is at or past the missing one) restart it from the latest
+/// checkpoint, whose entries are not returned.
 async fn read_tail(
     store: &dyn ObjectStore,
     state: &mut CatalogState,
@@ -253,7 +321,27 @@ async fn read_tail(
         let seq = state.seq + 1;
         let path = log_entry_path(seq);
         let Some(entry) = get_json::<LogEntry>(store, &path).await? else {
-            return Ok(read);
+            let newest = checkpoint_seqs(store).await?.into_iter().max().unwrap_or(0);
+            if newest < seq {
+                return Ok(read);
+            }
+            let checkpoint = latest_checkpoint(store).await?;
+            if checkpoint.seq < seq {
+                return Err(ClusterError::Corrupt {
+                    path: path.to_string(),
+                    reason: format!(
+                        "the entry was pruned (checkpoint {newest} is past it) and no readable \
+                         checkpoint covers it"
+                    ),
+                });
+            }
+            tracing::debug!(
+                from = state.seq,
+                to = checkpoint.seq,
+                "catalog entries pruned meanwhile; reading from the latest checkpoint"
+            );
+            *state = checkpoint;
+            continue;
         };
         if entry.version > FORMAT_VERSION || entry.seq != seq {
             return Err(ClusterError::Corrupt {
@@ -272,12 +360,7 @@ async fn read_tail(
 /// The newest checkpoint that reads back whole; an unreadable one is skipped for the one before
 /// (the log still holds every entry), and none at all is the empty catalog.
 async fn latest_checkpoint(store: &dyn ObjectStore) -> Result<CatalogState, ClusterError> {
-    let prefix = Path::from(CHECKPOINT_DIR);
-    let mut seqs: Vec<u64> = store
-        .list(Some(&prefix))
-        .try_filter_map(|meta| futures::future::ready(Ok(checkpoint_seq(&meta.location))))
-        .try_collect()
-        .await?;
+    let mut seqs = checkpoint_seqs(store).await?;
     seqs.sort_unstable_by(|a, b| b.cmp(a));
     for seq in seqs {
         let path = checkpoint_path(seq);
@@ -297,6 +380,24 @@ async fn latest_checkpoint(store: &dyn ObjectStore) -> Result<CatalogState, Clus
         }
     }
     Ok(CatalogState::default())
+}
+
+/// The sequences of the checkpoints in the bucket, in no order.
+async fn checkpoint_seqs(store: &dyn ObjectStore) -> Result<Vec<u64>, ClusterError> {
+    let prefix = Path::from(CHECKPOINT_DIR);
+    Ok(store
+        .list(Some(&prefix))
+        .try_filter_map(|meta| futures::future::ready(Ok(checkpoint_seq(&meta.location))))
+        .try_collect()
+        .await?)
+}
+
+/// Deletes `path`; one already gone (another pruner) is fine.
+async fn delete_if_there(store: &dyn ObjectStore, path: &Path) -> Result<(), ClusterError> {
+    match store.delete(path).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// A checkpoint after a commit is an optimisation: a failure is logged, never the commit's.

@@ -3,7 +3,8 @@
 //! ```text
 //! segments/<table>/<YYYYMMDDHH>/<node>-<ulid>.parquet   (+ .rollup sidecar beside it)
 //! <cold>/<table>/<YYYYMMDDHH>/<node>-<ulid>.parquet       the cold tier (prefix `cold` unless set)
-//! catalog/log/<seq:020>.json                             one commit each, written once
+//! catalog/log/<seq:020>.json                             one commit each, written once (pruned
+//!                                                        up to the second newest checkpoint)
 //! catalog/checkpoint/<seq:020>.json                      the catalog's state after entry <seq>
 //! catalog/self-check/<ulid>                              the startup probe, deleted after it
 //! leases/<name>                                          one holder at a time, updated with If-Match
@@ -84,6 +85,11 @@ pub fn log_entry_path(seq: u64) -> Path {
 
 pub fn checkpoint_path(seq: u64) -> Path {
     Path::from(format!("{CHECKPOINT_DIR}/{seq:020}.json"))
+}
+
+/// The sequence of a log entry's key, `None` for a key that is not one.
+pub fn log_entry_seq(path: &Path) -> Option<u64> {
+    checkpoint_seq(path)
 }
 
 /// The sequence of a checkpoint's key, `None` for a key that is not one.

@@ -256,8 +256,9 @@ impl Store {
     }
 
     /// Deletes the bucket's unreferenced segment objects once they are past
-    /// `RemoteOptions::gc_grace` (see [`Remote::collect_garbage`]); answers how many. Only on the
-    /// node maintaining the bucket, in its turn; 0 without a bucket.
+    /// `RemoteOptions::gc_grace` (see [`Remote::collect_garbage`]); answers how many. Then prunes
+    /// the catalog log up to its second newest checkpoint (`ObjectStoreCatalog::prune`). Only on
+    /// the node maintaining the bucket, in its turn; 0 without a bucket.
     pub fn collect_bucket_garbage(&self) -> Result<usize, StoreError> {
         let _maintenance = self.maintenance.lock();
         if self.is_closed() {
@@ -274,6 +275,16 @@ impl Store {
         let cold_prefix = (self.options().tiers.as_ref()).map(|t| t.cold_prefix.as_str());
         let (count, deleted) = remote.collect_garbage(&state, cold_prefix)?;
         self.report_deleted("garbage collection", deleted);
+        // the log's garbage too: entries and checkpoints older than the second newest
+        let pruned = remote.prune_log()?;
+        if pruned.entries + pruned.checkpoints > 0 {
+            tracing::info!(
+                entries = pruned.entries,
+                checkpoints = pruned.checkpoints,
+                through = pruned.through,
+                "catalog log pruned"
+            );
+        }
         Ok(count)
     }
 

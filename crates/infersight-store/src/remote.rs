@@ -631,6 +631,13 @@ impl Remote {
         })
     }
 
+    /// Deletes the catalog log's entries and checkpoints no reader needs any more (see
+    /// `ObjectStoreCatalog::prune`).
+    pub(crate) fn prune_log(&self) -> Result<infersight_cluster::catalog::PruneReport, StoreError> {
+        let catalog = Arc::clone(&self.catalog);
+        self.run(async move { catalog.prune().await })
+    }
+
     /// The bytes of the object at `location` (a full key), through the read cache.
     fn fetch(&self, location: &str) -> Result<Bytes, StoreError> {
         let store = Arc::clone(&self.reader);

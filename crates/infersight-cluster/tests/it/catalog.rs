@@ -451,3 +451,74 @@ fn a_segment_entry_without_a_tier_is_warm_and_a_cold_one_round_trips() {
     let parsed: infersight_cluster::SegmentMeta = serde_json::from_value(cold).unwrap();
     assert_eq!(parsed, meta);
 }
+
+/// Pruning: the entries up to the second newest checkpoint and the checkpoints before it go; a
+/// new reader and a handle that fell behind before the pruning both arrive at the same state,
+/// and the lagging handle's next commit takes the next sequence, never a pruned one.
+#[tokio::test]
+async fn a_pruned_log_reads_the_same_and_a_lagging_committer_never_reuses_a_sequence() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let config = |name: &str| {
+        let mut config = CatalogConfig::new(node(name));
+        config.checkpoint_every = 5;
+        config
+    };
+    let writer = ObjectStoreCatalog::open(Arc::clone(&store), config("ingest-a"))
+        .await
+        .unwrap();
+    let flush = |wal_seq: u64| {
+        vec![Action::FlushedWal {
+            node: node("ingest-a"),
+            wal_seq,
+        }]
+    };
+    writer.commit(flush(1)).await.unwrap();
+    // behind from here on
+    let lagging = ObjectStoreCatalog::open(Arc::clone(&store), config("ingest-b"))
+        .await
+        .unwrap();
+    for wal_seq in 2..=23 {
+        writer.commit(flush(wal_seq)).await.unwrap();
+    }
+    let before = replay_from_start(store.as_ref()).await.unwrap();
+    let pruned = writer.prune().await.unwrap();
+    assert_eq!(
+        (pruned.entries, pruned.checkpoints, pruned.through),
+        (15, 2, 15),
+        "entries 1..=15 and checkpoints 5 and 10 go; 15 and 20 stay"
+    );
+    for seq in 1..=15 {
+        assert!(read_entry(store.as_ref(), seq).await.is_none(), "{seq}");
+    }
+    assert!(read_entry(store.as_ref(), 16).await.is_some());
+    assert_eq!(
+        writer.prune().await.unwrap(),
+        Default::default(),
+        "nothing new"
+    );
+
+    assert_eq!(replay(store.as_ref()).await.unwrap(), before);
+    assert_eq!(*lagging.refresh().await.unwrap(), before);
+    let lagging = ObjectStoreCatalog::open(Arc::clone(&store), config("ingest-b"))
+        .await
+        .unwrap();
+    let behind = ObjectStoreCatalog::open(Arc::clone(&store), config("ingest-c"))
+        .await
+        .unwrap();
+    for seq in 24..=31 {
+        writer.commit(flush(seq)).await.unwrap();
+    }
+    assert_eq!(writer.prune().await.unwrap().through, 25);
+    // `behind` last read entry 23, now pruned up to 25: its commit lands after 31
+    let seq = behind
+        .commit(vec![Action::FlushedWal {
+            node: node("ingest-c"),
+            wal_seq: 1,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(seq, 32);
+    assert!(read_entry(store.as_ref(), 24).await.is_none());
+    assert_eq!(lagging.refresh().await.unwrap().seq, 32);
+    assert_eq!(replay(store.as_ref()).await.unwrap().seq, 32);
+}

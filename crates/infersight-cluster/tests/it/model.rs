@@ -1,6 +1,7 @@
-//! A property test: random interleavings of commits, checkpoints, re-opens, lease operations and
-//! clock moves by three nodes over one store agree, after every step, with a plain model of the
-//! catalog and the lease; at the end replay from checkpoints equals replay from the start.
+//! A property test: random interleavings of commits, checkpoints, log pruning, re-opens, lease
+//! operations and clock moves by three nodes over one store agree, after every step, with a
+//! plain model of the catalog and the lease; at the end replay from checkpoints equals replay
+//! from the start.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -28,6 +29,7 @@ enum Op {
     RemoveMissing(usize),
     Flush(usize, u64),
     Checkpoint(usize),
+    Prune(usize),
     Reopen(usize),
     Acquire(usize),
     Renew(usize),
@@ -44,6 +46,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => who.clone().prop_map(Op::RemoveMissing),
         2 => (who.clone(), 0..3_u64).prop_map(|(n, by)| Op::Flush(n, by)),
         1 => who.clone().prop_map(Op::Checkpoint),
+        2 => who.clone().prop_map(Op::Prune),
         1 => who.clone().prop_map(Op::Reopen),
         2 => who.clone().prop_map(Op::Acquire),
         1 => who.clone().prop_map(Op::Renew),
@@ -157,6 +160,11 @@ impl World {
             }
             Op::Checkpoint(n) => {
                 assert_eq!(self.catalogs[n].checkpoint().await.unwrap(), self.model.seq);
+            }
+            // pruning changes no state: every handle, however far behind, still agrees and
+            // commits the next sequence
+            Op::Prune(n) => {
+                self.catalogs[n].prune().await.unwrap();
             }
             Op::Reopen(n) => {
                 self.catalogs[n] = open(&self.store, &name(n), 3, self.clock.clone()).await;
