@@ -50,6 +50,9 @@ pub struct RouteSettings {
     pub min_bytes: u64,
     /// ...or at least this many segments (0 and 0: every plan over the bucket's segments).
     pub min_segments: usize,
+    /// Longest a plan may take on the cluster before it runs here instead (a job the cluster
+    /// never finishes must not hold a statement for ever).
+    pub timeout: std::time::Duration,
 }
 
 /// How many plans went where since start (`/metrics`).
@@ -229,7 +232,15 @@ impl PlanRoute for BallistaRoute {
             tracing::debug!(?reads, "statement runs here");
             return None;
         }
-        match self.submit(plan, config).await {
+        let submitted = tokio::time::timeout(self.settings.timeout, self.submit(plan, config))
+            .await
+            .unwrap_or_else(|_| {
+                Err(DataFusionError::Execution(format!(
+                    "no answer within {:?}",
+                    self.settings.timeout
+                )))
+            });
+        match submitted {
             Ok(stream) => {
                 self.counters.submitted.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(?reads, scheduler = %self.scheduler_url, "statement runs on the cluster");

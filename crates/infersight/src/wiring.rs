@@ -359,6 +359,7 @@ fn cluster_route(
         scheduler: ballista.scheduler.clone(),
         min_bytes: ballista.min_bytes,
         min_segments: ballista.min_segments,
+        timeout: std::time::Duration::from_millis(ballista.timeout_ms),
     };
     let bucket = store.remote_segments();
     Some(Arc::new(BallistaRoute::new(settings, bucket.as_ref())))

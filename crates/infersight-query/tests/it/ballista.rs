@@ -5,7 +5,7 @@
 //! scheduler or an executor could not decode, `json_get` included, would fall back and be
 //! counted), scan statistics stay on the query node, plans with a window function or over
 //! memtable rows run here, and an
-//! unreachable scheduler gives the same answers through the counted fallback.
+//! unreachable or silent scheduler gives the same answers through the counted fallback.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::sync::Arc;
@@ -50,11 +50,16 @@ fn wait_listening(port: u16) {
 }
 
 fn route(scheduler_port: u16, store: &Store) -> Arc<BallistaRoute> {
+    route_within(scheduler_port, store, Duration::from_secs(120))
+}
+
+fn route_within(scheduler_port: u16, store: &Store, timeout: Duration) -> Arc<BallistaRoute> {
     Arc::new(BallistaRoute::new(
         RouteSettings {
             scheduler: format!("127.0.0.1:{scheduler_port}"),
             min_bytes: 0,
             min_segments: 0,
+            timeout,
         },
         store.remote_segments().as_ref(),
     ))
@@ -168,6 +173,26 @@ async fn plans_over_the_bucket_run_on_the_cluster_and_answer_as_here() {
             fallbacks: 2
         }
     );
+
+    // a scheduler that takes the connection and never answers: given up on after the route's
+    // timeout, the statement runs here
+    let silent = std::net::TcpListener::bind(local(0)).unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let hung = route_within(port, &store, Duration::from_secs(1));
+    let patient =
+        QueryEngine::new(Arc::clone(&store) as Arc<dyn StorageBackend>).with_route(hung.clone());
+    let started = Instant::now();
+    assert_eq!(
+        answers_to(&patient, &statements[..1]).await,
+        after_flush[..1]
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(hung.counts().fallbacks, 1);
+    drop(silent);
 
     for executor in executors {
         executor.abort();

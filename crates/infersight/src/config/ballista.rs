@@ -15,6 +15,8 @@ pub struct BallistaConfig {
     pub min_bytes: u64,
     /// ...or at least this many segments; 0: only `min_bytes` counts.
     pub min_segments: usize,
+    /// A plan the cluster has not answered within this long runs here instead.
+    pub timeout_ms: u64,
 }
 
 impl Default for BallistaConfig {
@@ -23,6 +25,7 @@ impl Default for BallistaConfig {
             scheduler: String::new(),
             min_bytes: 1 << 30,
             min_segments: 0,
+            timeout_ms: 300_000,
         }
     }
 }
@@ -41,6 +44,9 @@ impl BallistaConfig {
                  `cluster` feature)"
                     .into(),
             );
+        }
+        if self.timeout_ms == 0 {
+            errors.push("query.ballista.timeout_ms: must be at least 1".into());
         }
         if host_port(&self.scheduler).is_none() {
             errors.push(format!(
