@@ -4,8 +4,8 @@
 //! an engine running the same plans here, every plan must have gone to the cluster (a plan the
 //! scheduler or an executor could not decode, `json_get` included, would fall back and be
 //! counted), scan statistics stay on the query node, plans with a window function or over
-//! memtable rows run here, and an
-//! unreachable or silent scheduler gives the same answers through the counted fallback.
+//! memtable rows run here, and an unreachable or silent scheduler gives the same answers
+//! through the counted fallback.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::sync::Arc;
