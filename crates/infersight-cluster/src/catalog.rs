@@ -133,8 +133,7 @@ impl ObjectStoreCatalog {
         // the second newest that reads back whole
         let mut keep_from = None;
         for &seq in checkpoints.iter().skip(1) {
-            if matches!(get_json::<Checkpoint>(store, &checkpoint_path(seq)).await, Ok(Some(c)) if c.state.seq == seq)
-            {
+            if let Ok(Some(_)) = read_checkpoint(store, seq).await {
                 keep_from = Some(seq);
                 break;
             }
@@ -292,8 +291,8 @@ pub async fn replay(store: &dyn ObjectStore) -> Result<CatalogState, ClusterErro
     Ok(state)
 }
 
-/// The catalog from entry 1 on, ignoring checkpoints (a check of them, and the fallback when all
-/// are unreadable); once the log is pruned, from the latest checkpoint past the pruned entries.
+/// The catalog from entry 1 on, ignoring checkpoints (a check of them while the log is whole);
+/// once the log is pruned, from the latest checkpoint past the pruned entries.
 pub async fn replay_from_start(store: &dyn ObjectStore) -> Result<CatalogState, ClusterError> {
     let mut state = CatalogState::default();
     read_tail(store, &mut state).await?;
@@ -321,10 +320,9 @@ async fn read_tail(
         let seq = state.seq + 1;
         let path = log_entry_path(seq);
         let Some(entry) = get_json::<LogEntry>(store, &path).await? else {
-            let newest = checkpoint_seqs(store).await?.into_iter().max().unwrap_or(0);
-            if newest < seq {
+            let Some(newest) = checkpoint_at_or_after(store, seq).await? else {
                 return Ok(read);
-            }
+            };
             let checkpoint = latest_checkpoint(store).await?;
             if checkpoint.seq < seq {
                 return Err(ClusterError::Corrupt {
@@ -358,28 +356,58 @@ async fn read_tail(
 }
 
 /// The newest checkpoint that reads back whole; an unreadable one is skipped for the one before
-/// (the log still holds every entry), and none at all is the empty catalog.
+/// (pruning keeps the entries after the second newest), and none at all is the empty catalog.
 async fn latest_checkpoint(store: &dyn ObjectStore) -> Result<CatalogState, ClusterError> {
     let mut seqs = checkpoint_seqs(store).await?;
     seqs.sort_unstable_by(|a, b| b.cmp(a));
     for seq in seqs {
-        let path = checkpoint_path(seq);
-        match get_json::<Checkpoint>(store, &path).await {
-            Ok(Some(checkpoint))
-                if checkpoint.version <= FORMAT_VERSION && checkpoint.state.seq == seq =>
-            {
-                return Ok(checkpoint.state);
-            }
-            Ok(_) => {
-                tracing::warn!(%path, "checkpoint does not match its name; using an older one")
-            }
+        match read_checkpoint(store, seq).await {
+            Ok(Some(state)) => return Ok(state),
+            Ok(None) => {}
             Err(error @ ClusterError::Corrupt { .. }) => {
-                tracing::warn!(%path, %error, "unreadable checkpoint; using an older one");
+                tracing::warn!(path = %checkpoint_path(seq), %error, "unreadable checkpoint; using an older one");
             }
             Err(error) => return Err(error),
         }
     }
     Ok(CatalogState::default())
+}
+
+/// Checkpoint `seq`'s state, `None` when it is gone or is not what its name says (a newer
+/// format, another sequence: logged).
+async fn read_checkpoint(
+    store: &dyn ObjectStore,
+    seq: u64,
+) -> Result<Option<CatalogState>, ClusterError> {
+    let path = checkpoint_path(seq);
+    match get_json::<Checkpoint>(store, &path).await? {
+        Some(checkpoint) if checkpoint.version <= FORMAT_VERSION && checkpoint.state.seq == seq => {
+            Ok(Some(checkpoint.state))
+        }
+        Some(_) => {
+            tracing::warn!(%path, "checkpoint does not match its name; using an older one");
+            Ok(None)
+        }
+        None => Ok(None),
+    }
+}
+
+/// The first checkpoint at or after `seq`, if any: listed from there on, not from the start.
+async fn checkpoint_at_or_after(
+    store: &dyn ObjectStore,
+    seq: u64,
+) -> Result<Option<u64>, ClusterError> {
+    let prefix = Path::from(CHECKPOINT_DIR);
+    let before = checkpoint_path(seq.saturating_sub(1));
+    let found: Vec<u64> = store
+        .list_with_offset(Some(&prefix), &before)
+        .try_filter_map(|meta| {
+            let at = checkpoint_seq(&meta.location).filter(|&at| at >= seq);
+            futures::future::ready(Ok(at))
+        })
+        .try_collect()
+        .await?;
+    Ok(found.into_iter().min())
 }
 
 /// The sequences of the checkpoints in the bucket, in no order.

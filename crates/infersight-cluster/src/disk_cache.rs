@@ -143,47 +143,107 @@ impl DiskCache {
         }
     }
 
-    /// Whether an object of `size` bytes is kept here (a quarter of the capacity at most).
-    pub fn fits(&self, size: u64) -> bool {
-        size <= self.capacity_bytes / 4
+    /// Whether the object at `location`, of `size` bytes, is kept here: a quarter of the
+    /// capacity at most, and a key short enough for a file name.
+    pub fn accepts(&self, location: &Path, size: u64) -> bool {
+        size <= self.capacity_bytes / 4 && file_name(location).is_some()
     }
 
-    /// The object at `location`, if this cache has it. A file that cannot be read is dropped.
-    pub fn get(&self, location: &Path) -> Option<Bytes> {
+    /// The size of the object at `location`, if this cache has it (marks it used).
+    pub fn size(&self, location: &Path) -> Option<u64> {
         let name = file_name(location)?;
-        if !self.lock().touch(&name) {
+        let mut index = self.lock();
+        index
+            .touch(&name)
+            .then(|| index.files.get(&name).map(|(size, _)| *size))?
+    }
+
+    /// The object at `location`, if this cache has it whole. A file that cannot be read, or
+    /// whose length is not the one it was kept with, is dropped.
+    pub fn get(&self, location: &Path) -> Option<Bytes> {
+        let size = self.size(location)?;
+        let name = file_name(location)?;
+        let read = std::fs::read(self.dir.join(&name)).and_then(|data| {
+            if data.len() as u64 == size {
+                Ok(data)
+            } else {
+                Err(std::io::Error::other(format!(
+                    "{} bytes, kept with {size}",
+                    data.len()
+                )))
+            }
+        });
+        self.used(&name, read).map(Bytes::from)
+    }
+
+    /// Bytes `range` of the object at `location`, if this cache has it (read at their offset,
+    /// not the whole file); dropped like [`DiskCache::get`] when the file is wrong.
+    pub fn get_range(&self, location: &Path, range: std::ops::Range<u64>) -> Option<Bytes> {
+        use std::os::unix::fs::FileExt as _;
+        let size = self.size(location)?;
+        if range.end > size || range.start > range.end {
             return None;
         }
-        match std::fs::read(self.dir.join(&name)) {
+        let name = file_name(location)?;
+        let read = std::fs::File::open(self.dir.join(&name)).and_then(|file| {
+            let length = file.metadata()?.len();
+            if length != size {
+                return Err(std::io::Error::other(format!(
+                    "{length} bytes, kept with {size}"
+                )));
+            }
+            let mut data = vec![0; (range.end - range.start) as usize];
+            file.read_exact_at(&mut data, range.start)?;
+            Ok(data)
+        });
+        self.used(&name, read).map(Bytes::from)
+    }
+
+    /// The answer of a read of file `name`: its time set (the order of use for the next start),
+    /// or, when it failed, the file dropped with a warning.
+    fn used(&self, name: &str, read: std::io::Result<Vec<u8>>) -> Option<Vec<u8>> {
+        let path = self.dir.join(name);
+        match read {
             Ok(data) => {
-                // the file time keeps the order of use for the next start
-                if let Ok(file) = std::fs::File::options()
-                    .append(true)
-                    .open(self.dir.join(&name))
-                {
+                if let Ok(file) = std::fs::File::options().append(true).open(&path) {
                     let _ = file.set_modified(std::time::SystemTime::now());
                 }
-                Some(Bytes::from(data))
+                Some(data)
             }
             Err(error) => {
-                tracing::warn!(file = %self.dir.join(&name).display(), %error, "a cached segment could not be read; dropped from the disk cache");
-                self.lock().remove(&name);
+                tracing::warn!(file = %path.display(), %error, "a cached segment could not be read; dropped from the disk cache");
+                if self.lock().remove(name) {
+                    let _ = std::fs::remove_file(&path);
+                }
                 None
             }
         }
     }
 
-    /// Keeps `data` as the object at `location` (when it fits), then deletes the least
-    /// recently used files beyond the capacity; answers how many it deleted.
+    /// Keeps `data` as the object at `location` (when [`DiskCache::accepts`] it), then deletes
+    /// the least recently used files beyond the capacity; answers how many it deleted. Every
+    /// write has a temporary file of its own, renamed when whole, so two writers of one object
+    /// never mix their bytes.
     pub fn put(&self, location: &Path, data: &Bytes) -> std::io::Result<u64> {
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let size = data.len() as u64;
-        let Some(name) = file_name(location).filter(|_| self.fits(size)) else {
+        if !self.accepts(location, size) {
+            return Ok(0);
+        }
+        let Some(name) = file_name(location) else {
             return Ok(0);
         };
         let path = self.dir.join(&name);
-        let temporary = self.dir.join(format!("{name}{TEMPORARY}"));
-        std::fs::write(&temporary, data)?;
-        std::fs::rename(&temporary, &path)?;
+        let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let temporary = self
+            .dir
+            .join(format!("{name}.{}-{write}{TEMPORARY}", std::process::id()));
+        let written =
+            std::fs::write(&temporary, data).and_then(|()| std::fs::rename(&temporary, &path));
+        if let Err(error) = written {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(error);
+        }
         self.lock().insert(name, size);
         self.evict()
     }
@@ -249,7 +309,11 @@ mod tests {
         assert_eq!(cache.get(&key(0)), Some(object(1000, 1)));
         assert_eq!(cache.put(&key(4), &object(1000, 5)).unwrap(), 1);
         assert_eq!(cache.get(&key(1)), None);
-        assert!(!cache.fits(1001), "a quarter of the capacity at most");
+        assert!(
+            !cache.accepts(&key(9), 1001),
+            "a quarter of the capacity at most"
+        );
+        assert!(!cache.accepts(&Path::from("x".repeat(MAX_NAME + 1)), 10));
         assert_eq!(cache.put(&key(9), &object(1001, 9)).unwrap(), 0);
         assert_eq!(cache.get(&key(9)), None);
         drop(cache);
@@ -275,10 +339,21 @@ mod tests {
         reopened.remove(&key(2));
         assert_eq!(reopened.get(&key(2)), None);
         assert_eq!(reopened.stats().files, 3);
+        assert_eq!(
+            reopened.get_range(&key(3), 10..20),
+            Some(object(1000, 4).slice(10..20))
+        );
+        assert_eq!(reopened.get_range(&key(3), 990..1001), None, "past the end");
+        assert_eq!(reopened.stats().files, 3, "a bad range drops nothing");
+        // a file that is not what was kept (here: cut short) is dropped, not served
+        let name = file_name(&key(4)).unwrap();
+        std::fs::write(dir.path().join(&name), b"short").unwrap();
+        assert_eq!(reopened.get(&key(4)), None);
+        assert!(!dir.path().join(&name).exists());
         // a smaller capacity at the next start keeps the most recently used
         drop(reopened);
-        let smaller = DiskCache::open(dir.path(), 2000).unwrap();
-        assert_eq!(smaller.stats().files, 2);
+        let smaller = DiskCache::open(dir.path(), 1000).unwrap();
+        assert_eq!(smaller.stats().files, 1);
     }
 
     #[test]

@@ -226,21 +226,43 @@ impl SegmentCache {
         self.evictions.fetch_add(evicted, Ordering::Relaxed);
     }
 
-    /// The object from the disk level, if it has it (read on a blocking thread).
-    async fn read_disk(&self, location: &Path) -> Option<(Bytes, ObjectMeta, Attributes)> {
+    /// The object from the disk level, if it has it: whole when memory keeps it, else only
+    /// its size (reads then take their ranges from the file). Read on a blocking thread.
+    async fn read_disk(&self, location: &Path) -> Option<Held> {
         let disk = Arc::clone(self.disk.as_ref()?);
         let key = location.clone();
-        let data = tokio::task::spawn_blocking(move || disk.get(&key))
-            .await
-            .ok()??;
+        let capacity = self.capacity_bytes;
+        let (data, size) = tokio::task::spawn_blocking(move || {
+            let size = disk.size(&key)?;
+            if size <= capacity / 4 {
+                disk.get(&key).map(|data| (Some(data), size))
+            } else {
+                Some((None, size))
+            }
+        })
+        .await
+        .ok()??;
         let meta = ObjectMeta {
             location: location.clone(),
             last_modified: chrono::DateTime::UNIX_EPOCH,
-            size: data.len() as u64,
+            size,
             e_tag: None,
             version: None,
         };
-        Some((data, meta, Attributes::default()))
+        Some(match data {
+            Some(data) => Held::Whole(data, meta, Attributes::default()),
+            None => Held::OnDisk(meta),
+        })
+    }
+
+    /// Bytes `range` of an object the disk level holds (read on a blocking thread); `None` when
+    /// its file is gone or wrong, and the caller reads from the bucket instead.
+    async fn disk_range(&self, location: &Path, range: Range<u64>) -> Option<Bytes> {
+        let disk = Arc::clone(self.disk.as_ref()?);
+        let key = location.clone();
+        tokio::task::spawn_blocking(move || disk.get_range(&key, range))
+            .await
+            .ok()?
     }
 
     /// Keeps `data` on the disk level when it fits (written on a blocking thread); a failed
@@ -249,7 +271,7 @@ impl SegmentCache {
         let Some(disk) = self
             .disk
             .as_ref()
-            .filter(|disk| disk.fits(data.len() as u64))
+            .filter(|disk| disk.accepts(location, data.len() as u64))
         else {
             return;
         };
@@ -281,23 +303,25 @@ impl SegmentCache {
         location.prefix_matches(&self.segments_dir)
     }
 
-    /// The whole object from the cache, or from the bucket into the cache; `None` when it is
-    /// too large to cache.
-    async fn whole(
-        &self,
-        location: &Path,
-    ) -> object_store::Result<Option<(Bytes, ObjectMeta, Attributes)>> {
-        if let Some(hit) = self.with_lru(|lru| lru.touch(location)) {
+    /// The object from memory, from the disk level, or from the bucket into the cache; `None`
+    /// when it is too large to cache anywhere.
+    async fn held(&self, location: &Path) -> object_store::Result<Option<Held>> {
+        if let Some((data, meta, attributes)) = self.with_lru(|lru| lru.touch(location)) {
             self.hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(Some(hit));
+            return Ok(Some(Held::Whole(data, meta, attributes)));
         }
-        if let Some((data, meta, attributes)) = self.read_disk(location).await {
+        if let Some(held) = self.read_disk(location).await {
             self.disk_hits.fetch_add(1, Ordering::Relaxed);
-            self.remember(location, &data, &meta, &attributes);
-            return Ok(Some((data, meta, attributes)));
+            if let Held::Whole(data, meta, attributes) = &held {
+                self.remember(location, data, meta, attributes);
+            }
+            return Ok(Some(held));
         }
         let meta = self.remote.head(location).await?;
-        let on_disk = self.disk.as_ref().is_some_and(|disk| disk.fits(meta.size));
+        let on_disk = self
+            .disk
+            .as_ref()
+            .is_some_and(|disk| disk.accepts(location, meta.size));
         if !self.fits_memory(meta.size) && !on_disk {
             self.bypassed.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
@@ -311,7 +335,31 @@ impl SegmentCache {
         let data = got.bytes().await?;
         self.keep_on_disk(location, &data).await;
         self.remember(location, &data, &meta, &attributes);
-        Ok(Some((data, meta, attributes)))
+        Ok(Some(Held::Whole(data, meta, attributes)))
+    }
+
+    /// Bytes `range` of `held`, or `None` when the disk level no longer has them.
+    async fn slice(&self, location: &Path, held: &Held, range: Range<u64>) -> Option<Bytes> {
+        match held {
+            Held::Whole(data, ..) => Some(data.slice(range.start as usize..range.end as usize)),
+            Held::OnDisk(_) => self.disk_range(location, range).await,
+        }
+    }
+}
+
+/// An object as the cache holds it.
+enum Held {
+    /// Its bytes (from memory, or just read).
+    Whole(Bytes, ObjectMeta, Attributes),
+    /// On the disk level only, too large for memory: reads take their ranges from the file.
+    OnDisk(ObjectMeta),
+}
+
+impl Held {
+    fn meta(&self) -> &ObjectMeta {
+        match self {
+            Held::Whole(_, meta, _) | Held::OnDisk(meta) => meta,
+        }
     }
 }
 
@@ -363,15 +411,22 @@ impl ObjectStore for SegmentCache {
         if !self.cacheable(location) || options.head || options.version.is_some() {
             return self.remote.get_opts(location, options).await;
         }
-        let Some((data, meta, attributes)) = self.whole(location).await? else {
+        let Some(held) = self.held(location).await? else {
             return self.remote.get_opts(location, options).await;
         };
+        let meta = held.meta().clone();
         options.check_preconditions(&meta)?;
         let range = match &options.range {
             Some(range) => range.as_range(meta.size).map_err(range_error)?,
             None => 0..meta.size,
         };
-        let slice = data.slice(range.start as usize..range.end as usize);
+        let Some(slice) = self.slice(location, &held, range.clone()).await else {
+            return self.remote.get_opts(location, options).await;
+        };
+        let attributes = match held {
+            Held::Whole(_, _, attributes) => attributes,
+            Held::OnDisk(_) => Attributes::default(),
+        };
         let stream = futures::stream::once(futures::future::ready(Ok(slice)));
         Ok(GetResult {
             payload: GetResultPayload::Stream(stream.boxed()),
@@ -389,18 +444,21 @@ impl ObjectStore for SegmentCache {
         if !self.cacheable(location) {
             return self.remote.get_ranges(location, ranges).await;
         }
-        let Some((data, meta, _)) = self.whole(location).await? else {
+        let Some(held) = self.held(location).await? else {
             return self.remote.get_ranges(location, ranges).await;
         };
-        ranges
-            .iter()
-            .map(|range| {
-                let checked = GetRange::Bounded(range.clone())
-                    .as_range(meta.size)
-                    .map_err(range_error)?;
-                Ok(data.slice(checked.start as usize..checked.end as usize))
-            })
-            .collect()
+        let size = held.meta().size;
+        let mut out = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            let checked = GetRange::Bounded(range.clone())
+                .as_range(size)
+                .map_err(range_error)?;
+            match self.slice(location, &held, checked).await {
+                Some(bytes) => out.push(bytes),
+                None => return self.remote.get_ranges(location, ranges).await,
+            }
+        }
+        Ok(out)
     }
 
     fn delete_stream(

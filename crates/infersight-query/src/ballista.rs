@@ -48,7 +48,8 @@ pub struct RouteSettings {
     pub scheduler: String,
     /// A plan goes to the cluster when it reads at least this many bytes of segments...
     pub min_bytes: u64,
-    /// ...or at least this many segments (0 and 0: every plan over the bucket's segments).
+    /// ...or at least this many segments; 0: only `min_bytes` counts (`min_bytes` 0: every
+    /// plan over the bucket's segments).
     pub min_segments: usize,
     /// Longest a plan may take on the cluster before it runs here instead (a job the cluster
     /// never finishes must not hold a statement for ever).
@@ -172,12 +173,7 @@ impl BallistaRoute {
         for file in scan.file_groups.iter().flat_map(|group| group.files()) {
             // a `file://` bucket shares the local filesystem's URL: only keys under its
             // directory are the bucket's
-            if !file
-                .object_meta
-                .location
-                .as_ref()
-                .starts_with(prefix.as_str())
-            {
+            if !under_prefix(file.object_meta.location.as_ref(), prefix) {
                 return Some("segments on this node's disk");
             }
             if let PlanReads::Bucket { segments, bytes } = reads {
@@ -192,8 +188,9 @@ impl BallistaRoute {
     fn goes_to_cluster(&self, reads: PlanReads) -> bool {
         match reads {
             PlanReads::Bucket { segments, bytes } => {
-                segments > 0
-                    && (bytes >= self.settings.min_bytes || segments >= self.settings.min_segments)
+                let by_segments =
+                    self.settings.min_segments > 0 && segments >= self.settings.min_segments;
+                segments > 0 && (bytes >= self.settings.min_bytes || by_segments)
             }
             PlanReads::Here(_) => false,
         }
@@ -266,6 +263,14 @@ impl PlanRoute for BallistaRoute {
             ("fallback", counts.fallbacks),
         ]
     }
+}
+
+/// Whether `key` is under the directory `prefix` (every key is under an empty one).
+fn under_prefix(key: &str, prefix: &str) -> bool {
+    prefix.is_empty()
+        || key
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// Object store URLs as DataFusion prints them (`s3://bucket/`, `file:///`).
@@ -405,4 +410,56 @@ pub async fn run_executor(
 
 fn ballista_error(error: ballista_core::error::BallistaError) -> DataFusionError {
     DataFusionError::External(Box::new(error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(min_bytes: u64, min_segments: usize) -> BallistaRoute {
+        BallistaRoute::new(
+            RouteSettings {
+                scheduler: "127.0.0.1:50050".into(),
+                min_bytes,
+                min_segments,
+                timeout: std::time::Duration::from_secs(1),
+            },
+            None,
+        )
+    }
+
+    #[test]
+    fn plans_go_to_the_cluster_by_their_bytes_or_their_segments() {
+        let reads = |segments, bytes| PlanReads::Bucket { segments, bytes };
+        let by_bytes = route(1 << 30, 0);
+        assert!(
+            !by_bytes.goes_to_cluster(reads(500, 1 << 20)),
+            "segments 0: bytes only"
+        );
+        assert!(by_bytes.goes_to_cluster(reads(2, 1 << 30)));
+        let by_either = route(1 << 30, 64);
+        assert!(by_either.goes_to_cluster(reads(64, 1 << 20)));
+        assert!(!by_either.goes_to_cluster(reads(63, 1 << 20)));
+        let every = route(0, 0);
+        assert!(every.goes_to_cluster(reads(1, 10)));
+        assert!(
+            !every.goes_to_cluster(reads(0, 0)),
+            "a plan reading no segment stays"
+        );
+        assert!(!every.goes_to_cluster(PlanReads::Here("memtable")));
+    }
+
+    #[test]
+    fn a_file_buckets_keys_are_those_under_its_directory() {
+        assert!(under_prefix(
+            "data/bucket/segments/x.parquet",
+            "data/bucket"
+        ));
+        assert!(!under_prefix(
+            "data/bucket-x/segments/x.parquet",
+            "data/bucket"
+        ));
+        assert!(!under_prefix("data/bucket", "data/bucket"));
+        assert!(under_prefix("segments/x.parquet", ""));
+    }
 }

@@ -275,15 +275,17 @@ impl Store {
         let cold_prefix = (self.options().tiers.as_ref()).map(|t| t.cold_prefix.as_str());
         let (count, deleted) = remote.collect_garbage(&state, cold_prefix)?;
         self.report_deleted("garbage collection", deleted);
-        // the log's garbage too: entries and checkpoints older than the second newest
-        let pruned = remote.prune_log()?;
-        if pruned.entries + pruned.checkpoints > 0 {
-            tracing::info!(
+        // the log's garbage too: entries and checkpoints older than the second newest; a
+        // failure is the next pass's to retry, and takes nothing from the collection
+        match remote.prune_log() {
+            Ok(pruned) if pruned.entries + pruned.checkpoints > 0 => tracing::info!(
                 entries = pruned.entries,
                 checkpoints = pruned.checkpoints,
                 through = pruned.through,
                 "catalog log pruned"
-            );
+            ),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "catalog log not pruned this pass"),
         }
         Ok(count)
     }
