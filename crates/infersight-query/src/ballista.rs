@@ -218,30 +218,34 @@ impl BallistaRoute {
 
 #[async_trait]
 impl PlanRoute for BallistaRoute {
+    fn takes(&self, plan: &Arc<dyn ExecutionPlan>) -> bool {
+        let reads = self.plan_reads(plan);
+        let takes = self.goes_to_cluster(reads);
+        if !takes {
+            self.counters.in_process.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(?reads, "statement runs here");
+        }
+        takes
+    }
+
     async fn execute(
         &self,
         plan: &Arc<dyn ExecutionPlan>,
         config: &SessionConfig,
     ) -> Option<Result<SendableRecordBatchStream>> {
-        let reads = self.plan_reads(plan);
-        if !self.goes_to_cluster(reads) {
-            self.counters.in_process.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(?reads, "statement runs here");
-            return None;
-        }
-        let submitted = tokio::time::timeout(self.settings.timeout, self.submit(plan, config))
+        let timeout = self.settings.timeout;
+        let submitted = tokio::time::timeout(timeout, self.submit(plan, config))
             .await
             .unwrap_or_else(|_| {
                 Err(DataFusionError::Execution(format!(
-                    "no answer within {:?}",
-                    self.settings.timeout
+                    "no answer within {timeout:?}"
                 )))
             });
         match submitted {
             Ok(stream) => {
                 self.counters.submitted.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(?reads, scheduler = %self.scheduler_url, "statement runs on the cluster");
-                Some(Ok(stream))
+                tracing::debug!(scheduler = %self.scheduler_url, "statement runs on the cluster");
+                Some(Ok(idle_limited(stream, timeout)))
             }
             Err(error) => {
                 self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
@@ -263,6 +267,30 @@ impl PlanRoute for BallistaRoute {
             ("fallback", counts.fallbacks),
         ]
     }
+}
+
+/// `stream`, failing once it has sent nothing for `idle`: the rows of a finished job are
+/// fetched from the executors as they are read, and an executor that stops answering must not
+/// hold the statement for ever.
+fn idle_limited(
+    stream: SendableRecordBatchStream,
+    idle: std::time::Duration,
+) -> SendableRecordBatchStream {
+    let schema = stream.schema();
+    let guarded = futures::stream::unfold(Some(stream), move |stream| async move {
+        let mut stream = stream?;
+        match tokio::time::timeout(idle, futures::StreamExt::next(&mut stream)).await {
+            Ok(Some(item)) => Some((item, Some(stream))),
+            Ok(None) => None,
+            Err(_) => Some((
+                Err(DataFusionError::Execution(format!(
+                    "the Ballista cluster sent no rows for {idle:?}"
+                ))),
+                None,
+            )),
+        }
+    });
+    Box::pin(datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(schema, guarded))
 }
 
 /// Whether `key` is under the directory `prefix` (every key is under an empty one).

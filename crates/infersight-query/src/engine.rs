@@ -109,9 +109,6 @@ impl QueryEngine {
     /// rollups off this engine see only the scope's requests.
     pub fn scoped(&self, scope: OrgScope) -> QueryEngine {
         let context = session(&self.backend, &self.stats, &scope);
-        if self.route.is_some() {
-            plan_without_dynamic_filters(&context);
-        }
         let store: Arc<dyn StorageBackend> = match scope.orgs() {
             None => Arc::clone(&self.backend),
             Some(orgs) => Arc::new(ScopedStore::new(
@@ -138,10 +135,7 @@ impl QueryEngine {
     /// Lets `route` execute the physical plans of this engine's statements (and of the engines
     /// [`QueryEngine::scoped`] makes from it) where it takes them; it declines the others,
     /// which run here.
-    ///
-    /// Plans are then made without dynamic filters (see [`plan_without_dynamic_filters`]).
     pub fn with_route(mut self, route: Arc<dyn PlanRoute>) -> QueryEngine {
-        plan_without_dynamic_filters(&self.context);
         self.route = Some(route);
         self
     }
@@ -516,19 +510,18 @@ fn session(
     context
 }
 
-/// Turns off dynamic filters in `context`'s plans. They are filled while a plan runs and tie a
-/// join or a top-k to the scans below it inside one process, so they cannot cross to a cluster's
-/// executors, and Ballista's scheduler refuses to re-plan a join holding one (its task updates
-/// then fail and the job never ends). A route sees the finished plan, so plans that may leave
-/// this node are all made without them.
-fn plan_without_dynamic_filters(context: &SessionContext) {
-    let state = context.state_ref();
-    let mut state = state.write();
+/// `context`'s session without dynamic filters, for plans that leave this node. They are
+/// filled while a plan runs and tie a join or a top-k to the scans below it inside one process,
+/// so they cannot cross to a cluster's executors, and Ballista's scheduler refuses to re-plan a
+/// join holding one (its task updates then fail and the job never ends).
+fn without_dynamic_filters(context: &SessionContext) -> SessionState {
+    let mut state = context.state();
     let optimizer = &mut state.config_mut().options_mut().optimizer;
     optimizer.enable_dynamic_filter_pushdown = false;
     optimizer.enable_join_dynamic_filter_pushdown = false;
     optimizer.enable_topk_dynamic_filter_pushdown = false;
     optimizer.enable_aggregate_dynamic_filter_pushdown = false;
+    state
 }
 
 /// Registers the object store of the store's bucket (when its segments are in one) under the
@@ -629,10 +622,15 @@ async fn collect_plan(
     }
     let schema = Arc::clone(frame.schema().inner());
     let task = Arc::new(frame.task_ctx());
+    let logical = frame.logical_plan().clone();
     let physical = frame.create_physical_plan().await?;
     let routed = match route {
-        Some(route) => route.execute(&physical, context.state().config()).await,
-        None => None,
+        Some(route) if route.takes(&physical) => {
+            let state = without_dynamic_filters(context);
+            let leaving = state.create_physical_plan(&logical).await?;
+            route.execute(&leaving, state.config()).await
+        }
+        _ => None,
     };
     let mut stream = match routed {
         Some(stream) => stream?,

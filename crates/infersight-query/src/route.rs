@@ -14,9 +14,14 @@ use datafusion::prelude::SessionConfig;
 /// Runs some physical plans elsewhere.
 #[async_trait]
 pub trait PlanRoute: Send + Sync + std::fmt::Debug {
-    /// The result stream of `plan` executed elsewhere, or `None`: the engine executes it here.
-    /// A route that cannot reach where it sends plans answers `None` too (and says so in its
-    /// log and counters): the statement still gets its answer.
+    /// Whether `plan` (as planned for this node) goes elsewhere. If so, the engine plans the
+    /// statement again without what only works inside one process (dynamic filters) and hands
+    /// that plan to [`PlanRoute::execute`]; if not, it runs `plan` here.
+    fn takes(&self, plan: &Arc<dyn ExecutionPlan>) -> bool;
+
+    /// The result stream of `plan` executed elsewhere, or `None`: it could not be sent or was
+    /// not answered (said in the route's log and counters), and the engine runs the statement
+    /// here. The statement still gets its answer.
     async fn execute(
         &self,
         plan: &Arc<dyn ExecutionPlan>,

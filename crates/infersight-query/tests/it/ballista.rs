@@ -4,8 +4,8 @@
 //! an engine running the same plans here, every plan must have gone to the cluster (a plan the
 //! scheduler or an executor could not decode, `json_get` included, would fall back and be
 //! counted), scan statistics stay on the query node, plans with a window function or over
-//! memtable rows run here, and an unreachable or silent scheduler gives the same answers
-//! through the counted fallback.
+//! memtable rows run here, and an unreachable or silent scheduler, or one without executors,
+//! gives the same answers through the counted fallback within the route's timeout.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::sync::Arc;
@@ -186,13 +186,40 @@ async fn plans_over_the_bucket_run_on_the_cluster_and_answer_as_here() {
         answers_to(&patient, &statements[..1]).await,
         after_flush[..1]
     );
+    // well under Ballista's own 20 s connect and request timeouts: the route's gave up
     assert!(
-        started.elapsed() < Duration::from_secs(30),
+        started.elapsed() < Duration::from_secs(10),
         "{:?}",
         started.elapsed()
     );
     assert_eq!(hung.counts().fallbacks, 1);
     drop(silent);
+
+    // a scheduler with no executor: the job never runs, the route gives up on it
+    let lonely_port = free_port();
+    let settings = SchedulerSettings {
+        bind: local(lonely_port),
+        external_host: None,
+    };
+    let lonely = tokio::spawn(run_scheduler(settings, remote.clone()));
+    tokio::task::spawn_blocking(move || wait_listening(lonely_port))
+        .await
+        .unwrap();
+    let waiting = route_within(lonely_port, &store, Duration::from_secs(2));
+    let engine =
+        QueryEngine::new(Arc::clone(&store) as Arc<dyn StorageBackend>).with_route(waiting.clone());
+    let started = Instant::now();
+    assert_eq!(
+        answers_to(&engine, &statements[..1]).await,
+        after_flush[..1]
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(waiting.counts().fallbacks, 1);
+    lonely.abort();
 
     for executor in executors {
         executor.abort();
