@@ -171,7 +171,11 @@ fn serve_on_a_full_disk_answers_503_with_retry_after_and_recovers() {
     let ballast = disk.join("ballast");
     std::fs::write(&ballast, vec![1u8; 5 << 20]).unwrap();
     let data = disk.join("data");
-    let server = Server::start(&data, CONFIG);
+    // merged segments' files stay a minute (the default is 5): with them deleted at once, the
+    // count below could plan over a file a merge every 50 ms has just removed
+    let config = CONFIG.replace("retired_grace = \"\"", "retired_grace = \"1m\"");
+    assert_ne!(config, CONFIG);
+    let server = Server::start(&data, &config);
     let url = format!("http://{}/v1/traces", server.http);
     let agent = crate::support::agent();
     let send = |prefix: &str, ts: u64| {
