@@ -107,11 +107,14 @@ echo "single node, local disk: $rate spans/s acked ($acked spans), ack p99 $p99 
 stop_all
 
 for nodes in 1 2; do
+  # each run starts on an empty bucket prefix (an S3 prefix is not removed: a new one per run)
+  run_url=$URL
   [[ "$URL" == file://* ]] && rm -rf "${URL#file://}"
-  start_node 9 "query-$nodes" query "$URL"
+  [[ "$URL" == s3://* ]] && run_url="$URL-$nodes-$(date +%s)"
+  start_node 9 "query-$nodes" query "$run_url"
   indexes=()
   for k in $(seq 1 "$nodes"); do
-    start_node "$k" "ingest-$nodes-$k" ingest "$URL"
+    start_node "$k" "ingest-$nodes-$k" ingest "$run_url"
     indexes+=("$k")
   done
   read -r acked rate p99 bad <<< "$(load_nodes "bucket-$nodes" $(( EXPORTERS / nodes )) "${indexes[@]}")"
