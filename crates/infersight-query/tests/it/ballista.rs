@@ -65,6 +65,25 @@ fn route_within(scheduler_port: u16, store: &Store, timeout: Duration) -> Arc<Ba
     ))
 }
 
+/// A statement routed to the scheduler at `port` with the route's `timeout` answers `expected`
+/// here within `bound` (well under Ballista's own 20 s timeouts), counted as one fallback.
+async fn falls_back_within(
+    store: &Arc<Store>,
+    port: u16,
+    timeout: Duration,
+    bound: Duration,
+    expected: &[String],
+) {
+    let route = route_within(port, store, timeout);
+    let engine =
+        QueryEngine::new(Arc::clone(store) as Arc<dyn StorageBackend>).with_route(route.clone());
+    let started = Instant::now();
+    let sql = statements()[0];
+    assert_eq!(answers_to(&engine, &[sql]).await, expected[..1]);
+    assert!(started.elapsed() < bound, "{:?}", started.elapsed());
+    assert_eq!(route.counts().fallbacks, 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn plans_over_the_bucket_run_on_the_cluster_and_answer_as_here() {
     let exports = simulated_exports();
@@ -178,21 +197,14 @@ async fn plans_over_the_bucket_run_on_the_cluster_and_answer_as_here() {
     // timeout, the statement runs here
     let silent = std::net::TcpListener::bind(local(0)).unwrap();
     let port = silent.local_addr().unwrap().port();
-    let hung = route_within(port, &store, Duration::from_secs(1));
-    let patient =
-        QueryEngine::new(Arc::clone(&store) as Arc<dyn StorageBackend>).with_route(hung.clone());
-    let started = Instant::now();
-    assert_eq!(
-        answers_to(&patient, &statements[..1]).await,
-        after_flush[..1]
-    );
-    // well under Ballista's own 20 s connect and request timeouts: the route's gave up
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
-    );
-    assert_eq!(hung.counts().fallbacks, 1);
+    falls_back_within(
+        &store,
+        port,
+        Duration::from_secs(1),
+        Duration::from_secs(10),
+        &after_flush,
+    )
+    .await;
     drop(silent);
 
     // a scheduler with no executor: the job never runs, the route gives up on it
@@ -205,20 +217,14 @@ async fn plans_over_the_bucket_run_on_the_cluster_and_answer_as_here() {
     tokio::task::spawn_blocking(move || wait_listening(lonely_port))
         .await
         .unwrap();
-    let waiting = route_within(lonely_port, &store, Duration::from_secs(2));
-    let engine =
-        QueryEngine::new(Arc::clone(&store) as Arc<dyn StorageBackend>).with_route(waiting.clone());
-    let started = Instant::now();
-    assert_eq!(
-        answers_to(&engine, &statements[..1]).await,
-        after_flush[..1]
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(15),
-        "{:?}",
-        started.elapsed()
-    );
-    assert_eq!(waiting.counts().fallbacks, 1);
+    falls_back_within(
+        &store,
+        lonely_port,
+        Duration::from_secs(2),
+        Duration::from_secs(15),
+        &after_flush,
+    )
+    .await;
     lonely.abort();
 
     for executor in executors {
