@@ -8,7 +8,7 @@ use std::path::Path;
 use infersight_model::RequestRecord;
 use infersight_model::tables::RequestBatchBuilder;
 use infersight_model::{Table, TableBatch};
-use infersight_store::StorageBackend;
+use infersight_store::{StorageBackend, StoreError};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
@@ -152,13 +152,11 @@ pub fn requests(
         record.ttft_ms = Some(e2e * 0.1);
         builder.push(&record);
         if builder.len() == 65_536 || i + 1 == rows {
-            let batch = builder.finish();
-            store
-                .append(&[TableBatch {
-                    table: Table::Requests,
-                    batch,
-                }])
-                .map_err(|e| CliError::failed(e.to_string()))?;
+            let batches = [TableBatch {
+                table: Table::Requests,
+                batch: builder.finish(),
+            }];
+            append_draining(store, &batches)?;
             unflushed += 65_536;
             if flush_every > 0 && unflushed >= flush_every {
                 store.flush().map_err(|e| CliError::failed(e.to_string()))?;
@@ -171,6 +169,21 @@ pub fn requests(
 }
 
 /// Median wall time of `runs` repetitions of `f`, in milliseconds, and its last result.
+/// Appends, and when the memtable is over its hard limit (the generator appends faster than
+/// background flushes drain it) flushes here and tries once more: the generator is the only
+/// writer, so a flush always makes room.
+fn append_draining(store: &dyn StorageBackend, batches: &[TableBatch]) -> Result<(), CliError> {
+    match store.append(batches) {
+        Err(StoreError::Overloaded { .. }) => {
+            store.flush().map_err(|e| CliError::failed(e.to_string()))?;
+            store.append(batches)
+        }
+        other => other,
+    }
+    .map(drop)
+    .map_err(|e| CliError::failed(e.to_string()))
+}
+
 fn median_ms<T>(
     runs: usize,
     mut f: impl FnMut() -> Result<T, CliError>,
@@ -243,4 +256,75 @@ pub fn sli_compare(
         "rollup_vs_exact": rollup_ms / exact_ms,
         "rollup_vs_approx": rollup_ms / approx_ms,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use infersight_store::{
+        AppendReceipt, FlushReport, ScanSnapshot, StorageBackend, StoreError, StoreStats, TimeRange,
+    };
+    use infersight_testkit::store::TestStore;
+
+    use super::*;
+
+    /// A store whose memtable refuses appends over `limit` rows until a flush, as the real
+    /// store does over its hard limit when background flushes fall behind.
+    struct Bounded {
+        inner: Arc<TestStore>,
+        unflushed: AtomicU64,
+        limit: u64,
+        refused: AtomicU64,
+    }
+
+    impl StorageBackend for Bounded {
+        fn append(&self, batches: &[TableBatch]) -> Result<AppendReceipt, StoreError> {
+            let rows: u64 = batches.iter().map(|b| b.batch.num_rows() as u64).sum();
+            let held = self.unflushed.load(Ordering::SeqCst);
+            if held + rows > self.limit {
+                self.refused.fetch_add(1, Ordering::SeqCst);
+                return Err(StoreError::Overloaded {
+                    bytes: held,
+                    limit: self.limit,
+                });
+            }
+            self.unflushed.fetch_add(rows, Ordering::SeqCst);
+            self.inner.append(batches)
+        }
+        fn snapshot(&self, table: Table, range: TimeRange) -> Result<ScanSnapshot, StoreError> {
+            self.inner.snapshot(table, range)
+        }
+        fn flush(&self) -> Result<FlushReport, StoreError> {
+            self.unflushed.store(0, Ordering::SeqCst);
+            self.inner.flush()
+        }
+        fn stats(&self) -> StoreStats {
+            self.inner.stats()
+        }
+        fn close(&self) -> Result<(), StoreError> {
+            self.inner.close()
+        }
+    }
+
+    #[test]
+    fn requests_flush_when_the_memtable_is_full_and_keep_every_row_once() {
+        let store = Bounded {
+            inner: TestStore::new(),
+            unflushed: AtomicU64::new(0),
+            limit: 3 * 65_536,
+            refused: AtomicU64::new(0),
+        };
+        let rows = 10 * 65_536 + 17;
+        requests(&store, rows, 2, 7, 0).unwrap();
+        assert!(
+            store.refused.load(Ordering::SeqCst) > 0,
+            "the bound was reached"
+        );
+        let snapshot = store.snapshot(Table::Requests, TimeRange::ALL).unwrap();
+        assert!(snapshot.memtable.is_empty());
+        let stored: u64 = snapshot.segments.iter().map(|s| s.rows).sum();
+        assert_eq!(stored, rows);
+    }
 }
