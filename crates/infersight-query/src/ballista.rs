@@ -259,6 +259,15 @@ impl PlanRoute for BallistaRoute {
         }
     }
 
+    fn failed(&self, error: &DataFusionError) {
+        self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            scheduler = %self.scheduler_url,
+            %error,
+            "the Ballista cluster failed the statement before its last row; it runs again on this node"
+        );
+    }
+
     fn counts(&self) -> Vec<(&'static str, u64)> {
         let counts = BallistaRoute::counts(self);
         vec![

@@ -628,14 +628,45 @@ async fn collect_plan(
         Some(route) if route.takes(&physical) => {
             let state = without_dynamic_filters(context);
             let leaving = state.create_physical_plan(&logical).await?;
-            route.execute(&leaving, state.config()).await
+            let answer = match route.execute(&leaving, state.config()).await {
+                Some(Ok(stream)) => drain(stream, max_bytes).await.map(Some),
+                Some(Err(error)) => Err(RunError::Engine(error)),
+                None => Ok(None),
+            };
+            match answer {
+                // nothing has been returned yet: a cluster that failed mid-way (an executor
+                // lost, and the rows it held with it) costs time, not the answer
+                Err(RunError::Engine(error)) => {
+                    route.failed(&error);
+                    None
+                }
+                done => done?,
+            }
         }
         _ => None,
     };
-    let mut stream = match routed {
-        Some(stream) => stream?,
-        None => datafusion::physical_plan::execute_stream(physical, task)?,
+    let batches = match routed {
+        Some(batches) => batches,
+        None => {
+            drain(
+                datafusion::physical_plan::execute_stream(physical, task)?,
+                max_bytes,
+            )
+            .await?
+        }
     };
+    Ok(QueryOutput {
+        schema,
+        batches,
+        elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+    })
+}
+
+/// The batches of `stream`; with `max_bytes`, stops as soon as they hold more Arrow bytes.
+async fn drain(
+    mut stream: datafusion::execution::SendableRecordBatchStream,
+    max_bytes: Option<usize>,
+) -> Result<Vec<RecordBatch>, RunError> {
     let mut batches = Vec::new();
     let mut bytes = 0usize;
     while let Some(batch) = stream.next().await {
@@ -648,11 +679,7 @@ async fn collect_plan(
         }
         batches.push(batch);
     }
-    Ok(QueryOutput {
-        schema,
-        batches,
-        elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
-    })
+    Ok(batches)
 }
 
 /// The bytes of the rows `batch` holds (a slice counts its rows, not its parent's buffers).

@@ -28,6 +28,10 @@ pub trait PlanRoute: Send + Sync + std::fmt::Debug {
         config: &SessionConfig,
     ) -> Option<Result<SendableRecordBatchStream>>;
 
+    /// The stream [`PlanRoute::execute`] answered with failed before its end (`error`); the
+    /// engine drops what it had collected and runs the statement here.
+    fn failed(&self, error: &datafusion::error::DataFusionError);
+
     /// How many plans went where since start, by place (`/metrics`).
     fn counts(&self) -> Vec<(&'static str, u64)>;
 }

@@ -11,5 +11,6 @@ mod lockdown;
 mod percentiles;
 mod pruning;
 mod render;
+mod route;
 mod sql;
 mod support;
