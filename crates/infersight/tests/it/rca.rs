@@ -198,6 +198,27 @@ fn check_runbook(scenario: &str, seed: u64, truth: &Value, full: &Value) {
     );
 }
 
+/// The root-cause contract: the top-ranked causes of `report` are the ground truth's
+/// combinations (all of them, in any order, for two causes); a healthy fleet gets none.
+pub(crate) fn causes_match_truth(truth: &Value, report: &Value) -> Result<(), String> {
+    let causes = |value: &Value| -> Vec<BTreeMap<String, String>> {
+        value["root_causes"]
+            .as_array()
+            .map(|c| c.iter().map(|c| subject_of(&c["dimensions"])).collect())
+            .unwrap_or_default()
+    };
+    let (truth_causes, got) = (causes(truth), causes(report));
+    let top: Vec<&BTreeMap<String, String>> = got.iter().take(truth_causes.len()).collect();
+    let all_found = truth_causes.iter().all(|t| top.contains(&t));
+    if all_found && (!truth_causes.is_empty() || got.is_empty()) {
+        return Ok(());
+    }
+    Err(format!(
+        "root causes {got:?}, ground truth {truth_causes:?}; verdict: {}",
+        report["verdict"]
+    ))
+}
+
 pub(crate) fn subject_of(value: &Value) -> BTreeMap<String, String> {
     value
         .as_object()
@@ -270,24 +291,10 @@ fn check_scenario(scenario: &str, seeds: &[u64], check_causes: bool) {
                 describe(&report)
             );
         }
-        // the root-cause contract: the top-ranked causes are the ground truth's combinations
-        // (both, in any order, for two causes); a healthy fleet gets none
-        let truth_causes: Vec<BTreeMap<String, String>> = truth["root_causes"]
-            .as_array()
-            .map(|c| c.iter().map(|c| subject_of(&c["dimensions"])).collect())
-            .unwrap_or_default();
-        let got: Vec<BTreeMap<String, String>> = report["root_causes"]
-            .as_array()
-            .map(|c| c.iter().map(|c| subject_of(&c["dimensions"])).collect())
-            .unwrap_or_default();
         if check_causes {
-            let top: Vec<&BTreeMap<String, String>> = got.iter().take(truth_causes.len()).collect();
-            let all_found = truth_causes.iter().all(|t| top.contains(&t));
-            assert!(
-                all_found && (!truth_causes.is_empty() || got.is_empty()),
-                "{scenario} seed {seed}: root causes {got:?}, ground truth {truth_causes:?}; verdict: {}",
-                report["verdict"]
-            );
+            if let Err(miss) = causes_match_truth(&truth, &report) {
+                panic!("{scenario} seed {seed}: {miss}");
+            }
             for want in &expected {
                 let kind = want["kind"].as_str().unwrap_or("");
                 assert!(
