@@ -194,7 +194,7 @@ pub mod catalog {
     pub const QUERY_PLANS: Metric = metric(
         "infersight_query_plans_total",
         Counter,
-        "statements' physical plans by where they ran since start (cluster: a Ballista cluster; here: this node by choice; fallback: meant for the cluster, ran here because submitting failed)",
+        "statements' physical plans by where they ran since start (cluster: a Ballista cluster; here: this node by choice; fallback: meant for the cluster, ran here because submitting or the cluster's stream failed)",
     );
 
     pub const NOTIFICATIONS_SENT: Metric = metric(
