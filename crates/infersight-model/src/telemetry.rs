@@ -194,7 +194,7 @@ pub mod catalog {
     pub const QUERY_PLANS: Metric = metric(
         "infersight_query_plans_total",
         Counter,
-        "statements' physical plans by where they ran since start (cluster: a Ballista cluster; here: this node by choice; fallback: meant for the cluster, ran here because submitting or the cluster's stream failed)",
+        "statements' physical plans by route since start (cluster: accepted by a Ballista cluster; here: run on this node by choice; fallback: meant for the cluster, run here because submitting failed or the cluster's stream failed, the latter also counted as cluster)",
     );
 
     pub const NOTIFICATIONS_SENT: Metric = metric(

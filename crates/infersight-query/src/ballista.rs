@@ -3,7 +3,8 @@
 //! physical plan of a statement that reads enough of the bucket's segments to a Ballista
 //! scheduler (`execute_physical_plan`) and streams the answer back. Plans that read rows only
 //! this node holds (memtable batches, segments on its own disk) and small plans run here, and so
-//! does every plan while the scheduler cannot be reached: logged and counted, never an error.
+//! does every plan while the scheduler cannot be reached, and every plan whose job or result
+//! stream the cluster fails: logged and counted, never an error.
 //!
 //! [`run_scheduler`] and [`run_executor`] embed Ballista's scheduler and executor
 //! (`infersight ballista scheduler|executor`) with what infersight's plans need: the `json_get`
@@ -67,11 +68,12 @@ struct Counters {
 /// A copy of the route's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct RouteCounts {
-    /// Plans the cluster executed.
+    /// Plans the cluster accepted (a job that then failed mid-way is also a fallback).
     pub submitted: u64,
     /// Plans run here by choice: small, or reading rows only this node holds.
     pub in_process: u64,
-    /// Plans meant for the cluster that ran here because submitting them failed.
+    /// Plans meant for the cluster that ran here because submitting them failed, the cluster
+    /// gave no answer in time, or its result stream failed before its last row.
     pub fallbacks: u64,
 }
 

@@ -21,7 +21,8 @@ pub trait PlanRoute: Send + Sync + std::fmt::Debug {
 
     /// The result stream of `plan` executed elsewhere, or `None`: it could not be sent or was
     /// not answered (said in the route's log and counters), and the engine runs the statement
-    /// here. The statement still gets its answer.
+    /// here. The statement still gets its answer: an error (`Some(Err)`, or a stream that
+    /// fails) also has the engine run it here, after telling [`PlanRoute::failed`].
     async fn execute(
         &self,
         plan: &Arc<dyn ExecutionPlan>,

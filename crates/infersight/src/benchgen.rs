@@ -168,7 +168,6 @@ pub fn requests(
     Ok(())
 }
 
-/// Median wall time of `runs` repetitions of `f`, in milliseconds, and its last result.
 /// Appends, and when the memtable is over its hard limit (the generator appends faster than
 /// background flushes drain it) flushes here and tries once more: the generator is the only
 /// writer, so a flush always makes room.
@@ -184,6 +183,7 @@ fn append_draining(store: &dyn StorageBackend, batches: &[TableBatch]) -> Result
     .map_err(|e| CliError::failed(e.to_string()))
 }
 
+/// Median wall time of `runs` repetitions of `f`, in milliseconds, and its last result.
 fn median_ms<T>(
     runs: usize,
     mut f: impl FnMut() -> Result<T, CliError>,
