@@ -11,7 +11,7 @@
 //! answers, on its own, and counts the fallbacks.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,7 +21,7 @@ use serde_json::Value;
 use crate::incidents_api::post_json;
 use crate::rca::causes_match_truth;
 use crate::storage::{BASE, answers, eventually};
-use crate::support::{Server, bin, free_port, ok, rows, run};
+use crate::support::{Server, bin, free_port, rows, simulate_to};
 
 /// A `infersight ballista …` process, killed when dropped; its stderr collected.
 struct Process {
@@ -104,43 +104,11 @@ fn wait_listening(port: u16, what: &Process) {
 
 /// The scenarios, each with the seed `rca.rs` checks it with: a regression on one slice, two
 /// causes at once, and a healthy fleet (no cause).
-const SCENARIOS: [(&str, &str); 3] = [
-    ("lora_kv_regression", "1"),
-    ("two_causes", "1"),
-    ("healthy", "1"),
-];
+const SCENARIOS: [(&str, u64); 3] = [("lora_kv_regression", 1), ("two_causes", 1), ("healthy", 1)];
 
 /// The metrics one ingest node received, to know when the query node sees them all (the
 /// other statements read requests, spans and logs).
 const METRICS: &str = "SELECT name, count(*) AS n, max(ts) AS last, max(value) AS top FROM metrics GROUP BY name ORDER BY name";
-
-/// `scenario` simulated into `dir/sim` at `rca.rs`'s size (30 minutes, 8 workers at 10
-/// requests/s; of its files the test sends traces and metrics, as `rca.rs` ingests them, but
-/// not the prompt lines `rca.rs` adds for some scenarios): the files and the ground truth.
-fn simulate(dir: &Path, scenario: &str, seed: &str) -> (PathBuf, Value) {
-    let sim = dir.join("sim");
-    let out = run(&[
-        "simulate",
-        "--scenario",
-        scenario,
-        "--seed",
-        seed,
-        "--duration",
-        "30m",
-        "--workers",
-        "8",
-        "--rate",
-        "10",
-        "--arrivals",
-        "poisson",
-        "--quiet",
-        "--out",
-        sim.to_str().unwrap(),
-    ]);
-    ok(&out, "simulate");
-    let truth = std::fs::read_to_string(sim.join("ground_truth.json")).unwrap();
-    (sim.clone(), serde_json::from_str(&truth).unwrap())
-}
 
 /// Sends each line of `file` (one OTLP/JSON export request per line) to `server`'s `path`.
 fn send_lines(server: &Server, path: &str, file: &Path) {
@@ -222,9 +190,11 @@ fn scenario_on_the_cluster(
     dir: &Path,
     storage: &str,
     cluster: &Cluster,
-    (scenario, seed): (&str, &str),
+    (scenario, seed): (&str, u64),
 ) -> (Run, Vec<crate::storage::Rows>) {
-    let (sim, truth) = simulate(dir, scenario, seed);
+    // rca.rs's size; of the files, traces and metrics (as rca.rs ingests them, without the
+    // prompt lines it adds for some scenarios)
+    let (sim, truth) = simulate_to(dir, (scenario, seed, "30m"), &[]);
     let (traces, metrics) = (sim.join("traces.jsonl"), sim.join("metrics.jsonl"));
     let local = Server::start(&dir.join("local"), BASE);
     send_lines(&local, "/v1/traces", &traces);

@@ -415,10 +415,28 @@ pub fn ok(out: &Output, what: &str) -> String {
 pub fn simulate_and_ingest(
     dir: &Path,
     data: &Path,
-    (scenario, seed, duration): (&str, u64, &str),
+    run_of: (&str, u64, &str),
     extra: &[&str],
     files: &[&str],
 ) -> serde_json::Value {
+    let (sim, truth) = simulate_to(dir, run_of, extra);
+    let paths: Vec<String> = files
+        .iter()
+        .map(|f| sim.join(f).to_string_lossy().into_owned())
+        .collect();
+    let mut args = vec!["ingest", "--quiet", "--data", data.to_str().unwrap()];
+    args.extend(paths.iter().map(String::as_str));
+    ok(&run(&args), "ingest");
+    truth
+}
+
+/// `scenario` with `seed` for `duration`, 8 workers at 10 req/s with Poisson arrivals (plus
+/// `extra` flags for `simulate`), written to `dir/sim`: that directory and the ground truth.
+pub fn simulate_to(
+    dir: &Path,
+    (scenario, seed, duration): (&str, u64, &str),
+    extra: &[&str],
+) -> (PathBuf, serde_json::Value) {
     let sim = dir.join("sim");
     let seed = seed.to_string();
     let mut args = vec![
@@ -441,15 +459,9 @@ pub fn simulate_and_ingest(
     ];
     args.extend_from_slice(extra);
     ok(&run(&args), "simulate");
-    let paths: Vec<String> = files
-        .iter()
-        .map(|f| sim.join(f).to_string_lossy().into_owned())
-        .collect();
-    let mut args = vec!["ingest", "--quiet", "--data", data.to_str().unwrap()];
-    args.extend(paths.iter().map(String::as_str));
-    ok(&run(&args), "ingest");
-    serde_json::from_str(&std::fs::read_to_string(sim.join("ground_truth.json")).unwrap())
-        .expect("ground_truth.json")
+    let truth = std::fs::read_to_string(sim.join("ground_truth.json")).unwrap();
+    let truth = serde_json::from_str(&truth).expect("ground_truth.json");
+    (sim, truth)
 }
 
 /// A port of 127.0.0.1 free a moment ago (bound and released), for a server that must know its
