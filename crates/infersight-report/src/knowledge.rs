@@ -1,6 +1,6 @@
 //! The knowledge base: runbooks from `knowledge/` (embedded in the binary), the user's own
-//! runbooks (`[report] knowledge_dir`) and confirmed past incidents, indexed in RAM with tantivy
-//! (BM25) and queried with an RCA verdict's evidence.
+//! runbooks (`[report] knowledge_dir`) and confirmed past incidents, indexed in RAM (BM25, see
+//! `bm25`) and queried with an RCA verdict's evidence.
 //!
 //! A runbook is Markdown with a small front matter:
 //!
@@ -32,7 +32,7 @@
 //!   pollution, resonance, truncation, trace loss, flow-control stall, queue build-up, prompt
 //!   drift, and kinds this code does not know), then signals that say where but not why
 //!   (`version_regression`, `slow_worker`), then symptoms (`error_burst`, `latency_spike`).
-//! - Scores are tantivy's scores of that boolean query: a fixed score per matched signal kind
+//! - Scores are sums over the query's clauses: a fixed score per matched signal kind
 //!   (by rank) plus the words' BM25 (comparable within one retrieval, not across retrievals).
 //! - A healthy verdict (no symptom, no root cause, no signal) retrieves nothing.
 
@@ -41,20 +41,14 @@ use std::path::{Path, PathBuf};
 
 use infersight_rca::RcaReport;
 use serde::{Deserialize, Serialize};
-use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, TermQuery};
-use tantivy::schema::{
-    Field, IndexRecordOption, STORED, Schema, TextFieldIndexing, TextOptions, Value,
-};
-use tantivy::tokenizer::{
-    Language, LowerCaser, RawTokenizer, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter,
-    TextAnalyzer,
-};
-use tantivy::{Index, IndexReader, TantivyDocument, Term};
 
 use crate::ReportError;
 use infersight_model::signal::SignalKind;
 use infersight_rca::{Incident, IncidentStatus};
+
+use bm25::{Analyzer, Clause, Index, NewDocument, TextField};
+
+mod bm25;
 
 /// One retrieved runbook or past incident.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -442,20 +436,6 @@ struct Entry {
     signals: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Fields {
-    ord: Field,
-    signals: Field,
-    title: Field,
-    keywords: Field,
-    text: Field,
-}
-
-/// Tokenizer of the signals field: each signal kind is one token.
-const SIGNAL_TOKENIZER: &str = "kb_signal";
-/// Tokenizer of the text fields: words, lowercased, English stop words out, stemmed.
-const TEXT_TOKENIZER: &str = "kb_text";
-
 /// Score of a document covering the first signal kind; each next kind gets
 /// [`SIGNAL_BOOST_DECAY`] times the one before. High against the words' BM25 (tens), so the
 /// kinds decide and the words choose between runbooks covering the same kinds.
@@ -477,16 +457,14 @@ const WEIGHT_VERDICT: f32 = 0.25;
 const MAX_WORD_WEIGHT: f32 = 2.0;
 /// Log templates used, best lift first.
 const MAX_LOG_TEMPLATES: usize = 5;
-/// Memory budget of the (single-threaded) index writer; tantivy's minimum.
-const WRITER_MEMORY_BYTES: usize = 15_000_000;
 
 /// Runbooks and past incidents, indexed in RAM.
 pub struct KnowledgeBase {
     runbooks: Vec<Runbook>,
     entries: Vec<Entry>,
+    analyzer: Analyzer,
+    /// Document `n` is `entries[n]`.
     index: Index,
-    reader: IndexReader,
-    fields: Fields,
 }
 
 impl std::fmt::Debug for KnowledgeBase {
@@ -496,10 +474,6 @@ impl std::fmt::Debug for KnowledgeBase {
             .field("entries", &self.entries.len())
             .finish()
     }
-}
-
-fn index_error(error: impl std::fmt::Display) -> ReportError {
-    ReportError::Io(format!("knowledge index: {error}"))
 }
 
 impl KnowledgeBase {
@@ -530,27 +504,22 @@ impl KnowledgeBase {
             }
         }
 
-        let (schema, fields) = schema();
-        let index = Index::create_in_ram(schema);
-        register_tokenizers(&index);
-        let mut writer = index
-            .writer_with_num_threads::<TantivyDocument>(1, WRITER_MEMORY_BYTES)
-            .map_err(index_error)?;
+        let analyzer = Analyzer::new();
+        let mut index = Index::default();
         let mut entries = Vec::new();
         for runbook in &runbooks {
-            let mut doc = TantivyDocument::default();
-            doc.add_u64(fields.ord, entries.len() as u64);
+            let mut doc = NewDocument::default();
             for kind in &runbook.signals {
-                doc.add_text(fields.signals, kind);
+                doc.signal(kind);
             }
-            doc.add_text(fields.title, &runbook.title);
+            doc.text(TextField::Title, runbook.title.as_str());
             // The id's words are keywords too (`lora-adapter-swapping`).
-            doc.add_text(fields.keywords, runbook.id.replace(['-', '_'], " "));
+            doc.text(TextField::Keywords, runbook.id.replace(['-', '_'], " "));
             for keyword in &runbook.keywords {
-                doc.add_text(fields.keywords, words_of(keyword));
+                doc.text(TextField::Keywords, words_of(keyword));
             }
-            doc.add_text(fields.text, words_of(&runbook.text()));
-            writer.add_document(doc).map_err(index_error)?;
+            doc.text(TextField::Text, words_of(&runbook.text()));
+            index.add(&analyzer, doc);
             entries.push(Entry {
                 id: runbook.id.clone(),
                 kind: HitKind::Runbook,
@@ -567,11 +536,10 @@ impl KnowledgeBase {
             .filter(|i| i.status == IncidentStatus::Confirmed)
         {
             let rca = &incident.rca;
-            let mut doc = TantivyDocument::default();
-            doc.add_u64(fields.ord, entries.len() as u64);
+            let mut doc = NewDocument::default();
             let mut keywords = Vec::new();
             for signal in &rca.signals {
-                doc.add_text(fields.signals, signal.kind.name());
+                doc.signal(signal.kind.name());
                 keywords.push(signal.kind.name().replace('_', " "));
                 for (key, value) in &signal.subject {
                     keywords.push(words_of(&format!("{key} {value}")));
@@ -585,13 +553,16 @@ impl KnowledgeBase {
             if let Some(symptom) = &rca.symptom {
                 keywords.push(words_of(&symptom.sli));
             }
-            doc.add_text(fields.title, words_of(&rca.verdict));
-            for keyword in &keywords {
-                doc.add_text(fields.keywords, keyword);
+            doc.text(TextField::Title, words_of(&rca.verdict));
+            for keyword in keywords {
+                doc.text(TextField::Keywords, keyword);
             }
             let note = incident.note.clone().unwrap_or_default();
-            doc.add_text(fields.text, words_of(&format!("{note}\n{}", rca.verdict)));
-            writer.add_document(doc).map_err(index_error)?;
+            doc.text(
+                TextField::Text,
+                words_of(&format!("{note}\n{}", rca.verdict)),
+            );
+            index.add(&analyzer, doc);
             let mut fixes: Vec<String> = incident
                 .note
                 .iter()
@@ -615,14 +586,11 @@ impl KnowledgeBase {
                 signals: Vec::new(),
             });
         }
-        writer.commit().map_err(index_error)?;
-        let reader = index.reader().map_err(index_error)?;
         Ok(KnowledgeBase {
             runbooks,
             entries,
+            analyzer,
             index,
-            reader,
-            fields,
         })
     }
 
@@ -641,7 +609,7 @@ impl KnowledgeBase {
         if rca.signals.is_empty() && rca.root_causes.is_empty() && rca.symptom.is_none() {
             return Vec::new();
         }
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let mut clauses: Vec<Clause> = Vec::new();
         // Signal kinds by tier (mechanism, place, symptom), then strength; each kind once.
         let mut signals: Vec<_> = rca.signals.iter().collect();
         signals.sort_by(|a, b| {
@@ -665,7 +633,7 @@ impl KnowledgeBase {
             let scale = if rank == 0 { 1.0 } else { 0.5 };
             for (key, value) in &signal.subject {
                 words.add(
-                    &self.index,
+                    &self.analyzer,
                     &format!("{key} {value}"),
                     WEIGHT_SUBJECT * scale,
                 );
@@ -675,21 +643,21 @@ impl KnowledgeBase {
             let scale = if rank == 0 { 1.0 } else { 0.5 };
             for (key, value) in &cause.dimensions {
                 words.add(
-                    &self.index,
+                    &self.analyzer,
                     &format!("{key} {value}"),
                     WEIGHT_ROOT_CAUSE * scale,
                 );
             }
         }
         if let Some(symptom) = &rca.symptom {
-            words.add(&self.index, &symptom.sli, WEIGHT_SYMPTOM);
+            words.add(&self.analyzer, &symptom.sli, WEIGHT_SYMPTOM);
         }
         let mut templates: Vec<_> = rca.log_evidence.iter().collect();
         templates.sort_by(|a, b| b.lift.total_cmp(&a.lift));
         for evidence in templates.iter().take(MAX_LOG_TEMPLATES) {
-            words.add(&self.index, &evidence.template, WEIGHT_LOG_TEMPLATE);
+            words.add(&self.analyzer, &evidence.template, WEIGHT_LOG_TEMPLATE);
         }
-        words.add(&self.index, &rca.verdict, WEIGHT_VERDICT);
+        words.add(&self.analyzer, &rca.verdict, WEIGHT_VERDICT);
         clauses.extend(self.word_clauses(&words));
         self.search(clauses, limit)
     }
@@ -697,7 +665,7 @@ impl KnowledgeBase {
     /// Free-text search over runbooks and past incidents (the UI's search box); a word that is
     /// a signal kind also matches runbooks covering it.
     pub fn search_text(&self, text: &str, limit: usize) -> Vec<KnowledgeHit> {
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let mut clauses: Vec<Clause> = Vec::new();
         let mut seen = Vec::new();
         for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
             let word = word.to_ascii_lowercase();
@@ -707,62 +675,46 @@ impl KnowledgeBase {
             }
         }
         let mut words = WordWeights::default();
-        words.add(&self.index, text, 1.0);
+        words.add(&self.analyzer, text, 1.0);
         clauses.extend(self.word_clauses(&words));
         self.search(clauses, limit)
     }
 
     /// Documents covering `kind` score `score`, however many kinds they cover and however
     /// common the kind is (a runbook covering two kinds is not half about each).
-    fn signal_clause(&self, kind: &str, score: f32) -> (Occur, Box<dyn Query>) {
-        let term = Term::from_field_text(self.fields.signals, kind);
-        let query = TermQuery::new(term, IndexRecordOption::Basic);
-        (
-            Occur::Should,
-            Box::new(ConstScoreQuery::new(Box::new(query), score)),
-        )
+    fn signal_clause(&self, kind: &str, score: f32) -> Clause {
+        Clause::Signal {
+            kind: kind.to_owned(),
+            score,
+        }
     }
 
-    fn word_clauses(&self, words: &WordWeights) -> Vec<(Occur, Box<dyn Query>)> {
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    fn word_clauses(&self, words: &WordWeights) -> Vec<Clause> {
+        let mut clauses = Vec::new();
         for (word, weight) in &words.0 {
             let weight = weight.min(MAX_WORD_WEIGHT);
             for (field, field_boost) in [
-                (self.fields.title, TITLE_BOOST),
-                (self.fields.keywords, KEYWORDS_BOOST),
-                (self.fields.text, TEXT_BOOST),
+                (TextField::Title, TITLE_BOOST),
+                (TextField::Keywords, KEYWORDS_BOOST),
+                (TextField::Text, TEXT_BOOST),
             ] {
-                let term = Term::from_field_text(field, word);
-                let query = TermQuery::new(term, IndexRecordOption::WithFreqs);
-                clauses.push((
-                    Occur::Should,
-                    Box::new(BoostQuery::new(Box::new(query), weight * field_boost)),
-                ));
+                clauses.push(Clause::Word {
+                    word: word.clone(),
+                    field,
+                    boost: weight * field_boost,
+                });
             }
         }
         clauses
     }
 
-    fn search(&self, clauses: Vec<(Occur, Box<dyn Query>)>, limit: usize) -> Vec<KnowledgeHit> {
+    fn search(&self, clauses: Vec<Clause>, limit: usize) -> Vec<KnowledgeHit> {
         if clauses.is_empty() || limit == 0 {
             return Vec::new();
         }
-        let query = BooleanQuery::new(clauses);
-        let searcher = self.reader.searcher();
-        let top = match searcher.search(&query, &TopDocs::with_limit(limit).order_by_score()) {
-            Ok(top) => top,
-            Err(error) => {
-                tracing::warn!(%error, "knowledge search failed");
-                return Vec::new();
-            }
-        };
         let mut hits = Vec::new();
-        for (score, address) in top {
-            let ord = searcher
-                .doc::<TantivyDocument>(address)
-                .ok()
-                .and_then(|doc| doc.get_first(self.fields.ord).and_then(|v| v.as_u64()));
-            let Some(entry) = ord.and_then(|ord| self.entries.get(ord as usize)) else {
+        for (number, score) in self.index.search(&clauses) {
+            let Some(entry) = self.entries.get(number) else {
                 continue;
             };
             hits.push(KnowledgeHit {
@@ -779,6 +731,7 @@ impl KnowledgeBase {
         }
         // Ties in score keep a stable order (by id), so reports are reproducible.
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+        hits.truncate(limit);
         hits
     }
 }
@@ -797,20 +750,15 @@ fn signal_tier(kind: &str) -> u8 {
 struct WordWeights(BTreeMap<String, f32>);
 
 impl WordWeights {
-    fn add(&mut self, index: &Index, text: &str, weight: f32) {
-        let Some(mut analyzer) = index.tokenizers().get(TEXT_TOKENIZER) else {
-            return;
-        };
-        let text = words_of(text);
-        let mut stream = analyzer.token_stream(&text);
+    fn add(&mut self, analyzer: &Analyzer, text: &str, weight: f32) {
         let mut seen: Vec<String> = Vec::new();
-        while let Some(token) = stream.next() {
+        for word in analyzer.words(&words_of(text)) {
             // Numbers (thresholds, counts, timestamps) say nothing about the cause.
-            if token.text.chars().all(|c| c.is_ascii_digit()) || seen.contains(&token.text) {
+            if word.chars().all(|c| c.is_ascii_digit()) || seen.contains(&word) {
                 continue;
             }
-            seen.push(token.text.clone());
-            *self.0.entry(token.text.clone()).or_default() += weight;
+            *self.0.entry(word.clone()).or_default() += weight;
+            seen.push(word);
         }
     }
 }
@@ -819,43 +767,6 @@ impl WordWeights {
 /// `chat-lora,sql-lora` → `chat lora sql lora` (the tokenizer splits on the rest).
 fn words_of(text: &str) -> String {
     text.replace(['_', '-', ':', '.'], " ")
-}
-
-fn schema() -> (Schema, Fields) {
-    let mut builder = Schema::builder();
-    let text_options = |tokenizer: &str| {
-        TextOptions::default().set_indexing_options(
-            TextFieldIndexing::default()
-                .set_tokenizer(tokenizer)
-                .set_index_option(IndexRecordOption::WithFreqs),
-        )
-    };
-    let fields = Fields {
-        ord: builder.add_u64_field("ord", STORED),
-        signals: builder.add_text_field("signals", text_options(SIGNAL_TOKENIZER)),
-        title: builder.add_text_field("title", text_options(TEXT_TOKENIZER)),
-        keywords: builder.add_text_field("keywords", text_options(TEXT_TOKENIZER)),
-        text: builder.add_text_field("text", text_options(TEXT_TOKENIZER)),
-    };
-    (builder.build(), fields)
-}
-
-fn register_tokenizers(index: &Index) {
-    index.tokenizers().register(
-        SIGNAL_TOKENIZER,
-        TextAnalyzer::builder(RawTokenizer::default()).build(),
-    );
-    let builder = TextAnalyzer::builder(SimpleTokenizer::default())
-        .filter(RemoveLongFilter::limit(40))
-        .filter(LowerCaser);
-    let analyzer = match StopWordFilter::new(Language::English) {
-        Some(stop_words) => builder
-            .filter(stop_words)
-            .filter(Stemmer::new(Language::English))
-            .build(),
-        None => builder.filter(Stemmer::new(Language::English)).build(),
-    };
-    index.tokenizers().register(TEXT_TOKENIZER, analyzer);
 }
 
 /// The `*.md` runbooks of a directory (not recursive), by file name.

@@ -4,8 +4,8 @@
 //! person's judgement (confirm / reject), which feeds confirmed incidents back into the knowledge
 //! base of later reports.
 //!
-//! Incident files are small but read and written with blocking i/o, and the knowledge base is a
-//! tantivy index built in RAM, so both run on blocking threads. The knowledge base is cached:
+//! Incident files are small but read and written with blocking i/o, and the knowledge base is an
+//! index built in RAM, so both run on blocking threads. The knowledge base is cached:
 //! it depends only on the confirmed incidents a report may cite (every confirmed one except the
 //! incident itself) and on the user's runbook directory, so a cached one is reused while neither
 //! changed, and rebuilt when an incident is confirmed or rejected or a runbook file changes.

@@ -1,7 +1,7 @@
 //! The report service behind the incident routes and `POST /api/v1/rca`: the incident store of
 //! the server's data directory, the `[report]` settings, and a cache of knowledge bases. Incident
-//! files are small but read and written with blocking i/o, and the knowledge base is a tantivy
-//! index built in RAM, so both run on blocking threads. A cached knowledge base depends only on
+//! files are small but read and written with blocking i/o, and the knowledge base is an index
+//! built in RAM, so both run on blocking threads. A cached knowledge base depends only on
 //! the confirmed incidents a report may cite (every confirmed one except the incident itself) and
 //! on the user's runbook directory: it is reused while neither changed.
 
