@@ -23,7 +23,10 @@
 //! around the forecast-weighted median leaf ratio, so a minority of anomalous leaves inflates
 //! neither the fleet factor nor the noise):
 //! * [`NoiseModel::Counts`]: `Var = φ f` (Poisson with over-dispersion `φ ≥ 1`): event counts,
-//!   errors, requests over an SLO threshold.
+//!   errors, requests over an SLO threshold. Leaves expecting fewer than 100 events are fitted
+//!   on randomized quantile residuals (exactly normal under Poisson, however small the count),
+//!   so the discreteness of small counts — sampled traces, many small leaves — is not taken for
+//!   over-dispersion.
 //! * [`NoiseModel::Relative`]: `Var = c² f (f + f_ref)`, relative error `c` for large leaves that
 //!   fades into Poisson-like noise below the median forecast `f_ref`: sums such as traffic volume
 //!   or summed latency.

@@ -6,6 +6,12 @@
 use std::collections::HashMap;
 
 use super::{LeafTable, Localization, NoiseModel, Params, RootCause};
+use infersight_model::rng::SplitMix64;
+
+use crate::detect::stats::{erfc, normal_quantile, poisson_sf};
+
+#[cfg(test)]
+mod dispersion_tests;
 
 /// The noise is fitted on this quantile of the squared standardized residuals, not the median:
 /// a cause may cover more than half of the leaves (one of two models), and the median residual
@@ -13,6 +19,12 @@ use super::{LeafTable, Localization, NoiseModel, Params, RootCause};
 const NOISE_QUANTILE: f64 = 0.25;
 /// The `NOISE_QUANTILE` quantile of χ²(1): squared standard-normal residuals have it.
 const CHI2_1_NOISE_QUANTILE: f64 = 0.101_531_0;
+/// Leaves expecting at least this many events are judged by their Pearson residual (close
+/// enough to normal); below, by a randomized quantile residual (see [`count_dispersion`]).
+const CONTINUOUS_FROM_EXPECTED: f64 = 100.0;
+/// Seed of the uniform draws of the randomized quantile residuals: the fit is a function of
+/// its input.
+const RESIDUAL_SEED: u64 = 0x1f_2e_3d_4c;
 /// Floor of an element's effective forecast count, so that elements made only of new leaves
 /// (forecast 0) get a finite score.
 const MIN_EFFECTIVE_FORECAST: f64 = 0.5;
@@ -662,27 +674,57 @@ fn effective_count_scale(noise: NoiseModel, real: &[f64], forecast: &[f64]) -> V
         }
         NoiseModel::Counts | NoiseModel::Auto => {
             // Leaves expecting at least one event carry the dispersion; tiny leaves are all
-            // zeros and would underestimate it.
-            let ratios = |min_expected: f64| -> Vec<f64> {
+            // zeros and say little about it.
+            let leaves = |min_expected: f64| -> Vec<(f64, f64)> {
                 real.iter()
                     .zip(forecast)
                     .filter(|(_, f)| fleet_factor * **f >= min_expected && **f > 0.0)
-                    .map(|(v, f)| {
-                        let expected = fleet_factor * f;
-                        (v - expected).powi(2) / expected
-                    })
+                    .map(|(v, f)| (*v, fleet_factor * f))
                     .collect()
             };
-            let mut sample = ratios(1.0);
+            let mut sample = leaves(1.0);
             if sample.len() < 20 {
-                sample = ratios(0.0);
+                sample = leaves(0.0);
             }
-            let dispersion = (quantile(&mut sample, NOISE_QUANTILE).unwrap_or(1.0)
-                / CHI2_1_NOISE_QUANTILE)
-                .max(1.0);
-            vec![dispersion; forecast.len()]
+            vec![count_dispersion(&sample); forecast.len()]
         }
     }
+}
+
+/// Over-dispersion `φ ≥ 1` (`Var = φ μ`) of counts `(v, μ)` (actual, expected): the squared
+/// standardized residuals' `NOISE_QUANTILE` quantile over χ²(1)'s. A small expected count is
+/// discrete, and its squared Pearson residual `(v − μ)² / μ` sits above χ²(1)'s lower quartile
+/// even when the count is exactly Poisson (a leaf expecting 0.3 events holds none with
+/// probability 0.74, a squared residual of 0.3 against 0.10): with traces kept at 10 % most leaves
+/// expect less than one event, and that read as a dispersion of 2.2, which cut every element's
+/// statistic by as much. Below [`CONTINUOUS_FROM_EXPECTED`] the residual is therefore the
+/// randomized quantile residual (Dunn and Smyth, "Randomized quantile residuals", J. Comput.
+/// Graph. Stat. 1996): `u` drawn uniformly between `P(V < v)` and `P(V ≤ v)` under Poisson(μ), so
+/// that `u` is exactly uniform, and its two-sided position `|2u − 1|` is what `P(|Z| ≤ |z|)` is for
+/// a normal residual `z`. Large counts use `P(|Z| ≤ |v − μ| / √μ)`. The quantile of those
+/// positions is turned back into a squared residual with the normal quantile.
+fn count_dispersion(sample: &[(f64, f64)]) -> f64 {
+    let mut rng = SplitMix64::new(RESIDUAL_SEED);
+    let mut positions: Vec<f64> = sample
+        .iter()
+        .map(|&(v, mu)| {
+            if mu >= CONTINUOUS_FROM_EXPECTED {
+                1.0 - erfc((v - mu).abs() / (2.0 * mu).sqrt())
+            } else {
+                // counts estimated from weighted rows need not be whole
+                let k = v.max(0.0).round();
+                let below = 1.0 - poisson_sf(k, mu);
+                let at_most = 1.0 - poisson_sf(k + 1.0, mu);
+                let u = below + rng.uniform() * (at_most - below).max(0.0);
+                (2.0 * u - 1.0).abs()
+            }
+        })
+        .collect();
+    let Some(position) = quantile(&mut positions, NOISE_QUANTILE) else {
+        return 1.0;
+    };
+    let z = normal_quantile(0.5 + position.clamp(0.0, 1.0 - 1e-12) / 2.0);
+    (z * z / CHI2_1_NOISE_QUANTILE).max(1.0)
 }
 
 /// Median of `real / forecast` over leaves with a positive forecast, each weighted by it.
