@@ -57,7 +57,7 @@ pub struct KnowledgeHit {
     pub id: String,
     pub kind: HitKind,
     pub title: String,
-    /// BM25 score.
+    /// The retrieval's score: the matched signal kinds' fixed scores plus the words' BM25.
     pub score: f32,
     /// One paragraph: what this is about.
     pub summary: String,
@@ -519,7 +519,8 @@ impl KnowledgeBase {
                 doc.text(TextField::Keywords, words_of(keyword));
             }
             doc.text(TextField::Text, words_of(&runbook.text()));
-            index.add(&analyzer, doc);
+            let number = index.add(&analyzer, doc);
+            debug_assert_eq!(number, entries.len(), "document n is entries[n]");
             entries.push(Entry {
                 id: runbook.id.clone(),
                 kind: HitKind::Runbook,
@@ -562,7 +563,8 @@ impl KnowledgeBase {
                 TextField::Text,
                 words_of(&format!("{note}\n{}", rca.verdict)),
             );
-            index.add(&analyzer, doc);
+            let number = index.add(&analyzer, doc);
+            debug_assert_eq!(number, entries.len(), "document n is entries[n]");
             let mut fixes: Vec<String> = incident
                 .note
                 .iter()
