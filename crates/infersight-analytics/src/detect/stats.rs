@@ -417,6 +417,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_normal_quantile_matches_known_values() {
+        assert!((normal_quantile(0.975) - 1.959_964).abs() < 1e-5);
+        assert!((normal_quantile(0.5)).abs() < 1e-9);
+        assert!((normal_quantile(0.01) + 2.326_348).abs() < 1e-5);
+    }
+
+    #[test]
     fn normal_tail_matches_known_values() {
         assert!((normal_sf(0.0) - 0.5).abs() < 1e-7);
         assert!((normal_sf(1.959_964) - 0.025).abs() < 1e-6);

@@ -24,7 +24,7 @@
 //! neither the fleet factor nor the noise):
 //! * [`NoiseModel::Counts`]: `Var = φ f` (Poisson with over-dispersion `φ ≥ 1`): event counts,
 //!   errors, requests over an SLO threshold. Leaves expecting fewer than 100 events are fitted
-//!   on randomized quantile residuals (exactly normal under Poisson, however small the count),
+//!   on quantile residuals (exactly normal under Poisson, however small the count),
 //!   so the discreteness of small counts — sampled traces, many small leaves — is not taken for
 //!   over-dispersion.
 //! * [`NoiseModel::Relative`]: `Var = c² f (f + f_ref)`, relative error `c` for large leaves that

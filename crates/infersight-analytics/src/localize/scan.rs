@@ -6,8 +6,6 @@
 use std::collections::HashMap;
 
 use super::{LeafTable, Localization, NoiseModel, Params, RootCause};
-use infersight_model::rng::SplitMix64;
-
 use crate::detect::stats::{erfc, normal_quantile, poisson_sf};
 
 #[cfg(test)]
@@ -20,11 +18,8 @@ const NOISE_QUANTILE: f64 = 0.25;
 /// The `NOISE_QUANTILE` quantile of χ²(1): squared standard-normal residuals have it.
 const CHI2_1_NOISE_QUANTILE: f64 = 0.101_531_0;
 /// Leaves expecting at least this many events are judged by their Pearson residual (close
-/// enough to normal); below, by a randomized quantile residual (see [`count_dispersion`]).
+/// enough to normal); below, by a quantile residual (see [`count_dispersion`]).
 const CONTINUOUS_FROM_EXPECTED: f64 = 100.0;
-/// Seed of the uniform draws of the randomized quantile residuals: the fit is a function of
-/// its input.
-const RESIDUAL_SEED: u64 = 0x1f_2e_3d_4c;
 /// Floor of an element's effective forecast count, so that elements made only of new leaves
 /// (forecast 0) get a finite score.
 const MIN_EFFECTIVE_FORECAST: f64 = 0.5;
@@ -697,33 +692,68 @@ fn effective_count_scale(noise: NoiseModel, real: &[f64], forecast: &[f64]) -> V
 /// even when the count is exactly Poisson (a leaf expecting 0.3 events holds none with
 /// probability 0.74, a squared residual of 0.3 against 0.10): with traces kept at 10 % most leaves
 /// expect less than one event, and that read as a dispersion of 2.2, which cut every element's
-/// statistic by as much. Below [`CONTINUOUS_FROM_EXPECTED`] the residual is therefore the
-/// randomized quantile residual (Dunn and Smyth, "Randomized quantile residuals", J. Comput.
-/// Graph. Stat. 1996): `u` drawn uniformly between `P(V < v)` and `P(V ≤ v)` under Poisson(μ), so
-/// that `u` is exactly uniform, and its two-sided position `|2u − 1|` is what `P(|Z| ≤ |z|)` is for
-/// a normal residual `z`. Large counts use `P(|Z| ≤ |v − μ| / √μ)`. The quantile of those
-/// positions is turned back into a squared residual with the normal quantile.
+/// statistic by as much.
+///
+/// Below [`CONTINUOUS_FROM_EXPECTED`] a leaf's residual is therefore a quantile residual (Dunn
+/// and Smyth, "Randomized quantile residuals", J. Comput. Graph. Stat. 1996): `u` uniform
+/// between `P(V < v)` and `P(V ≤ v)` under Poisson(μ) is exactly uniform, and its two-sided
+/// position `|2u − 1|` is what `P(|Z| ≤ |z|)` is for a normal residual `z`. Instead of drawing
+/// `u`, each leaf contributes the probability that its position is at most `t`, and the quantile
+/// is taken of that mixture (the draws' expectation: deterministic and steadier). Large counts
+/// use their position `P(|Z| ≤ |v − μ| / √μ)`. The quantile is turned back into a squared
+/// residual with the normal quantile.
+///
+/// Limit: leaves expecting well under one event (μ ≲ 0.5) hold little but zeros, whose
+/// positions barely move with the dispersion; on such leaves alone the fit is about 1 whatever
+/// the truth, and the significance bar (`alpha`) is what guards against heavier tails.
 fn count_dispersion(sample: &[(f64, f64)]) -> f64 {
-    let mut rng = SplitMix64::new(RESIDUAL_SEED);
-    let mut positions: Vec<f64> = sample
+    // Per leaf, the interval its `u` is uniform on (a point for a large count's position).
+    let intervals: Vec<(f64, f64)> = sample
         .iter()
         .map(|&(v, mu)| {
             if mu >= CONTINUOUS_FROM_EXPECTED {
-                1.0 - erfc((v - mu).abs() / (2.0 * mu).sqrt())
+                let position = 1.0 - erfc((v - mu).abs() / (2.0 * mu).sqrt());
+                let u = 0.5 + position / 2.0;
+                (u, u)
             } else {
                 // counts estimated from weighted rows need not be whole
                 let k = v.max(0.0).round();
                 let below = 1.0 - poisson_sf(k, mu);
                 let at_most = 1.0 - poisson_sf(k + 1.0, mu);
-                let u = below + rng.uniform() * (at_most - below).max(0.0);
-                (2.0 * u - 1.0).abs()
+                (below, at_most.max(below))
             }
         })
         .collect();
-    let Some(position) = quantile(&mut positions, NOISE_QUANTILE) else {
+    if intervals.is_empty() {
         return 1.0;
+    }
+    // P(position ≤ t), over the leaves: the share of each interval inside [(1 − t)/2, (1 + t)/2].
+    let share_within = |t: f64| -> f64 {
+        let (low, high) = ((1.0 - t) / 2.0, (1.0 + t) / 2.0);
+        let total: f64 = intervals
+            .iter()
+            .map(|&(a, b)| {
+                if b - a > 1e-15 {
+                    ((b.min(high) - a.max(low)) / (b - a)).clamp(0.0, 1.0)
+                } else if (2.0 * a - 1.0).abs() <= t {
+                    1.0
+                } else {
+                    0.0
+                }
+            })
+            .sum();
+        total / intervals.len() as f64
     };
-    let z = normal_quantile(0.5 + position.clamp(0.0, 1.0 - 1e-12) / 2.0);
+    let (mut low, mut high) = (0.0, 1.0);
+    for _ in 0..60 {
+        let middle = 0.5 * (low + high);
+        if share_within(middle) >= NOISE_QUANTILE {
+            high = middle;
+        } else {
+            low = middle;
+        }
+    }
+    let z = normal_quantile(0.5 + high.min(1.0 - 1e-12) / 2.0);
     (z * z / CHI2_1_NOISE_QUANTILE).max(1.0)
 }
 
