@@ -446,10 +446,14 @@ impl Windows<'_> {
         let detected = format!("{} of {}", symptom.sli, Subject::describe(&top.dimensions));
         let again = moved.analyse(window, Some(detected))?;
         // the cause's own change point is the better estimate of when it started; the symptom's
-        // z is no judge of it (a baseline that holds part of the regression is longer)
+        // z is no judge of it (a baseline that holds part of the regression is longer). The same
+        // cause may be described wider or narrower there (a second fault in the same version
+        // now counts too, or a diluted window had hidden a pair): one slice holding the other
         let same = again.report.as_ref().is_some_and(|r| {
             r.symptom.is_some()
-                && r.root_causes.first().map(|c| &c.dimensions) == Some(&top.dimensions)
+                && r.root_causes
+                    .first()
+                    .is_some_and(|c| nested(&c.dimensions.0, &top.dimensions.0))
         });
         Ok(if same { again } else { first })
     }
@@ -716,6 +720,14 @@ fn sample_weights(
     let fleet = if total > 0.0 { weighted / total } else { 1.0 };
     let per_leaf = own.into_iter().map(|w| w.unwrap_or(fleet)).collect();
     (per_leaf, fleet)
+}
+
+/// Whether one combination's pairs are all among the other's: the slices are nested.
+fn nested(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> bool {
+    let within = |x: &BTreeMap<String, String>, y: &BTreeMap<String, String>| {
+        x.iter().all(|(key, value)| y.get(key) == Some(value))
+    };
+    !a.is_empty() && !b.is_empty() && (within(a, b) || within(b, a))
 }
 
 /// Whether dimensions `a` and `b` determine each other's value on every leaf.

@@ -227,9 +227,22 @@ fn every_scenario_under_every_variation() {
 ///   slice (the throttled pod's rise was set aside as its longer prompts), a slice's series
 ///   then dated the window ten minutes early, and the throttled pod went unseen there; the
 ///   slice's own cause changed with the fleet, so the fleet's window stands.
+/// - two_causes × head_sampling seed 2: with 10 % of traces kept most leaves expect less than
+///   one slow request, and the noise fit took the discreteness of such counts for
+///   over-dispersion (2.2): the LoRA slice scored 28.0 under the bar of 31.9 and only the
+///   throttled pod was named.
+/// - two_causes × head_sampling seed 1 (wrong once the fit above was fixed): the fleet's e2e
+///   dated the change at 02:12 from sampled rows; the top cause's own series said 02:20, but
+///   analysed from there the first pass named the wider `model_version=r2 & service=vllm` (the
+///   version holds both faults), which did not count as the same cause, so the diluted window
+///   stood. Nested slices now count as the same cause.
 #[test]
 fn cells_once_wrong_stay_right() {
-    let cells = [(Scenario::CachePollution, Variation::ThrottledPod, 1)];
+    let cells = [
+        (Scenario::CachePollution, Variation::ThrottledPod, 1),
+        (Scenario::TwoCauses, Variation::HeadSampling, 1),
+        (Scenario::TwoCauses, Variation::HeadSampling, 2),
+    ];
     let wrong: Vec<String> = cells
         .iter()
         .filter_map(|&(scenario, variation, seed)| {
