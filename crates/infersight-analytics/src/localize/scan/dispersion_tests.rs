@@ -99,6 +99,9 @@ fn small_counts_no_longer_read_as_over_dispersed() {
     );
 }
 
+/// Actual and expected counts of the leaves of one seed.
+type Case = dyn Fn(u64) -> (Vec<f64>, Vec<f64>);
+
 #[test]
 fn real_over_dispersion_is_still_measured() {
     // Over-dispersed by 4 (gamma-Poisson): small counts, large ones (Pearson residuals), both in
@@ -113,7 +116,7 @@ fn real_over_dispersion_is_still_measured() {
         forecast.extend(more_forecast);
         (real, forecast)
     };
-    let cases: [(&str, &dyn Fn(u64) -> (Vec<f64>, Vec<f64>)); 4] = [
+    let cases: [(&str, &Case); 4] = [
         ("small", &small),
         ("large", &large),
         ("mid", &mid),
