@@ -223,7 +223,8 @@ fn serve_on_a_full_disk_answers_503_with_retry_after_and_recovers() {
         "stored rows differ from acknowledged"
     );
     server.kill();
-    let server = Server::start(&data, CONFIG);
+    // the restarted server keeps the minute of grace too: it merges every 50 ms as well
+    let server = Server::start(&data, &config);
     let stored = server.scalar("SELECT count(DISTINCT request_id) AS n FROM requests");
     assert_eq!(
         stored,
