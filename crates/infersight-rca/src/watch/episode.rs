@@ -417,7 +417,7 @@ async fn open_episode(
         .max(end_ns - MAX_ONSET_LOOKBACK_NS)
         .min(end_ns - MINUTE_NS);
     let rca = verdict(engine, onset_ns, end_ns).await?;
-    if let Some(why) = confirm.and_then(|min_effect| unconfirmed(&rca, min_effect)) {
+    if let Some(why) = confirm.and_then(|min_effect| unconfirmed(&rca, min_effect, detections)) {
         tracing::info!(
             detections = detections.len(),
             first = %detections[0].line(),
@@ -465,15 +465,33 @@ async fn open_episode(
 }
 
 /// Why the RCA does not confirm a lone SLI change (`None`: it does): it finds no symptom and
-/// nothing to blame, or only a fleet-wide shift under `min_effect` (ratio either way) that no
-/// cause or signal explains (a latency spike is the symptom itself, a demand shift is load).
-fn unconfirmed(rca: &RcaReport, min_effect: f64) -> Option<String> {
+/// nothing to blame; or its symptom is another part of the request than any SLI that fired
+/// (see [`sli_parts`]: a TPOT shift at the daily peak whose RCA, on its seasonal baseline, finds
+/// only a queue-time wobble with a slice behind it, is not confirmed by that slice); or only a
+/// fleet-wide shift under `min_effect` (ratio either way) that no cause or signal explains (a
+/// latency spike is the symptom itself, a demand shift is load).
+fn unconfirmed(rca: &RcaReport, min_effect: f64, fired: &[Detection]) -> Option<String> {
+    let Some(symptom) = &rca.symptom else {
+        return rca
+            .root_causes
+            .is_empty()
+            .then(|| "the RCA finds nothing behind what fired".into());
+    };
+    let fired_slis: Vec<&str> = fired
+        .iter()
+        .filter_map(|d| d.key.strip_prefix("sli/")?.split('/').next())
+        .collect();
+    let judged = sli_parts(&symptom.sli);
+    if !fired_slis.is_empty() && fired_slis.iter().all(|f| sli_parts(f) & judged == 0) {
+        return Some(format!(
+            "the RCA's symptom is {}, a part of the request no SLI that fired ({}) measures",
+            symptom.sli,
+            fired_slis.join(", ")
+        ));
+    }
     if !rca.root_causes.is_empty() {
         return None;
     }
-    let Some(symptom) = &rca.symptom else {
-        return Some("the RCA finds nothing behind what fired".into());
-    };
     // The spike is the symptom itself and a demand shift is load, not a fault: neither explains.
     let explains =
         |s: &crate::Signal| !matches!(s.kind, SignalKind::LatencySpike | SignalKind::DemandShift);
@@ -492,6 +510,32 @@ fn unconfirmed(rca: &RcaReport, min_effect: f64) -> Option<String> {
             symptom.sli, symptom.baseline, symptom.current
         )
     })
+}
+
+/// The parts of a request an SLI measures, as bits: queue, prefill, decode, prefix cache, output
+/// length, errors, aborts. Two SLIs that share none measure different things (TPOT and queue
+/// time); TTFT shares the queue and the prefill, e2e every latency part, the prefix cache's hit
+/// rate the prefill. An SLI of no known part shares every part (nothing is ruled out).
+fn sli_parts(sli: &str) -> u8 {
+    const QUEUE: u8 = 1;
+    const PREFILL: u8 = 2;
+    const DECODE: u8 = 4;
+    const CACHE: u8 = 8;
+    const LENGTH: u8 = 16;
+    const ERRORS: u8 = 32;
+    const ABORTS: u8 = 64;
+    match sli {
+        "queue" => QUEUE,
+        "prefill" => PREFILL,
+        "ttft" => QUEUE | PREFILL,
+        "decode" | "tpot" | "itl_max" => DECODE,
+        "e2e" => QUEUE | PREFILL | DECODE | LENGTH,
+        "prefix_cache_hit_rate" | "prefix_cache_miss_rate" => CACHE | PREFILL,
+        "output_tokens_per_request" => LENGTH | DECODE | ABORTS,
+        "error_rate" => ERRORS,
+        "abort_rate" => ABORTS | LENGTH,
+        _ => u8::MAX,
+    }
 }
 
 /// The RCA over `[onset, until)` against the hour before the onset.
@@ -607,5 +651,128 @@ fn warning_notice(report: &EpisodeReport) -> IncidentNotice {
             .as_ref()
             .map(|id| format!("/api/v1/incidents/{id}/report")),
         extra_labels,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::{RootCause, Symptom};
+    use infersight_model::signal::Subject;
+
+    fn report(sli: Option<(&str, f64, f64)>, causes: usize) -> RcaReport {
+        RcaReport {
+            symptom: sli.map(|(sli, baseline, current)| Symptom {
+                sli: sli.into(),
+                baseline,
+                current,
+                onset: 0,
+                z: 5.0,
+            }),
+            root_causes: (0..causes)
+                .map(|rank| RootCause {
+                    rank: rank + 1,
+                    dimensions: Subject::of([("tenant", "globex")]),
+                    explained_fraction: 0.4,
+                    score: 90.0,
+                    evidence: Vec::new(),
+                })
+                .collect(),
+            signals: Vec::new(),
+            log_evidence: Vec::new(),
+            log_sequences: Vec::new(),
+            suggestions: Vec::new(),
+            checklist: Vec::new(),
+            fleet_wide: causes == 0,
+            incident_window: None,
+            baseline_window: None,
+            window_source: "given".into(),
+            verdict: String::new(),
+            elapsed_ms: 0.0,
+            timings_ms: std::collections::BTreeMap::new(),
+            incident_id: None,
+        }
+    }
+
+    fn fired(keys: &[&str]) -> Vec<Detection> {
+        keys.iter()
+            .map(|key| Detection {
+                key: (*key).into(),
+                kind: SLI_CHANGE.into(),
+                subject: Subject::default(),
+                onset_ns: 0,
+                strength: 4.0,
+                detail: String::new(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_cause_behind_another_part_of_the_request_confirms_nothing() {
+        let tpot = fired(&["sli/tpot/fleet", "sli/tpot/model=llama-3.1-8b-instruct"]);
+        // the daily peak: TPOT fired, the RCA's symptom is a queue wobble with a slice behind it
+        let why = unconfirmed(&report(Some(("queue", 42.0, 50.0)), 1), 1.5, &tpot);
+        assert!(why.is_some_and(|w| w.contains("queue") && w.contains("tpot")));
+        // the same slice behind a TPOT or e2e symptom confirms it
+        assert_eq!(
+            unconfirmed(&report(Some(("tpot", 40.0, 44.0)), 1), 1.5, &tpot),
+            None
+        );
+        assert_eq!(
+            unconfirmed(&report(Some(("e2e", 900.0, 950.0)), 1), 1.5, &tpot),
+            None
+        );
+        // TTFT covers the queue; one related SLI among those that fired is enough
+        let ttft = fired(&["sli/ttft/fleet"]);
+        assert_eq!(
+            unconfirmed(&report(Some(("queue", 42.0, 50.0)), 1), 1.5, &ttft),
+            None
+        );
+        let both = fired(&["sli/tpot/fleet", "sli/queue/fleet"]);
+        assert_eq!(
+            unconfirmed(&report(Some(("queue", 42.0, 50.0)), 1), 1.5, &both),
+            None
+        );
+        // an unrelated symptom is no confirmation even when it is large
+        assert!(unconfirmed(&report(Some(("error_rate", 0.01, 0.2)), 0), 1.5, &tpot).is_some());
+    }
+
+    #[test]
+    fn an_unexplained_fleet_wide_shift_confirms_only_when_large() {
+        let e2e = fired(&["sli/e2e/fleet"]);
+        assert!(unconfirmed(&report(Some(("e2e", 1000.0, 1150.0)), 0), 1.5, &e2e).is_some());
+        assert_eq!(
+            unconfirmed(&report(Some(("e2e", 1000.0, 2000.0)), 0), 1.5, &e2e),
+            None
+        );
+        assert!(unconfirmed(&report(None, 0), 1.5, &e2e).is_some());
+        // a symptom of an SLI no part is known of rules nothing out
+        assert_eq!(
+            unconfirmed(&report(Some(("gpu_seconds", 1.0, 1.1)), 1), 1.5, &e2e),
+            None
+        );
+    }
+
+    #[test]
+    fn every_watched_sli_has_its_parts() {
+        for sli in [
+            "queue",
+            "prefill",
+            "ttft",
+            "decode",
+            "tpot",
+            "itl_max",
+            "e2e",
+            "prefix_cache_hit_rate",
+            "prefix_cache_miss_rate",
+            "output_tokens_per_request",
+            "error_rate",
+            "abort_rate",
+        ] {
+            assert_ne!(sli_parts(sli), u8::MAX, "{sli}");
+            assert_ne!(sli_parts(sli), 0, "{sli}");
+        }
+        assert_eq!(sli_parts("tpot") & sli_parts("queue"), 0);
+        assert_ne!(sli_parts("ttft") & sli_parts("queue"), 0);
     }
 }
