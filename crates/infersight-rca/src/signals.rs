@@ -55,7 +55,10 @@
 //! A detector that lacks data for a subject (too short a baseline) skips that subject; only SQL
 //! failures are errors.
 
+mod minutes;
 mod throttle;
+
+pub use minutes::MinuteCache;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -107,6 +110,9 @@ const MAX_TENANT_KEYS: usize = 4;
 const MAX_TENANT_VALUES: usize = 64;
 /// Entry spans sampled per service and side of the split for trace-context loss.
 const ENTRY_SAMPLE: i64 = 4_096;
+/// Entry spans kept per service and minute where the watcher keeps minutes between runs
+/// ([`MinuteCache`]); the sides are then sampled down to [`ENTRY_SAMPLE`] from them.
+const ENTRY_MINUTE_SAMPLE: i64 = 1_024;
 /// Parents and the rest of a trace are looked up this far beyond the window.
 const TRACE_MARGIN_NS: i64 = 5 * MINUTE_NS;
 /// An attribute key with more distinct values (among a service's sampled entry spans) is an
@@ -128,11 +134,31 @@ pub async fn collect_signals(
     engine: &QueryEngine,
     ctx: &RcaContext,
 ) -> Result<Vec<Signal>, QueryError> {
+    collect(engine, ctx, None).await
+}
+
+/// [`collect_signals`] for a caller that runs it again and again over a sliding window (the
+/// watcher): the statements whose rows each belong to one minute (requests per worker and
+/// minute, metric samples, entry spans, flow-control overhead) read only the minutes `cache`
+/// does not hold as settled; the window starts on a whole minute.
+pub async fn collect_signals_cached(
+    engine: &QueryEngine,
+    ctx: &RcaContext,
+    cache: &mut MinuteCache,
+) -> Result<Vec<Signal>, QueryError> {
+    collect(engine, ctx, Some(cache)).await
+}
+
+async fn collect(
+    engine: &QueryEngine,
+    ctx: &RcaContext,
+    mut cache: Option<&mut MinuteCache>,
+) -> Result<Vec<Signal>, QueryError> {
     let window = Window::of(ctx);
     let mut signals = Vec::new();
-    let per_worker = read_worker_minutes(engine, &window).await?;
+    let per_worker = read_worker_minutes(engine, &window, cache.as_deref_mut()).await?;
     signals.extend(worker_signals(&per_worker, &window));
-    let metrics = read_metric_samples(engine, &window).await?;
+    let metrics = read_metric_samples(engine, &window, cache.as_deref_mut()).await?;
     let mut worker_signals_from_metrics = metric_signals(&metrics, &per_worker, &window);
     worker_signals_from_metrics.extend(throttle::throttled_workers(&metrics, window.split_ns));
     attribute_to_request_workers(
@@ -160,7 +186,7 @@ pub async fn collect_signals(
         signals.extend(tenant_signals(&source, &by_value, &window));
     }
     signals.extend(prompt_drift_signals(engine, &window).await?);
-    signals.extend(trace_signals(engine, &window).await?);
+    signals.extend(trace_signals(engine, &window, cache).await?);
     signals.sort_by(|a, b| b.strength.total_cmp(&a.strength));
     Ok(signals)
 }
@@ -218,7 +244,14 @@ struct Rows {
 
 impl Rows {
     async fn query(engine: &QueryEngine, sql: &str) -> Result<Rows, QueryError> {
+        let started = std::time::Instant::now();
         let output = engine.sql(sql).await?;
+        tracing::debug!(
+            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+            rows = output.batches.iter().map(RecordBatch::num_rows).sum::<usize>(),
+            statement = %sql.chars().take(60).collect::<String>(),
+            "signals: query"
+        );
         Ok(Rows {
             batches: output.batches,
         })
@@ -287,6 +320,32 @@ impl Rows {
     }
 }
 
+/// Rows of a statement whose rows each belong to one minute (its `time_column`) over `w`: read
+/// whole, or, with a cache, only from the first minute it does not hold as settled (module
+/// [`minutes`]; the window then starts on a whole minute). `sql` writes the statement for a
+/// window.
+async fn minute_rows(
+    engine: &QueryEngine,
+    cache: Option<&mut MinuteCache>,
+    name: &'static str,
+    (w, time_column): (&Window, &str),
+    sql: impl Fn(&Window) -> String,
+) -> Result<Rows, QueryError> {
+    let (Some(cache), Some(since), Some(until)) = (cache, w.since_ns, w.until_ns) else {
+        return Rows::query(engine, &sql(w)).await;
+    };
+    let since = since.div_euclid(MINUTE_NS) * MINUTE_NS;
+    let plan = cache.plan(name, since, until);
+    let part = Window {
+        since_ns: Some(plan.from_ns),
+        until_ns: Some(until),
+        split_ns: w.split_ns,
+    };
+    let fresh = Rows::query(engine, &sql(&part)).await?;
+    let batches = cache.merge(name, since, plan, time_column, fresh.batches)?;
+    Ok(Rows { batches })
+}
+
 fn subject(pairs: &[(&str, &str)]) -> Subject {
     Subject::of(pairs.iter().copied())
 }
@@ -340,9 +399,11 @@ struct WorkerMinutes {
 async fn read_worker_minutes(
     engine: &QueryEngine,
     w: &Window,
+    cache: Option<&mut MinuteCache>,
 ) -> Result<WorkerMinutes, QueryError> {
-    let sql = format!(
-        "SELECT COALESCE(worker, '') AS worker, COALESCE(model, '') AS model, \
+    let sql = |w: &Window| {
+        format!(
+            "SELECT COALESCE(worker, '') AS worker, COALESCE(model, '') AS model, \
          COALESCE(model_version, '') AS model_version, \
          date_trunc('minute', ts) AS minute, count(*) AS n, \
          sum(CASE WHEN status = 'error' OR (error_type IS NOT NULL AND error_type <> '') THEN 1 ELSE 0 END) AS errors, \
@@ -350,9 +411,10 @@ async fn read_worker_minutes(
          sum(CASE WHEN finish_reason IS NOT NULL AND finish_reason <> '' THEN 1 ELSE 0 END) AS finished, \
          sum(COALESCE(queue_ms, 0.0)) AS queue_sum, sum(COALESCE(e2e_ms, 0.0)) AS e2e_sum \
          FROM requests WHERE {} GROUP BY 1, 2, 3, 4",
-        w.predicate("ts")
-    );
-    let rows = Rows::query(engine, &sql).await?;
+            w.predicate("ts")
+        )
+    };
+    let rows = minute_rows(engine, cache, "worker_minutes", (w, "minute"), sql).await?;
     let mut cells: BTreeMap<(String, String, String), BTreeMap<i64, WorkerMinute>> =
         BTreeMap::new();
     rows.for_each(
@@ -522,6 +584,7 @@ const WORKER_METRICS: [&str; 3] = [
 async fn read_metric_samples(
     engine: &QueryEngine,
     w: &Window,
+    cache: Option<&mut MinuteCache>,
 ) -> Result<MetricSamples, QueryError> {
     let quoted = |names: &[&str]| {
         names
@@ -540,15 +603,17 @@ async fn read_metric_samples(
     // One sample per (worker, device, name, scrape time): a worker's own series are averaged
     // over what else tells them apart (an engine index); a GPU's utilization takes the busiest
     // of its series (OTel `hw.gpu.utilization` has one per task: general, encoder, decoder).
-    let sql = format!(
-        "SELECT worker, CASE WHEN name IN ({gpu}) \
+    let sql = |w: &Window| {
+        format!(
+            "SELECT worker, CASE WHEN name IN ({gpu}) \
            THEN COALESCE(NULLIF(device, ''), json_get(labels, 'hw.id'), '') ELSE '' END AS device, \
            name, ts, avg(value) AS value, max(value) AS peak FROM metrics \
          WHERE {} AND name IN ({gpu}, {worker}) AND worker IS NOT NULL AND worker <> '' \
          GROUP BY 1, 2, 3, 4",
-        w.predicate("ts")
-    );
-    let rows = Rows::query(engine, &sql).await?;
+            w.predicate("ts")
+        )
+    };
+    let rows = minute_rows(engine, cache, "metric_samples", (w, "ts"), sql).await?;
     let mut out: MetricSamples = BTreeMap::new();
     rows.for_each(
         &["worker", "device", "name"],
@@ -1526,9 +1591,13 @@ async fn prompt_drift_signals(engine: &QueryEngine, w: &Window) -> Result<Vec<Si
 
 // ------------------------------------------------------------------------ spans
 
-async fn trace_signals(engine: &QueryEngine, w: &Window) -> Result<Vec<Signal>, QueryError> {
+async fn trace_signals(
+    engine: &QueryEngine,
+    w: &Window,
+    mut cache: Option<&mut MinuteCache>,
+) -> Result<Vec<Signal>, QueryError> {
     let mut out = Vec::new();
-    let entries = read_entry_spans(engine, w).await?;
+    let entries = read_entry_spans(engine, w, cache.as_deref_mut()).await?;
     let weights: BTreeMap<String, f64> = entries
         .iter()
         .map(|(service, sample)| (service.clone(), sample.len() as f64))
@@ -1536,7 +1605,7 @@ async fn trace_signals(engine: &QueryEngine, w: &Window) -> Result<Vec<Signal>, 
     for service in busiest(&weights) {
         out.extend(context_loss_of_service(&service, &entries[&service], w));
     }
-    out.extend(flow_control_stalls(engine, w).await?);
+    out.extend(flow_control_stalls(engine, w, cache).await?);
     Ok(out)
 }
 
@@ -1553,13 +1622,22 @@ struct EntrySpan {
 }
 
 /// The SQL of [`read_entry_spans`]: entry spans flagged broken or not, at most
-/// [`ENTRY_SAMPLE`] per service and side of the split (evenly spaced in time), with their
-/// attributes. Parents and the rest of a trace are looked up in the window widened by
-/// [`TRACE_MARGIN_NS`], so that traces crossing its edges are whole.
-fn entry_span_sql(w: &Window) -> String {
+/// [`ENTRY_SAMPLE`] per service and side of the split (evenly spaced in time), or with
+/// `per_minute` at most [`ENTRY_MINUTE_SAMPLE`] per service and minute, with their attributes.
+/// Parents and the rest of a trace are looked up in the window widened by [`TRACE_MARGIN_NS`],
+/// so that traces crossing its edges are whole.
+fn entry_span_sql(w: &Window, per_minute: bool) -> String {
     let p = w.predicate("ts");
     let wide = w.widened_predicate("ts", TRACE_MARGIN_NS);
     let split = w.split_ns;
+    let (side, sample) = if per_minute {
+        ("date_trunc('minute', ts)".to_string(), ENTRY_MINUTE_SAMPLE)
+    } else {
+        (
+            format!("CASE WHEN ts < to_timestamp_nanos({split}) THEN 0 ELSE 1 END"),
+            ENTRY_SAMPLE,
+        )
+    };
     format!(
         "WITH s AS (SELECT trace_id, span_id, parent_span_id, COALESCE(service, '') AS service, ts \
            FROM spans WHERE {wide} AND trace_id IS NOT NULL AND span_id IS NOT NULL), \
@@ -1573,7 +1651,7 @@ fn entry_span_sql(w: &Window) -> String {
            WHERE parent_span_id IS NOT NULL AND parent_span_id <> ''), \
          flagged AS (SELECT trace_id, span_id, service, ts, \
            CASE WHEN c_trace IS NULL OR services < 2 OR n_entries > 1 THEN 1 ELSE 0 END AS broken, \
-           CASE WHEN ts < to_timestamp_nanos({split}) THEN 0 ELSE 1 END AS side \
+           {side} AS side \
            FROM entries JOIN facts ON entries.trace_id = facts.f_trace \
            JOIN entry_counts ON entries.trace_id = entry_counts.e_trace \
            LEFT JOIN parents ON entries.trace_id = parents.c_trace AND entries.span_id = parents.c_parent), \
@@ -1581,7 +1659,7 @@ fn entry_span_sql(w: &Window) -> String {
            row_number() OVER (PARTITION BY service, side ORDER BY ts, span_id) AS rn, \
            count(*) OVER (PARTITION BY service, side) AS n FROM flagged), \
          sampled AS (SELECT trace_id AS x_trace, span_id AS x_span, service, ts AS x_ts, broken \
-           FROM numbered WHERE (rn - 1) % ((n + {ENTRY_SAMPLE} - 1) / {ENTRY_SAMPLE}) = 0) \
+           FROM numbered WHERE (rn - 1) % ((n + {sample} - 1) / {sample}) = 0) \
          SELECT sampled.service AS service, sampled.x_ts AS ts, sampled.broken AS broken, spans.attrs AS attrs \
          FROM sampled JOIN spans ON spans.trace_id = sampled.x_trace AND spans.span_id = sampled.x_span \
          WHERE {spans_p} ORDER BY service, ts, attrs",
@@ -1589,12 +1667,18 @@ fn entry_span_sql(w: &Window) -> String {
     )
 }
 
-/// Entry spans per service (see [`entry_span_sql`]), in time order.
+/// Entry spans per service (see [`entry_span_sql`]), in time order; with a cache, read per
+/// minute and then sampled to at most [`ENTRY_SAMPLE`] per side.
 async fn read_entry_spans(
     engine: &QueryEngine,
     w: &Window,
+    cache: Option<&mut MinuteCache>,
 ) -> Result<BTreeMap<String, Vec<EntrySpan>>, QueryError> {
-    let rows = Rows::query(engine, &entry_span_sql(w)).await?;
+    let per_minute = cache.is_some();
+    let rows = minute_rows(engine, cache, "entry_spans", (w, "ts"), |w| {
+        entry_span_sql(w, per_minute)
+    })
+    .await?;
     let mut out: BTreeMap<String, Vec<EntrySpan>> = BTreeMap::new();
     let mut texts = ValueTexts::default();
     rows.for_each(&["service", "attrs"], &[], &["ts", "broken"], |s, _, i| {
@@ -1616,7 +1700,25 @@ async fn read_entry_spans(
             attrs,
         });
     })?;
+    if per_minute {
+        for entries in out.values_mut() {
+            *entries = sample_sides(std::mem::take(entries), w.split_ns);
+        }
+    }
     Ok(out)
+}
+
+/// At most [`ENTRY_SAMPLE`] entries per side of `split_ns`, evenly spaced in time (every k-th,
+/// as the whole-window statement samples), in time order.
+fn sample_sides(mut entries: Vec<EntrySpan>, split_ns: i64) -> Vec<EntrySpan> {
+    entries.sort_by_key(|e| e.ts_ns);
+    let (before, after): (Vec<EntrySpan>, Vec<EntrySpan>) =
+        entries.into_iter().partition(|e| e.ts_ns < split_ns);
+    let evenly = |side: Vec<EntrySpan>| {
+        let every = side.len().div_ceil(ENTRY_SAMPLE as usize).max(1);
+        side.into_iter().step_by(every)
+    };
+    evenly(before).chain(evenly(after)).collect()
 }
 
 /// A group of a service's entry spans: the whole service, or those with one attribute value.
@@ -1827,10 +1929,15 @@ fn is_build_key(key: &str) -> bool {
 
 /// Client-side time beyond the engine's for long outputs, per (service, version) of the root
 /// span: a rise on one version with the engine unchanged is a flow-control stall.
-async fn flow_control_stalls(engine: &QueryEngine, w: &Window) -> Result<Vec<Signal>, QueryError> {
-    let p = w.predicate("ts");
-    let sql = format!(
-        "WITH roots AS (SELECT trace_id AS root_trace, service, ts AS root_ts, duration_ms, \
+async fn flow_control_stalls(
+    engine: &QueryEngine,
+    w: &Window,
+    cache: Option<&mut MinuteCache>,
+) -> Result<Vec<Signal>, QueryError> {
+    let sql = |w: &Window| {
+        let p = w.predicate("ts");
+        format!(
+            "WITH roots AS (SELECT trace_id AS root_trace, service, ts AS root_ts, duration_ms, \
            COALESCE(json_get(attrs, 'service.version'), '') AS version FROM spans \
            WHERE {p} AND (parent_span_id IS NULL OR parent_span_id = '') AND duration_ms IS NOT NULL), \
          r AS (SELECT trace_id, e2e_ms FROM requests WHERE {p} AND output_tokens >= {LONG_OUTPUT_TOKENS} \
@@ -1838,8 +1945,9 @@ async fn flow_control_stalls(engine: &QueryEngine, w: &Window) -> Result<Vec<Sig
          SELECT COALESCE(service, '') AS service, version, date_trunc('minute', root_ts) AS minute, \
            count(*) AS n, avg(duration_ms - e2e_ms) AS overhead \
          FROM roots JOIN r ON roots.root_trace = r.trace_id GROUP BY 1, 2, 3"
-    );
-    let rows = Rows::query(engine, &sql).await?;
+        )
+    };
+    let rows = minute_rows(engine, cache, "flow_control", (w, "minute"), sql).await?;
     // (service, version) → (minute, requests, mean overhead ms)
     let mut cells: BTreeMap<(String, String), Vec<StallPoint>> = BTreeMap::new();
     rows.for_each(

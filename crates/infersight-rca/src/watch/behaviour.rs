@@ -1,16 +1,19 @@
 //! The RCA's resource and behaviour detectors run incrementally (step 4 of [`super`]): every
-//! [`super::WatchSettings::behaviour_every_ns`], `crate::collect_signals` (SQL over metrics,
-//! spans, requests and prompts, bounded by its windows) over the last
+//! [`super::WatchSettings::behaviour_every_ns`], `crate::signals::collect_signals_cached` (SQL
+//! over metrics, spans, requests and prompts, bounded by its windows) over the last
 //! `behaviour_window_ns` against the `behaviour_baseline_ns` before it — or, while an incident
-//! is open, over the incident so far (at most an hour) against the time before its onset. Its
-//! signals stay the step's detections until the next evaluation.
+//! is open, over the incident so far (at most an hour) against the time before its onset. The
+//! statements whose rows belong to one minute read only the minutes not yet settled (the
+//! [`MinuteCache`] kept here); the others read the window. Its signals stay the step's
+//! detections until the next evaluation.
 
 use infersight_model::signal::Subject;
 use infersight_query::QueryEngine;
 use infersight_store::TimeRange;
 
 use super::{Detection, MINUTE_NS, WatchSettings};
-use crate::{RcaContext, RcaError, collect_signals};
+use crate::signals::{MinuteCache, collect_signals_cached};
+use crate::{RcaContext, RcaError};
 
 /// The longest incident window the detectors read.
 const MAX_INCIDENT_NS: i64 = 60 * MINUTE_NS;
@@ -20,6 +23,8 @@ const MAX_INCIDENT_NS: i64 = 60 * MINUTE_NS;
 pub struct BehaviourCache {
     evaluated_at_ns: Option<i64>,
     found: Vec<Detection>,
+    /// The detectors' per-minute rows, kept between runs.
+    minutes: MinuteCache,
 }
 
 impl BehaviourCache {
@@ -36,7 +41,7 @@ impl BehaviourCache {
             .evaluated_at_ns
             .is_none_or(|at| end_ns - at >= settings.behaviour_every_ns || end_ns < at);
         if due {
-            self.found = run(engine, settings, end_ns, frozen_onset).await?;
+            self.found = run(engine, settings, end_ns, frozen_onset, &mut self.minutes).await?;
             self.evaluated_at_ns = Some(end_ns);
         }
         Ok(Some(self.found.clone()))
@@ -71,6 +76,7 @@ async fn run(
     settings: &WatchSettings,
     end_ns: i64,
     frozen_onset: Option<i64>,
+    minutes: &mut MinuteCache,
 ) -> Result<Vec<Detection>, RcaError> {
     let (baseline, incident) = windows(settings, end_ns, frozen_onset);
     let ctx = RcaContext {
@@ -81,7 +87,7 @@ async fn run(
         root_causes: Vec::new(),
         latency_symptom: None,
     };
-    let signals = collect_signals(engine, &ctx).await?;
+    let signals = collect_signals_cached(engine, &ctx, minutes).await?;
     Ok(signals
         .into_iter()
         .map(|s| {
