@@ -27,7 +27,8 @@
 #
 # Env: INFERSIGHT (binary, default target/release/infersight), OUT (default bench/out/watch_cost),
 #      HOURS (24), GROWTH_HOURS (3), WORKERS (8,16,32), RATE (50), REPLAY_MINUTES (70),
-#      RUNS (3), SERVE_DURATION (1h), PORT_BASE (18000).
+#      RUNS (3), SERVE_DURATION (1h), PORT_BASE (18000), END (the stores' end, Unix s: default the
+#      last whole hour before now less one; a kept store needs the END it was built with).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${INFERSIGHT:-$PWD/target/release/infersight}"
@@ -43,7 +44,7 @@ PORT_BASE="${PORT_BASE:-18000}"
 MODE="${1:-cost}"
 mkdir -p "$OUT"
 # the end of every stored history: the last whole hour before now, less one hour
-END=$(( $(date +%s) / 3600 * 3600 - 3600 ))
+END="${END:-$(( $(date +%s) / 3600 * 3600 - 3600 ))}"
 
 build_store() { # workers hours -> prints the store's folder; built once
   local workers=$1 hours=$2

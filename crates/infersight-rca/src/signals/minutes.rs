@@ -180,7 +180,7 @@ mod tests {
                 out.push((t.value(i) / MINUTE_NS, v.value(i)));
             }
         }
-        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.sort_by_key(|m| m.0);
         out
     }
 
