@@ -136,6 +136,30 @@ pub struct RcaReport {
     pub incident_id: Option<String>,
 }
 
+#[cfg(test)]
+impl RcaReport {
+    /// A report of the given symptom and causes, nothing else found (for unit tests).
+    pub(crate) fn of(symptom: Option<Symptom>, root_causes: Vec<RootCause>) -> RcaReport {
+        RcaReport {
+            symptom,
+            fleet_wide: root_causes.is_empty(),
+            root_causes,
+            signals: Vec::new(),
+            log_evidence: Vec::new(),
+            log_sequences: Vec::new(),
+            suggestions: Vec::new(),
+            checklist: Vec::new(),
+            incident_window: None,
+            baseline_window: None,
+            window_source: "given".into(),
+            verdict: String::new(),
+            elapsed_ms: 0.0,
+            timings_ms: BTreeMap::new(),
+            incident_id: None,
+        }
+    }
+}
+
 /// Where one evidence template's sampled records lead, walked from the [`crate::logs::lineage::LineageGraph`]: the
 /// workers they were emitted on, the requests they belong to (by request id or trace) and the
 /// model versions and sessions of those requests.

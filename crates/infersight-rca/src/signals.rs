@@ -2046,38 +2046,28 @@ mod tests {
     }
 
     fn report_with(causes: &[&[(&str, &str)]]) -> RcaReport {
+        let symptom = crate::Symptom {
+            sli: "ttft".into(),
+            baseline: 300.0,
+            current: 450.0,
+            onset: 0,
+            z: 12.0,
+        };
+        let causes = causes
+            .iter()
+            .enumerate()
+            .map(|(i, pairs)| RootCause {
+                rank: i + 1,
+                dimensions: subject(pairs),
+                explained_fraction: 0.7,
+                score: 9.0,
+                evidence: vec!["ttft over the baseline p95".into()],
+            })
+            .collect();
         RcaReport {
-            symptom: Some(crate::Symptom {
-                sli: "ttft".into(),
-                baseline: 300.0,
-                current: 450.0,
-                onset: 0,
-                z: 12.0,
-            }),
-            root_causes: causes
-                .iter()
-                .enumerate()
-                .map(|(i, pairs)| RootCause {
-                    rank: i + 1,
-                    dimensions: subject(pairs),
-                    explained_fraction: 0.7,
-                    score: 9.0,
-                    evidence: vec!["ttft over the baseline p95".into()],
-                })
-                .collect(),
-            signals: Vec::new(),
-            log_evidence: Vec::new(),
-            log_sequences: Vec::new(),
-            suggestions: Vec::new(),
-            checklist: Vec::new(),
             fleet_wide: false,
-            incident_window: None,
-            baseline_window: None,
-            window_source: "given".into(),
             verdict: "p99 ttft rose from 300 to 450 ms since 2026-01-01T00:00:00Z; most likely cause: k8s.deployment.name=prefix-pool (ttft over the baseline p95)".into(),
-            elapsed_ms: 0.0,
-            timings_ms: BTreeMap::new(),
-            incident_id: None,
+            ..RcaReport::of(Some(symptom), causes)
         }
     }
 

@@ -661,37 +661,23 @@ mod tests {
     use infersight_model::signal::Subject;
 
     fn report(sli: Option<(&str, f64, f64)>, causes: usize) -> RcaReport {
-        RcaReport {
-            symptom: sli.map(|(sli, baseline, current)| Symptom {
-                sli: sli.into(),
-                baseline,
-                current,
-                onset: 0,
-                z: 5.0,
-            }),
-            root_causes: (0..causes)
-                .map(|rank| RootCause {
-                    rank: rank + 1,
-                    dimensions: Subject::of([("tenant", "globex")]),
-                    explained_fraction: 0.4,
-                    score: 90.0,
-                    evidence: Vec::new(),
-                })
-                .collect(),
-            signals: Vec::new(),
-            log_evidence: Vec::new(),
-            log_sequences: Vec::new(),
-            suggestions: Vec::new(),
-            checklist: Vec::new(),
-            fleet_wide: causes == 0,
-            incident_window: None,
-            baseline_window: None,
-            window_source: "given".into(),
-            verdict: String::new(),
-            elapsed_ms: 0.0,
-            timings_ms: std::collections::BTreeMap::new(),
-            incident_id: None,
-        }
+        let symptom = sli.map(|(sli, baseline, current)| Symptom {
+            sli: sli.into(),
+            baseline,
+            current,
+            onset: 0,
+            z: 5.0,
+        });
+        let causes = (0..causes)
+            .map(|rank| RootCause {
+                rank: rank + 1,
+                dimensions: Subject::of([("tenant", "globex")]),
+                explained_fraction: 0.4,
+                score: 90.0,
+                evidence: Vec::new(),
+            })
+            .collect();
+        RcaReport::of(symptom, causes)
     }
 
     fn fired(keys: &[&str]) -> Vec<Detection> {
