@@ -58,7 +58,8 @@
 mod minutes;
 mod throttle;
 
-pub use minutes::MinuteCache;
+use minutes::Statement;
+pub use minutes::{LATE_MINUTES, MinuteCache};
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -327,7 +328,7 @@ impl Rows {
 async fn minute_rows(
     engine: &QueryEngine,
     cache: Option<&mut MinuteCache>,
-    name: &'static str,
+    name: Statement,
     (w, time_column): (&Window, &str),
     sql: impl Fn(&Window) -> String,
 ) -> Result<Rows, QueryError> {
@@ -414,7 +415,7 @@ async fn read_worker_minutes(
             w.predicate("ts")
         )
     };
-    let rows = minute_rows(engine, cache, "worker_minutes", (w, "minute"), sql).await?;
+    let rows = minute_rows(engine, cache, Statement::WorkerMinutes, (w, "minute"), sql).await?;
     let mut cells: BTreeMap<(String, String, String), BTreeMap<i64, WorkerMinute>> =
         BTreeMap::new();
     rows.for_each(
@@ -613,7 +614,7 @@ async fn read_metric_samples(
             w.predicate("ts")
         )
     };
-    let rows = minute_rows(engine, cache, "metric_samples", (w, "ts"), sql).await?;
+    let rows = minute_rows(engine, cache, Statement::MetricSamples, (w, "ts"), sql).await?;
     let mut out: MetricSamples = BTreeMap::new();
     rows.for_each(
         &["worker", "device", "name"],
@@ -1630,12 +1631,22 @@ fn entry_span_sql(w: &Window, per_minute: bool) -> String {
     let p = w.predicate("ts");
     let wide = w.widened_predicate("ts", TRACE_MARGIN_NS);
     let split = w.split_ns;
-    let (side, sample) = if per_minute {
-        ("date_trunc('minute', ts)".to_string(), ENTRY_MINUTE_SAMPLE)
+    // Per minute, a read starts at the first unsettled minute, inside the incident: entries
+    // (and a trace's count of them) are judged over the widened window, and only then cut to
+    // the read's range, so a trace that straddles where a read starts counts both its entries.
+    let (side, sample, entries_p, flagged_p) = if per_minute {
+        (
+            "date_trunc('minute', ts)".to_string(),
+            ENTRY_MINUTE_SAMPLE,
+            "TRUE".to_string(),
+            p.clone(),
+        )
     } else {
         (
             format!("CASE WHEN ts < to_timestamp_nanos({split}) THEN 0 ELSE 1 END"),
             ENTRY_SAMPLE,
+            p.clone(),
+            "TRUE".to_string(),
         )
     };
     format!(
@@ -1644,7 +1655,7 @@ fn entry_span_sql(w: &Window, per_minute: bool) -> String {
          known AS (SELECT DISTINCT trace_id AS k_trace, span_id AS k_span FROM s), \
          entries AS (SELECT s.trace_id, s.span_id, s.service, s.ts FROM s \
            LEFT JOIN known ON s.trace_id = known.k_trace AND s.parent_span_id = known.k_span \
-           WHERE known.k_span IS NULL AND {p}), \
+           WHERE known.k_span IS NULL AND {entries_p}), \
          facts AS (SELECT trace_id AS f_trace, count(DISTINCT service) AS services FROM s GROUP BY trace_id), \
          entry_counts AS (SELECT trace_id AS e_trace, count(*) AS n_entries FROM entries GROUP BY trace_id), \
          parents AS (SELECT DISTINCT trace_id AS c_trace, parent_span_id AS c_parent FROM s \
@@ -1654,7 +1665,8 @@ fn entry_span_sql(w: &Window, per_minute: bool) -> String {
            {side} AS side \
            FROM entries JOIN facts ON entries.trace_id = facts.f_trace \
            JOIN entry_counts ON entries.trace_id = entry_counts.e_trace \
-           LEFT JOIN parents ON entries.trace_id = parents.c_trace AND entries.span_id = parents.c_parent), \
+           LEFT JOIN parents ON entries.trace_id = parents.c_trace AND entries.span_id = parents.c_parent \
+           WHERE {flagged_p}), \
          numbered AS (SELECT trace_id, span_id, service, ts, broken, side, \
            row_number() OVER (PARTITION BY service, side ORDER BY ts, span_id) AS rn, \
            count(*) OVER (PARTITION BY service, side) AS n FROM flagged), \
@@ -1675,7 +1687,7 @@ async fn read_entry_spans(
     cache: Option<&mut MinuteCache>,
 ) -> Result<BTreeMap<String, Vec<EntrySpan>>, QueryError> {
     let per_minute = cache.is_some();
-    let rows = minute_rows(engine, cache, "entry_spans", (w, "ts"), |w| {
+    let rows = minute_rows(engine, cache, Statement::EntrySpans, (w, "ts"), |w| {
         entry_span_sql(w, per_minute)
     })
     .await?;
@@ -1708,17 +1720,32 @@ async fn read_entry_spans(
     Ok(out)
 }
 
-/// At most [`ENTRY_SAMPLE`] entries per side of `split_ns`, evenly spaced in time (every k-th,
-/// as the whole-window statement samples), in time order.
+/// At most [`ENTRY_SAMPLE`] entries per side of `split_ns`, evenly spaced in time (exactly that
+/// many where a side holds more), in time order.
 fn sample_sides(mut entries: Vec<EntrySpan>, split_ns: i64) -> Vec<EntrySpan> {
     entries.sort_by_key(|e| e.ts_ns);
     let (before, after): (Vec<EntrySpan>, Vec<EntrySpan>) =
         entries.into_iter().partition(|e| e.ts_ns < split_ns);
-    let evenly = |side: Vec<EntrySpan>| {
-        let every = side.len().div_ceil(ENTRY_SAMPLE as usize).max(1);
-        side.into_iter().step_by(every)
+    let evenly = |side: Vec<EntrySpan>| -> Vec<EntrySpan> {
+        let (n, at_most) = (side.len(), ENTRY_SAMPLE as usize);
+        if n <= at_most {
+            return side;
+        }
+        // the i-th of `at_most` picks is entry ⌊i·n / at_most⌋: strictly increasing, as n > at_most
+        let mut picks = (0..at_most).map(|i| i * n / at_most).peekable();
+        side.into_iter()
+            .enumerate()
+            .filter_map(|(j, e)| {
+                (picks.peek() == Some(&j)).then(|| {
+                    picks.next();
+                    e
+                })
+            })
+            .collect()
     };
-    evenly(before).chain(evenly(after)).collect()
+    let mut out = evenly(before);
+    out.extend(evenly(after));
+    out
 }
 
 /// A group of a service's entry spans: the whole service, or those with one attribute value.
@@ -1947,7 +1974,7 @@ async fn flow_control_stalls(
          FROM roots JOIN r ON roots.root_trace = r.trace_id GROUP BY 1, 2, 3"
         )
     };
-    let rows = minute_rows(engine, cache, "flow_control", (w, "minute"), sql).await?;
+    let rows = minute_rows(engine, cache, Statement::FlowControl, (w, "minute"), sql).await?;
     // (service, version) → (minute, requests, mean overhead ms)
     let mut cells: BTreeMap<(String, String), Vec<StallPoint>> = BTreeMap::new();
     rows.for_each(
@@ -2016,6 +2043,43 @@ async fn flow_control_stalls(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sample_sides_keeps_at_most_the_sample_per_side_evenly_and_in_order() {
+        let entry = |ts_ns: i64| EntrySpan {
+            ts_ns,
+            broken: false,
+            attrs: Vec::new(),
+        };
+        let cap = ENTRY_SAMPLE as usize;
+        // an empty side and a small one are kept whole
+        let small: Vec<EntrySpan> = (0..10).rev().map(|t| entry(1_000 + t)).collect();
+        let got = sample_sides(small, 0);
+        assert_eq!(got.len(), 10);
+        assert!(
+            got.windows(2).all(|p| p[0].ts_ns < p[1].ts_ns),
+            "in time order"
+        );
+        // 5,120 before the split and 3 after: exactly the cap before, evenly, all 3 after
+        let many: Vec<EntrySpan> = (0..5_120).chain(10_000..10_003).map(entry).collect();
+        let got = sample_sides(many, 10_000);
+        let before: Vec<i64> = got
+            .iter()
+            .filter(|e| e.ts_ns < 10_000)
+            .map(|e| e.ts_ns)
+            .collect();
+        assert_eq!(before.len(), cap);
+        assert_eq!(got.len(), cap + 3);
+        assert_eq!(before[0], 0);
+        assert!(
+            before.windows(2).all(|p| (1..=2).contains(&(p[1] - p[0]))),
+            "evenly spaced"
+        );
+        assert!(
+            *before.last().unwrap() >= 5_115,
+            "the whole side is spanned"
+        );
+    }
 
     #[test]
     fn counter_increases_survive_resets() {

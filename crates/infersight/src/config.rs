@@ -434,7 +434,8 @@ pub struct WatchConfig {
     /// Quiet steps before an incident resolves.
     pub resolve_after_steps: u32,
     /// A lone SLI change the RCA explains by no slice and no signal opens an incident only when
-    /// the fleet's symptom moved at least this much (ratio; 1 turns the gate off).
+    /// the fleet's symptom moved at least this much (ratio; 1 turns this gate off, not the rule
+    /// that the RCA's symptom must measure a part of the request the fired SLI measures).
     pub min_unexplained_effect: f64,
     /// How often an open incident's verdict is recomputed.
     pub refresh_every: String,

@@ -1,4 +1,4 @@
-//! The signal statements' rows kept between the watcher's runs of `collect_signals` (its
+//! The signal statements' rows kept between the watcher's runs of `collect_signals_cached` (its
 //! behaviour detectors, step 4 of `watch`): a statement whose every row belongs to one minute
 //! (grouped by minute, or one sample at its time) is read again only from the first minute it
 //! does not hold as settled; minutes older than the last [`LATE_MINUTES`] before the window's
@@ -14,18 +14,30 @@ use infersight_query::QueryError;
 
 use super::MINUTE_NS;
 
-/// Minutes read again at every run: exports that arrive late still fill them.
+/// Minutes read again at every run (and merged again at every step by the watcher's SLI
+/// series): exports that arrive late still fill them.
 pub const LATE_MINUTES: i64 = 3;
+
+/// The statements kept, one table each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Statement {
+    WorkerMinutes,
+    MetricSamples,
+    EntrySpans,
+    FlowControl,
+}
 
 /// Rows of the minute-keyed statements, per statement.
 #[derive(Debug, Default, Clone)]
 pub struct MinuteCache {
-    tables: HashMap<&'static str, Table>,
+    tables: HashMap<Statement, Table>,
 }
 
-/// One statement's settled rows: minutes in `[since_ns, settled_ns)`.
+/// One statement's settled rows: minutes in `[since_ns, settled_ns)`; `valid` once a read
+/// filled it (a statement with no rows is then not read whole again).
 #[derive(Debug, Default, Clone)]
 struct Table {
+    valid: bool,
     since_ns: i64,
     settled_ns: i64,
     batches: Vec<RecordBatch>,
@@ -33,23 +45,29 @@ struct Table {
 
 /// What a cached statement reads now: rows of `[from_ns, until_ns)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Plan {
-    pub from_ns: i64,
-    pub until_ns: i64,
+pub(crate) struct Plan {
+    pub(crate) from_ns: i64,
+    pub(crate) until_ns: i64,
 }
 
 impl MinuteCache {
     /// The range `name` must read for a window `[since_ns, until_ns)` (since on a minute): from
     /// the first minute it does not hold as settled, or the whole window when what it holds
     /// does not lead up to it (first run, the window jumped, the clock went back).
-    pub fn plan(&mut self, name: &'static str, since_ns: i64, until_ns: i64) -> Plan {
+    pub(crate) fn plan(&mut self, name: Statement, since_ns: i64, until_ns: i64) -> Plan {
+        debug_assert_eq!(
+            since_ns.rem_euclid(MINUTE_NS),
+            0,
+            "a window on a whole minute"
+        );
         let table = self.tables.entry(name).or_default();
-        let usable = !table.batches.is_empty()
+        let usable = table.valid
             && table.since_ns <= since_ns
             && since_ns <= table.settled_ns
             && table.settled_ns <= until_ns;
         if !usable {
             *table = Table {
+                valid: false,
                 since_ns,
                 settled_ns: since_ns,
                 batches: Vec::new(),
@@ -63,9 +81,9 @@ impl MinuteCache {
 
     /// Keeps the settled minutes of `fresh` (rows of `plan`, time in column `time_column`, Unix
     /// ns), drops what is older than `since_ns`, and returns every row of the window.
-    pub fn merge(
+    pub(crate) fn merge(
         &mut self,
-        name: &'static str,
+        name: Statement,
         since_ns: i64,
         plan: Plan,
         time_column: &str,
@@ -90,9 +108,10 @@ impl MinuteCache {
             );
             push_nonempty(
                 &mut transient,
-                keep_rows(&batch, time_column, |t| t >= settled_ns)?,
+                keep_rows(&batch, time_column, |t| in_range(t) && t >= settled_ns)?,
             );
         }
+        table.valid = true;
         table.since_ns = since_ns;
         table.settled_ns = settled_ns;
         table.batches = kept;
@@ -129,6 +148,9 @@ fn keep_rows(
     let mask: BooleanArray = (0..times.len())
         .map(|i| Some(times.is_valid(i) && keep(times.value(i))))
         .collect();
+    if mask.true_count() == batch.num_rows() {
+        return Ok(batch.clone());
+    }
     filter_record_batch(batch, &mask)
         .map_err(|e| QueryError::Internal(format!("filtering cached rows: {e}")))
 }
@@ -202,19 +224,25 @@ mod tests {
     fn a_sliding_window_reads_only_its_new_and_late_minutes() {
         let mut cache = MinuteCache::default();
         // first run: minutes 100..135 read whole
-        let plan = cache.plan("t", 100 * MINUTE_NS, 135 * MINUTE_NS);
+        let plan = cache.plan(Statement::WorkerMinutes, 100 * MINUTE_NS, 135 * MINUTE_NS);
         assert_eq!(plan.from_ns, 100 * MINUTE_NS);
         let got = cache
-            .merge("t", 100 * MINUTE_NS, plan, "minute", vec![read(plan, &[])])
+            .merge(
+                Statement::WorkerMinutes,
+                100 * MINUTE_NS,
+                plan,
+                "minute",
+                vec![read(plan, &[])],
+            )
             .expect("merge");
         assert_eq!(minutes(&got).len(), 35);
         // two minutes later: only from the first unsettled minute (135 - 3)
-        let plan = cache.plan("t", 102 * MINUTE_NS, 137 * MINUTE_NS);
+        let plan = cache.plan(Statement::WorkerMinutes, 102 * MINUTE_NS, 137 * MINUTE_NS);
         assert_eq!(plan.from_ns, 132 * MINUTE_NS);
         // a late export filled minute 133 since the first run: it is read again and counts
         let got = cache
             .merge(
-                "t",
+                Statement::WorkerMinutes,
                 102 * MINUTE_NS,
                 plan,
                 "minute",
@@ -231,34 +259,104 @@ mod tests {
     #[test]
     fn a_window_that_jumps_or_goes_back_is_read_whole() {
         let mut cache = MinuteCache::default();
-        let plan = cache.plan("t", 100 * MINUTE_NS, 135 * MINUTE_NS);
+        let plan = cache.plan(Statement::WorkerMinutes, 100 * MINUTE_NS, 135 * MINUTE_NS);
         cache
-            .merge("t", 100 * MINUTE_NS, plan, "minute", vec![read(plan, &[])])
+            .merge(
+                Statement::WorkerMinutes,
+                100 * MINUTE_NS,
+                plan,
+                "minute",
+                vec![read(plan, &[])],
+            )
             .expect("merge");
         // a replay that starts over
-        let plan = cache.plan("t", 50 * MINUTE_NS, 85 * MINUTE_NS);
+        let plan = cache.plan(Statement::WorkerMinutes, 50 * MINUTE_NS, 85 * MINUTE_NS);
         assert_eq!(plan.from_ns, 50 * MINUTE_NS);
         let got = cache
-            .merge("t", 50 * MINUTE_NS, plan, "minute", vec![read(plan, &[])])
+            .merge(
+                Statement::WorkerMinutes,
+                50 * MINUTE_NS,
+                plan,
+                "minute",
+                vec![read(plan, &[])],
+            )
             .expect("merge");
         assert_eq!(
             minutes(&got),
             (50..85).map(|m| (m, m as f64)).collect::<Vec<_>>()
         );
         // a window past everything held
-        let plan = cache.plan("t", 200 * MINUTE_NS, 235 * MINUTE_NS);
+        let plan = cache.plan(Statement::WorkerMinutes, 200 * MINUTE_NS, 235 * MINUTE_NS);
         assert_eq!(plan.from_ns, 200 * MINUTE_NS);
         // statements are cached apart
-        let plan = cache.plan("other", 50 * MINUTE_NS, 85 * MINUTE_NS);
+        let plan = cache.plan(Statement::FlowControl, 50 * MINUTE_NS, 85 * MINUTE_NS);
         assert_eq!(plan.from_ns, 50 * MINUTE_NS);
+    }
+
+    #[test]
+    fn a_statement_without_rows_is_not_read_whole_again() {
+        let mut cache = MinuteCache::default();
+        let plan = cache.plan(Statement::FlowControl, 100 * MINUTE_NS, 135 * MINUTE_NS);
+        let got = cache
+            .merge(
+                Statement::FlowControl,
+                100 * MINUTE_NS,
+                plan,
+                "minute",
+                Vec::new(),
+            )
+            .expect("merge");
+        assert!(got.is_empty());
+        let plan = cache.plan(Statement::FlowControl, 102 * MINUTE_NS, 137 * MINUTE_NS);
+        assert_eq!(plan.from_ns, 132 * MINUTE_NS);
+    }
+
+    #[test]
+    fn rows_outside_the_plan_are_not_kept_twice() {
+        let mut cache = MinuteCache::default();
+        let plan = cache.plan(Statement::WorkerMinutes, 100 * MINUTE_NS, 135 * MINUTE_NS);
+        cache
+            .merge(
+                Statement::WorkerMinutes,
+                100 * MINUTE_NS,
+                plan,
+                "minute",
+                vec![read(plan, &[])],
+            )
+            .expect("merge");
+        let plan = cache.plan(Statement::WorkerMinutes, 102 * MINUTE_NS, 137 * MINUTE_NS);
+        // a statement that read from minute 120 instead of the plan's 132
+        let wider = Plan {
+            from_ns: 120 * MINUTE_NS,
+            ..plan
+        };
+        let got = cache
+            .merge(
+                Statement::WorkerMinutes,
+                102 * MINUTE_NS,
+                plan,
+                "minute",
+                vec![read(wider, &[])],
+            )
+            .expect("merge");
+        assert_eq!(
+            minutes(&got),
+            (102..137).map(|m| (m, m as f64)).collect::<Vec<_>>()
+        );
     }
 
     #[test]
     fn a_row_without_its_time_column_is_an_error_not_a_panic() {
         let mut cache = MinuteCache::default();
-        let plan = cache.plan("t", 0, 10 * MINUTE_NS);
+        let plan = cache.plan(Statement::WorkerMinutes, 0, 10 * MINUTE_NS);
         let err = cache
-            .merge("t", 0, plan, "ts", vec![read(plan, &[])])
+            .merge(
+                Statement::WorkerMinutes,
+                0,
+                plan,
+                "ts",
+                vec![read(plan, &[])],
+            )
             .expect_err("no ts column");
         assert!(err.to_string().contains("lacks column ts"), "{err}");
     }

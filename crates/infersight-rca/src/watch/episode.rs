@@ -15,7 +15,7 @@ use infersight_store::TimeRange;
 use serde::Serialize;
 
 use super::predict::{EXHAUSTION_RISK_ALERTNAME, Prediction};
-use super::series::SLI_CHANGE;
+use super::series::{SLI_CHANGE, sli_of_key};
 use super::{Detection, MINUTE_NS, WatchSettings};
 use crate::incidents::{Incident, IncidentState, StoredNotice, TimelineEntry, WatchRecord};
 use crate::{IncidentStore, RcaError, RcaReport, RcaRequest, analyse};
@@ -395,8 +395,9 @@ impl Episodes {
 
 /// A new episode from the detections of the step at `now_ns`, with its first verdict, stored;
 /// none when `confirm` (the least effect of an unexplained shift) asks the RCA to confirm and it
-/// finds no symptom and nothing to blame, or only a fleet-wide shift smaller than that effect
-/// with no cause and no signal behind it.
+/// does not (see [`unconfirmed`]: no symptom and nothing to blame, a symptom of another part of
+/// the request, or only a fleet-wide shift smaller than that effect with no cause and no signal
+/// behind it).
 async fn open_episode(
     engine: &QueryEngine,
     now_ns: i64,
@@ -467,7 +468,9 @@ async fn open_episode(
 /// Why the RCA does not confirm a lone SLI change (`None`: it does): it finds no symptom and
 /// nothing to blame; or its symptom is another part of the request than any SLI that fired
 /// (see [`sli_parts`]: a TPOT shift at the daily peak whose RCA, on its seasonal baseline, finds
-/// only a queue-time wobble with a slice behind it, is not confirmed by that slice); or only a
+/// only a queue-time wobble with a slice behind it, is not confirmed by that slice; the RCA has
+/// no TPOT measure of its own, so a TPOT change is confirmed by an e2e symptom, or by a verdict
+/// that names a cause from a signal without a request symptom); or only a
 /// fleet-wide shift under `min_effect` (ratio either way) that no cause or signal explains (a
 /// latency spike is the symptom itself, a demand shift is load).
 fn unconfirmed(rca: &RcaReport, min_effect: f64, fired: &[Detection]) -> Option<String> {
@@ -477,10 +480,9 @@ fn unconfirmed(rca: &RcaReport, min_effect: f64, fired: &[Detection]) -> Option<
             .is_empty()
             .then(|| "the RCA finds nothing behind what fired".into());
     };
-    let fired_slis: Vec<&str> = fired
-        .iter()
-        .filter_map(|d| d.key.strip_prefix("sli/")?.split('/').next())
-        .collect();
+    let mut fired_slis: Vec<&str> = fired.iter().filter_map(|d| sli_of_key(&d.key)).collect();
+    fired_slis.sort_unstable();
+    fired_slis.dedup();
     let judged = sli_parts(&symptom.sli);
     if !fired_slis.is_empty() && fired_slis.iter().all(|f| sli_parts(f) & judged == 0) {
         return Some(format!(

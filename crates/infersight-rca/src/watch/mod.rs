@@ -147,7 +147,9 @@ impl WatchSettings {
             out.push("watch.resolve_after_steps must be at least 1".into());
         }
         if !(self.min_unexplained_effect.is_finite() && self.min_unexplained_effect >= 1.0) {
-            out.push("watch.min_unexplained_effect must be at least 1 (1 turns it off)".into());
+            out.push(
+                "watch.min_unexplained_effect must be at least 1 (1 turns this gate off)".into(),
+            );
         }
         for (name, ns) in [
             ("refresh_every", self.refresh_every_ns),

@@ -18,8 +18,17 @@ use super::{Detection, MINUTE_NS, WatchSettings};
 /// The kind of a [`Detection`] that a series change makes.
 pub const SLI_CHANGE: &str = "sli_change";
 
-/// Minutes merged again at every step: exports that arrive late still fill them.
-pub const LATE_MINUTES: i64 = 3;
+/// The key of a series change: `sli/<sli name>/<fleet | model=…>`.
+pub fn sli_key(sli: &str, scope: &str) -> String {
+    format!("sli/{sli}/{scope}")
+}
+
+/// The SLI name of a series change's key ([`sli_key`]); `None` for any other detection.
+pub fn sli_of_key(key: &str) -> Option<&str> {
+    key.strip_prefix("sli/")?.split('/').next()
+}
+
+pub use crate::signals::LATE_MINUTES;
 /// The reference must hold this many minutes with requests before anything is judged (ten
 /// minutes' MAD is too rough a noise scale: a healthy fleet's wobble then looks like a shift).
 pub const MIN_REFERENCE_MINUTES: usize = 15;
@@ -465,7 +474,7 @@ fn judge(
         "rose"
     };
     Some(Detection {
-        key: format!("sli/{name}/{scope}"),
+        key: sli_key(name, &scope),
         kind: SLI_CHANGE.into(),
         subject,
         onset_ns: change.onset_ns,

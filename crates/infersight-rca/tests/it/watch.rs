@@ -297,10 +297,14 @@ fn a_restart_resumes_an_open_warning_beside_an_open_incident() {
     assert!(!watcher.resume(&another, now));
 }
 
-/// A detection of `kind` about the fleet, begun at minute 60.
+/// A detection of `kind` about the fleet's TTFT, begun at minute 60 (keyed as the watcher keys it).
 fn detection(kind: &str) -> Detection {
     Detection {
-        key: format!("{kind}/ttft/fleet"),
+        key: if kind == SLI_CHANGE {
+            infersight_rca::watch::series::sli_key("ttft", "fleet")
+        } else {
+            format!("{kind}/ttft/fleet")
+        },
         kind: kind.into(),
         subject: Subject::default(),
         onset_ns: at(60),
