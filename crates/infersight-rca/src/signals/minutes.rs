@@ -101,10 +101,12 @@ impl MinuteCache {
             );
         }
         let mut transient = Vec::new();
+        // only rows of the plan's range (a statement that read more adds nothing twice)
+        let in_range = |t: i64| t >= plan.from_ns && t < plan.until_ns;
         for batch in fresh {
             push_nonempty(
                 &mut kept,
-                keep_rows(&batch, time_column, |t| t < settled_ns)?,
+                keep_rows(&batch, time_column, |t| in_range(t) && t < settled_ns)?,
             );
             push_nonempty(
                 &mut transient,
