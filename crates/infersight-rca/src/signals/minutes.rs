@@ -222,36 +222,45 @@ mod tests {
         rows(&all)
     }
 
+    /// One run of the worker statement over minutes `[since, until)` with `late` exports in the
+    /// store: its plan, and every row it returns.
+    fn run(
+        cache: &mut MinuteCache,
+        (since, until): (i64, i64),
+        late: &[(i64, f64)],
+    ) -> (Plan, Vec<(i64, f64)>) {
+        let plan = cache.plan(
+            Statement::WorkerMinutes,
+            since * MINUTE_NS,
+            until * MINUTE_NS,
+        );
+        let got = cache
+            .merge(
+                Statement::WorkerMinutes,
+                since * MINUTE_NS,
+                plan,
+                "minute",
+                vec![read(plan, late)],
+            )
+            .expect("merge");
+        (plan, minutes(&got))
+    }
+
+    fn plain(range: std::ops::Range<i64>) -> Vec<(i64, f64)> {
+        range.map(|m| (m, m as f64)).collect()
+    }
+
     #[test]
     fn a_sliding_window_reads_only_its_new_and_late_minutes() {
         let mut cache = MinuteCache::default();
         // first run: minutes 100..135 read whole
-        let plan = cache.plan(Statement::WorkerMinutes, 100 * MINUTE_NS, 135 * MINUTE_NS);
+        let (plan, got) = run(&mut cache, (100, 135), &[]);
         assert_eq!(plan.from_ns, 100 * MINUTE_NS);
-        let got = cache
-            .merge(
-                Statement::WorkerMinutes,
-                100 * MINUTE_NS,
-                plan,
-                "minute",
-                vec![read(plan, &[])],
-            )
-            .expect("merge");
-        assert_eq!(minutes(&got).len(), 35);
-        // two minutes later: only from the first unsettled minute (135 - 3)
-        let plan = cache.plan(Statement::WorkerMinutes, 102 * MINUTE_NS, 137 * MINUTE_NS);
+        assert_eq!(got, plain(100..135));
+        // two minutes later: only from the first unsettled minute (135 - 3); a late export
+        // filled minute 133 since the first run: it is read again and counts
+        let (plan, got) = run(&mut cache, (102, 137), &[(133, 0.5)]);
         assert_eq!(plan.from_ns, 132 * MINUTE_NS);
-        // a late export filled minute 133 since the first run: it is read again and counts
-        let got = cache
-            .merge(
-                Statement::WorkerMinutes,
-                102 * MINUTE_NS,
-                plan,
-                "minute",
-                vec![read(plan, &[(133, 0.5)])],
-            )
-            .expect("merge");
-        let got = minutes(&got);
         let want: Vec<(i64, f64)> = (102..137)
             .map(|m| (m, m as f64 + if m == 133 { 0.5 } else { 0.0 }))
             .collect();
@@ -261,32 +270,11 @@ mod tests {
     #[test]
     fn a_window_that_jumps_or_goes_back_is_read_whole() {
         let mut cache = MinuteCache::default();
-        let plan = cache.plan(Statement::WorkerMinutes, 100 * MINUTE_NS, 135 * MINUTE_NS);
-        cache
-            .merge(
-                Statement::WorkerMinutes,
-                100 * MINUTE_NS,
-                plan,
-                "minute",
-                vec![read(plan, &[])],
-            )
-            .expect("merge");
+        run(&mut cache, (100, 135), &[]);
         // a replay that starts over
-        let plan = cache.plan(Statement::WorkerMinutes, 50 * MINUTE_NS, 85 * MINUTE_NS);
+        let (plan, got) = run(&mut cache, (50, 85), &[]);
         assert_eq!(plan.from_ns, 50 * MINUTE_NS);
-        let got = cache
-            .merge(
-                Statement::WorkerMinutes,
-                50 * MINUTE_NS,
-                plan,
-                "minute",
-                vec![read(plan, &[])],
-            )
-            .expect("merge");
-        assert_eq!(
-            minutes(&got),
-            (50..85).map(|m| (m, m as f64)).collect::<Vec<_>>()
-        );
+        assert_eq!(got, plain(50..85));
         // a window past everything held
         let plan = cache.plan(Statement::WorkerMinutes, 200 * MINUTE_NS, 235 * MINUTE_NS);
         assert_eq!(plan.from_ns, 200 * MINUTE_NS);
@@ -316,16 +304,7 @@ mod tests {
     #[test]
     fn rows_outside_the_plan_are_not_kept_twice() {
         let mut cache = MinuteCache::default();
-        let plan = cache.plan(Statement::WorkerMinutes, 100 * MINUTE_NS, 135 * MINUTE_NS);
-        cache
-            .merge(
-                Statement::WorkerMinutes,
-                100 * MINUTE_NS,
-                plan,
-                "minute",
-                vec![read(plan, &[])],
-            )
-            .expect("merge");
+        run(&mut cache, (100, 135), &[]);
         let plan = cache.plan(Statement::WorkerMinutes, 102 * MINUTE_NS, 137 * MINUTE_NS);
         // a statement that read from minute 120 instead of the plan's 132
         let wider = Plan {
@@ -341,10 +320,7 @@ mod tests {
                 vec![read(wider, &[])],
             )
             .expect("merge");
-        assert_eq!(
-            minutes(&got),
-            (102..137).map(|m| (m, m as f64)).collect::<Vec<_>>()
-        );
+        assert_eq!(minutes(&got), plain(102..137));
     }
 
     #[test]
