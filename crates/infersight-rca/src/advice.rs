@@ -103,6 +103,7 @@ pub(crate) fn promote_signals(report: &mut RcaReport, signals: &[Signal]) {
             explained_fraction: 0.0,
             score: signal.strength,
             evidence: vec![format!("{} signal: {}", signal.kind, signal.detail)],
+            slice_rate: None,
         });
         if report.root_causes.len() == 3 {
             break;
@@ -179,6 +180,7 @@ pub(crate) fn add_fault_signals(report: &mut RcaReport, faults: &[Signal]) {
                 "a fault of its own beside the top cause (no cause found by localization touches it)"
                     .into(),
             ],
+            slice_rate: None,
         });
     }
     let backed = |c: &RootCause| faults.iter().any(|f| f.subject == c.dimensions);

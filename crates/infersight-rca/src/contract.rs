@@ -97,6 +97,53 @@ pub struct RootCause {
     pub explained_fraction: f64,
     pub score: f64,
     pub evidence: Vec<String>,
+    /// The slice's share of a symptom measure's events (requests over the reference, errors,
+    /// aborts…) in the baseline and in the incident, when localizing a symptom found it (the
+    /// measure where it rose most against its baseline); for a slice new in the incident, its
+    /// peers' share at the same time (else what it replaced) stands for the baseline. Absent for
+    /// causes known only from a signal or an explanatory measure, and in reports stored before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice_rate: Option<SliceRate>,
+}
+
+/// First words of a load-driven queueing cause's first evidence line (see `load`).
+pub const LOAD_DRIVEN: &str = "load-driven queueing";
+
+impl RootCause {
+    /// How many times its baseline share the slice's share of events is in the incident (see
+    /// [`SliceRate::lift`]); `None` without [`RootCause::slice_rate`].
+    pub fn lift(&self) -> Option<f64> {
+        self.slice_rate.map(|r| r.lift())
+    }
+
+    /// Whether the cause is labelled load-driven queueing (an effect of load, not a fault of
+    /// what the slice names): its evidence leads with the load line.
+    pub fn is_load_driven(&self) -> bool {
+        self.evidence
+            .first()
+            .is_some_and(|e| e.starts_with(LOAD_DRIVEN))
+    }
+}
+
+/// A slice's share of events, baseline and incident, as fractions.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SliceRate {
+    pub baseline: f64,
+    pub incident: f64,
+}
+
+impl SliceRate {
+    /// The incident's share over the baseline's (infinite from a baseline of none, 1 when both
+    /// are none).
+    pub fn lift(&self) -> f64 {
+        if self.baseline > 0.0 {
+            self.incident / self.baseline
+        } else if self.incident > 0.0 {
+            f64::INFINITY
+        } else {
+            1.0
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

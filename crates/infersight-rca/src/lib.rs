@@ -60,7 +60,9 @@ pub mod windows;
 use infersight_store::TimeRange;
 
 pub use analyse::analyse;
-pub use contract::{LogEvidence, RcaReport, RcaRequest, RootCause, Signal, Symptom, Window};
+pub use contract::{
+    LOAD_DRIVEN, LogEvidence, RcaReport, RcaRequest, RootCause, Signal, SliceRate, Symptom, Window,
+};
 pub use error::RcaError;
 pub use incidents::{
     ActionRecord, Incident, IncidentState, IncidentStatus, IncidentStore, NotificationRecord,

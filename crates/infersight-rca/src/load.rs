@@ -25,7 +25,7 @@ use infersight_query::QueryError;
 use infersight_rollup::{Cell, LatencySli, Rollup, merge_range};
 use infersight_store::TimeRange;
 
-use crate::{MINUTE_NS, RcaContext, RcaReport, Signal};
+use crate::{LOAD_DRIVEN, MINUTE_NS, RcaContext, RcaReport, Signal};
 
 /// Requests each side before a slice is judged.
 pub const MIN_REQUESTS: u64 = 30;
@@ -61,7 +61,7 @@ impl LoadQueueing {
     /// One line of evidence.
     pub fn detail(&self) -> String {
         format!(
-            "load-driven queueing: queue p90 {:.0} ms → {:.0} ms while prefill p50 ({:.0} → {:.0} ms) and decode p50 ({:.0} → {:.0} ms) did not change; {:.0} → {:.0} requests/min (×{:.2}), queue time follows the load minute by minute (rank correlation {:.2})",
+            "{LOAD_DRIVEN}: queue p90 {:.0} ms → {:.0} ms while prefill p50 ({:.0} → {:.0} ms) and decode p50 ({:.0} → {:.0} ms) did not change; {:.0} → {:.0} requests/min (×{:.2}), queue time follows the load minute by minute (rank correlation {:.2})",
             self.queue_ms.0,
             self.queue_ms.1,
             self.prefill_ms.0,

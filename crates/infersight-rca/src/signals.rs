@@ -1435,6 +1435,7 @@ pub(crate) fn polluters_first(report: &mut RcaReport, signals: &[Signal], faults
         explained_fraction: effects.first().map_or(0.0, |c| c.explained_fraction),
         score: pollution.strength,
         evidence,
+        slice_rate: None,
     });
     report.root_causes.extend(independent);
     for mut cause in effects {
@@ -2126,6 +2127,7 @@ mod tests {
                 explained_fraction: 0.7,
                 score: 9.0,
                 evidence: vec!["ttft over the baseline p95".into()],
+                slice_rate: None,
             })
             .collect();
         RcaReport {

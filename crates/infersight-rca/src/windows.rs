@@ -19,7 +19,7 @@ use crate::measures::{
 use crate::rollout::{self, Comparison, LeafView};
 use crate::{
     DEMAND_SHIFT_PASSES, EXPLANATION_MIN_FACTOR, EXPLANATION_MIN_RISE, MIN_SYMPTOM_Z, MINUTE_NS,
-    RcaContext, RcaReport, RcaRequest, RootCause, Signal, Symptom, Window,
+    RcaContext, RcaReport, RcaRequest, RootCause, Signal, SliceRate, Symptom, Window,
 };
 
 pub(crate) struct Localized {
@@ -894,7 +894,10 @@ impl Findings {
             if compared.is_some() && !measure.explanatory {
                 self.rollouts.push(cause.elements.iter().cloned().collect());
             }
-            self.add_cause(&cause, evidence, measure.explanatory);
+            let rate = (!measure.explanatory)
+                .then(|| slice_rate(&cause, compared.as_ref()))
+                .flatten();
+            self.add_cause(&cause, evidence, measure.explanatory, rate);
         }
         if self.symptom.is_none() && !measure.explanatory {
             self.symptom = Some(Symptom {
@@ -914,6 +917,7 @@ impl Findings {
         cause: &infersight_analytics::localize::RootCause,
         evidence: String,
         explanatory: bool,
+        rate: Option<SliceRate>,
     ) {
         let dimensions: BTreeMap<String, String> = cause.elements.iter().cloned().collect();
         match self.causes.iter_mut().find(|c| c.dimensions == dimensions) {
@@ -925,6 +929,9 @@ impl Findings {
                     self.explanatory_only.retain(|d| d != &dimensions);
                 }
                 existing.evidence.push(evidence);
+                if rate.map(|r| r.lift()) > existing.lift() {
+                    existing.slice_rate = rate;
+                }
             }
             None => {
                 if explanatory {
@@ -936,6 +943,7 @@ impl Findings {
                     explained_fraction: cause.explained_fraction,
                     score: cause.score,
                     evidence: vec![evidence],
+                    slice_rate: rate,
                 });
             }
         }
@@ -959,6 +967,7 @@ impl Findings {
                 explained_fraction: 0.0,
                 score: 0.0,
                 evidence: vec![cause.evidence.clone()],
+                slice_rate: None,
             });
         }
     }
@@ -1034,6 +1043,25 @@ fn compare_rollout(
         denominator_of: leaves.denominator_of,
     };
     rollout::compare(&view, &slice)
+}
+
+/// The slice's share of the measure's events in both windows (see [`RootCause::slice_rate`]):
+/// for a slice new in the incident (`compared`), its peers' share at the same time, else what it
+/// replaced, stands for the baseline; `None` when it has neither.
+fn slice_rate(
+    cause: &infersight_analytics::localize::RootCause,
+    compared: Option<&Comparison>,
+) -> Option<SliceRate> {
+    match compared {
+        Some(c) => c.peers.or(c.replaced).map(|baseline| SliceRate {
+            baseline,
+            incident: c.slice,
+        }),
+        None => Some(SliceRate {
+            baseline: cause.forecast,
+            incident: cause.real,
+        }),
+    }
 }
 
 /// One line of evidence for a cause `measure` found: the slice's rate in both windows; when the

@@ -159,11 +159,7 @@ fn worker_text(w: &crate::data::WorkerChange) -> String {
 /// What kind of cause the `index`-th is (see the module's rule).
 fn cause_kind(rca: &RcaReport, index: usize) -> String {
     let cause = &rca.root_causes[index];
-    if cause
-        .evidence
-        .first()
-        .is_some_and(|e| e.starts_with("load-driven queueing"))
-    {
+    if cause.is_load_driven() {
         return "load".into();
     }
     rca.signals
@@ -309,10 +305,7 @@ fn ranking_note(rca: &RcaReport) -> Option<String> {
         .iter()
         .skip(1)
         .find(|c| c.explained_fraction > top.explained_fraction + 1e-9)?;
-    let load = larger
-        .evidence
-        .first()
-        .is_some_and(|e| e.starts_with("load-driven queueing"));
+    let load = larger.is_load_driven();
     Some(format!(
         "Causes are ranked by how unusual their change is (scan score), not by the share they \
          explain: {} explains {} of the excess, more than {} ({}), but its change is less \

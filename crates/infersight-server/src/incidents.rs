@@ -460,6 +460,7 @@ mod tests {
             explained_fraction: 0.9,
             score: 12.0,
             evidence: vec!["session_id=sess-77 retried 40 times".into()],
+            slice_rate: None,
         });
         rca.verdict = "ttft x3 on tenant=acme-corp & model=llama-3-8b".into();
         // read from the default org's rows, what a token bound to no org reads

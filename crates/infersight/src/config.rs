@@ -437,6 +437,9 @@ pub struct WatchConfig {
     /// the fleet's symptom moved at least this much (ratio; 1 turns this gate off, not the rule
     /// that the RCA's symptom must measure a part of the request the fired SLI measures).
     pub min_unexplained_effect: f64,
+    /// Causes whose share of the symptom's events rose less than this many times their
+    /// baseline share (and load-driven queueing) count as no cause for that gate (1: only load).
+    pub min_cause_lift: f64,
     /// How often an open incident's verdict is recomputed.
     pub refresh_every: String,
     /// How often the resource and behaviour detectors run.
@@ -468,6 +471,7 @@ impl Default for WatchConfig {
             history: "49h".into(),
             resolve_after_steps: s.resolve_after_steps,
             min_unexplained_effect: s.min_unexplained_effect,
+            min_cause_lift: s.min_cause_lift,
             refresh_every: "5m".into(),
             behaviour_every: "2m".into(),
             gpu_memory_used_fraction: w.gpu_memory_used_fraction.unwrap_or(0.0),
@@ -507,6 +511,7 @@ impl Config {
             history_ns,
             resolve_after_steps: w.resolve_after_steps,
             min_unexplained_effect: w.min_unexplained_effect,
+            min_cause_lift: w.min_cause_lift,
             refresh_every_ns,
             behaviour_every_ns,
             watermarks: infersight_rca::watch::Watermarks {

@@ -306,7 +306,7 @@ impl Episodes {
             }
             let confirm = self
                 .needs_confirmation(detections)
-                .then_some(settings.min_unexplained_effect);
+                .then_some(Gate::of(settings));
             if confirm.is_some() && self.unconfirmed_ns.is_some_and(|t| now_ns - t < MINUTE_NS) {
                 return Ok(Vec::new());
             }
@@ -394,10 +394,9 @@ impl Episodes {
 }
 
 /// A new episode from the detections of the step at `now_ns`, with its first verdict, stored;
-/// none when `confirm` (the least effect of an unexplained shift) asks the RCA to confirm and it
-/// does not (see [`unconfirmed`]: no symptom and nothing to blame, a symptom of another part of
-/// the request, or only a fleet-wide shift smaller than that effect with no cause and no signal
-/// behind it).
+/// none when `confirm` asks the RCA to confirm and it does not (see [`unconfirmed`]: no symptom
+/// and nothing to blame, a symptom of another part of the request, or only a shift smaller than
+/// the gate's effect with no cause that explains it and no signal behind it).
 async fn open_episode(
     engine: &QueryEngine,
     now_ns: i64,
@@ -405,7 +404,7 @@ async fn open_episode(
     detections: &[Detection],
     (kind, predictions): (EpisodeKind, &[Prediction]),
     store: Option<&IncidentStore>,
-    confirm: Option<f64>,
+    confirm: Option<Gate>,
 ) -> Result<Option<Open>, RcaError> {
     let earliest = detections
         .iter()
@@ -418,7 +417,7 @@ async fn open_episode(
         .max(end_ns - MAX_ONSET_LOOKBACK_NS)
         .min(end_ns - MINUTE_NS);
     let rca = verdict(engine, onset_ns, end_ns).await?;
-    if let Some(why) = confirm.and_then(|min_effect| unconfirmed(&rca, min_effect, detections)) {
+    if let Some(why) = confirm.and_then(|gate| unconfirmed(&rca, gate, detections)) {
         tracing::info!(
             detections = detections.len(),
             first = %detections[0].line(),
@@ -465,15 +464,37 @@ async fn open_episode(
     }))
 }
 
-/// Why the RCA does not confirm a lone SLI change (`None`: it does): it finds no symptom and
-/// nothing to blame; or its symptom is another part of the request than any SLI that fired
-/// (see [`sli_parts`]: a TPOT shift at the daily peak whose RCA, on its seasonal baseline, finds
-/// only a queue-time wobble with a slice behind it, is not confirmed by that slice; the RCA has
-/// no TPOT measure of its own, so a TPOT change is confirmed by an e2e symptom, or by a verdict
-/// that names a cause from a signal without a request symptom); or only a
-/// fleet-wide shift under `min_effect` (ratio either way) that no cause or signal explains (a
-/// latency spike is the symptom itself, a demand shift is load).
-fn unconfirmed(rca: &RcaReport, min_effect: f64, fired: &[Detection]) -> Option<String> {
+/// What the RCA must show to confirm a lone SLI change (see [`unconfirmed`]).
+#[derive(Debug, Clone, Copy)]
+struct Gate {
+    /// `watch.min_unexplained_effect`.
+    min_effect: f64,
+    /// `watch.min_cause_lift`.
+    min_lift: f64,
+}
+
+impl Gate {
+    fn of(settings: &WatchSettings) -> Gate {
+        Gate {
+            min_effect: settings.min_unexplained_effect,
+            min_lift: settings.min_cause_lift,
+        }
+    }
+}
+
+/// Why the RCA does not confirm a lone SLI change (`None`: it does):
+/// - it finds no symptom and nothing to blame;
+/// - or its symptom is another part of the request than any SLI that fired (see [`sli_parts`]:
+///   a TPOT shift at the daily peak whose RCA, on its seasonal baseline, finds only a queue-time
+///   wobble with a slice behind it, is not confirmed by that slice; the RCA has no TPOT measure
+///   of its own, so a TPOT change is confirmed by an e2e symptom, or by a verdict that names a
+///   cause from a signal without a request symptom);
+/// - or the symptom moved less than `gate.min_effect` (ratio either way) and nothing explains
+///   it: no cause but weak ones (see [`weak_cause`]: load-driven queueing, or a slice whose
+///   share of the symptom's events rose less than `gate.min_lift` ×), and no signal but the
+///   spike itself, a demand shift (load), or what was read off a weak cause (its version
+///   regression, slow worker or queue build-up).
+fn unconfirmed(rca: &RcaReport, gate: Gate, fired: &[Detection]) -> Option<String> {
     let Some(symptom) = &rca.symptom else {
         return rca
             .root_causes
@@ -491,12 +512,21 @@ fn unconfirmed(rca: &RcaReport, min_effect: f64, fired: &[Detection]) -> Option<
             fired_slis.join(", ")
         ));
     }
-    if !rca.root_causes.is_empty() {
+    if rca
+        .root_causes
+        .iter()
+        .any(|c| !weak_cause(c, gate.min_lift))
+    {
         return None;
     }
-    // The spike is the symptom itself and a demand shift is load, not a fault: neither explains.
-    let explains =
-        |s: &crate::Signal| !matches!(s.kind, SignalKind::LatencySpike | SignalKind::DemandShift);
+    let weak = |s: &crate::Signal| rca.root_causes.iter().any(|c| c.dimensions == s.subject);
+    let explains = |s: &crate::Signal| match s.kind {
+        SignalKind::LatencySpike | SignalKind::DemandShift => false,
+        SignalKind::VersionRegression | SignalKind::SlowWorker | SignalKind::QueueBuildup => {
+            !weak(s)
+        }
+        _ => true,
+    };
     if rca.signals.iter().any(explains) {
         return None;
     }
@@ -506,12 +536,35 @@ fn unconfirmed(rca: &RcaReport, min_effect: f64, fired: &[Detection]) -> Option<
         (symptom.current, symptom.baseline)
     };
     let effect = if low > 0.0 { high / low } else { f64::INFINITY };
-    (effect < min_effect).then(|| {
-        format!(
-            "the RCA finds only an unexplained fleet-wide {} shift {:.4} → {:.4} (×{effect:.2}, under ×{min_effect})",
-            symptom.sli, symptom.baseline, symptom.current
-        )
+    if effect >= gate.min_effect {
+        return None;
+    }
+    let shift = format!(
+        "{} shift {:.4} → {:.4} (×{effect:.2}, under ×{})",
+        symptom.sli, symptom.baseline, symptom.current, gate.min_effect
+    );
+    Some(match rca.root_causes.first() {
+        None => format!("the RCA finds only an unexplained fleet-wide {shift}"),
+        Some(top) => format!(
+            "the RCA names only weak causes ({}: {}) behind a {shift}",
+            infersight_model::signal::Subject::describe(&top.dimensions),
+            match top.lift() {
+                _ if top.is_load_driven() => "load-driven queueing".to_string(),
+                Some(lift) => format!("its share ×{lift:.2}, under ×{}", gate.min_lift),
+                None => "weak".to_string(),
+            }
+        ),
     })
+}
+
+/// Whether a cause does not by itself confirm a lone SLI change: load-driven queueing (an
+/// effect of load, not a fault), or a slice whose share of the symptom's events rose less than
+/// `min_lift` × its baseline share. Bursty traffic at a daily peak makes a pool that carries half
+/// the fleet 1.5–2 × as often slow for minutes; a fault of a slice (a slow worker, a
+/// regressing version, a tenant's prompts) makes it 8–30 ×. A cause known only from a signal
+/// (no share) is not weak.
+fn weak_cause(cause: &crate::RootCause, min_lift: f64) -> bool {
+    cause.is_load_driven() || cause.lift().is_some_and(|lift| lift < min_lift)
 }
 
 /// The parts of a request an SLI measures, as bits: queue, prefill, decode, prefix cache, output
@@ -677,10 +730,16 @@ mod tests {
                 explained_fraction: 0.4,
                 score: 90.0,
                 evidence: Vec::new(),
+                slice_rate: None,
             })
             .collect();
         RcaReport::of(symptom, causes)
     }
+
+    const GATE: Gate = Gate {
+        min_effect: 1.5,
+        min_lift: 4.0,
+    };
 
     fn fired(keys: &[&str]) -> Vec<Detection> {
         keys.iter()
@@ -699,46 +758,124 @@ mod tests {
     fn a_cause_behind_another_part_of_the_request_confirms_nothing() {
         let tpot = fired(&["sli/tpot/fleet", "sli/tpot/model=llama-3.1-8b-instruct"]);
         // the daily peak: TPOT fired, the RCA's symptom is a queue wobble with a slice behind it
-        let why = unconfirmed(&report(Some(("queue", 42.0, 50.0)), 1), 1.5, &tpot);
+        let why = unconfirmed(&report(Some(("queue", 42.0, 50.0)), 1), GATE, &tpot);
         assert!(why.is_some_and(|w| w.contains("queue") && w.contains("tpot")));
         // the same slice behind a TPOT or e2e symptom confirms it
         assert_eq!(
-            unconfirmed(&report(Some(("tpot", 40.0, 44.0)), 1), 1.5, &tpot),
+            unconfirmed(&report(Some(("tpot", 40.0, 44.0)), 1), GATE, &tpot),
             None
         );
         assert_eq!(
-            unconfirmed(&report(Some(("e2e", 900.0, 950.0)), 1), 1.5, &tpot),
+            unconfirmed(&report(Some(("e2e", 900.0, 950.0)), 1), GATE, &tpot),
             None
         );
         // TTFT covers the queue; one related SLI among those that fired is enough
         let ttft = fired(&["sli/ttft/fleet"]);
         assert_eq!(
-            unconfirmed(&report(Some(("queue", 42.0, 50.0)), 1), 1.5, &ttft),
+            unconfirmed(&report(Some(("queue", 42.0, 50.0)), 1), GATE, &ttft),
             None
         );
         let both = fired(&["sli/tpot/fleet", "sli/queue/fleet"]);
         assert_eq!(
-            unconfirmed(&report(Some(("queue", 42.0, 50.0)), 1), 1.5, &both),
+            unconfirmed(&report(Some(("queue", 42.0, 50.0)), 1), GATE, &both),
             None
         );
         // an unrelated symptom is no confirmation even when it is large
-        assert!(unconfirmed(&report(Some(("error_rate", 0.01, 0.2)), 0), 1.5, &tpot).is_some());
+        assert!(unconfirmed(&report(Some(("error_rate", 0.01, 0.2)), 0), GATE, &tpot).is_some());
     }
 
     #[test]
     fn an_unexplained_fleet_wide_shift_confirms_only_when_large() {
         let e2e = fired(&["sli/e2e/fleet"]);
-        assert!(unconfirmed(&report(Some(("e2e", 1000.0, 1150.0)), 0), 1.5, &e2e).is_some());
+        assert!(unconfirmed(&report(Some(("e2e", 1000.0, 1150.0)), 0), GATE, &e2e).is_some());
         assert_eq!(
-            unconfirmed(&report(Some(("e2e", 1000.0, 2000.0)), 0), 1.5, &e2e),
+            unconfirmed(&report(Some(("e2e", 1000.0, 2000.0)), 0), GATE, &e2e),
             None
         );
-        assert!(unconfirmed(&report(None, 0), 1.5, &e2e).is_some());
+        assert!(unconfirmed(&report(None, 0), GATE, &e2e).is_some());
         // a symptom of an SLI no part is known of rules nothing out
         assert_eq!(
-            unconfirmed(&report(Some(("gpu_seconds", 1.0, 1.1)), 1), 1.5, &e2e),
+            unconfirmed(&report(Some(("gpu_seconds", 1.0, 1.1)), 1), GATE, &e2e),
             None
         );
+    }
+
+    /// The report of a TTFT change behind `slice` (share of its requests over the reference p95
+    /// `rate`, baseline → incident), with the signals the RCA reads off such a cause.
+    fn slice_report(ttft: (f64, f64), rate: (f64, f64), evidence: &str) -> RcaReport {
+        let dimensions = Subject::of([("model_version", "r2")]);
+        let mut rca = report(Some(("ttft", ttft.0, ttft.1)), 0);
+        rca.root_causes.push(RootCause {
+            rank: 1,
+            dimensions: dimensions.clone(),
+            explained_fraction: 0.96,
+            score: 35.0,
+            evidence: vec![evidence.into()],
+            slice_rate: Some(crate::SliceRate {
+                baseline: rate.0,
+                incident: rate.1,
+            }),
+        });
+        for kind in [SignalKind::VersionRegression, SignalKind::LatencySpike] {
+            rca.signals.push(signal(kind, dimensions.clone()));
+        }
+        rca
+    }
+
+    fn signal(kind: SignalKind, subject: Subject) -> crate::Signal {
+        crate::Signal {
+            kind,
+            subject,
+            onset: 0,
+            strength: 5.0,
+            detail: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_slice_only_somewhat_more_often_slow_is_weak() {
+        let queue = fired(&["sli/queue/fleet"]);
+        let over = "ttft_ms over their model's baseline p95";
+        // the Mooncake peak: half the fleet 1.9 × as often over the p95, p99 × 1.2
+        let burst = slice_report((1466.0, 1755.0), (0.043, 0.083), over);
+        let why = unconfirmed(&burst, GATE, &queue).expect("a weak cause confirms nothing");
+        assert!(
+            why.contains("model_version=r2") && why.contains("×1.93"),
+            "{why}"
+        );
+        // a slow worker: 8.6 × as often over it confirms even a p99 that moved 8 %
+        let slow = slice_report((159.0, 172.0), (0.055, 0.474), over);
+        assert_eq!(unconfirmed(&slow, GATE, &queue), None);
+        // a weak cause behind a large shift confirms it
+        let large = slice_report((1466.0, 2900.0), (0.043, 0.083), over);
+        assert_eq!(unconfirmed(&large, GATE, &queue), None);
+        // so does an independent signal, about the slice or anything else
+        let mut leak = burst.clone();
+        leak.signals.push(signal(
+            SignalKind::GpuMemoryLeak,
+            Subject::of([("model_version", "r2")]),
+        ));
+        assert_eq!(unconfirmed(&leak, GATE, &queue), None);
+        // load-driven queueing is weak whatever its share did
+        let load = slice_report(
+            (1130.0, 1380.0),
+            (0.047, 0.4),
+            "load-driven queueing: queue p90 399 ms → 608 ms",
+        );
+        assert!(unconfirmed(&load, GATE, &queue).is_some_and(|w| w.contains("load-driven")));
+        // a cause known only from a signal (no share) is not weak
+        let mut known = burst.clone();
+        known.root_causes[0].slice_rate = None;
+        assert_eq!(unconfirmed(&known, GATE, &queue), None);
+        // a slice new to the fleet, from no events to some, is not weak
+        let new = slice_report((1466.0, 1755.0), (0.0, 0.02), over);
+        assert_eq!(unconfirmed(&new, GATE, &queue), None);
+        // a lift of 1 turns the share rule off
+        let off = Gate {
+            min_lift: 1.0,
+            ..GATE
+        };
+        assert_eq!(unconfirmed(&burst, off, &queue), None);
     }
 
     #[test]

@@ -394,6 +394,53 @@ async fn a_small_fleet_wide_shift_nothing_explains_opens_nothing() {
 }
 
 /// The episodes after one step at minute 43 that saw `fired`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slice_named_only_somewhat_more_often_slow_opens_nothing() {
+    // workers 1 and 3 15 % slower from minute 40: the RCA names worker-1, whose requests are
+    // 4–5 × as often over the p95 as before, behind a fleet TTFT that moved 6 %. Whether the
+    // TTFT change that fired alone opens an incident follows `min_cause_lift`.
+    let slow = |scale: f64| {
+        move |minute: i64, worker: usize| {
+            if minute >= 40 && (worker == 1 || worker == 3) {
+                scale
+            } else {
+                1.0
+            }
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_of(&dir.path().join("store"), &rows_with(50, slow(1.15)));
+    let mut fired = detection(SLI_CHANGE);
+    fired.onset_ns = at(40);
+    let reports = open_one(WatchSettings::default(), &engine, &fired).await;
+    assert_eq!(reports.len(), 1, "the RCA must name a slow worker");
+    let top = &reports[0].rca.root_causes[0];
+    assert!(
+        matches!(
+            top.dimensions.get("worker").map(String::as_str),
+            Some("worker-1" | "worker-3")
+        ),
+        "{:?}",
+        reports[0].rca.verdict
+    );
+    let lift = top.lift().expect("a localized cause has its share");
+    assert!((3.0..6.5).contains(&lift), "lift {lift}");
+    // the same verdict with a stricter share rule is weak: no incident
+    let strict = WatchSettings {
+        min_cause_lift: 8.0,
+        ..WatchSettings::default()
+    };
+    let reports = open_one(strict.clone(), &engine, &fired).await;
+    assert!(reports.is_empty(), "{reports:#?}");
+    // 60 % slower: the share rises past even that rule, and it opens an incident
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_of(&dir.path().join("store"), &rows_with(50, slow(1.6)));
+    let reports = open_one(strict, &engine, &fired).await;
+    assert_eq!(reports.len(), 1, "a slow worker must open an incident");
+    let top = &reports[0].rca.root_causes[0];
+    assert!(top.lift().is_some_and(|l| l >= 8.0), "{:?}", top.slice_rate);
+}
+
 async fn open_one(
     settings: WatchSettings,
     engine: &QueryEngine,

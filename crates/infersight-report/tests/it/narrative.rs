@@ -52,6 +52,7 @@ fn report() -> Report {
             explained_fraction: 0.93,
             score: 120.4,
             evidence: vec!["ttft_ms over 812 ms (baseline p95): 412 of 440 requests".into()],
+            slice_rate: None,
         }],
         signals: vec![Signal {
             kind: infersight_rca::SignalKind::VersionRegression,

@@ -189,6 +189,7 @@ fn synthetic_rca() -> RcaReport {
             explained_fraction: 0.82,
             score: 41.5,
             evidence: vec![format!("ttft over 350 ms; log: {EVIL}")],
+            slice_rate: None,
         }],
         signals: vec![Signal {
             kind: infersight_rca::SignalKind::GpuMemoryLeak,

@@ -58,6 +58,11 @@ pub struct LoadArgs {
     /// The spans sent: the simulator's traces, or bench/ingest.sh's one-span requests.
     #[arg(long, value_enum, default_value = "simulated")]
     pub spans: SpanSource,
+    /// Date the simulated pool so that it ends when the run starts, so a server's watcher sees
+    /// the load as live traffic (every pass repeats those minutes with new ids); without it the
+    /// simulator's fixed start. Simulated spans only.
+    #[arg(long)]
+    pub ending_now: bool,
     /// Write the spans as OTLP JSON Lines into this file (whole passes over the pool, ids
     /// rewritten as a send would) for `infersight ingest`.
     #[arg(long)]
@@ -111,7 +116,11 @@ pub async fn run(args: LoadArgs) -> Result<i32, CliError> {
         batch_spans: args.batch_spans,
         seed: args.seed,
         source: args.spans,
+        ending_now: args.ending_now,
     };
+    if args.ending_now && args.spans != SpanSource::Simulated {
+        return Err(CliError::usage("--ending-now dates simulated spans only"));
+    }
     let built = Instant::now();
     let pool = tokio::task::spawn_blocking(move || Pool::build(&spec))
         .await

@@ -54,6 +54,8 @@ pub struct PoolSpec {
     pub batch_spans: usize,
     pub seed: u64,
     pub source: SpanSource,
+    /// Simulated spans end at the time the pool is built (else the simulator's fixed start).
+    pub ending_now: bool,
 }
 
 /// Which spans the pool holds.
@@ -168,6 +170,12 @@ fn simulate(spec: &PoolSpec) -> Result<Vec<ExportTraceServiceRequest>, CliError>
     config.duration_s = (spec.spans as f64 / (SPANS_PER_REQUEST * config.rate_per_s) * 1.1)
         .ceil()
         .max(60.0);
+    if spec.ending_now {
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        config.start_ns = now_ns - (config.duration_s * 1e9) as i64;
+    }
     let simulator = Simulator::new(config).map_err(crate::sim_sink::sim_error)?;
     let mut sink = TracesOnly::default();
     simulator
