@@ -97,11 +97,12 @@ pub struct RootCause {
     pub explained_fraction: f64,
     pub score: f64,
     pub evidence: Vec<String>,
-    /// The slice's share of a symptom measure's events (requests over the reference, errors,
-    /// aborts…) in the baseline and in the incident, when localizing a symptom found it (the
-    /// measure where it rose most against its baseline); for a slice new in the incident, its
-    /// peers' share at the same time (else what it replaced) stands for the baseline. Absent for
-    /// causes known only from a signal or an explanatory measure, and in reports stored before it.
+    /// The fraction of the slice's requests (prompt tokens, for the prefix cache) that are a
+    /// localized measure's events — requests over the reference, errors, aborts, prompt tokens
+    /// not served from the prefix cache — in the baseline and in the incident, of the measure
+    /// where it rose most against its baseline; for a slice new in the incident, its peers'
+    /// fraction at the same time (else what it replaced) stands for the baseline. Absent for
+    /// causes known only from a signal, and in reports stored before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slice_rate: Option<SliceRate>,
 }
@@ -110,8 +111,8 @@ pub struct RootCause {
 pub const LOAD_DRIVEN: &str = "load-driven queueing";
 
 impl RootCause {
-    /// How many times its baseline share the slice's share of events is in the incident (see
-    /// [`SliceRate::lift`]); `None` without [`RootCause::slice_rate`].
+    /// How many times its baseline fraction the slice's fraction of events is in the incident
+    /// (see [`SliceRate::lift`]); `None` without [`RootCause::slice_rate`].
     pub fn lift(&self) -> Option<f64> {
         self.slice_rate.map(|r| r.lift())
     }
@@ -125,7 +126,7 @@ impl RootCause {
     }
 }
 
-/// A slice's share of events, baseline and incident, as fractions.
+/// The fraction of a slice's requests that are a measure's events, baseline and incident.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SliceRate {
     pub baseline: f64,
@@ -133,8 +134,9 @@ pub struct SliceRate {
 }
 
 impl SliceRate {
-    /// The incident's share over the baseline's (infinite from a baseline of none, 1 when both
-    /// are none).
+    /// The incident's fraction over the baseline's (infinite from a baseline of none, 1 when
+    /// both are none). A slice small enough to see no event in the baseline by chance gets an
+    /// infinite lift: localization's significance, not this ratio, stands behind such a cause.
     pub fn lift(&self) -> f64 {
         if self.baseline > 0.0 {
             self.incident / self.baseline

@@ -894,9 +894,7 @@ impl Findings {
             if compared.is_some() && !measure.explanatory {
                 self.rollouts.push(cause.elements.iter().cloned().collect());
             }
-            let rate = (!measure.explanatory)
-                .then(|| slice_rate(&cause, compared.as_ref()))
-                .flatten();
+            let rate = slice_rate(&cause, compared.as_ref());
             self.add_cause(&cause, evidence, measure.explanatory, rate);
         }
         if self.symptom.is_none() && !measure.explanatory {
@@ -1045,7 +1043,8 @@ fn compare_rollout(
     rollout::compare(&view, &slice)
 }
 
-/// The slice's share of the measure's events in both windows (see [`RootCause::slice_rate`]):
+/// The fraction of the slice's units that are the measure's events, in both windows (see
+/// [`RootCause::slice_rate`]):
 /// for a slice new in the incident (`compared`), its peers' share at the same time, else what it
 /// replaced, stands for the baseline; `None` when it has neither.
 fn slice_rate(

@@ -437,8 +437,11 @@ pub struct WatchConfig {
     /// the fleet's symptom moved at least this much (ratio; 1 turns this gate off, not the rule
     /// that the RCA's symptom must measure a part of the request the fired SLI measures).
     pub min_unexplained_effect: f64,
-    /// Causes whose share of the symptom's events rose less than this many times their
-    /// baseline share (and load-driven queueing) count as no cause for that gate (1: only load).
+    /// …and, for a latency symptom, by at least this many milliseconds of its p99 (0: off).
+    pub min_unexplained_rise_ms: f64,
+    /// Causes whose fraction of slow (or failed) requests rose less than this many times its
+    /// baseline fraction (and load-driven queueing) count as no cause for that gate (1: only
+    /// load).
     pub min_cause_lift: f64,
     /// How often an open incident's verdict is recomputed.
     pub refresh_every: String,
@@ -472,6 +475,7 @@ impl Default for WatchConfig {
             resolve_after_steps: s.resolve_after_steps,
             min_unexplained_effect: s.min_unexplained_effect,
             min_cause_lift: s.min_cause_lift,
+            min_unexplained_rise_ms: s.min_unexplained_rise_ms,
             refresh_every: "5m".into(),
             behaviour_every: "2m".into(),
             gpu_memory_used_fraction: w.gpu_memory_used_fraction.unwrap_or(0.0),
@@ -512,6 +516,7 @@ impl Config {
             resolve_after_steps: w.resolve_after_steps,
             min_unexplained_effect: w.min_unexplained_effect,
             min_cause_lift: w.min_cause_lift,
+            min_unexplained_rise_ms: w.min_unexplained_rise_ms,
             refresh_every_ns,
             behaviour_every_ns,
             watermarks: infersight_rca::watch::Watermarks {

@@ -471,6 +471,8 @@ struct Gate {
     min_effect: f64,
     /// `watch.min_cause_lift`.
     min_lift: f64,
+    /// `watch.min_unexplained_rise_ms`.
+    min_rise_ms: f64,
 }
 
 impl Gate {
@@ -478,6 +480,7 @@ impl Gate {
         Gate {
             min_effect: settings.min_unexplained_effect,
             min_lift: settings.min_cause_lift,
+            min_rise_ms: settings.min_unexplained_rise_ms,
         }
     }
 }
@@ -489,11 +492,11 @@ impl Gate {
 ///   wobble with a slice behind it, is not confirmed by that slice; the RCA has no TPOT measure
 ///   of its own, so a TPOT change is confirmed by an e2e symptom, or by a verdict that names a
 ///   cause from a signal without a request symptom);
-/// - or the symptom moved less than `gate.min_effect` (ratio either way) and nothing explains
+/// - or the symptom moved less than `gate.min_effect` (ratio either way) or, as a latency, by
+///   fewer than `gate.min_rise_ms` milliseconds, and nothing explains
 ///   it: no cause but weak ones (see [`weak_cause`]: load-driven queueing, or a slice whose
-///   share of the symptom's events rose less than `gate.min_lift` ×), and no signal but the
-///   spike itself, a demand shift (load), or what was read off a weak cause (its version
-///   regression, slow worker or queue build-up).
+///   fraction of slow or failed requests rose less than `gate.min_lift` ×), and no signal but the
+///   spike itself, a demand shift (load), or what was read off a cause (see [`read_off`]).
 fn unconfirmed(rca: &RcaReport, gate: Gate, fired: &[Detection]) -> Option<String> {
     let Some(symptom) = &rca.symptom else {
         return rca
@@ -519,13 +522,9 @@ fn unconfirmed(rca: &RcaReport, gate: Gate, fired: &[Detection]) -> Option<Strin
     {
         return None;
     }
-    let weak = |s: &crate::Signal| rca.root_causes.iter().any(|c| c.dimensions == s.subject);
-    let explains = |s: &crate::Signal| match s.kind {
-        SignalKind::LatencySpike | SignalKind::DemandShift => false,
-        SignalKind::VersionRegression | SignalKind::SlowWorker | SignalKind::QueueBuildup => {
-            !weak(s)
-        }
-        _ => true,
+    let explains = |s: &crate::Signal| {
+        !matches!(s.kind, SignalKind::LatencySpike | SignalKind::DemandShift)
+            && !rca.root_causes.iter().any(|c| read_off(s, c))
     };
     if rca.signals.iter().any(explains) {
         return None;
@@ -536,13 +535,23 @@ fn unconfirmed(rca: &RcaReport, gate: Gate, fired: &[Detection]) -> Option<Strin
         (symptom.current, symptom.baseline)
     };
     let effect = if low > 0.0 { high / low } else { f64::INFINITY };
-    if effect >= gate.min_effect {
+    // a latency symptom's values are p99 milliseconds: a part of the request that moved by a
+    // few of them is not what users wait for, whatever its ratio
+    let rise_ms = latency_sli(&symptom.sli).then_some(high - low);
+    let short = rise_ms.is_some_and(|rise| rise < gate.min_rise_ms);
+    if effect >= gate.min_effect && !short {
         return None;
     }
-    let shift = format!(
-        "{} shift {:.4} → {:.4} (×{effect:.2}, under ×{})",
-        symptom.sli, symptom.baseline, symptom.current, gate.min_effect
-    );
+    let shift = match rise_ms {
+        Some(rise) if short => format!(
+            "{} shift {:.0} → {:.0} ms (+{rise:.0} ms, under +{:.0} ms)",
+            symptom.sli, symptom.baseline, symptom.current, gate.min_rise_ms
+        ),
+        _ => format!(
+            "{} shift {:.4} → {:.4} (×{effect:.2}, under ×{})",
+            symptom.sli, symptom.baseline, symptom.current, gate.min_effect
+        ),
+    };
     Some(match rca.root_causes.first() {
         None => format!("the RCA finds only an unexplained fleet-wide {shift}"),
         Some(top) => format!(
@@ -557,14 +566,37 @@ fn unconfirmed(rca: &RcaReport, gate: Gate, fired: &[Detection]) -> Option<Strin
     })
 }
 
+/// Whether `signal` was read off `cause` rather than found by a detector of its own: the version
+/// regression, slow worker or load-driven queue build-up the RCA states about a cause carry its
+/// subject and quote one of its evidence lines (a GPU throttle's slow worker, a queue that builds
+/// on every worker of a slice, say what their own detector saw).
+fn read_off(signal: &crate::Signal, cause: &crate::RootCause) -> bool {
+    matches!(
+        signal.kind,
+        SignalKind::VersionRegression | SignalKind::SlowWorker | SignalKind::QueueBuildup
+    ) && signal.subject == cause.dimensions
+        && cause
+            .evidence
+            .iter()
+            .any(|line| !line.is_empty() && signal.detail.contains(line.as_str()))
+}
+
 /// Whether a cause does not by itself confirm a lone SLI change: load-driven queueing (an
-/// effect of load, not a fault), or a slice whose share of the symptom's events rose less than
-/// `min_lift` × its baseline share. Bursty traffic at a daily peak makes a pool that carries half
+/// effect of load, not a fault), or a slice whose fraction of slow or failed requests rose less
+/// than `min_lift` × its baseline fraction. Bursty traffic at a daily peak makes a pool that carries half
 /// the fleet 1.5–2 × as often slow for minutes; a fault of a slice (a slow worker, a
 /// regressing version, a tenant's prompts) makes it 8–30 ×. A cause known only from a signal
 /// (no share) is not weak.
 fn weak_cause(cause: &crate::RootCause, min_lift: f64) -> bool {
     cause.is_load_driven() || cause.lift().is_some_and(|lift| lift < min_lift)
+}
+
+/// Whether the RCA states `sli` as a latency (its symptom's values are p99 milliseconds).
+fn latency_sli(sli: &str) -> bool {
+    matches!(
+        sli,
+        "queue" | "prefill" | "ttft" | "decode" | "tpot" | "itl_max" | "e2e"
+    )
 }
 
 /// The parts of a request an SLI measures, as bits: queue, prefill, decode, prefix cache, output
@@ -739,6 +771,7 @@ mod tests {
     const GATE: Gate = Gate {
         min_effect: 1.5,
         min_lift: 4.0,
+        min_rise_ms: 50.0,
     };
 
     fn fired(keys: &[&str]) -> Vec<Detection> {
@@ -793,6 +826,20 @@ mod tests {
             None
         );
         assert!(unconfirmed(&report(None, 0), GATE, &e2e).is_some());
+        // a part of the request 1.6 × slower but by 27 ms (queue p99 45 → 72 ms) is no page
+        let queue = fired(&["sli/queue/model=llama-3.1-8b-instruct"]);
+        let why = unconfirmed(&report(Some(("queue", 45.0, 72.0)), 0), GATE, &queue);
+        assert!(why.is_some_and(|w| w.contains("+27 ms")));
+        assert_eq!(
+            unconfirmed(&report(Some(("queue", 45.0, 145.0)), 0), GATE, &queue),
+            None
+        );
+        // rates have no milliseconds: ten times the errors confirms
+        let errors = fired(&["sli/error_rate/fleet"]);
+        assert_eq!(
+            unconfirmed(&report(Some(("error_rate", 0.001, 0.01)), 0), GATE, &errors),
+            None
+        );
         // a symptom of an SLI no part is known of rules nothing out
         assert_eq!(
             unconfirmed(&report(Some(("gpu_seconds", 1.0, 1.1)), 1), GATE, &e2e),
@@ -816,19 +863,28 @@ mod tests {
                 incident: rate.1,
             }),
         });
-        for kind in [SignalKind::VersionRegression, SignalKind::LatencySpike] {
-            rca.signals.push(signal(kind, dimensions.clone()));
-        }
+        // what the RCA reads off such a cause: its version regression quotes its evidence
+        let regressed = format!("model_version=r2 regressed: {evidence}");
+        rca.signals.push(signal(
+            SignalKind::VersionRegression,
+            dimensions.clone(),
+            &regressed,
+        ));
+        rca.signals.push(signal(
+            SignalKind::LatencySpike,
+            dimensions,
+            "fleet p99 ttft",
+        ));
         rca
     }
 
-    fn signal(kind: SignalKind, subject: Subject) -> crate::Signal {
+    fn signal(kind: SignalKind, subject: Subject, detail: &str) -> crate::Signal {
         crate::Signal {
             kind,
             subject,
             onset: 0,
             strength: 5.0,
-            detail: String::new(),
+            detail: detail.into(),
         }
     }
 
@@ -850,12 +906,31 @@ mod tests {
         let large = slice_report((1466.0, 2900.0), (0.043, 0.083), over);
         assert_eq!(unconfirmed(&large, GATE, &queue), None);
         // so does an independent signal, about the slice or anything else
-        let mut leak = burst.clone();
-        leak.signals.push(signal(
-            SignalKind::GpuMemoryLeak,
-            Subject::of([("model_version", "r2")]),
-        ));
-        assert_eq!(unconfirmed(&leak, GATE, &queue), None);
+        let r2 = Subject::of([("model_version", "r2")]);
+        let independent = [
+            (
+                SignalKind::GpuMemoryLeak,
+                r2.clone(),
+                "gpu memory +40 MB/min",
+            ),
+            // a detector's own finding about the same subject, not a quote of the cause
+            (
+                SignalKind::QueueBuildup,
+                r2.clone(),
+                "every worker of the slice (worker-01, worker-03) builds a queue",
+            ),
+            // what was read off another slice than the weak cause
+            (
+                SignalKind::VersionRegression,
+                Subject::of([("model_version", "r3")]),
+                "model_version=r3 regressed: ttft_ms over their model's baseline p95",
+            ),
+        ];
+        for (kind, subject, detail) in independent {
+            let mut with = burst.clone();
+            with.signals.push(signal(kind, subject, detail));
+            assert_eq!(unconfirmed(&with, GATE, &queue), None, "{detail}");
+        }
         // load-driven queueing is weak whatever its share did
         let load = slice_report(
             (1130.0, 1380.0),

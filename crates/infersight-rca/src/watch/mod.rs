@@ -84,9 +84,12 @@ pub struct WatchSettings {
     /// (ratio of incident to baseline value, either way; 1.5). Bursty real traffic moves a
     /// fleet's p99 by 15 % for minutes; a shift that large unexplained is worth a page.
     pub min_unexplained_effect: f64,
-    /// A lone SLI change whose RCA blames only slices whose share of the symptom's events rose
-    /// less than this many times their baseline share (or load-driven queueing) is judged as if
-    /// nothing were blamed: it opens an incident only past `min_unexplained_effect` or with a
+    /// …and, for a latency symptom, by at least this many milliseconds of its p99 (50): a queue
+    /// whose p99 went 45 → 70 ms at the daily peak moved ×1.5 but nobody waited for it.
+    pub min_unexplained_rise_ms: f64,
+    /// A lone SLI change whose RCA blames only slices whose fraction of slow (or failed)
+    /// requests rose less than this many times its baseline fraction (`RootCause::lift`), or
+    /// load-driven queueing, is judged as if nothing were blamed: it opens an incident only past `min_unexplained_effect` or with a
     /// signal behind it (4; 1 leaves only the load rule). Bursty traffic makes a pool that
     /// carries half the fleet twice as often slow for minutes; a fault of a slice, 8–30 times.
     pub min_cause_lift: f64,
@@ -117,6 +120,7 @@ impl Default for WatchSettings {
             resolve_after_steps: 10,
             min_unexplained_effect: 1.5,
             min_cause_lift: 4.0,
+            min_unexplained_rise_ms: 50.0,
             refresh_every_ns: 5 * MINUTE_NS,
             behaviour_every_ns: 2 * MINUTE_NS,
             behaviour_window_ns: 5 * MINUTE_NS,
@@ -157,6 +161,9 @@ impl WatchSettings {
             out.push(
                 "watch.min_unexplained_effect must be at least 1 (1 turns this gate off)".into(),
             );
+        }
+        if !(self.min_unexplained_rise_ms.is_finite() && self.min_unexplained_rise_ms >= 0.0) {
+            out.push("watch.min_unexplained_rise_ms must be at least 0 (0 turns it off)".into());
         }
         if !(self.min_cause_lift.is_finite() && self.min_cause_lift >= 1.0) {
             out.push("watch.min_cause_lift must be at least 1".into());
