@@ -6,6 +6,7 @@
 #                                # history, and the growth with workers (WORKERS at GROWTH_HOURS)
 #   bench/watch_cost.sh growth   # only the growth with workers
 #   bench/watch_cost.sh ingest   # `serve` ingest, watcher on vs off, RUNS alternated pairs
+#   bench/watch_cost.sh saturate # the same at saturation: `bench-gen otlp-load` outruns `serve`
 #
 # cost: each store is built once (kept under OUT; delete it to rebuild): `simulate --scenario
 # healthy` one hour at a time (seed = the hour, the run ending at the last whole hour before now,
@@ -25,9 +26,17 @@
 # queue is empty. Reported: spans/s over the wall time, and the server's CPU seconds (utime +
 # stime of its /proc/PID/stat, which includes the watcher's steps).
 #
+# saturate: per run a fresh store and `serve` (watcher on or off; warnings and the watcher's
+# debug lines, whose "watch: detectors" lines count the minutes it evaluated), loaded
+# for SAT_DURATION by `infersight bench-gen otlp-load --ending-now` (16 exporters, gRPC and
+# HTTP/protobuf alternating, closed loop: each sends its next batch when the last is answered, so
+# `serve` sets the rate; the simulated pool ends at the run's start, so the watcher's windows hold
+# it as live traffic, every pass over the pool adding those minutes again with new ids). Reported:
+# acknowledged spans/s (the generator's), ack p99, and the server's CPU seconds.
+#
 # Env: INFERSIGHT (binary, default target/release/infersight), OUT (default bench/out/watch_cost),
 #      HOURS (24), GROWTH_HOURS (3), WORKERS (8,16,32), RATE (50), REPLAY_MINUTES (70),
-#      RUNS (3), SERVE_DURATION (1h), PORT_BASE (18000), END (the stores' end, Unix s: default the
+#      RUNS (3), SERVE_DURATION (1h), SAT_DURATION (3m), PORT_BASE (18000), END (the stores' end, Unix s: default the
 #      last whole hour before now less one; a kept store needs the END it was built with).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +49,7 @@ RATE="${RATE:-50}"
 REPLAY_MINUTES="${REPLAY_MINUTES:-70}"
 RUNS="${RUNS:-3}"
 SERVE_DURATION="${SERVE_DURATION:-1h}"
+SAT_DURATION="${SAT_DURATION:-3m}"
 PORT_BASE="${PORT_BASE:-18000}"
 MODE="${1:-cost}"
 mkdir -p "$OUT"
@@ -140,6 +150,10 @@ run_cost() {
   done
 }
 
+cpu_seconds() { # pid: user + system CPU seconds so far (/proc/PID/stat after the name)
+  python3 -c "import os;f=open('/proc/$1/stat').read().rsplit(')',1)[1].split();print((int(f[11])+int(f[12]))/os.sysconf('SC_CLK_TCK'))"
+}
+
 serve_run() { # label on|off run -> one line: label spans/s wall cpu
   local label=$1 enabled=$2 run=$3
   local data="$OUT/serve-$label" log="$OUT/serve-$label.log"
@@ -168,7 +182,7 @@ serve_run() { # label on|off run -> one line: label spans/s wall cpu
   done
   t1=$(date +%s.%N)
   local cpu
-  cpu=$(python3 -c "import os;f=open('/proc/$pid/stat').read().rsplit(')',1)[1].split();print((int(f[11])+int(f[12]))/os.sysconf('SC_CLK_TCK'))")
+  cpu=$(cpu_seconds "$pid")
   kill "$pid"
   wait "$pid" || true
   python3 - "$label" "$run" "$OUT/sim-$label.json" "$t0" "$t1" "$cpu" <<'EOF'
@@ -181,35 +195,95 @@ print(f"{label} {run} {spans} {wall:.2f} {int(spans) / wall:.0f} {float(cpu):.2f
 EOF
 }
 
-run_ingest() {
-  echo "ingest: binary $BIN, $SERVE_DURATION of 16 workers at $RATE req/s per run, $RUNS pairs" >&2
-  local results="$OUT/ingest-runs"
+alternate_arms() { # run-function results-file: RUNS pairs, the watcher on and off, the arm
+  # that goes first alternating; one line per run from the function, kept in the file
+  local fn=$1 results=$2 order
   : > "$results"
   for run in $(seq 1 "$RUNS"); do
-    # alternate which arm goes first
     if (( run % 2 )); then order="on off"; else order="off on"; fi
     for arm in $order; do
       local enabled=true
       [[ $arm == off ]] && enabled=false
-      serve_run "$arm" "$enabled" "$run" | tee -a "$results"
+      "$fn" "$arm" "$enabled" "$run" | tee -a "$results"
     done
   done
-  python3 - "$results" <<'EOF'
+}
+
+summarize_arms() { # results-file header spans/s-column: medians per arm (server CPU: column 5)
+  python3 - "$@" <<'EOF'
 import statistics, sys
-rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+path, header, col = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rows = [l.split() for l in open(path) if l.strip()]
 by = {arm: [r for r in rows if r[0] == arm] for arm in ("on", "off")}
 med = lambda arm, i: statistics.median(float(r[i]) for r in by[arm])
-print("label run spans wall_s spans_per_s server_cpu_s")
+print(header)
 for arm in ("on", "off"):
-    print(f"watcher {arm}: median {med(arm, 4):.0f} spans/s, server CPU {med(arm, 5):.2f} s")
-print(f"on / off: throughput {med('on', 4) / med('off', 4):.3f}, server CPU {med('on', 5) / med('off', 5):.3f}")
+    print(f"watcher {arm}: median {med(arm, col):.0f} spans/s, server CPU {med(arm, 5):.2f} s")
+print(f"on / off: throughput {med('on', col) / med('off', col):.3f}, "
+      f"server CPU {med('on', 5) / med('off', 5):.3f}")
 pairs = [(a, b) for a in by["on"] for b in by["off"] if a[1] == b[1]]
-print("per pair (on/off throughput):", " ".join(f"{float(a[4]) / float(b[4]):.3f}" for a, b in pairs))
+print("per pair (on/off throughput):",
+      " ".join(f"{float(a[col]) / float(b[col]):.3f}" for a, b in pairs))
 EOF
+}
+
+run_ingest() {
+  echo "ingest: binary $BIN, $SERVE_DURATION of 16 workers at $RATE req/s per run, $RUNS pairs" >&2
+  alternate_arms serve_run "$OUT/ingest-runs"
+  summarize_arms "$OUT/ingest-runs" "label run spans wall_s spans_per_s server_cpu_s" 4
+}
+
+saturate_run() { # label on|off run -> one line: label run acked_spans acked_per_s p99_ms cpu
+  local label=$1 enabled=$2 run=$3
+  local data="$OUT/sat-$label" err="$OUT/sat-$label.err"
+  local http=$(( PORT_BASE + 1 )) api=$(( PORT_BASE + 2 )) grpc=$(( PORT_BASE + 3 ))
+  rm -rf "$data"
+  INFERSIGHT_LOG=warn,infersight_rca::watch=debug INFERSIGHT__WATCH__ENABLED=$enabled \
+    "$BIN" serve --data "$data" \
+    --listen 127.0.0.1 --otlp-http-port "$http" --api-port "$api" --otlp-grpc-port "$grpc" \
+    > /dev/null 2> "$err" &
+  local pid=$! up=
+  for _ in $(seq 1 300); do
+    if curl -sf "http://127.0.0.1:$api/metrics" > /dev/null; then up=1; break; fi
+    sleep 0.2
+  done
+  if [[ -z $up ]]; then
+    kill "$pid" 2> /dev/null || true
+    echo "serve did not start: $(tail -3 "$err")" >&2
+    return 1
+  fi
+  local cpu0 cpu1 loaded=0
+  cpu0=$(cpu_seconds "$pid")
+  "$BIN" bench-gen otlp-load --grpc "http://127.0.0.1:$grpc" --http "http://127.0.0.1:$http" \
+    --exporters 16 --duration "$SAT_DURATION" --ending-now --progress-every 0s \
+    > "$OUT/sat-$label.json" 2> "$OUT/sat-$label.gen.err" || loaded=$?
+  cpu1=$(cpu_seconds "$pid")
+  kill "$pid"
+  wait "$pid" || true
+  if (( loaded != 0 )); then
+    echo "bench-gen failed ($loaded): $(tail -3 "$OUT/sat-$label.gen.err")" >&2
+    return 1
+  fi
+  echo "  $label: $(grep -c 'watch: detectors' "$err" || true) watcher minutes evaluated" >&2
+  python3 - "$label" "$run" "$OUT/sat-$label.json" "$cpu0" "$cpu1" <<'EOF'
+import json, sys
+label, run, path, cpu0, cpu1 = sys.argv[1:]
+r = json.load(open(path))
+print(f"{label} {run} {r['acked_spans']} {r['acked_spans_per_s']:.0f} "
+      f"{r['ack_latency_ms']['p99']} {float(cpu1) - float(cpu0):.2f}")
+EOF
+}
+
+run_saturate() {
+  echo "saturate: binary $BIN, $SAT_DURATION per run, $RUNS pairs, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  alternate_arms saturate_run "$OUT/saturate-runs"
+  summarize_arms "$OUT/saturate-runs" "label run acked_spans acked_spans_per_s ack_p99_ms server_cpu_s" 3
 }
 
 case "$MODE" in
   cost | growth) run_cost ;;
   ingest) run_ingest ;;
-  *) echo "usage: bench/watch_cost.sh cost|growth|ingest" >&2; exit 2 ;;
+  saturate) run_saturate ;;
+  *) echo "usage: bench/watch_cost.sh cost|growth|ingest|saturate" >&2; exit 2 ;;
 esac
+
