@@ -459,6 +459,9 @@ pub struct WatchConfig {
     /// Predictive risk: a warning opens when a resource (GPU memory, KV cache, the queue
     /// against the gateway timeout) is projected to run out within this horizon.
     pub predict_horizon: String,
+    /// A KV-cache projection needs a rise that has lasted this long (bursty traffic swings KV
+    /// usage by half the pool within a minute).
+    pub predict_kv_min_trend: String,
     /// The gateway's timeout for the queue projection; empty: learnt from timed-out requests,
     /// else 60s.
     pub gateway_timeout: String,
@@ -485,6 +488,7 @@ impl Default for WatchConfig {
             thi_min: w.thi_min.unwrap_or(0.0),
             token_efficiency_ratio: w.token_efficiency_ratio.unwrap_or(0.0),
             predict_horizon: "30m".into(),
+            predict_kv_min_trend: "10m".into(),
             gateway_timeout: String::new(),
         }
     }
@@ -505,6 +509,7 @@ impl Config {
             ns("behaviour_every", &w.behaviour_every),
         );
         let predict_horizon_ns = ns("predict_horizon", &w.predict_horizon);
+        let kv_min_trend_ns = ns("predict_kv_min_trend", &w.predict_kv_min_trend);
         let gateway_timeout_ns =
             parse_optional_duration(&mut errors, "watch.gateway_timeout", &w.gateway_timeout)
                 .flatten()
@@ -530,6 +535,7 @@ impl Config {
             predict: infersight_rca::watch::PredictSettings {
                 horizon_ns: predict_horizon_ns,
                 gateway_timeout_ns,
+                kv_min_trend_ns,
                 ..infersight_rca::watch::PredictSettings::default()
             },
             slos: self.slos().unwrap_or_default(),

@@ -5,7 +5,8 @@
 //! - GPU memory per worker and device: the used fraction of capacity (`GpuMemory::fraction`,
 //!   whatever the source reports: DCGM, `hw.*`, nvidia-smi) toward 1;
 //! - KV-cache usage per worker toward a full pool (1), unless the rise goes with the worker's
-//!   throughput (an engine fills its pool under load by design: that is the load's cycle);
+//!   throughput (an engine fills its pool under load by design: that is the load's cycle) or
+//!   began less than [`PredictSettings::kv_min_trend_ns`] ago (a burst);
 //! - the queue: a new request's expected wait on a worker, `requests_waiting / drain rate`
 //!   (Little's law; the drain rate is the worker's finished-requests counter over the minute
 //!   before each sample), toward the gateway timeout: `[watch] gateway_timeout` when set, else
@@ -50,6 +51,8 @@ const MAX_LOAD_CORRELATION: f64 = 0.5;
 const MAX_PROJECTIONS: usize = 4_096;
 
 const KV_USAGE: &str = "kv_cache_usage_ratio";
+/// The resource a KV-cache projection names.
+const KV_RESOURCE: &str = "kv_cache";
 const WAITING: &str = "requests_waiting";
 const FINISHED: &str = "requests_finished_total";
 
@@ -65,6 +68,13 @@ pub struct PredictSettings {
     pub queue: bool,
     /// The gateway's timeout (`None`: learned from timed-out requests, else 60 s).
     pub gateway_timeout_ns: Option<i64>,
+    /// A KV-cache projection needs a rise that has lasted this long (10 min). KV usage is the
+    /// work in flight: under bursty traffic it swings by half the pool between two 10-s samples
+    /// (the Mooncake trace: 0.02 → 0.73 → 0.00), so six rising samples are a burst, and a
+    /// minute of them projected 30 minutes ahead warned 4–9 times a day of pools that never
+    /// passed 0.72. A pool that really fills (longer sessions, a growing context) rises for
+    /// many minutes, and a full one is the watermark's and the preemptions' to report.
+    pub kv_min_trend_ns: i64,
     pub fit: ExhaustionParams,
 }
 
@@ -77,6 +87,7 @@ impl Default for PredictSettings {
             kv_cache: true,
             queue: true,
             gateway_timeout_ns: None,
+            kv_min_trend_ns: 10 * MINUTE_NS,
             fit: ExhaustionParams::default(),
         }
     }
@@ -93,6 +104,11 @@ impl PredictSettings {
         }
         if self.gateway_timeout_ns.is_some_and(|t| t < 1_000_000_000) {
             out.push("watch.gateway_timeout must be at least 1s".into());
+        }
+        if self.kv_min_trend_ns < 0 || self.kv_min_trend_ns > self.window_ns {
+            out.push(
+                "watch.predict_kv_min_trend must be between 0 and the fitted window (15m)".into(),
+            );
         }
         out
     }
@@ -246,7 +262,10 @@ impl PredictCache {
             else {
                 continue;
             };
+            let burst =
+                c.resource == KV_RESOURCE && end_ns - projection.fit_from_ns < p.kv_min_trend_ns;
             if projection.confident_within(p.horizon_ns as f64 / 1e9)
+                && !burst
                 && !c.follows_load(&projection)
             {
                 out.push(c.prediction(&projection, end_ns));
@@ -412,7 +431,7 @@ fn kv_cache(series: &SeriesByKey) -> Vec<Candidate> {
         .iter()
         .filter(|((_, _, name), _)| name == KV_USAGE)
         .map(|((worker, device, _), points)| Candidate {
-            resource: "kv_cache",
+            resource: KV_RESOURCE,
             worker: worker.clone(),
             device: device.clone(),
             points: points

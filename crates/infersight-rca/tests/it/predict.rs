@@ -40,6 +40,15 @@ enum Fault {
         from: i64,
         per_minute: f64,
     },
+    /// worker-2's KV usage: every 7 minutes a burst of long prompts ramps it from 0.2 to 0.8
+    /// in 90 s, then it drops back (a bursty real trace does that); nothing fills.
+    KvBursts,
+    /// worker-6's KV usage: +`per_minute` of the pool on top of its load from `from` (sessions
+    /// that keep growing): it fills.
+    KvFill {
+        from: i64,
+        per_minute: f64,
+    },
 }
 
 fn at(minute: i64) -> i64 {
@@ -86,7 +95,17 @@ fn metrics(seed: u64, minutes: i64, fault: Fault) -> Vec<MetricRecord> {
                 _ => {}
             }
             finished[w as usize] += (5.0 * load + rng.normal()).max(0.0).round();
-            let kv = (0.35 * load + 0.08 * rng.normal()).clamp(0.0, 1.0);
+            let mut kv = 0.35 * load + 0.08 * rng.normal();
+            match fault {
+                Fault::KvBursts if w == 2 && minute % 7.0 < 1.5 => {
+                    kv = 0.2 + 0.4 * (minute % 7.0) + 0.03 * rng.normal();
+                }
+                Fault::KvFill { from, per_minute } if w == 6 => {
+                    kv += (minute - from as f64).max(0.0) * per_minute;
+                }
+                _ => {}
+            }
+            let kv = kv.clamp(0.0, 1.0);
             rows.push(metric(ts, w, "gpu_memory_used_bytes", used * CAPACITY, "0"));
             if tick % 30 == 0 {
                 rows.push(metric(ts, w, "gpu_memory_total_bytes", CAPACITY, "0"));
@@ -176,7 +195,16 @@ fn settings() -> WatchSettings {
 
 /// Every step's predictions from `since` to `until` (minutes), and the watcher after them.
 async fn run(engine: &QueryEngine, since: i64, until: i64) -> (Vec<Prediction>, Watcher) {
-    let mut watcher = Watcher::new(settings(), None, None).unwrap();
+    run_with(settings(), engine, since, until).await
+}
+
+async fn run_with(
+    settings: WatchSettings,
+    engine: &QueryEngine,
+    since: i64,
+    until: i64,
+) -> (Vec<Prediction>, Watcher) {
+    let mut watcher = Watcher::new(settings, None, None).unwrap();
     let mut seen = Vec::new();
     for minute in since..=until {
         let outcome = watcher.step(engine, at(minute)).await.unwrap();
@@ -300,5 +328,56 @@ async fn two_flat_noisy_hours_warn_nothing() {
             .iter()
             .all(|r| r.kind != EpisodeKind::Warning),
         "a warning opened"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kv_bursts_warn_nothing_a_pool_that_fills_warns() {
+    // bursts: ramps of 90 s from 0.2 to 0.8, every 7 minutes for an hour
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_of(
+        dir.path(),
+        requests(6, 75, false),
+        metrics(6, 75, Fault::KvBursts),
+    );
+    let (seen, _) = run(&engine, 15, 75).await;
+    let lines = |seen: &[Prediction]| seen.iter().map(Prediction::line).collect::<Vec<_>>();
+    assert!(seen.is_empty(), "{:#?}", lines(&seen));
+    // a projection from any rise, however short, warns of them
+    let eager = WatchSettings {
+        predict: infersight_rca::watch::PredictSettings {
+            kv_min_trend_ns: 0,
+            ..settings().predict
+        },
+        ..settings()
+    };
+    let (seen, _) = run_with(eager, &engine, 15, 75).await;
+    assert!(
+        seen.iter().any(|p| p.resource == "kv_cache"),
+        "the bursts must look like a fill to a projection from a minute: {:#?}",
+        lines(&seen)
+    );
+    // a pool that fills: +4 % of it a minute from minute 50 on top of the load (which peaks
+    // at 50) is full near minute 70; the warning comes once the rise has lasted 10 minutes,
+    // well before that
+    let dir = tempfile::tempdir().unwrap();
+    let fill = Fault::KvFill {
+        from: 50,
+        per_minute: 0.04,
+    };
+    let engine = engine_of(dir.path(), requests(7, 80, false), metrics(7, 80, fill));
+    let (seen, _) = run(&engine, 40, 80).await;
+    let kv: Vec<&Prediction> = seen.iter().filter(|p| p.resource == "kv_cache").collect();
+    let first = kv
+        .first()
+        .unwrap_or_else(|| panic!("no KV warning: {:#?}", lines(&seen)));
+    assert_eq!(
+        first.subject.get("worker").map(String::as_str),
+        Some("worker-6")
+    );
+    assert!(
+        first.at_ns <= at(64) && first.at_ns - first.trend_from_ns >= 10 * MINUTE_NS,
+        "{}",
+        first.line()
     );
 }
