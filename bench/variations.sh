@@ -35,7 +35,7 @@ if [ -z "${TABLE_ONLY:-}" ]; then
 fi
 BIN="$BIN" OUT="$OUT" SEEDS="${SEEDS:-1}" JOBS="${JOBS:-1}" SCENARIOS="$SCENARIOS" \
   VARIATIONS="$VARIATIONS" TABLE_ONLY="${TABLE_ONLY:-}" python3 - <<'PY'
-import concurrent.futures, json, os, re, subprocess, time
+import concurrent.futures, json, os, re, subprocess, sys, time
 
 BIN, OUT = os.environ["BIN"], os.environ["OUT"]
 SEEDS = [int(s) for s in os.environ["SEEDS"].split()]
@@ -43,19 +43,12 @@ SCENARIOS = os.environ["SCENARIOS"].split()
 VARIATIONS = os.environ["VARIATIONS"].split()
 # the scenarios whose prompt lines are ingested (as crates/infersight/tests/it/rca.rs does)
 PROMPT_SCENARIOS = {"prompt_drift", "healthy", "injection_resonance", "truncation_surge"}
-MAPPED = {} if os.environ["TABLE_ONLY"] else dict(re.findall(
-    r"^\| `([^`]+)` \| `([a-z_0-9]+)` \|", open(f"{OUT}/mapping.md").read(), re.M))
+sys.path.insert(0, "bench")
+from causes import Judge
+JUDGE = Judge(BIN, None if os.environ["TABLE_ONLY"] else f"{OUT}/mapping.md")
 
 def run(args):
     return subprocess.run([BIN, *args], check=True, capture_output=True, text=True).stdout
-
-def canonical(causes):
-    return [{MAPPED.get(k, k): v for k, v in c["dimensions"].items()} for c in causes or []]
-
-def alternatives(cause):
-    """The cause and the combinations the ground truth lists as selecting the same requests."""
-    return [{MAPPED.get(k, k): v for k, v in d.items()}
-            for d in [cause["dimensions"], *cause.get("equivalent", [])]]
 
 def applies(scenario, variation):
     """Whether the variation takes effect (the ground truth lists the ones that do)."""
@@ -67,31 +60,6 @@ def applies(scenario, variation):
     truth = json.load(open(f"{probe}/ground_truth.json"))
     subprocess.run(["rm", "-rf", probe], check=True)
     return variation in truth.get("variations", [])
-
-REQUEST_COLUMNS = {"lora_adapters", "tenant", "service", "runtime", "worker", "device", "model",
-                   "model_version", "kv_cache_policy"}
-
-def selection(dims):
-    """The SQL condition selecting the requests of `dims` (canonical keys), as variations.rs."""
-    conditions = []
-    for key, value in dims.items():
-        key, value = key.replace("'", "''"), value.replace("'", "''")
-        attribute = f"json_get(attrs, '{key}') = '{value}'"
-        if key in REQUEST_COLUMNS or key in MAPPED.values():
-            conditions.append(f'("{key}" = \'{value}\' OR {attribute})')
-        else:
-            conditions.append(attribute)
-    return " AND ".join(conditions)
-
-def same_requests(data, a, b):
-    """Whether `a` and `b` select the same stored requests (Jaccard >= 0.95)."""
-    sa, sb = selection(a), selection(b)
-    rows = json.loads(run(["query", "--data", data, "--format", "json",
-        f"SELECT SUM(CASE WHEN ({sa}) AND ({sb}) THEN 1 ELSE 0 END) AS both_, "
-        f"SUM(CASE WHEN {sa} THEN 1 ELSE 0 END) AS a_, "
-        f"SUM(CASE WHEN {sb} THEN 1 ELSE 0 END) AS b_ FROM requests"]))
-    both, ca, cb = (rows[0].get(k) or 0 for k in ("both_", "a_", "b_"))
-    return both > 0 and both / (ca + cb - both) >= 0.95
 
 def cell(scenario, variation, seed):
     base = f"{OUT}/{scenario}-{variation}-{seed}"
@@ -114,12 +82,9 @@ def cell(scenario, variation, seed):
     run(["ingest", "--quiet", "--data", data, *files])
     report = json.loads(run(["rca", "--data", data, "--format", "json"]))
     truth = json.load(open(f"{sim}/ground_truth.json"))
+    canonical = lambda causes: [JUDGE.canonical(c["dimensions"]) for c in causes or []]
     want, got = canonical(truth["root_causes"]), canonical(report.get("root_causes"))
-    top = got[: len(want)]
-    right = (not got) if not want else all(
-        any(a in top for a in alternatives(c))
-        or any(same_requests(data, alternatives(c)[0], t) for t in top)
-        for c in truth["root_causes"])
+    right = JUDGE.right(data, truth["root_causes"], report.get("root_causes"))
     subprocess.run(["rm", "-rf", base], check=True)
     return {"scenario": scenario, "variation": variation, "seed": seed, "right": right,
             "want": want, "got": got, "verdict": report.get("verdict"),

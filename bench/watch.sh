@@ -75,12 +75,12 @@ run_one() { # scenario seed duration
 
 judge() { # scenario seed
   python3 - "$OUT/$1-$2" "$BIN" "$OUT/mapping.md" <<'EOF'
-import json, re, subprocess, sys
+import json, sys
 from datetime import datetime, timezone
-d, BIN = sys.argv[1], sys.argv[2]
-MAPPED = dict(re.findall(r"^\| `([^`]+)` \| `([a-z_0-9]+)` \|", open(sys.argv[3]).read(), re.M))
-REQUEST_COLUMNS = {"lora_adapters", "tenant", "service", "runtime", "worker", "device", "model",
-                   "model_version", "kv_cache_policy"}
+sys.path.insert(0, "bench")
+from causes import Judge
+d = sys.argv[1]
+JUDGE = Judge(sys.argv[2], sys.argv[3])
 truth = json.load(open(f"{d}/ground_truth.json"))
 episodes = json.load(open(f"{d}/watch.json"))
 incidents = [e for e in episodes if e.get("kind", "incident") == "incident"]
@@ -102,40 +102,9 @@ if hit is None:
     print(f"{name:32} MISSED  (false alarms before onset: {len(early)})  replay {secs}s")
     sys.exit(0)
 mttd = (ts(hit["detected_at"]) - onset) / 60
-canon = lambda dims: {MAPPED.get(k, k): v for k, v in (dims or {}).items()}
-want = [canon(c["dimensions"]) for c in truth["root_causes"]]
-got = [canon(c["dimensions"]) for c in hit["rca"]["root_causes"]]
-
-def selection(dims):
-    """The SQL condition selecting the requests of `dims` (canonical keys), as variations.sh."""
-    out = []
-    for key, value in dims.items():
-        key, value = key.replace("'", "''"), value.replace("'", "''")
-        attribute = f"json_get(attrs, '{key}') = '{value}'"
-        column = key in REQUEST_COLUMNS or key in MAPPED.values()
-        out.append(f'("{key}" = \'{value}\' OR {attribute})' if column else attribute)
-    return " AND ".join(out)
-
-def same_requests(a, b):
-    """Whether `a` and `b` select the same stored requests (Jaccard >= 0.95)."""
-    sa, sb = selection(a), selection(b)
-    sql = (f"SELECT SUM(CASE WHEN ({sa}) AND ({sb}) THEN 1 ELSE 0 END) AS both_, "
-           f"SUM(CASE WHEN {sa} THEN 1 ELSE 0 END) AS a_, "
-           f"SUM(CASE WHEN {sb} THEN 1 ELSE 0 END) AS b_ FROM requests")
-    run = subprocess.run([BIN, "query", "--data", f"{d}-data", "--format", "json", sql],
-                         capture_output=True, text=True)
-    if run.returncode != 0:  # a key no stored column or attribute holds: not the same requests
-        print(f"    (same-requests query failed: {run.stderr.strip()[:200]})")
-        return False
-    out = run.stdout
-    both, ca, cb = (json.loads(out)[0].get(k) or 0 for k in ("both_", "a_", "b_"))
-    return both > 0 and both / (ca + cb - both) >= 0.95
-
-top = got[: len(want)]
-top_ok = all(
-    any(a in top for a in [canon(c["dimensions"]), *map(canon, c.get("equivalent", []))])
-    or any(same_requests(canon(c["dimensions"]), t) for t in top)
-    for c in truth["root_causes"])
+want = [JUDGE.canonical(c["dimensions"]) for c in truth["root_causes"]]
+got = [JUDGE.canonical(c["dimensions"]) for c in hit["rca"]["root_causes"]]
+top_ok = JUDGE.right(f"{d}-data", truth["root_causes"], hit["rca"]["root_causes"])
 kinds = {s["kind"] for s in hit["rca"]["signals"]}
 missing = sorted({e["kind"] for e in truth["expected_signals"]} - kinds)
 fleet = any(x["kind"] == "sli_change" and not x["subject"] for x in hit["detections"])

@@ -111,10 +111,10 @@ pub struct RootCause {
 pub const LOAD_DRIVEN: &str = "load-driven queueing";
 
 impl RootCause {
-    /// How many times its baseline fraction the slice's fraction of events is in the incident
-    /// (see [`SliceRate::lift`]); `None` without [`RootCause::slice_rate`].
-    pub fn lift(&self) -> Option<f64> {
-        self.slice_rate.map(|r| r.lift())
+    /// The odds ratio of the slice's fraction of events, incident against baseline (see
+    /// [`SliceRate::odds_ratio`]); `None` without [`RootCause::slice_rate`].
+    pub fn odds_ratio(&self) -> Option<f64> {
+        self.slice_rate.map(|r| r.odds_ratio())
     }
 
     /// Whether the cause is labelled load-driven queueing (an effect of load, not a fault of
@@ -134,16 +134,23 @@ pub struct SliceRate {
 }
 
 impl SliceRate {
-    /// The incident's fraction over the baseline's (infinite from a baseline of none, 1 when
-    /// both are none). A slice small enough to see no event in the baseline by chance gets an
-    /// infinite lift: localization's significance, not this ratio, stands behind such a cause.
-    pub fn lift(&self) -> f64 {
-        if self.baseline > 0.0 {
-            self.incident / self.baseline
-        } else if self.incident > 0.0 {
-            f64::INFINITY
-        } else {
+    /// The odds of an event in the incident over its odds in the baseline, `p / (1 − p)` each:
+    /// for rare events (5 % of requests over the reference) it is about the ratio of the
+    /// fractions, and unlike that ratio it is not capped by a common baseline (a cache missing
+    /// 30 % of prompt tokens can miss at most 3.3 × as many, but its odds can grow without
+    /// bound). Infinite from a baseline of none or to an incident of all; 1 when both are equal.
+    /// A slice small enough to see no event in the baseline by chance gets an infinite ratio:
+    /// localization's significance, not this ratio, stands behind such a cause.
+    pub fn odds_ratio(&self) -> f64 {
+        let (baseline, incident) = (self.baseline.clamp(0.0, 1.0), self.incident.clamp(0.0, 1.0));
+        if baseline == incident {
             1.0
+        } else if baseline <= 0.0 || incident >= 1.0 {
+            f64::INFINITY
+        } else if incident <= 0.0 || baseline >= 1.0 {
+            0.0
+        } else {
+            (incident / (1.0 - incident)) / (baseline / (1.0 - baseline))
         }
     }
 }
@@ -253,4 +260,25 @@ pub struct SequenceAnomaly {
     /// Workers of the incident's sessions with this pattern (the worker of a session's first
     /// record), most first, at most 3.
     pub workers: Vec<(String, u64)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SliceRate;
+
+    #[test]
+    fn odds_ratios_of_slice_rates() {
+        let ratio = |baseline, incident| SliceRate { baseline, incident }.odds_ratio();
+        // a burst on half the fleet: about the ratio of the fractions (1.93)
+        assert!((ratio(0.043, 0.083) - 2.0145).abs() < 1e-3);
+        // a slow worker
+        assert!((ratio(0.055, 0.474) - 15.49).abs() < 0.01);
+        // a fraction with a large baseline still reaches a large ratio
+        assert!((ratio(0.3, 0.9) - 21.0).abs() < 1e-9);
+        assert_eq!(ratio(0.3, 1.0), f64::INFINITY);
+        assert_eq!(ratio(0.0, 0.02), f64::INFINITY);
+        assert_eq!(ratio(0.0, 0.0), 1.0);
+        assert_eq!(ratio(0.2, 0.0), 0.0);
+        assert!(ratio(0.3, 0.2) < 1.0);
+    }
 }

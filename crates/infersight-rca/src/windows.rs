@@ -927,7 +927,7 @@ impl Findings {
                     self.explanatory_only.retain(|d| d != &dimensions);
                 }
                 existing.evidence.push(evidence);
-                if rate.map(|r| r.lift()) > existing.lift() {
+                if rate.map(|r| r.odds_ratio()) > existing.odds_ratio() {
                     existing.slice_rate = rate;
                 }
             }

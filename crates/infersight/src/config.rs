@@ -434,15 +434,15 @@ pub struct WatchConfig {
     /// Quiet steps before an incident resolves.
     pub resolve_after_steps: u32,
     /// A lone SLI change the RCA explains by no slice and no signal opens an incident only when
-    /// the fleet's symptom moved at least this much (ratio; 1 turns this gate off, not the rule
-    /// that the RCA's symptom must measure a part of the request the fired SLI measures).
+    /// the fleet's symptom moved at least this much (ratio; 1, with `min_unexplained_rise_ms`
+    /// 0, turns this gate off, not the rule that the RCA's symptom must measure a part of the
+    /// request the fired SLI measures).
     pub min_unexplained_effect: f64,
     /// …and, for a latency symptom, by at least this many milliseconds of its p99 (0: off).
     pub min_unexplained_rise_ms: f64,
-    /// Causes whose fraction of slow (or failed) requests rose less than this many times its
-    /// baseline fraction (and load-driven queueing) count as no cause for that gate (1: only
-    /// load).
-    pub min_cause_lift: f64,
+    /// Causes whose odds of a slow (or failed) request rose less than this many times (and
+    /// load-driven queueing) count as no cause for that gate (1: only load).
+    pub min_cause_odds_ratio: f64,
     /// How often an open incident's verdict is recomputed.
     pub refresh_every: String,
     /// How often the resource and behaviour detectors run.
@@ -460,7 +460,7 @@ pub struct WatchConfig {
     /// against the gateway timeout) is projected to run out within this horizon.
     pub predict_horizon: String,
     /// A KV-cache projection needs a rise that has lasted this long (bursty traffic swings KV
-    /// usage by half the pool within a minute).
+    /// usage by half the pool within a minute); "0s" turns the rule off.
     pub predict_kv_min_trend: String,
     /// The gateway's timeout for the queue projection; empty: learnt from timed-out requests,
     /// else 60s.
@@ -477,7 +477,7 @@ impl Default for WatchConfig {
             history: "49h".into(),
             resolve_after_steps: s.resolve_after_steps,
             min_unexplained_effect: s.min_unexplained_effect,
-            min_cause_lift: s.min_cause_lift,
+            min_cause_odds_ratio: s.min_cause_odds_ratio,
             min_unexplained_rise_ms: s.min_unexplained_rise_ms,
             refresh_every: "5m".into(),
             behaviour_every: "2m".into(),
@@ -509,7 +509,11 @@ impl Config {
             ns("behaviour_every", &w.behaviour_every),
         );
         let predict_horizon_ns = ns("predict_horizon", &w.predict_horizon);
-        let kv_min_trend_ns = ns("predict_kv_min_trend", &w.predict_kv_min_trend);
+        // "0s" or empty: every rise counts (the rule off)
+        let kv_min_trend_ns = match w.predict_kv_min_trend.trim() {
+            "" | "0" | "0s" | "0m" => 0,
+            text => ns("predict_kv_min_trend", text),
+        };
         let gateway_timeout_ns =
             parse_optional_duration(&mut errors, "watch.gateway_timeout", &w.gateway_timeout)
                 .flatten()
@@ -520,7 +524,7 @@ impl Config {
             history_ns,
             resolve_after_steps: w.resolve_after_steps,
             min_unexplained_effect: w.min_unexplained_effect,
-            min_cause_lift: w.min_cause_lift,
+            min_cause_odds_ratio: w.min_cause_odds_ratio,
             min_unexplained_rise_ms: w.min_unexplained_rise_ms,
             refresh_every_ns,
             behaviour_every_ns,

@@ -469,8 +469,8 @@ async fn open_episode(
 struct Gate {
     /// `watch.min_unexplained_effect`.
     min_effect: f64,
-    /// `watch.min_cause_lift`.
-    min_lift: f64,
+    /// `watch.min_cause_odds_ratio`.
+    min_odds_ratio: f64,
     /// `watch.min_unexplained_rise_ms`.
     min_rise_ms: f64,
 }
@@ -479,7 +479,7 @@ impl Gate {
     fn of(settings: &WatchSettings) -> Gate {
         Gate {
             min_effect: settings.min_unexplained_effect,
-            min_lift: settings.min_cause_lift,
+            min_odds_ratio: settings.min_cause_odds_ratio,
             min_rise_ms: settings.min_unexplained_rise_ms,
         }
     }
@@ -495,7 +495,7 @@ impl Gate {
 /// - or the symptom moved less than `gate.min_effect` (ratio either way) or, as a latency, by
 ///   fewer than `gate.min_rise_ms` milliseconds, and nothing explains
 ///   it: no cause but weak ones (see [`weak_cause`]: load-driven queueing, or a slice whose
-///   fraction of slow or failed requests rose less than `gate.min_lift` ×), and no signal but the
+///   odds of a slow or failed request rose less than `gate.min_odds_ratio` ×), and no signal but the
 ///   spike itself, a demand shift (load), or what was read off a cause (see [`read_off`]).
 fn unconfirmed(rca: &RcaReport, gate: Gate, fired: &[Detection]) -> Option<String> {
     let Some(symptom) = &rca.symptom else {
@@ -518,7 +518,7 @@ fn unconfirmed(rca: &RcaReport, gate: Gate, fired: &[Detection]) -> Option<Strin
     if rca
         .root_causes
         .iter()
-        .any(|c| !weak_cause(c, gate.min_lift))
+        .any(|c| !weak_cause(c, gate.min_odds_ratio))
     {
         return None;
     }
@@ -557,9 +557,12 @@ fn unconfirmed(rca: &RcaReport, gate: Gate, fired: &[Detection]) -> Option<Strin
         Some(top) => format!(
             "the RCA names only weak causes ({}: {}) behind a {shift}",
             infersight_model::signal::Subject::describe(&top.dimensions),
-            match top.lift() {
+            match top.odds_ratio() {
                 _ if top.is_load_driven() => "load-driven queueing".to_string(),
-                Some(lift) => format!("its share ×{lift:.2}, under ×{}", gate.min_lift),
+                Some(ratio) => format!(
+                    "odds ratio of its share ×{ratio:.2}, under ×{}",
+                    gate.min_odds_ratio
+                ),
                 None => "weak".to_string(),
             }
         ),
@@ -582,21 +585,23 @@ fn read_off(signal: &crate::Signal, cause: &crate::RootCause) -> bool {
 }
 
 /// Whether a cause does not by itself confirm a lone SLI change: load-driven queueing (an
-/// effect of load, not a fault), or a slice whose fraction of slow or failed requests rose less
-/// than `min_lift` × its baseline fraction. Bursty traffic at a daily peak makes a pool that carries half
-/// the fleet 1.5–2 × as often slow for minutes; a fault of a slice (a slow worker, a
-/// regressing version, a tenant's prompts) makes it 8–30 ×. A cause known only from a signal
-/// (no share) is not weak.
-fn weak_cause(cause: &crate::RootCause, min_lift: f64) -> bool {
-    cause.is_load_driven() || cause.lift().is_some_and(|lift| lift < min_lift)
+/// effect of load, not a fault), or a slice whose odds of a slow or failed request rose less
+/// than `min_odds_ratio` × (see [`crate::SliceRate::odds_ratio`]). Bursty traffic at a daily
+/// peak makes a pool that carries half the fleet about twice as often slow for minutes; a fault
+/// of a slice (a slow worker, a regressing version, a tenant's prompts) 15 × and more. A cause
+/// known only from a signal (no rate) is not weak.
+fn weak_cause(cause: &crate::RootCause, min_odds_ratio: f64) -> bool {
+    cause.is_load_driven()
+        || cause
+            .odds_ratio()
+            .is_some_and(|ratio| ratio < min_odds_ratio)
 }
 
 /// Whether the RCA states `sli` as a latency (its symptom's values are p99 milliseconds).
 fn latency_sli(sli: &str) -> bool {
-    matches!(
-        sli,
-        "queue" | "prefill" | "ttft" | "decode" | "tpot" | "itl_max" | "e2e"
-    )
+    infersight_rollup::LatencySli::ALL
+        .iter()
+        .any(|latency| latency.name() == sli)
 }
 
 /// The parts of a request an SLI measures, as bits: queue, prefill, decode, prefix cache, output
@@ -770,7 +775,7 @@ mod tests {
 
     const GATE: Gate = Gate {
         min_effect: 1.5,
-        min_lift: 4.0,
+        min_odds_ratio: 4.0,
         min_rise_ms: 50.0,
     };
 
@@ -896,7 +901,7 @@ mod tests {
         let burst = slice_report((1466.0, 1755.0), (0.043, 0.083), over);
         let why = unconfirmed(&burst, GATE, &queue).expect("a weak cause confirms nothing");
         assert!(
-            why.contains("model_version=r2") && why.contains("×1.93"),
+            why.contains("model_version=r2") && why.contains("×2.01"),
             "{why}"
         );
         // a slow worker: 8.6 × as often over it confirms even a p99 that moved 8 %
@@ -945,9 +950,9 @@ mod tests {
         // a slice new to the fleet, from no events to some, is not weak
         let new = slice_report((1466.0, 1755.0), (0.0, 0.02), over);
         assert_eq!(unconfirmed(&new, GATE, &queue), None);
-        // a lift of 1 turns the share rule off
+        // an odds ratio of 1 turns the share rule off
         let off = Gate {
-            min_lift: 1.0,
+            min_odds_ratio: 1.0,
             ..GATE
         };
         assert_eq!(unconfirmed(&burst, off, &queue), None);

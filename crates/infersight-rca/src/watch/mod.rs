@@ -87,12 +87,13 @@ pub struct WatchSettings {
     /// …and, for a latency symptom, by at least this many milliseconds of its p99 (50): a queue
     /// whose p99 went 45 → 70 ms at the daily peak moved ×1.5 but nobody waited for it.
     pub min_unexplained_rise_ms: f64,
-    /// A lone SLI change whose RCA blames only slices whose fraction of slow (or failed)
-    /// requests rose less than this many times its baseline fraction (`RootCause::lift`), or
-    /// load-driven queueing, is judged as if nothing were blamed: it opens an incident only past `min_unexplained_effect` or with a
-    /// signal behind it (4; 1 leaves only the load rule). Bursty traffic makes a pool that
-    /// carries half the fleet twice as often slow for minutes; a fault of a slice, 8–30 times.
-    pub min_cause_lift: f64,
+    /// A lone SLI change whose RCA blames only slices whose odds of a slow (or failed)
+    /// request rose less than this many times (`RootCause::odds_ratio`), or load-driven
+    /// queueing, is judged as if nothing were blamed: it opens an incident only past
+    /// `min_unexplained_effect` or with a signal behind it (4; 1 leaves only the load rule).
+    /// Bursty traffic makes a pool that carries half the fleet about twice as often slow for
+    /// minutes; a fault of a slice, 15 times and more.
+    pub min_cause_odds_ratio: f64,
     /// The verdict of an open incident is recomputed this often (5 min).
     pub refresh_every_ns: i64,
     /// The behaviour detectors run this often (2 min) over this window (5 min) against the
@@ -119,7 +120,7 @@ impl Default for WatchSettings {
             min_requests_per_minute: 20.0,
             resolve_after_steps: 10,
             min_unexplained_effect: 1.5,
-            min_cause_lift: 4.0,
+            min_cause_odds_ratio: 4.0,
             min_unexplained_rise_ms: 50.0,
             refresh_every_ns: 5 * MINUTE_NS,
             behaviour_every_ns: 2 * MINUTE_NS,
@@ -159,14 +160,14 @@ impl WatchSettings {
         }
         if !(self.min_unexplained_effect.is_finite() && self.min_unexplained_effect >= 1.0) {
             out.push(
-                "watch.min_unexplained_effect must be at least 1 (1 turns this gate off)".into(),
+                "watch.min_unexplained_effect must be at least 1 (1, with watch.min_unexplained_rise_ms 0, turns this gate off)".into(),
             );
         }
         if !(self.min_unexplained_rise_ms.is_finite() && self.min_unexplained_rise_ms >= 0.0) {
             out.push("watch.min_unexplained_rise_ms must be at least 0 (0 turns it off)".into());
         }
-        if !(self.min_cause_lift.is_finite() && self.min_cause_lift >= 1.0) {
-            out.push("watch.min_cause_lift must be at least 1".into());
+        if !(self.min_cause_odds_ratio.is_finite() && self.min_cause_odds_ratio >= 1.0) {
+            out.push("watch.min_cause_odds_ratio must be at least 1".into());
         }
         for (name, ns) in [
             ("refresh_every", self.refresh_every_ns),

@@ -105,10 +105,11 @@ impl PredictSettings {
         if self.gateway_timeout_ns.is_some_and(|t| t < 1_000_000_000) {
             out.push("watch.gateway_timeout must be at least 1s".into());
         }
-        if self.kv_min_trend_ns < 0 || self.kv_min_trend_ns > self.window_ns {
-            out.push(
-                "watch.predict_kv_min_trend must be between 0 and the fitted window (15m)".into(),
-            );
+        if self.kv_min_trend_ns < 0 || self.kv_min_trend_ns >= self.window_ns {
+            out.push(format!(
+                "watch.predict_kv_min_trend must be at least 0 and shorter than the fitted window ({} min)",
+                self.window_ns / MINUTE_NS
+            ));
         }
         out
     }
@@ -251,7 +252,7 @@ impl PredictCache {
             candidates.extend(gpu_memory(&series));
         }
         if p.kv_cache {
-            candidates.extend(kv_cache(&series));
+            candidates.extend(kv_cache(&series, p.fit.max_points));
         }
         if let Some((seconds, source)) = timeout {
             candidates.extend(queue_wait(&series, seconds, &source));
@@ -426,7 +427,11 @@ fn gpu_memory(series: &SeriesByKey) -> Vec<Candidate> {
     out
 }
 
-fn kv_cache(series: &SeriesByKey) -> Vec<Candidate> {
+/// KV-cache usage per worker, thinned to every k-th sample so that at most `max_points` span
+/// the whole window (the fit keeps only its latest `max_points`: at a 5-s scrape that would be
+/// 7.5 minutes, never the rise of [`PredictSettings::kv_min_trend_ns`]); thinning keeps the
+/// samples' own times, which the load check pairs with the throughput's.
+fn kv_cache(series: &SeriesByKey, max_points: usize) -> Vec<Candidate> {
     series
         .iter()
         .filter(|((_, _, name), _)| name == KV_USAGE)
@@ -436,6 +441,9 @@ fn kv_cache(series: &SeriesByKey) -> Vec<Candidate> {
             device: device.clone(),
             points: points
                 .iter()
+                .rev()
+                .step_by(points.len().div_ceil(max_points.max(1)).max(1))
+                .rev()
                 .map(|&(t, v)| (t, if v > 1.0 { v / 100.0 } else { v }))
                 .collect(),
             limit: 1.0,

@@ -357,9 +357,10 @@ async fn kv_bursts_warn_nothing_a_pool_that_fills_warns() {
         "the bursts must look like a fill to a projection from a minute: {:#?}",
         lines(&seen)
     );
-    // a pool that fills: +4 % of it a minute from minute 50 on top of the load (which peaks
-    // at 50) is full near minute 70; the warning comes once the rise has lasted 10 minutes,
-    // well before that
+    // a pool that fills: +4 % of it a minute from minute 50 on top of the load (which rises
+    // into minute 50 and falls after, so the pool's rise starts before the fill) is full near
+    // minute 70; the warning comes once the rise has lasted 10 minutes, 6 minutes or more
+    // before that
     let dir = tempfile::tempdir().unwrap();
     let fill = Fault::KvFill {
         from: 50,

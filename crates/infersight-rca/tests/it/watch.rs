@@ -365,6 +365,7 @@ async fn a_small_fleet_wide_shift_nothing_explains_opens_nothing() {
     // the same data with the gate off: the RCA does confirm a fleet-wide shift
     let off = WatchSettings {
         min_unexplained_effect: 1.0,
+        min_unexplained_rise_ms: 0.0,
         ..WatchSettings::default()
     };
     let reports = open_one(off, &engine, &fired).await;
@@ -382,6 +383,7 @@ async fn a_small_fleet_wide_shift_nothing_explains_opens_nothing() {
     let reports = open_one(WatchSettings::default(), &engine, &fired).await;
     let off = WatchSettings {
         min_unexplained_effect: 1.0,
+        min_unexplained_rise_ms: 0.0,
         ..WatchSettings::default()
     };
     let seen = open_one(off, &engine, &fired).await;
@@ -396,8 +398,9 @@ async fn a_small_fleet_wide_shift_nothing_explains_opens_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_named_slice_opens_an_incident_only_when_it_is_often_enough_slower() {
     // workers 1 and 3 15 % slower from minute 40: the RCA names worker-1, whose requests are
-    // 4–5 × as often over the p95 as before, behind a fleet TTFT that moved 6 %. Whether the
-    // TTFT change that fired alone opens an incident follows `min_cause_lift`.
+    // 4–5 × as often over the p95 as before (odds ratio 4–8), behind a fleet TTFT that moved
+    // 6 %. Whether the TTFT change that fired alone opens an incident follows
+    // `min_cause_odds_ratio`.
     let slow = |scale: f64| {
         move |minute: i64, worker: usize| {
             if minute >= 40 && (worker == 1 || worker == 3) {
@@ -422,14 +425,15 @@ async fn a_named_slice_opens_an_incident_only_when_it_is_often_enough_slower() {
         "{:?}",
         reports[0].rca.verdict
     );
-    let lift = top.lift().expect("a localized cause has its share");
+    let ratio = top.odds_ratio().expect("a localized cause has its rate");
     assert!(
-        (WatchSettings::default().min_cause_lift..6.5).contains(&lift),
-        "lift {lift}"
+        (WatchSettings::default().min_cause_odds_ratio..8.0).contains(&ratio),
+        "odds ratio {ratio}: {:?}",
+        top.slice_rate
     );
     // the same verdict with a stricter rule is weak: no incident
     let strict = WatchSettings {
-        min_cause_lift: 8.0,
+        min_cause_odds_ratio: 8.0,
         ..WatchSettings::default()
     };
     let reports = open_one(strict.clone(), &engine, &fired).await;
@@ -440,7 +444,11 @@ async fn a_named_slice_opens_an_incident_only_when_it_is_often_enough_slower() {
     let reports = open_one(strict, &engine, &fired).await;
     assert_eq!(reports.len(), 1, "a slow worker must open an incident");
     let top = &reports[0].rca.root_causes[0];
-    assert!(top.lift().is_some_and(|l| l >= 8.0), "{:?}", top.slice_rate);
+    assert!(
+        top.odds_ratio().is_some_and(|r| r >= 8.0),
+        "{:?}",
+        top.slice_rate
+    );
 }
 
 /// The episodes after one step at minute 43 that saw `fired`.
