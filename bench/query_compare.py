@@ -27,6 +27,16 @@ QUERIES = {
         "SELECT model, count(*) AS n, avg(e2e_ms) AS mean FROM requests GROUP BY model ORDER BY model",
         "SELECT model, count(*) AS n, avg(e2e_ms) AS mean FROM t GROUP BY model ORDER BY model",
     ),
+    "sum+count per worker": (
+        "SELECT worker, count(*) AS n, sum(output_tokens) AS tokens FROM requests GROUP BY worker ORDER BY worker",
+        "SELECT worker, count(*) AS n, sum(output_tokens) AS tokens FROM t GROUP BY worker ORDER BY worker",
+    ),
+    # DuckDB reads `ts` as TIMESTAMPTZ_NS; time_bucket is its fastest bucketing of it that keeps
+    # a timestamp (date_trunc is slower; an integer bucket of epoch_ns is in bench/README.md)
+    "per-minute count+avg": (
+        "SELECT date_bin(INTERVAL '1 minute', ts) AS minute, count(*) AS n, avg(e2e_ms) AS mean FROM requests GROUP BY 1 ORDER BY 1",
+        "SELECT time_bucket(INTERVAL '1 minute', ts) AS minute, count(*) AS n, avg(e2e_ms) AS mean FROM t GROUP BY 1 ORDER BY 1",
+    ),
 }
 
 con = duckdb.connect()
@@ -54,5 +64,14 @@ for name, (ours, theirs) in QUERIES.items():
     t_ours, out_ours = timed(run_ours)
     t_duck, out_duck = timed(lambda: con.execute(theirs).fetchall())
     print(f"{name}: infersight {t_ours * 1000:.0f} ms, duckdb {duckdb.__version__} {t_duck * 1000:.0f} ms, ratio {t_ours / t_duck:.2f}x")
-    print("  infersight:", out_ours.replace("\n", " | "))
-    print("  duckdb:    ", " | ".join(f"{m},{v:.1f}" if isinstance(v, float) else f"{m},{v}" for m, *rest in out_duck for v in rest[:1]))
+    rows_ours = out_ours.splitlines()[1:]
+    if len(rows_ours) != len(out_duck):
+        raise SystemExit(f"{name}: infersight answered {len(rows_ours)} rows, duckdb {len(out_duck)}")
+    # the first value column of each row, to the displayed precision
+    ours = [round(float(row.split(",")[1]), 1) for row in rows_ours]
+    theirs = [round(float(row[1]), 1) for row in out_duck]
+    agree = sum(abs(a - b) <= max(0.1, 1e-6 * abs(b)) for a, b in zip(ours, theirs))
+    print(f"  {len(rows_ours)} rows, first value column agrees on {agree}")
+    if len(rows_ours) <= 20:
+        print("  infersight:", " | ".join(rows_ours))
+        print("  duckdb:    ", " | ".join(",".join(str(v) for v in row) for row in out_duck))

@@ -36,6 +36,7 @@ use crate::audit::{
     TrackedAccess, accessed_data, sha256_hex,
 };
 use crate::error::QueryError;
+use crate::group_views::GroupKeysAsViews;
 use crate::limits::{
     CallerPermit, CallerSlots, LimitedEnd, QueryCounters, QueryCounts, QueryLimits,
 };
@@ -488,7 +489,12 @@ fn session(
     let config = SessionConfig::new()
         .with_target_partitions(target_partitions)
         .with_information_schema(true);
-    let context = SessionContext::new_with_config(config);
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_default_features()
+        .with_physical_optimizer_rule(Arc::new(GroupKeysAsViews))
+        .build();
+    let context = SessionContext::new_with_state(state);
     // generate_series/range: unbounded row generators nobody needs over stored telemetry
     for name in context
         .state()
@@ -510,12 +516,23 @@ fn session(
     context
 }
 
-/// `context`'s session without dynamic filters, for plans that leave this node. They are
-/// filled while a plan runs and tie a join or a top-k to the scans below it inside one process,
-/// so they cannot cross to a cluster's executors, and Ballista's scheduler refuses to re-plan a
-/// join holding one (its task updates then fail and the job never ends).
+/// `context`'s session without dynamic filters and without the engine's own physical rewrite
+/// ([`GroupKeysAsViews`]), for plans that leave this node. Dynamic filters are filled while a
+/// plan runs and tie a join or a top-k to the scans below it inside one process, so they cannot
+/// cross to a cluster's executors, and Ballista's scheduler refuses to re-plan a join holding one
+/// (its task updates then fail and the job never ends). The executors plan with DataFusion's
+/// rules alone.
 fn without_dynamic_filters(context: &SessionContext) -> SessionState {
-    let mut state = context.state();
+    let state = context.state();
+    let rules = state
+        .physical_optimizers()
+        .iter()
+        .filter(|rule| rule.name() != GroupKeysAsViews::NAME)
+        .cloned()
+        .collect();
+    let mut state = SessionStateBuilder::new_from_existing(state)
+        .with_physical_optimizer_rules(rules)
+        .build();
     let optimizer = &mut state.config_mut().options_mut().optimizer;
     optimizer.enable_dynamic_filter_pushdown = false;
     optimizer.enable_join_dynamic_filter_pushdown = false;

@@ -17,6 +17,7 @@ pub mod audit;
 pub mod ballista;
 mod engine;
 mod error;
+mod group_views;
 mod limits;
 mod output;
 mod provider;

@@ -7,6 +7,7 @@
 mod ballista;
 mod bucket;
 mod errors;
+mod group_views;
 mod lockdown;
 mod percentiles;
 mod pruning;

@@ -1,0 +1,395 @@
+//! A physical-plan rewrite between DataFusion's optimizer and execution: string `GROUP BY` keys
+//! read straight from the store's Parquet segments are read as string views.
+//!
+//! The canonical tables declare their strings `Utf8`, which every consumer of query results
+//! reads. Read as `Utf8`, a dictionary-encoded column (`model`, `worker`, `tenant`: a handful of
+//! values per row group) is expanded into a fresh copy of every row's bytes, and the hash
+//! aggregate then hashes and compares those bytes row by row. Read as `Utf8View`, the Parquet
+//! reader hands out 16-byte views of the dictionary instead, and the aggregate compares views:
+//! over 10M rows this is most of what a `GROUP BY model` costs (bench/README.md, "Query").
+//!
+//! The rule retypes only what the aggregate alone sees: a group key that is a plain column of a
+//! Parquet scan (through filters, projections, repartitions and unions), used
+//! by no aggregate argument, aggregate filter, scan predicate or other expression on the way. The
+//! aggregate's few output rows are cast back to `Utf8` right above it, so every operator above
+//! sees the schema it was planned with. A plan of any other shape is left as it was.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::common::{Result, Statistics};
+use datafusion::datasource::physical_plan::{
+    FileScanConfig, FileScanConfigBuilder, FileSource, ParquetSource,
+};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::datasource::table_schema::TableSchema;
+use datafusion::physical_expr::utils::collect_columns;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateInputMode};
+use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
+use datafusion::physical_plan::expressions::{CastExpr, Column};
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::union::UnionExec;
+use datafusion::physical_plan::{ExecutionPlan, InputOrderMode, Partitioning, PhysicalExpr};
+
+/// The rule; see the module documentation. Added last to the engine's sessions; plans that leave
+/// the node (a cluster's executors know no such rewrite) are planned without it.
+#[derive(Debug, Default)]
+pub(crate) struct GroupKeysAsViews;
+
+impl GroupKeysAsViews {
+    /// The rule's name in DataFusion's optimizer (and in `EXPLAIN VERBOSE`).
+    pub(crate) const NAME: &'static str = "infersight_group_keys_as_views";
+}
+
+impl PhysicalOptimizerRule for GroupKeysAsViews {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| {
+            Ok(match rewrite_aggregate(&node)? {
+                Some(rewritten) => Transformed::yes(rewritten),
+                None => Transformed::no(node),
+            })
+        })
+        .data()
+    }
+
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// `node` with its `Utf8` group keys read as views and cast back above it, or `None` when it is
+/// not an aggregate over raw rows or no key qualifies.
+fn rewrite_aggregate(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(aggregate) = node.downcast_ref::<AggregateExec>() else {
+        return Ok(None);
+    };
+    if aggregate.mode().input_mode() != AggregateInputMode::Raw
+        || !aggregate.group_expr().is_single()
+        || aggregate.limit_options().is_some()
+        || !matches!(aggregate.input_order_mode(), InputOrderMode::Linear)
+        || !node.dynamic_expressions_produced().is_empty()
+    {
+        return Ok(None);
+    }
+    let input = aggregate.input();
+    let input_schema = input.schema();
+    let mut keys: BTreeSet<String> = aggregate
+        .group_expr()
+        .expr()
+        .iter()
+        .filter_map(|(expr, _)| expr.downcast_ref::<Column>())
+        .filter(|column| input_schema.field(column.index()).data_type() == &DataType::Utf8)
+        .map(|column| column.name().to_string())
+        .collect();
+    // a key an aggregate reads (count(DISTINCT model), min(model)) keeps its type
+    for aggregate_expr in aggregate.aggr_expr() {
+        let read = aggregate_expr.expressions().into_iter().chain(
+            aggregate_expr
+                .order_bys()
+                .iter()
+                .map(|sort| Arc::clone(&sort.expr)),
+        );
+        for expr in read {
+            forget_read(&mut keys, &expr);
+        }
+    }
+    for filter in aggregate.filter_expr().iter().flatten() {
+        forget_read(&mut keys, filter);
+    }
+    if keys.is_empty() {
+        return Ok(None);
+    }
+    let Some(retyped) = retype(input, &keys)? else {
+        return Ok(None);
+    };
+    if !only_keys_changed(&input_schema, &retyped.schema(), &keys) {
+        return Ok(None);
+    }
+    let viewed: Arc<dyn ExecutionPlan> = Arc::new(AggregateExec::try_new(
+        *aggregate.mode(),
+        aggregate.group_expr().clone(),
+        aggregate.aggr_expr().to_vec(),
+        aggregate.filter_expr().to_vec(),
+        Arc::clone(&retyped),
+        retyped.schema(),
+    )?);
+    let group_names: BTreeSet<&str> = aggregate
+        .group_expr()
+        .expr()
+        .iter()
+        .filter(|(expr, _)| {
+            expr.downcast_ref::<Column>()
+                .is_some_and(|column| keys.contains(column.name()))
+        })
+        .map(|(_, name)| name.as_str())
+        .collect();
+    let back = cast_back(&viewed, &group_names)?;
+    // the operators above were planned against the aggregate's schema: keep it exactly
+    if !same_fields(&back.schema(), &node.schema()) {
+        return Ok(None);
+    }
+    Ok(Some(back))
+}
+
+/// Drops from `keys` the columns `expr` reads.
+fn forget_read(keys: &mut BTreeSet<String>, expr: &Arc<dyn PhysicalExpr>) {
+    for column in collect_columns(expr) {
+        keys.remove(column.name());
+    }
+}
+
+/// Whether `expr` reads any of `keys`.
+fn reads_any(expr: &Arc<dyn PhysicalExpr>, keys: &BTreeSet<String>) -> bool {
+    collect_columns(expr)
+        .iter()
+        .any(|column| keys.contains(column.name()))
+}
+
+/// `plan` producing `keys` as `Utf8View`, or `None` when a node on the way does something with
+/// them other than pass them on, or no Parquet scan produces them.
+fn retype(
+    plan: &Arc<dyn ExecutionPlan>,
+    keys: &BTreeSet<String>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    if let Some(source) = plan.downcast_ref::<DataSourceExec>() {
+        return retype_parquet(source, keys);
+    }
+    if let Some(filter) = plan.downcast_ref::<FilterExec>() {
+        // its projection, if any, picks columns by index: their types pass through
+        if reads_any(filter.predicate(), keys) {
+            return Ok(None);
+        }
+        return retype_child(plan, filter.input(), keys);
+    }
+    if let Some(projection) = plan.downcast_ref::<ProjectionExec>() {
+        // a key may pass through under its own name only
+        let passes = projection.expr().iter().all(|projected| {
+            match projected.expr.downcast_ref::<Column>() {
+                Some(column) => !keys.contains(column.name()) || column.name() == projected.alias,
+                None => !reads_any(&projected.expr, keys),
+            }
+        });
+        if !passes {
+            return Ok(None);
+        }
+        return retype_child(plan, projection.input(), keys);
+    }
+    if let Some(repartition) = plan.downcast_ref::<RepartitionExec>() {
+        if let Partitioning::Hash(exprs, _) = repartition.partitioning()
+            && exprs.iter().any(|expr| reads_any(expr, keys))
+        {
+            return Ok(None);
+        }
+        return retype_child(plan, repartition.input(), keys);
+    }
+    if let Some(union) = plan.downcast_ref::<UnionExec>() {
+        return retype_union(plan, union, keys);
+    }
+    Ok(None)
+}
+
+/// `plan` (a node that passes its one input's columns on) over its input retyped.
+fn retype_child(
+    plan: &Arc<dyn ExecutionPlan>,
+    input: &Arc<dyn ExecutionPlan>,
+    keys: &BTreeSet<String>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    match retype(input, keys)? {
+        Some(child) => Ok(Some(replace_children(plan, vec![child])?)),
+        None => Ok(None),
+    }
+}
+
+/// A union whose Parquet inputs read `keys` as views and whose other inputs (the memtable's
+/// batches) cast them; `None` when no input reads them as views itself.
+fn retype_union(
+    plan: &Arc<dyn ExecutionPlan>,
+    union: &UnionExec,
+    keys: &BTreeSet<String>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let mut any_native = false;
+    let mut children = Vec::with_capacity(union.inputs().len());
+    for input in union.inputs() {
+        match retype(input, keys)? {
+            Some(child) => {
+                any_native = true;
+                children.push(child);
+            }
+            None => children.push(cast_to_views(input, keys)?),
+        }
+    }
+    if !any_native {
+        return Ok(None);
+    }
+    Ok(Some(replace_children(plan, children)?))
+}
+
+/// A Parquet scan whose table schema declares `keys` `Utf8View`, so the reader produces views
+/// (DataFusion coerces a file's strings to the table's view type as it reads), or `None` for any
+/// other source, partition columns, a projection or predicate that computes with a key, or a
+/// scan that does not produce all of them.
+fn retype_parquet(
+    source: &DataSourceExec,
+    keys: &BTreeSet<String>,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(config) = source.data_source().downcast_ref::<FileScanConfig>() else {
+        return Ok(None);
+    };
+    let Some(parquet) = config.file_source().downcast_ref::<ParquetSource>() else {
+        return Ok(None);
+    };
+    let table = parquet.table_schema();
+    if !table.table_partition_cols().is_empty()
+        || !table.virtual_columns().is_empty()
+        || parquet
+            .filter()
+            .is_some_and(|predicate| reads_any(&predicate, keys))
+    {
+        return Ok(None);
+    }
+    let produced = source.schema();
+    if keys.iter().any(|key| {
+        !produced
+            .field_with_name(key)
+            .is_ok_and(|field| field.data_type() == &DataType::Utf8)
+    }) {
+        return Ok(None);
+    }
+    let indices = match parquet.projection() {
+        Some(projection) => {
+            let mut indices = Vec::new();
+            for projected in projection.iter() {
+                match projected.expr.downcast_ref::<Column>() {
+                    Some(column) if column.name() == projected.alias => {
+                        indices.push(column.index());
+                    }
+                    _ => return Ok(None),
+                }
+            }
+            Some(indices)
+        }
+        None => None,
+    };
+    let file_schema = with_keys_as_views(table.file_schema(), keys);
+    let mut retyped = ParquetSource::new(TableSchema::from(Arc::clone(&file_schema)))
+        .with_table_parquet_options(parquet.table_parquet_options().clone());
+    if let Some(predicate) = parquet.filter() {
+        retyped = retyped.with_predicate(predicate);
+    }
+    let config = FileScanConfigBuilder::from(config.clone())
+        .with_source(Arc::new(retyped))
+        .with_statistics(Statistics::new_unknown(&file_schema))
+        .with_projection_indices(indices)?
+        .build();
+    Ok(Some(DataSourceExec::from_data_source(config)))
+}
+
+/// `plan` over `children`, its properties recomputed from them.
+fn replace_children(
+    plan: &Arc<dyn ExecutionPlan>,
+    children: Vec<Arc<dyn ExecutionPlan>>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    Arc::clone(plan).replace_children(
+        children,
+        ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute),
+    )
+}
+
+/// `schema` with the fields named in `keys` typed `Utf8View`.
+fn with_keys_as_views(schema: &SchemaRef, keys: &BTreeSet<String>) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|field| {
+            if keys.contains(field.name()) && field.data_type() == &DataType::Utf8 {
+                field.as_ref().clone().with_data_type(DataType::Utf8View)
+            } else {
+                field.as_ref().clone()
+            }
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// Whether `after` is `before` with some of `keys` turned from `Utf8` into `Utf8View` (and all
+/// of them, where `before` has them as `Utf8`), and nothing else changed.
+fn only_keys_changed(before: &SchemaRef, after: &SchemaRef, keys: &BTreeSet<String>) -> bool {
+    before.fields().len() == after.fields().len()
+        && before
+            .fields()
+            .iter()
+            .zip(after.fields().iter())
+            .all(|(old, new)| {
+                old.name() == new.name()
+                    && old.is_nullable() == new.is_nullable()
+                    && if keys.contains(old.name()) {
+                        new.data_type() == &DataType::Utf8View
+                    } else {
+                        old.data_type() == new.data_type()
+                    }
+            })
+}
+
+/// Whether two schemas have the same field names, types and nullability.
+fn same_fields(left: &SchemaRef, right: &SchemaRef) -> bool {
+    left.fields().len() == right.fields().len()
+        && left
+            .fields()
+            .iter()
+            .zip(right.fields().iter())
+            .all(|(a, b)| {
+                a.name() == b.name()
+                    && a.data_type() == b.data_type()
+                    && a.is_nullable() == b.is_nullable()
+            })
+}
+
+/// `plan` with the columns named in `names` cast to `to`.
+fn cast_columns(
+    plan: &Arc<dyn ExecutionPlan>,
+    names: &BTreeSet<&str>,
+    to: &DataType,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let schema = plan.schema();
+    let exprs = schema.fields().iter().enumerate().map(|(index, field)| {
+        let column: Arc<dyn PhysicalExpr> = Arc::new(Column::new(field.name(), index));
+        let expr: Arc<dyn PhysicalExpr> = if names.contains(field.name().as_str()) {
+            Arc::new(CastExpr::new(column, to.clone(), None))
+        } else {
+            column
+        };
+        ProjectionExpr::new(expr, field.name().clone())
+    });
+    Ok(Arc::new(ProjectionExec::try_new(exprs, Arc::clone(plan))?))
+}
+
+/// The aggregate's output with its viewed keys back to `Utf8`.
+fn cast_back(
+    plan: &Arc<dyn ExecutionPlan>,
+    names: &BTreeSet<&str>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    cast_columns(plan, names, &DataType::Utf8)
+}
+
+/// A union input that cannot read `keys` as views, casting them.
+fn cast_to_views(
+    plan: &Arc<dyn ExecutionPlan>,
+    keys: &BTreeSet<String>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let names: BTreeSet<&str> = keys.iter().map(String::as_str).collect();
+    cast_columns(plan, &names, &DataType::Utf8View)
+}
