@@ -70,7 +70,9 @@ for name, (ours, theirs) in QUERIES.items():
     # the first value column of each row, to the displayed precision
     ours = [round(float(row.split(",")[1]), 1) for row in rows_ours]
     theirs = [round(float(row[1]), 1) for row in out_duck]
-    agree = sum(abs(a - b) <= max(0.1, 1e-6 * abs(b)) for a, b in zip(ours, theirs))
+    # estimates (t-digest here, DuckDB's own sketch there) agree to 1 %, exact answers to 0.1
+    relative = 1e-2 if name.startswith("approx") else 1e-6
+    agree = sum(abs(a - b) <= max(0.1, relative * abs(b)) for a, b in zip(ours, theirs))
     print(f"  {len(rows_ours)} rows, first value column agrees on {agree}")
     if len(rows_ours) <= 20:
         print("  infersight:", " | ".join(rows_ours))

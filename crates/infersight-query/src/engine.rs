@@ -522,7 +522,7 @@ fn session(
 /// cross to a cluster's executors, and Ballista's scheduler refuses to re-plan a join holding one
 /// (its task updates then fail and the job never ends). The executors plan with DataFusion's
 /// rules alone.
-fn without_dynamic_filters(context: &SessionContext) -> SessionState {
+fn state_for_leaving_plans(context: &SessionContext) -> SessionState {
     let state = context.state();
     let rules = state
         .physical_optimizers()
@@ -643,7 +643,7 @@ async fn collect_plan(
     let physical = frame.create_physical_plan().await?;
     let routed = match route {
         Some(route) if route.takes(&physical) => {
-            let state = without_dynamic_filters(context);
+            let state = state_for_leaving_plans(context);
             let leaving = state.create_physical_plan(&logical).await?;
             let answer = match route.execute(&leaving, state.config()).await {
                 Some(Ok(stream)) => drain(stream, max_bytes).await.map(Some),
