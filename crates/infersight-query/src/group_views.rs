@@ -371,16 +371,7 @@ fn only_keys_changed(before: &SchemaRef, after: &SchemaRef, keys: &BTreeSet<Stri
 
 /// Whether two schemas have the same field names, types and nullability.
 fn same_fields(left: &SchemaRef, right: &SchemaRef) -> bool {
-    left.fields().len() == right.fields().len()
-        && left
-            .fields()
-            .iter()
-            .zip(right.fields().iter())
-            .all(|(a, b)| {
-                a.name() == b.name()
-                    && a.data_type() == b.data_type()
-                    && a.is_nullable() == b.is_nullable()
-            })
+    only_keys_changed(left, right, &BTreeSet::new())
 }
 
 /// `plan` with the columns named in `names` cast to `to`.

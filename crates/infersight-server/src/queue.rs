@@ -11,7 +11,7 @@ use infersight_ingest::{Sink, SinkError, SinkFuture};
 use infersight_model::append::Durability;
 use infersight_model::{ErrorKind, TableBatch};
 use infersight_pipeline::BatchWriter;
-use infersight_store::AppendReceipt;
+use infersight_store::{AppendReceipt, StorageBackend};
 use tokio::sync::{mpsc, oneshot};
 
 use infersight_model::telemetry::{Counters, catalog};
@@ -29,6 +29,9 @@ pub struct IngestQueue {
     tx: mpsc::Sender<Job>,
     counters: Arc<Counters>,
     capacity: usize,
+    /// The store the worker appends to, asked whether it refuses appends right now
+    /// ([`Sink::refusal`]); `None`: never refuses ahead.
+    backpressure: Option<Arc<dyn StorageBackend>>,
 }
 
 /// Most jobs folded into one store append.
@@ -93,6 +96,7 @@ impl IngestQueue {
             .expect("spawning the ingest worker thread");
         (
             IngestQueue {
+                backpressure: None,
                 tx,
                 counters,
                 capacity,
@@ -103,6 +107,12 @@ impl IngestQueue {
 
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// Refuses submissions ahead ([`Sink::refusal`]) while `store` refuses appends.
+    pub fn with_backpressure(mut self, store: Arc<dyn StorageBackend>) -> IngestQueue {
+        self.backpressure = Some(store);
+        self
     }
 
     /// Queues batches of `org` and waits until they are durable. `Full` when the queue has no
@@ -200,6 +210,11 @@ impl Sink for IngestQueue {
         let queue = self.clone();
         let org = org.to_string();
         Box::pin(async move { queue.submit_and_wait(&org, batches).await.map(|_| ()) })
+    }
+
+    fn refusal(&self) -> Option<SinkError> {
+        let refusal = self.backpressure.as_ref()?.append_refusal()?;
+        Some(SinkError::Unavailable(refusal.to_string()))
     }
 }
 

@@ -150,6 +150,7 @@ pub async fn serve_with(
     let listeners = Listeners::bind(&settings).await?;
     let addrs = listeners.addrs;
     let (queue, worker) = IngestQueue::start(writer, settings.queue_capacity, counters.clone());
+    let queue = queue.with_backpressure(Arc::clone(&store));
     let (stop_tx, stop_rx) = watch::channel(false);
     let scrape_stop = stop_tx.subscribe();
     let stop = Stop(stop_rx);

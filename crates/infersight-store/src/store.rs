@@ -981,10 +981,8 @@ impl StorageBackend for Store {
             return Err(StoreError::Closed);
         }
         // backpressure: a memtable flushes cannot keep up with is refused, not grown
-        let limit = self.options.memtable_hard_limit_bytes();
-        let bytes = self.state.lock().memtable.bytes();
-        if bytes >= limit {
-            return Err(StoreError::Overloaded { bytes, limit });
+        if let Some(refusal) = self.append_refusal() {
+            return Err(refusal);
         }
         let conformed = conform_all(batches)?;
         let rows: u64 = conformed.iter().map(|b| b.batch.num_rows() as u64).sum();
@@ -1002,6 +1000,12 @@ impl StorageBackend for Store {
             }
         }
         result
+    }
+
+    fn append_refusal(&self) -> Option<StoreError> {
+        let limit = self.options.memtable_hard_limit_bytes();
+        let bytes = self.state.lock().memtable.bytes();
+        (bytes >= limit).then_some(StoreError::Overloaded { bytes, limit })
     }
 
     fn snapshot(&self, table: Table, range: TimeRange) -> Result<ScanSnapshot, StoreError> {

@@ -496,6 +496,12 @@ pub struct QuarantineStats {
 pub trait StorageBackend: Send + Sync {
     /// Makes the batches durable (per the fsync policy) and visible to snapshots; all or nothing.
     fn append(&self, batches: &[TableBatch]) -> Result<AppendReceipt, StoreError>;
+    /// The error any append would get right now for lack of room (the memtable over its hard
+    /// limit while flushes catch up), so a caller can refuse work before doing it; `None` when
+    /// appends are taken. A hint: an append can still be refused after `None`.
+    fn append_refusal(&self) -> Option<StoreError> {
+        None
+    }
     fn snapshot(&self, table: Table, range: TimeRange) -> Result<ScanSnapshot, StoreError>;
     fn flush(&self) -> Result<FlushReport, StoreError>;
     fn stats(&self) -> StoreStats;

@@ -60,6 +60,12 @@ impl ReceiverState {
         }
         self.sink.submit(&org.0, batches).await
     }
+
+    /// Why the sink refuses every submission right now ([`Sink::refusal`]), asked before a
+    /// request is read or converted.
+    pub fn refusal(&self) -> Option<SinkError> {
+        self.sink.refusal()
+    }
 }
 
 /// The org an export is written for: the ingest gate puts it on the request (from the caller's

@@ -146,6 +146,11 @@ impl GrpcReceiver {
                 "too many export requests in flight; retry later",
             ));
         };
+        if let Some(refusal) = self.state.refusal() {
+            // the store would refuse it: not converted
+            outcome("unavailable");
+            return Err(submit_status(&refusal));
+        }
         let mapper = self.state.mapper.clone();
         let span_tree = self.state.span_tree.for_org(&org.0);
         let limit = self

@@ -287,6 +287,13 @@ async fn handle(
             reply_encoding,
         );
     };
+    if let Some(refusal) = state.refusal() {
+        // the store would refuse it: neither read into memory nor decoded (drained as above)
+        drain(body, state.max_body_bytes.max(DRAIN_AT_LEAST_BYTES)).await;
+        outcome("unavailable");
+        let (status, code) = sink_error_status(&refusal);
+        return error_response(status, code, refusal.to_string(), reply_encoding);
+    }
     let bytes = match read_limited(body, state.max_body_bytes).await {
         Some(bytes) => bytes,
         None => {

@@ -13,6 +13,14 @@ pub type SinkFuture = Pin<Box<dyn Future<Output = Result<(), SinkError>> + Send>
 /// every row it stores with `org` (`infersight_model::org`), whatever the rows say.
 pub trait Sink: Send + Sync + 'static {
     fn submit(&self, org: &str, batches: Vec<TableBatch>) -> SinkFuture;
+
+    /// Why any submission would be refused right now (the store over its memtable's hard limit):
+    /// receivers answer it before they read, decode or convert a request, so an overloaded
+    /// server spends its cores on catching up, not on work it would throw away. `None` when
+    /// submissions are taken.
+    fn refusal(&self) -> Option<SinkError> {
+        None
+    }
 }
 
 #[derive(Debug, Clone, thiserror::Error)]

@@ -18,19 +18,26 @@ use tower::ServiceExt;
 
 use crate::{i, kv, s};
 
-/// Records what it is given; answers with a fixed outcome.
+/// Records what it is given; answers with a fixed outcome, and refuses ahead while `refusing`.
 struct RecordingSink {
     outcome: Option<SinkError>,
     rows: Mutex<usize>,
+    submissions: Mutex<usize>,
+    refusing: Mutex<Option<SinkError>>,
 }
 
 impl Sink for RecordingSink {
     fn submit(&self, _org: &str, batches: Vec<TableBatch>) -> SinkFuture {
+        *self.submissions.lock().unwrap() += 1;
         let outcome = self.outcome.clone();
         if outcome.is_none() {
             *self.rows.lock().unwrap() += batches.iter().map(|b| b.batch.num_rows()).sum::<usize>();
         }
         Box::pin(async move { outcome.map_or(Ok(()), Err) })
+    }
+
+    fn refusal(&self) -> Option<SinkError> {
+        self.refusing.lock().unwrap().clone()
     }
 }
 
@@ -66,6 +73,8 @@ fn app(outcome: Option<SinkError>, max_body_bytes: usize) -> (axum::Router, Arc<
     let sink = Arc::new(RecordingSink {
         outcome,
         rows: Mutex::new(0),
+        submissions: Mutex::new(0),
+        refusing: Mutex::new(None),
     });
     let state = ReceiverState {
         sink: sink.clone(),
@@ -122,6 +131,38 @@ async fn unavailable_sink_answers_503_and_internal_500() {
     let (router_, _) = app(Some(SinkError::Internal("bug".into())), 1 << 20);
     let (status, _, _) = post(router_, "application/x-protobuf", export(1).encode_to_vec()).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+}
+
+#[tokio::test]
+async fn a_sink_refusing_ahead_is_answered_503_before_the_body_is_decoded() {
+    let (router_, sink) = app(None, 1 << 20);
+    *sink.refusing.lock().unwrap() = Some(SinkError::Unavailable("memtable full".into()));
+    // a body that does not decode: refused for the store, not for the body
+    let (status, retry_after, body) =
+        post(router_.clone(), "application/x-protobuf", vec![0xff; 64]).await;
+    assert_eq!(
+        (status, retry_after.as_deref()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("1"))
+    );
+    // the google.rpc.Status names why (its message is plain UTF-8 in the protobuf)
+    let text = String::from_utf8_lossy(&body);
+    assert!(text.contains("memtable full"), "{text}");
+    let (status, _, _) = post(
+        router_.clone(),
+        "application/x-protobuf",
+        export(2).encode_to_vec(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(*sink.submissions.lock().unwrap(), 0);
+    // once the store takes appends again, the same bodies are decoded and judged
+    *sink.refusing.lock().unwrap() = None;
+    let (status, _, _) = post(router_.clone(), "application/x-protobuf", vec![0xff; 64]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _, _) = post(router_, "application/x-protobuf", export(2).encode_to_vec()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(*sink.submissions.lock().unwrap(), 1);
+    assert!(*sink.rows.lock().unwrap() >= 2);
 }
 
 #[tokio::test]

@@ -310,9 +310,17 @@ fn a_memtable_over_its_hard_limit_refuses_appends_until_a_flush() {
     };
     let mut accepted = 0;
     let refused = loop {
+        // receivers ask before they decode a request: refused ahead exactly when an append is
+        let ahead = store.append_refusal();
         match store.append(&[big(accepted)]) {
-            Ok(_) => accepted += 1,
-            Err(err) => break err,
+            Ok(_) => {
+                assert!(ahead.is_none(), "refused ahead at {accepted}: {ahead:?}");
+                accepted += 1;
+            }
+            Err(err) => {
+                assert_eq!(ahead.map(|e| e.to_string()), Some(err.to_string()));
+                break err;
+            }
         }
         assert!(accepted < 100, "never refused");
     };
@@ -325,7 +333,9 @@ fn a_memtable_over_its_hard_limit_refuses_appends_until_a_flush() {
     assert_eq!(refused.kind(), infersight_model::ErrorKind::Unavailable);
     let wal_seq = store.stats().appends;
     assert_eq!(wal_seq, accepted as u64, "the refused append wrote nothing");
+    assert!(store.append_refusal().is_some());
     let flushed = store.flush().unwrap();
     assert_eq!(flushed.rows, 8 * accepted as u64);
+    assert!(store.append_refusal().is_none());
     store.append(&[big(1000)]).unwrap();
 }
