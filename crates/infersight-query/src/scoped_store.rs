@@ -138,6 +138,10 @@ impl StorageBackend for ScopedStore {
         self.inner.append(batches)
     }
 
+    fn append_refusal(&self) -> Option<StoreError> {
+        self.inner.append_refusal()
+    }
+
     fn snapshot(&self, table: Table, range: TimeRange) -> Result<ScanSnapshot, StoreError> {
         let mut snapshot = self.inner.snapshot(table, range)?;
         snapshot.memtable = snapshot

@@ -3,6 +3,8 @@
 //! through the pipeline's [`BatchWriter`] stages and appends everything queued at that moment in
 //! one logged store append (group commit), then answers each submitter. A full queue answers `Full` at once, which receivers turn into 429 /
 //! RESOURCE_EXHAUSTED so clients retry: memory stays bounded and nothing acknowledged is lost.
+//! While the store refuses appends (its memtable over the hard limit), the queue says so ahead
+//! ([`Sink::refusal`]) and receivers answer 503 / UNAVAILABLE before converting an export.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -289,6 +291,42 @@ mod tests {
             table: Table::Requests,
             batch: RequestRecord::to_batch(&[RequestRecord::default()]),
         }]
+    }
+
+    #[tokio::test]
+    async fn the_queue_refuses_ahead_while_its_store_refuses_appends() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = infersight_store::StoreOptions::new(dir.path());
+        options.memtable_max_bytes = 1 << 20;
+        options.fsync = infersight_store::FsyncPolicy::Never;
+        let store = Arc::new(infersight_store::Store::open(options).unwrap());
+        let idle = Arc::new(SlowStore {
+            delay: Duration::ZERO,
+            appends: Mutex::new(vec![]),
+        });
+        let (queue, _worker) = IngestQueue::start(writer(&idle, vec![]), 4, Arc::new(Counters::new()));
+        let queue = queue.with_backpressure(Arc::clone(&store) as Arc<dyn StorageBackend>);
+        assert!(queue.refusal().is_none(), "an empty store takes appends");
+        let rows: Vec<RequestRecord> = (0..64)
+            .map(|i| RequestRecord {
+                ts: i,
+                attrs: "x".repeat(128 << 10),
+                ..Default::default()
+            })
+            .collect();
+        let big = [TableBatch {
+            table: Table::Requests,
+            batch: RequestRecord::to_batch(&rows),
+        }];
+        while store.append(&big).is_ok() {}
+        match queue.refusal() {
+            Some(SinkError::Unavailable(message)) => {
+                assert!(message.contains("hard limit"), "{message}");
+            }
+            other => panic!("expected Unavailable, got {other:?}"),
+        }
+        store.flush().unwrap();
+        assert!(queue.refusal().is_none(), "taken again after a flush");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -171,11 +171,7 @@ impl GrpcReceiver {
             }
         };
         if let Err(e) = self.state.submit(&org, &converted).await {
-            outcome(if matches!(e, SinkError::Full) {
-                "throttled"
-            } else {
-                "failed"
-            });
+            outcome(super::otlp_http::submit_outcome(&e));
             return Err(submit_status(&e));
         }
         for (result, n) in [

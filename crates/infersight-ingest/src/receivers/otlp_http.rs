@@ -132,6 +132,15 @@ fn ingest_error_response(error: &IngestError, encoding: Encoding) -> Response {
     }
 }
 
+/// The `outcome` label of an export the sink did not take.
+pub(crate) fn submit_outcome(error: &SinkError) -> &'static str {
+    match error {
+        SinkError::Full => "throttled",
+        SinkError::Unavailable(_) => "unavailable",
+        SinkError::Rejected(_) | SinkError::Internal(_) => "failed",
+    }
+}
+
 pub(crate) fn sink_error_status(error: &SinkError) -> (StatusCode, i32) {
     match error {
         SinkError::Full => (StatusCode::TOO_MANY_REQUESTS, 8),
@@ -275,7 +284,7 @@ async fn handle(
         Some(ct) if ct.contains("protobuf") => Encoding::Protobuf,
         _ => Encoding::Json,
     };
-    let Ok(_permit) = state.in_flight.clone().try_acquire_owned() else {
+    let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
         // Read and discard the body (without buffering it) so the client sees the 429 instead of
         // a connection reset while it is still sending.
         drain(body, state.max_body_bytes.max(DRAIN_AT_LEAST_BYTES)).await;
@@ -288,7 +297,9 @@ async fn handle(
         );
     };
     if let Some(refusal) = state.refusal() {
-        // the store would refuse it: neither read into memory nor decoded (drained as above)
+        // the store would refuse it: neither read into memory nor decoded (drained as above,
+        // without holding a slot another export could use)
+        drop(permit);
         drain(body, state.max_body_bytes.max(DRAIN_AT_LEAST_BYTES)).await;
         outcome("unavailable");
         let (status, code) = sink_error_status(&refusal);
@@ -348,13 +359,10 @@ async fn handle(
         ],
         converted.rejected,
     );
+    let _permit = permit;
     if let Err(e) = state.submit(&org, &converted).await {
         let (status, code) = sink_error_status(&e);
-        outcome(if matches!(e, SinkError::Full) {
-            "throttled"
-        } else {
-            "failed"
-        });
+        outcome(submit_outcome(&e));
         return error_response(status, code, e.to_string(), encoding);
     }
     counters.add(

@@ -15,8 +15,9 @@ pub trait Sink: Send + Sync + 'static {
     fn submit(&self, org: &str, batches: Vec<TableBatch>) -> SinkFuture;
 
     /// Why any submission would be refused right now (the store over its memtable's hard limit):
-    /// receivers answer it before they read, decode or convert a request, so an overloaded
-    /// server spends its cores on catching up, not on work it would throw away. `None` when
+    /// receivers answer it before the work they can still skip (OTLP/HTTP before reading the
+    /// body; OTLP/gRPC, whose message tonic has decoded, before converting it), so an overloaded
+    /// server spends its cores catching up, not on work it would throw away. `None` when
     /// submissions are taken.
     fn refusal(&self) -> Option<SinkError> {
         None

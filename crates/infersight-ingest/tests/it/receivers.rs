@@ -166,6 +166,51 @@ async fn a_sink_refusing_ahead_is_answered_503_before_the_body_is_decoded() {
 }
 
 #[tokio::test]
+async fn a_sink_refusing_ahead_is_answered_unavailable_over_grpc_before_conversion() {
+    use infersight_ingest::receivers::otlp_grpc::GrpcReceiver;
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceService;
+
+    let sink = Arc::new(RecordingSink {
+        outcome: None,
+        rows: Mutex::new(0),
+        submissions: Mutex::new(0),
+        refusing: Mutex::new(Some(SinkError::Unavailable("memtable full".into()))),
+    });
+    let counters = Arc::new(Counters::new());
+    let receiver = GrpcReceiver {
+        state: ReceiverState {
+            sink: sink.clone(),
+            mapper: Arc::new(AttributeMapper::default()),
+            span_tree: Default::default(),
+            counters: counters.clone(),
+            max_body_bytes: 1 << 20,
+            in_flight: Arc::new(tokio::sync::Semaphore::new(4)),
+        },
+    };
+    let status = TraceService::export(&receiver, tonic::Request::new(export(2)))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    assert!(status.message().contains("memtable full"), "{status:?}");
+    // a RetryInfo detail: OTLP exporters wait it out and retry
+    assert!(
+        String::from_utf8_lossy(status.details()).contains("google.rpc.RetryInfo"),
+        "{status:?}"
+    );
+    assert_eq!(*sink.submissions.lock().unwrap(), 0);
+    let exposition = counters.render();
+    assert!(
+        exposition.contains(r#"outcome="unavailable""#),
+        "{exposition}"
+    );
+    *sink.refusing.lock().unwrap() = None;
+    TraceService::export(&receiver, tonic::Request::new(export(2)))
+        .await
+        .unwrap();
+    assert_eq!(*sink.submissions.lock().unwrap(), 1);
+}
+
+#[tokio::test]
 async fn accepted_export_reaches_the_sink_and_answers_in_kind() {
     let (router_, sink) = app(None, 1 << 20);
     let (status, _, body) =
