@@ -304,7 +304,8 @@ mod tests {
             delay: Duration::ZERO,
             appends: Mutex::new(vec![]),
         });
-        let (queue, _worker) = IngestQueue::start(writer(&idle, vec![]), 4, Arc::new(Counters::new()));
+        let (queue, _worker) =
+            IngestQueue::start(writer(&idle, vec![]), 4, Arc::new(Counters::new()));
         let queue = queue.with_backpressure(Arc::clone(&store) as Arc<dyn StorageBackend>);
         assert!(queue.refusal().is_none(), "an empty store takes appends");
         let rows: Vec<RequestRecord> = (0..64)
