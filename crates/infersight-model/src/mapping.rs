@@ -395,6 +395,26 @@ impl AttributeMapper {
     }
 }
 
+/// Last segments of an attribute name that say its values are versions, builds or revisions.
+const VERSION_NAME_SEGMENTS: &[&str] =
+    &["version", "ver", "v", "build", "revision", "rev", "release"];
+
+/// True when an attribute or dimension name says its values are versions, builds or revisions of
+/// what serves a request: the canonical `model_version` and every name the table maps onto it,
+/// and names of other conventions or of a team's own by their last segment (`service.version`,
+/// `model.revision`, `vllm_version`, `appVersion`, `build`, `git.rev`). The redactor keeps dotted
+/// versions under such names; the RCA reads a version regression off a cause that names one.
+pub fn names_a_version(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let last = lower.rsplit(['_', '.', '-', '/']).next().unwrap_or(&lower);
+    VERSION_NAME_SEGMENTS.contains(&last)
+        || lower.ends_with("version")
+        || name == RequestColumn::ModelVersion.column_name()
+        || REQUEST_ATTRIBUTES
+            .iter()
+            .any(|row| row.key == name && row.column == RequestColumn::ModelVersion)
+}
+
 /// One row of the metric-name mapping: engine or exporter name → canonical name, with a scale
 /// that converts the source unit into the unit the canonical name states.
 #[derive(Debug, Clone, Copy)]
@@ -891,6 +911,42 @@ pub fn mapping_markdown() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_of_versions_are_told_apart_from_other_names() {
+        for name in [
+            "model_version",
+            "service.version",
+            "model.revision",
+            "vllm_version",
+            "appVersion",
+            "acme.engine_build",
+            "git.rev",
+            "k8s.deployment.revision",
+            "RELEASE",
+        ] {
+            assert!(names_a_version(name), "{name}");
+        }
+        // every name the table maps onto the model version column
+        for row in REQUEST_ATTRIBUTES
+            .iter()
+            .filter(|r| r.column == RequestColumn::ModelVersion)
+        {
+            assert!(names_a_version(row.key), "{}", row.key);
+        }
+        for name in [
+            "worker",
+            "tenant",
+            "k8s.deployment.name",
+            "acme.pool",
+            "reverse_proxy",
+            "builder.host",
+            "versions_seen.count",
+            "lora_adapters",
+        ] {
+            assert!(!names_a_version(name), "{name}");
+        }
+    }
 
     #[test]
     fn every_key_appears_once() {

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use infersight_model::mapping::names_a_version;
 use infersight_model::signal::{SignalKind, Subject};
 use infersight_query::QueryError;
 use infersight_rollup::{LatencySli, Rollup, merge_range};
@@ -196,8 +197,15 @@ pub(crate) fn add_fault_signals(report: &mut RcaReport, faults: &[Signal]) {
     }
 }
 
+/// Whether one of `dimensions` is a version, build or revision, mapped onto `model_version` or
+/// not (`service.version`, `model.revision`: see [`names_a_version`]).
+pub(crate) fn names_a_version_dimension(dimensions: &BTreeMap<String, String>) -> bool {
+    dimensions.keys().any(|key| names_a_version(key))
+}
+
 /// Signals read off the localization itself: a latency spike on the symptom's slice, a version
-/// regression when a cause names a model version, a slow worker when a cause is one worker.
+/// regression when a cause names a version under any name, a slow worker when a cause is one
+/// worker.
 pub(crate) fn derived_signals(report: &RcaReport, ctx: &RcaContext) -> Vec<Signal> {
     let mut out = Vec::new();
     let latency = ctx.latency_symptom.is_some();
@@ -217,7 +225,7 @@ pub(crate) fn derived_signals(report: &RcaReport, ctx: &RcaContext) -> Vec<Signa
         return out;
     }
     for cause in &report.root_causes {
-        if cause.dimensions.contains_key("model_version") {
+        if names_a_version_dimension(&cause.dimensions) {
             out.push(Signal {
                 kind: SignalKind::VersionRegression,
                 subject: cause.dimensions.clone(),

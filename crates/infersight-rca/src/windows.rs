@@ -11,6 +11,7 @@ use infersight_query::QueryError;
 use infersight_rollup::{Cell, Rollup, combination_totals};
 use infersight_store::TimeRange;
 
+use crate::advice;
 use crate::leaves::{DemandShift, Leaves, backfit};
 use crate::measures::{
     MODEL_DIMENSION, Measure, Totals, cause_onset, choose_onset, choose_slice_onsets, fleet_z,
@@ -386,12 +387,13 @@ impl Windows<'_> {
             latency_symptom,
         };
         let mut signals: Vec<Signal> = demand_shifts.into_iter().map(|d| d.signal(onset)).collect();
-        // a model version's regression is read off the cause in `advice`, new or not
+        // a version's regression is read off the cause in `advice`, new or not
         signals.extend(
             causes
                 .iter()
                 .filter(|c| {
-                    rollouts.contains(&c.dimensions) && !c.dimensions.contains_key("model_version")
+                    rollouts.contains(&c.dimensions)
+                        && !advice::names_a_version_dimension(&c.dimensions)
                 })
                 .map(|c| {
                     rollout::version_regression(&c.dimensions, &c.evidence[0], c.score, onset)

@@ -376,11 +376,18 @@ async fn a_rollout_under_any_name_is_a_version_regression() {
             "seed {seed}: {}",
             explain(&report)
         );
-        let regression = report
+        let regressions: Vec<_> = report
             .signals
             .iter()
-            .find(|s| s.kind == SignalKind::VersionRegression)
-            .unwrap_or_else(|| panic!("seed {seed}: no version regression: {:?}", report.signals));
+            .filter(|s| s.kind == SignalKind::VersionRegression)
+            .collect();
+        // one signal, whether the key names a version (read off in `advice`) or not (a rollout)
+        let [regression] = regressions[..] else {
+            panic!(
+                "seed {seed}: not one version regression: {:?}",
+                report.signals
+            );
+        };
         assert_eq!(
             BTreeMap::from(regression.subject.clone()),
             expected,
@@ -441,5 +448,59 @@ async fn an_innocent_rollout_is_not_a_version_regression() {
             "seed {seed}: {:?}",
             report.signals
         );
+    }
+}
+
+/// A build that served before the incident (one pod of the large model in two zones) regresses
+/// from minute 60: no rollout, so only the name says it is a version. Under names that say so
+/// (OTel's, a team's own, a revision) the cause is a version regression; under a name that does
+/// not (`acme.pool`), the same cause is not.
+#[tokio::test]
+async fn a_regressing_build_is_a_version_regression_when_its_name_says_version() {
+    let cases = [
+        ("service.version", true),
+        ("model.revision", true),
+        ("acme.engine_build", true),
+        ("appVersion", true),
+        ("acme.pool", false),
+    ];
+    for (seed, (key, is_version)) in (51..).zip(cases) {
+        let mut all = pods(4, 2, "b-7");
+        for pod in all
+            .iter_mut()
+            .filter(|p| p.zone != "zone-c" && p.model == 1)
+        {
+            if pod.name.ends_with("-3") {
+                pod.build = "b-8".into();
+            }
+        }
+        let fleet = Fleet {
+            pods: all,
+            minutes: 90,
+            per_minute: 240,
+            swing: 0.05,
+            tenant_swing: 0.1,
+            episodes: 0,
+            canary_share: 0.0,
+        };
+        let fault = Fault {
+            onset: 60,
+            hit: Box::new(|r: &Request<'_>| r.pod.build == "b-8"),
+            factor: 1.8,
+        };
+        let report = rca_of(&fleet.rows(&[fault], key, seed)).await;
+        let expected = subject(&[(key, "b-8")]);
+        assert_eq!(top_cause(&report), expected, "{key}: {}", explain(&report));
+        let regressions: Vec<BTreeMap<String, String>> = report
+            .signals
+            .iter()
+            .filter(|s| s.kind == SignalKind::VersionRegression)
+            .map(|s| s.subject.clone().into())
+            .collect();
+        if is_version {
+            assert_eq!(regressions, vec![expected], "{key}: {:?}", report.signals);
+        } else {
+            assert!(regressions.is_empty(), "{key}: {:?}", report.signals);
+        }
     }
 }

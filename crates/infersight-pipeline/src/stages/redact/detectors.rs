@@ -632,10 +632,6 @@ fn preceding_key(text: &str, start: usize) -> Option<&str> {
     (!key.is_empty()).then_some(key)
 }
 
-/// Last segments of keys (and words before a value) that name a version, build or revision.
-const VERSION_KEY_SEGMENTS: &[&str] =
-    &["version", "ver", "v", "build", "revision", "rev", "release"];
-
 /// Runtime components of a serving stack whose name is followed by their version in banners and
 /// environment dumps (`torch 2.1.0.1`, `CUDA 12.1.0.1`, `"nccl": "2.18.1.1"`): generic software
 /// names, none of which names a host or a peer.
@@ -730,11 +726,14 @@ pub(crate) fn is_version_key(key: &str) -> bool {
 
 /// [`is_version_key`], with runtime components or without.
 fn names_a_version(key: &str, or_component: bool) -> bool {
+    infersight_model::mapping::names_a_version(key) || (or_component && names_a_component(key))
+}
+
+/// True when the key's last segment is a [`RUNTIME_COMPONENTS`] name (`torch`, `nvidia.driver`).
+fn names_a_component(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
     let last = key.rsplit(['_', '.', '-']).next().unwrap_or(&key);
-    VERSION_KEY_SEGMENTS.contains(&last)
-        || (or_component && RUNTIME_COMPONENTS.contains(&last))
-        || key.ends_with("version")
+    RUNTIME_COMPONENTS.contains(&last)
 }
 
 /// True when the dotted number at `start` is a version by its context: under a version key
