@@ -1,7 +1,10 @@
-//! Background maintenance: a std thread that keeps the store in shape while it serves appends:
-//! flushes the memtable when it is due, compacts small segments, applies retention, reads every
-//! segment against its checksum once after the first pass ([`Store::verify_segments`]), and for
-//! [`FsyncPolicy::Interval`] fsyncs the WAL on schedule. Errors are logged, never raised.
+//! Background maintenance: two std threads keep the store in shape while it serves appends. The
+//! flusher flushes the memtable when it is due ([`Store::flush_pass`]) and, for
+//! [`FsyncPolicy::Interval`], fsyncs the WAL on schedule; the upkeep thread compacts small
+//! segments, applies retention and tiers ([`Store::upkeep_pass`]) and reads every segment
+//! against its checksum once after its first pass ([`Store::verify_segments`]). Apart, a long
+//! compaction does not hold flushes back while appends fill the memtable to its hard limit.
+//! Errors are logged, never raised.
 
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
@@ -18,16 +21,16 @@ struct StopSignal {
     wake: Condvar,
 }
 
-/// Owns the maintenance thread; [`MaintenanceHandle::stop`] (or dropping the handle) stops and
-/// joins it. The thread holds only a weak reference, so it never keeps the store alive.
+/// Owns the maintenance threads; [`MaintenanceHandle::stop`] (or dropping the handle) stops and
+/// joins them. The threads hold only a weak reference, so they never keep the store alive.
 #[derive(Debug)]
 pub struct MaintenanceHandle {
     signal: Arc<StopSignal>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl MaintenanceHandle {
-    /// Stops the thread after its current step and waits for it.
+    /// Stops the threads after their current step and waits for them.
     pub fn stop(mut self) {
         self.shutdown();
     }
@@ -35,10 +38,10 @@ impl MaintenanceHandle {
     fn shutdown(&mut self) {
         *self.signal.stopped.lock() = true;
         self.signal.wake.notify_all();
-        if let Some(thread) = self.thread.take()
-            && thread.join().is_err()
-        {
-            tracing::error!("store maintenance thread panicked");
+        for thread in self.threads.drain(..) {
+            if thread.join().is_err() {
+                tracing::error!("store maintenance thread panicked");
+            }
         }
     }
 }
@@ -50,29 +53,50 @@ impl Drop for MaintenanceHandle {
 }
 
 impl Store {
-    /// Starts the maintenance thread: every `tick` it runs [`Store::run_maintenance`]; with
-    /// [`FsyncPolicy::Interval`] it also fsyncs the WAL every `interval_ms`.
+    /// Starts the maintenance threads: every `tick` the flusher runs [`Store::flush_pass`] and
+    /// the upkeep thread [`Store::upkeep_pass`]; with [`FsyncPolicy::Interval`] the flusher also
+    /// fsyncs the WAL every `interval_ms`.
     pub fn spawn_maintenance(self: &Arc<Self>, tick: Duration) -> MaintenanceHandle {
         let signal = Arc::new(StopSignal::default());
-        let store = Arc::downgrade(self);
         let fsync_every = match self.options().fsync {
             FsyncPolicy::Interval { interval_ms } => {
                 Some(Duration::from_millis(interval_ms.max(1)))
             }
             FsyncPolicy::Always | FsyncPolicy::Never => None,
         };
-        let thread_signal = Arc::clone(&signal);
-        let spawned = std::thread::Builder::new()
-            .name("infersight-store-maintenance".into())
-            .spawn(move || maintenance_loop(store, &thread_signal, tick, fsync_every));
-        let thread = match spawned {
-            Ok(thread) => Some(thread),
-            Err(err) => {
-                tracing::error!(%err, "could not start the store maintenance thread");
-                None
+        let mut threads = Vec::new();
+        for role in [Role::Flusher, Role::Upkeep] {
+            let store = Arc::downgrade(self);
+            let thread_signal = Arc::clone(&signal);
+            let spawned = std::thread::Builder::new()
+                .name(role.thread_name().into())
+                .spawn(move || maintenance_loop(store, &thread_signal, tick, role, fsync_every));
+            match spawned {
+                Ok(thread) => threads.push(thread),
+                Err(err) => {
+                    tracing::error!(%err, thread = role.thread_name(), "could not start a store maintenance thread");
+                }
             }
-        };
-        MaintenanceHandle { signal, thread }
+        }
+        MaintenanceHandle { signal, threads }
+    }
+}
+
+/// What a maintenance thread does each tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// [`Store::flush_pass`], and the WAL's fsync on schedule.
+    Flusher,
+    /// [`Store::upkeep_pass`], and the segments read once after the first pass.
+    Upkeep,
+}
+
+impl Role {
+    fn thread_name(self) -> &'static str {
+        match self {
+            Role::Flusher => "infersight-store-flush",
+            Role::Upkeep => "infersight-store-maintenance",
+        }
     }
 }
 
@@ -80,14 +104,16 @@ fn maintenance_loop(
     store: Weak<Store>,
     signal: &StopSignal,
     tick: Duration,
+    role: Role,
     fsync_every: Option<Duration>,
 ) {
     let tick = tick.max(Duration::from_millis(1));
+    let fsync_every = fsync_every.filter(|_| role == Role::Flusher);
     let wake_every = fsync_every.map_or(tick, |every| every.min(tick));
     let mut next_pass = Instant::now() + tick;
     let mut next_sync = fsync_every.map(|every| Instant::now() + every);
     // the whole segments are read once per start (the open only checked their footers)
-    let mut verified = false;
+    let mut verified = role != Role::Upkeep;
     loop {
         {
             let mut stopped = signal.stopped.lock();
@@ -114,8 +140,9 @@ fn maintenance_loop(
             next_sync = Some(now + every);
         }
         if now >= next_pass {
-            let pass = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                store.run_maintenance(infersight_model::time::now_ns())
+            let pass = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match role {
+                Role::Flusher => store.flush_pass(),
+                Role::Upkeep => store.upkeep_pass(infersight_model::time::now_ns()),
             }));
             match pass {
                 Ok(Ok(())) => {}

@@ -47,6 +47,20 @@ const LOCK_FILE: &str = "LOCK";
 
 /// Group-commit bookkeeping: the highest WAL seq known to be on disk, and whether some appender
 /// is currently fsyncing on behalf of the others.
+/// One partition [`Store::compact`] merged, waiting for its commit.
+struct MergedPartition {
+    meta: SegmentMeta,
+    rollup: Option<Arc<Rollup>>,
+    inputs: Vec<SegmentMeta>,
+}
+
+/// What merging one partition gave: its merged segment, or the inputs found corrupt (nothing
+/// written).
+enum Merged {
+    Written(SegmentMeta, Option<Arc<Rollup>>),
+    Corrupt(Vec<(u64, quarantine::Kind, String)>),
+}
+
 #[derive(Debug)]
 struct SyncState {
     synced_seq: u64,
@@ -82,6 +96,11 @@ pub struct Store {
     state_cv: Condvar,
     /// Serializes catalog changes: flush, compaction, retention, quarantine and close.
     pub(crate) maintenance: Mutex<()>,
+    /// One compaction at a time: local merges run without `maintenance` (see
+    /// [`Store::compact`]); taken before `maintenance` wherever both are.
+    compacting: Mutex<()>,
+    /// Set when `close` starts: a compaction stops before its next partition.
+    closing: AtomicBool,
     /// Corrupt files set aside since open (module `quarantine`).
     pub(crate) quarantine: QuarantineCounters,
     closed: AtomicBool,
@@ -257,6 +276,8 @@ impl Store {
             state_cv: Condvar::new(),
             frame_buffers: Mutex::new(Vec::new()),
             maintenance: Mutex::new(()),
+            compacting: Mutex::new(()),
+            closing: AtomicBool::new(false),
             quarantine,
             closed: AtomicBool::new(false),
             lock_file: Mutex::new(Some(lock_file)),
@@ -326,17 +347,60 @@ impl Store {
 
     /// Merges, per (table, hour), the segments smaller than `compaction_small_bytes` once there
     /// are at least `compaction_min_segments` of them.
+    ///
+    /// On local files the merges run without the maintenance lock, so a flush (and retention, a
+    /// scrub) goes on beside a long compaction instead of waiting for it while the memtable fills
+    /// to its hard limit: the lock is held to choose the partitions and their segment ids, and
+    /// again to commit. A partition whose inputs left the catalog meanwhile (retention, a
+    /// quarantine, a migration) is not committed and its merged file is removed. Compactions run
+    /// one at a time, and `close` waits for the one running (it stops after its partition).
     pub fn compact(&self) -> Result<CompactionReport, StoreError> {
-        let _maintenance = self.maintenance.lock();
+        let _compacting = self.compacting.lock();
         if self.is_closed() {
             return Err(StoreError::Closed);
         }
         if let Some(remote) = &self.remote {
+            let _maintenance = self.maintenance.lock();
             return self.compact_bucket(remote);
         }
-        let mut catalog = self.state.lock().catalog.clone();
+        let plan = self.plan_compaction();
+        let mut merged: Vec<MergedPartition> = Vec::new();
+        // segments found corrupt while reading: quarantined, their partition left as it is
+        let mut corrupt: Vec<(u64, quarantine::Kind, String)> = Vec::new();
+        for (id, group) in plan {
+            if self.closing.load(Ordering::Acquire) {
+                break;
+            }
+            match self.merge_partition(id, &group) {
+                Ok(Merged::Written(meta, rollup)) => {
+                    debug_assert_eq!(meta.rows, group.iter().map(|s| s.rows).sum::<u64>());
+                    merged.push(MergedPartition {
+                        meta,
+                        rollup,
+                        inputs: group,
+                    });
+                }
+                Ok(Merged::Corrupt(found)) => corrupt.extend(found),
+                Err(err) if !self.all_listed(&group) => {
+                    // an input went (retention, a migration) while it was read: not an error
+                    tracing::debug!(%err, "compaction input left the catalog while merging");
+                }
+                Err(err) => {
+                    remove_unpublished(&merged.iter().map(|m| m.meta.clone()).collect::<Vec<_>>());
+                    return Err(err);
+                }
+            }
+        }
+        self.commit_compaction(merged, &corrupt)
+    }
+
+    /// The partitions a compaction merges, each with the segment id its merged file takes
+    /// (allocated from the live catalog under the maintenance lock, so no flush hands it out).
+    fn plan_compaction(&self) -> Vec<(u64, Vec<SegmentMeta>)> {
+        let _maintenance = self.maintenance.lock();
+        let mut state = self.state.lock();
         let mut partitions: BTreeMap<(Table, i64), Vec<SegmentMeta>> = BTreeMap::new();
-        for segment in &catalog.segments {
+        for segment in &state.catalog.segments {
             if segment.bytes < self.options.compaction_small_bytes
                 && segment.schema_version == SCHEMA_VERSION
             {
@@ -347,68 +411,98 @@ impl Store {
             }
         }
         let min_segments = self.options.compaction_min_segments.max(2);
-        let mut report = CompactionReport::default();
-        let mut written: Vec<SegmentMeta> = Vec::new();
-        let mut replaced: Vec<SegmentMeta> = Vec::new();
-        let mut new_rollups: Vec<(u64, Arc<Rollup>)> = Vec::new();
-        // segments found corrupt while reading: quarantined, their partition left as it is
-        let mut corrupt: Vec<(u64, quarantine::Kind, String)> = Vec::new();
-        for ((table, hour_ns), group) in partitions {
-            if group.len() < min_segments {
-                continue;
-            }
-            let mut inputs = Vec::new();
-            for meta in &group {
-                match segment::segment_batches(meta) {
-                    Ok(batches) => inputs.push(batches),
-                    Err(StoreError::Corrupt { reason, .. }) => {
-                        corrupt.push((meta.id, quarantine::Kind::Segment, reason));
-                    }
-                    Err(err) => {
-                        remove_unpublished(&written);
-                        self.keep_segment_ids_allocated(&catalog);
-                        return Err(err);
-                    }
+        partitions
+            .into_values()
+            .filter(|group| group.len() >= min_segments)
+            .map(|group| (state.catalog.allocate_id(), group))
+            .collect()
+    }
+
+    /// Merges one partition of [`Store::compact`] into segment `id`, holding no lock.
+    fn merge_partition(&self, id: u64, group: &[SegmentMeta]) -> Result<Merged, StoreError> {
+        let mut inputs = Vec::new();
+        let mut corrupt = Vec::new();
+        for meta in group {
+            match segment::segment_batches(meta) {
+                Ok(batches) => inputs.push(batches),
+                Err(StoreError::Corrupt { reason, .. }) => {
+                    corrupt.push((meta.id, quarantine::Kind::Segment, reason));
                 }
-            }
-            if corrupt
-                .iter()
-                .any(|(id, _, _)| group.iter().any(|s| s.id == *id))
-            {
-                continue;
-            }
-            let id = catalog.allocate_id();
-            let result = self.write_merged(table, hour_ns, id, inputs, self.format);
-            match result {
-                Ok((meta, rollup)) => {
-                    if let Some(rollup) = rollup {
-                        new_rollups.push((meta.id, rollup));
-                    }
-                    debug_assert_eq!(meta.rows, group.iter().map(|s| s.rows).sum::<u64>());
-                    report.partitions_compacted += 1;
-                    report.segments_removed += group.len();
-                    report.segments_written += 1;
-                    written.push(meta);
-                    replaced.extend(group);
-                }
-                Err(StoreError::Corrupt {
-                    what: segment::SEGMENT,
-                    path,
-                    reason,
-                }) if group.iter().any(|s| s.path == path) => {
-                    // a segment that stopped decoding midway: set aside like one found at open
-                    let id = group.iter().find(|s| s.path == path).map(|s| s.id);
-                    corrupt.extend(id.map(|id| (id, quarantine::Kind::Segment, reason)));
-                }
-                Err(err) => {
-                    remove_unpublished(&written);
-                    self.keep_segment_ids_allocated(&catalog);
-                    return Err(err);
-                }
+                Err(err) => return Err(err),
             }
         }
-        if written.is_empty() && corrupt.is_empty() {
+        if !corrupt.is_empty() {
+            return Ok(Merged::Corrupt(corrupt));
+        }
+        let (table, hour_ns) = (group[0].table, group[0].hour_ns);
+        match self.write_merged(table, hour_ns, id, inputs, self.format) {
+            Ok((meta, rollup)) => Ok(Merged::Written(meta, rollup)),
+            Err(StoreError::Corrupt {
+                what: segment::SEGMENT,
+                path,
+                reason,
+            }) if group.iter().any(|s| s.path == path) => {
+                // a segment that stopped decoding midway: set aside like one found at open
+                let id = group.iter().find(|s| s.path == path).map(|s| s.id);
+                Ok(Merged::Corrupt(
+                    id.map(|id| (id, quarantine::Kind::Segment, reason))
+                        .into_iter()
+                        .collect(),
+                ))
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Whether every segment of `group` is still in the catalog.
+    fn all_listed(&self, group: &[SegmentMeta]) -> bool {
+        let state = self.state.lock();
+        group
+            .iter()
+            .all(|g| state.catalog.segments.iter().any(|s| s.id == g.id))
+    }
+
+    /// The commit of [`Store::compact`], under the maintenance lock: the partitions whose inputs
+    /// are all still listed replace them, the others' merged files are removed; corrupt inputs
+    /// still listed are quarantined.
+    fn commit_compaction(
+        &self,
+        merged: Vec<MergedPartition>,
+        corrupt: &[(u64, quarantine::Kind, String)],
+    ) -> Result<CompactionReport, StoreError> {
+        let mut report = CompactionReport::default();
+        if merged.is_empty() && corrupt.is_empty() {
             return Ok(report);
+        }
+        let _maintenance = self.maintenance.lock();
+        let mut catalog = self.state.lock().catalog.clone();
+        let listed: HashSet<u64> = catalog.segments.iter().map(|s| s.id).collect();
+        if self.is_closed() {
+            remove_unpublished(&merged.into_iter().map(|m| m.meta).collect::<Vec<_>>());
+            return Err(StoreError::Closed);
+        }
+        let (kept, stale): (Vec<MergedPartition>, Vec<MergedPartition>) = merged
+            .into_iter()
+            .partition(|m| m.inputs.iter().all(|s| listed.contains(&s.id)));
+        remove_unpublished(&stale.into_iter().map(|m| m.meta).collect::<Vec<_>>());
+        let corrupt: Vec<(u64, quarantine::Kind, String)> = corrupt
+            .iter()
+            .filter(|(id, _, _)| listed.contains(id))
+            .cloned()
+            .collect();
+        if kept.is_empty() && corrupt.is_empty() {
+            return Ok(report);
+        }
+        let mut written = Vec::new();
+        let mut replaced: Vec<SegmentMeta> = Vec::new();
+        let mut new_rollups: Vec<(u64, Arc<Rollup>)> = Vec::new();
+        for partition in kept {
+            report.partitions_compacted += 1;
+            report.segments_removed += partition.inputs.len();
+            report.segments_written += 1;
+            new_rollups.extend(partition.rollup.map(|r| (partition.meta.id, r)));
+            written.push(partition.meta);
+            replaced.extend(partition.inputs);
         }
         verify::set_aside(&self.data_dir, &mut catalog, &corrupt, &self.quarantine);
         let gone: HashSet<u64> = (replaced.iter().map(|s| s.id))
@@ -481,20 +575,32 @@ impl Store {
     /// segments to the cold tier, collect the bucket's garbage. Errors of one step do not
     /// skip the others; the first is returned.
     pub fn run_maintenance(&self, now_ns: i64) -> Result<(), StoreError> {
-        self.remove_retired(Instant::now());
-        let flushed = self.maybe_flush().map(|_| ());
-        let refreshed = self.refresh_bucket().map(|_| ());
-        let compacted = self.compact().map(|_| ());
+        let flushed = self.flush_pass();
+        let upkept = self.upkeep_pass(now_ns);
         // a compaction of large segments takes a while: a memtable that filled meanwhile is
         // flushed now, not a pass later (appends are refused while it is over its hard limit)
         let flushed_again = self.maybe_flush().map(|_| ());
+        flushed.and(upkept).and(flushed_again)
+    }
+
+    /// The flushing half of [`Store::run_maintenance`]: retired files whose grace is over go,
+    /// and the memtable is flushed when due. The maintenance thread runs it on a thread of its
+    /// own, so a long compaction does not hold flushes back.
+    pub fn flush_pass(&self) -> Result<(), StoreError> {
+        self.remove_retired(Instant::now());
+        self.maybe_flush().map(|_| ())
+    }
+
+    /// The rest of [`Store::run_maintenance`]: the bucket's log read, compaction, retention,
+    /// tiers and the bucket's garbage.
+    pub fn upkeep_pass(&self, now_ns: i64) -> Result<(), StoreError> {
+        let refreshed = self.refresh_bucket().map(|_| ());
+        let compacted = self.compact().map(|_| ());
         let retained = self.apply_retention(now_ns).map(|_| ());
         let tiered = self.apply_tiers(now_ns).map(|_| ());
         let collected = self.collect_bucket_garbage().map(|_| ());
-        flushed
-            .and(refreshed)
+        refreshed
             .and(compacted)
-            .and(flushed_again)
             .and(retained)
             .and(tiered)
             .and(collected)
@@ -1124,6 +1230,9 @@ impl StorageBackend for Store {
     }
 
     fn close(&self) -> Result<(), StoreError> {
+        // a running compaction stops after its partition and finds the store closed
+        self.closing.store(true, Ordering::Release);
+        let _compacting = self.compacting.lock();
         let _maintenance = self.maintenance.lock();
         if self.is_closed() {
             return Ok(());
@@ -1612,3 +1721,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "compaction_tests.rs"]
+mod compaction_tests;
