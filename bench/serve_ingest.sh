@@ -17,6 +17,8 @@
 #   SPANS=simulated|synthetic (the simulator's traces, or bench/ingest.sh's one-span requests)
 #   DURATION=30s EXPORTERS=16 POOL=100000 SOAK=60s SOAK_FACTOR=2 IN_FLIGHT=16 OUT=bench/out/serve
 #   PORTS="24317 24318 27070" (gRPC, HTTP, API)
+#   SOAK_RATE=N offers N spans/s in the soak instead (the same load for two builds compared);
+#   SOAK_ONLY=1 runs the soak alone (needs SOAK_RATE)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release/infersight}
@@ -105,6 +107,9 @@ run_mode() { # fsync mode
 
 echo "== serve-path ingest, $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "serve: $BIN ($(stat -c %y "$BIN" | cut -d. -f1)); generator: $GEN"
+if [ -n "${SOAK_ONLY:-}" ]; then
+  [ -n "${SOAK_RATE:-}" ] || { echo "SOAK_ONLY needs SOAK_RATE" >&2; exit 2; }
+else
 for mode in always interval; do run_mode "$mode"; done
 
 # peer: the same spans (whole passes over the same pool, ids rewritten alike) as a file
@@ -122,8 +127,11 @@ wall=$(echo "$end - $start" | bc)
 echo "file ingest: $file_spans spans stored in $wall s: $(echo "$file_spans / $wall" | bc) spans/s," \
   "CPU $user user + $sys sys, peak RSS $maxrss kB"
 
-# soak: offered SOAK_FACTOR x the acked rate of `always`, IN_FLIGHT requests per exporter
-RATE=$(json "$OUT/always.json" "int(r['acked_spans_per_s'] * $SOAK_FACTOR)")
+fi
+
+# soak: offered SOAK_FACTOR x the acked rate of `always` (or SOAK_RATE), IN_FLIGHT requests per
+# exporter
+RATE=${SOAK_RATE:-$(json "$OUT/always.json" "int(r['acked_spans_per_s'] * $SOAK_FACTOR)")}
 start_serve always soak
 : > "$OUT/soak.rss"
 ( while kill -0 "$SERVE_PID" 2>/dev/null; do
@@ -135,5 +143,6 @@ load soak "$SOAK" --rate "$RATE" --in-flight "$IN_FLIGHT" --progress-every 10s
 echo "soak: offered $RATE spans/s for $SOAK: $(json "$OUT/soak.json" "'sent %d spans/s, acked %d spans/s, 429 %d, 503 %d, failed %d, ack p99 %s ms' % (r['sent_spans_per_s'], r['acked_spans_per_s'], r['throttled'], r['unavailable'], r['failed'], r['ack_latency_ms']['p99'])")"
 echo "soak: serve RSS (kB) first and last samples: $(head -1 "$OUT/soak.rss" | cut -d' ' -f2) -> $(tail -1 "$OUT/soak.rss" | cut -d' ' -f2), $(grep VmHWM "/proc/$SERVE_PID/status" | tr -s ' ')"
 echo "soak: RSS every 5 s: $(cut -d' ' -f2 "$OUT/soak.rss" | tr '\n' ' ')"
+echo "soak: store flushes $(metric infersight_store_flushes), compactions $(metric infersight_store_compactions); 10-s progress lines acking under 10k spans/s (stalls): $(awk '/ acked / { n++; for (i = 1; i < NF; i++) if ($i == "acked" && $(i + 1) < 10000) s++ } END { printf "%d of %d", s, n }' "$OUT/soak.gen.err")"
 stop_serve
 kill "$SAMPLER" 2>/dev/null || true
