@@ -6,7 +6,7 @@
 //! (`StoreOptions::tiers`: one segment with large row groups under the cold prefix) and deletes
 //! unreferenced objects, committing through the catalog log under the bucket's `compactor` lease
 //! (module `remote`). [`Store::compact`], [`Store::apply_retention`], [`Store::apply_tiers`] and
-//! [`Store::run_maintenance`] come here when the store has a bucket.
+//! [`Store::upkeep_pass`] come here when the store has a bucket.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,7 +31,7 @@ impl Store {
     /// Reads the catalog log's new entries and brings the store's segment list in line: segments
     /// other nodes committed become visible to queries, segments the maintaining node merged or
     /// expired leave (their objects stay for `RemoteOptions::gc_grace`). A no-op without a
-    /// bucket. The maintenance thread runs it every pass.
+    /// bucket. The upkeep maintenance thread runs it every pass.
     pub fn refresh_bucket(&self) -> Result<BucketRefresh, StoreError> {
         let _maintenance = self.maintenance.lock();
         if self.is_closed() {

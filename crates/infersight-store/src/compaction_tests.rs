@@ -3,6 +3,7 @@
 //! Each interleaving is driven step by step here (plan, then the other change, then merge and
 //! commit), and the maintenance threads are shown to flush while a compaction runs.
 
+use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 use infersight_model::{RequestRecord, Table, TableBatch};
@@ -12,6 +13,31 @@ use crate::types::{FsyncPolicy, StorageBackend, StoreOptions};
 
 /// Start of a UTC hour: 2023-11-14T22:00:00Z.
 const H0: i64 = 1_699_999_200_000_000_000;
+const HOUR: i64 = 3_600_000_000_000;
+
+type Hook = Box<dyn FnMut(&Store)>;
+
+thread_local! {
+    /// Run by `merge_partition` (on the compacting thread) before it reads a partition.
+    static DURING_MERGE: RefCell<Option<Hook>> = RefCell::new(None);
+}
+
+/// Called by `Store::merge_partition` in tests: runs this thread's hook, if any.
+pub(super) fn during_merge(store: &Store) {
+    let hook = DURING_MERGE.with(|h| h.borrow_mut().take());
+    if let Some(mut hook) = hook {
+        hook(store);
+        DURING_MERGE.with(|h| *h.borrow_mut() = Some(hook));
+    }
+}
+
+/// [`Store::compact`] with `hook` run before each partition's merge.
+fn compact_with(store: &Store, hook: impl FnMut(&Store) + 'static) -> CompactionReport {
+    DURING_MERGE.with(|h| *h.borrow_mut() = Some(Box::new(hook)));
+    let report = store.compact();
+    DURING_MERGE.with(|h| *h.borrow_mut() = None);
+    report.unwrap()
+}
 
 fn requests(prefix: &str, n: usize) -> TableBatch {
     let records: Vec<RequestRecord> = (0..n)
@@ -140,4 +166,71 @@ fn the_flusher_flushes_while_a_compaction_runs() {
     drop(compaction);
     handle.stop();
     assert_eq!(flushed, 10, "nothing flushed while a compaction ran");
+}
+
+#[test]
+fn a_merge_holds_no_maintenance_lock_and_a_flush_lands_during_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_segments(dir.path(), 3);
+    store.append(&[requests("during", 4)]).unwrap();
+    let free = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&free);
+    let report = compact_with(&store, move |store| {
+        // a merge that held the lock would deadlock the flush: try it first
+        let unlocked = store.maintenance.try_lock().is_some();
+        seen.store(unlocked, Ordering::SeqCst);
+        if unlocked {
+            store.flush().unwrap();
+        }
+    });
+    assert!(
+        free.load(Ordering::SeqCst),
+        "the merge held the maintenance lock"
+    );
+    assert_eq!(report.partitions_compacted, 1);
+    let listed = store.segments(Table::Requests);
+    assert_eq!(listed.len(), 2, "the merged segment and the flush's");
+    assert_eq!(rows_listed(&store), 34);
+}
+
+#[test]
+fn an_input_deleted_before_its_merge_skips_the_partition_without_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_segments(dir.path(), 3);
+    let before = store.segments(Table::Requests);
+    let gone = before[0].clone();
+    // retention with no grace: the input leaves the catalog and its file goes at once
+    let report = compact_with(&store, move |store| {
+        let _maintenance = store.maintenance.lock();
+        let mut catalog = store.state.lock().catalog.clone();
+        catalog.segments.retain(|s| s.id != gone.id);
+        store
+            .commit_replacement(catalog, &HashSet::new(), &[], Vec::new())
+            .unwrap();
+        std::fs::remove_file(&gone.path).unwrap();
+    });
+    assert_eq!(report, CompactionReport::default());
+    assert_eq!(store.segments(Table::Requests), before[1..].to_vec());
+}
+
+#[test]
+fn closing_stops_a_compaction_after_its_partition_and_keeps_what_it_merged() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_segments(dir.path(), 2);
+    for s in 0..2 {
+        let mut batch = requests(&format!("h1-{s}"), 5);
+        let mut records = RequestRecord::from_batch(&batch.batch).unwrap();
+        for r in &mut records {
+            r.ts += HOUR;
+        }
+        batch.batch = RequestRecord::to_batch(&records);
+        store.append(&[batch]).unwrap();
+        store.flush().unwrap();
+    }
+    assert_eq!(store.plan_compaction().len(), 2, "two hours to merge");
+    // the first merge sees `close` begin
+    let report = compact_with(&store, |store| store.closing.store(true, Ordering::Release));
+    assert_eq!(report.partitions_compacted, 1);
+    assert_eq!(store.segments(Table::Requests).len(), 3);
+    assert_eq!(rows_listed(&store), 30);
 }

@@ -1,5 +1,5 @@
 //! The whole-file check of a running store: [`Store::verify_segments`] reads every segment and
-//! sidecar against its checksum (the maintenance thread runs it once after start), and the
+//! sidecar against its checksum (the upkeep maintenance thread runs it once after start), and the
 //! store's own readers report what they find corrupt here; either way the files go to quarantine
 //! and leave the catalog under the maintenance lock (module `verify` holds the checks).
 

@@ -1,16 +1,17 @@
 //! The embedded store: the [`StorageBackend`] receivers write to and the query layer reads from.
 //! An append is validated, written to the WAL as one record, made durable per the fsync policy
 //! (concurrent appenders share fsyncs), then published in the memtable. A flush moves memtable
-//! rows to hourly Parquet segments and commits them in the catalog; compaction and retention
-//! rewrite the catalog the same way.
+//! rows to hourly Parquet segments and commits them in the catalog; retention rewrites the catalog
+//! the same way, and a local compaction merges without the maintenance lock, holding it only to
+//! plan and to commit (a flush runs beside its merges).
 //!
 //! Invariants:
 //! - a row is visible to snapshots exactly once: the memtable entries a flush wrote are removed
 //!   and their segments published under one lock;
 //! - every acknowledged append is either in a WAL file with `seq > flushed_wal_seq` or in a
 //!   segment named by the catalog, never in both after a restart;
-//! - lock order is `maintenance` → `wal` → `state`, and `wal` → `sync`; nothing takes `wal`
-//!   while holding `state` or `sync`.
+//! - lock order is `compacting` → `maintenance` → `wal` → `state`, and `wal` → `sync`; nothing
+//!   takes `wal` while holding `state` or `sync`, nor `compacting` while holding `maintenance`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs::{File, OpenOptions, TryLockError};
@@ -45,8 +46,6 @@ use infersight_rollup::Rollup;
 pub(crate) const WAL_DIR: &str = "wal";
 const LOCK_FILE: &str = "LOCK";
 
-/// Group-commit bookkeeping: the highest WAL seq known to be on disk, and whether some appender
-/// is currently fsyncing on behalf of the others.
 /// One partition [`Store::compact`] merged, waiting for its commit.
 struct MergedPartition {
     meta: SegmentMeta,
@@ -61,6 +60,8 @@ enum Merged {
     Corrupt(Vec<(u64, quarantine::Kind, String)>),
 }
 
+/// Group-commit bookkeeping: the highest WAL seq known to be on disk, and whether some appender
+/// is currently fsyncing on behalf of the others.
 #[derive(Debug)]
 struct SyncState {
     synced_seq: u64,
@@ -348,12 +349,14 @@ impl Store {
     /// Merges, per (table, hour), the segments smaller than `compaction_small_bytes` once there
     /// are at least `compaction_min_segments` of them.
     ///
-    /// On local files the merges run without the maintenance lock, so a flush (and retention, a
-    /// scrub) goes on beside a long compaction instead of waiting for it while the memtable fills
-    /// to its hard limit: the lock is held to choose the partitions and their segment ids, and
-    /// again to commit. A partition whose inputs left the catalog meanwhile (retention, a
-    /// quarantine, a migration) is not committed and its merged file is removed. Compactions run
-    /// one at a time, and `close` waits for the one running (it stops after its partition).
+    /// On local files the merges run without the maintenance lock, so a flush goes on beside a
+    /// long compaction instead of waiting for it while the memtable fills to its hard limit: the
+    /// lock is held to choose the partitions and their segment ids, and again to commit. A
+    /// partition whose inputs left the catalog meanwhile (retention or a quarantine called from
+    /// elsewhere: the API, a query that found a segment corrupt) is not committed and its merged
+    /// file is removed. Compactions run one at a time; `close` waits for the one running, which
+    /// stops after its partition and commits what it merged. On a bucket the whole compaction
+    /// holds the lock, as before.
     pub fn compact(&self) -> Result<CompactionReport, StoreError> {
         let _compacting = self.compacting.lock();
         if self.is_closed() {
@@ -420,6 +423,8 @@ impl Store {
 
     /// Merges one partition of [`Store::compact`] into segment `id`, holding no lock.
     fn merge_partition(&self, id: u64, group: &[SegmentMeta]) -> Result<Merged, StoreError> {
+        #[cfg(test)]
+        compaction_tests::during_merge(self);
         let mut inputs = Vec::new();
         let mut corrupt = Vec::new();
         for meta in group {
@@ -477,10 +482,6 @@ impl Store {
         let _maintenance = self.maintenance.lock();
         let mut catalog = self.state.lock().catalog.clone();
         let listed: HashSet<u64> = catalog.segments.iter().map(|s| s.id).collect();
-        if self.is_closed() {
-            remove_unpublished(&merged.into_iter().map(|m| m.meta).collect::<Vec<_>>());
-            return Err(StoreError::Closed);
-        }
         let (kept, stale): (Vec<MergedPartition>, Vec<MergedPartition>) = merged
             .into_iter()
             .partition(|m| m.inputs.iter().all(|s| listed.contains(&s.id)));
@@ -1230,7 +1231,7 @@ impl StorageBackend for Store {
     }
 
     fn close(&self) -> Result<(), StoreError> {
-        // a running compaction stops after its partition and finds the store closed
+        // a running compaction stops after its partition and commits what it merged first
         self.closing.store(true, Ordering::Release);
         let _compacting = self.compacting.lock();
         let _maintenance = self.maintenance.lock();

@@ -1,7 +1,7 @@
 //! Segment integrity: the checks between the catalog and the files it names. At every open each
 //! segment's footer is checked against its checksum and each sidecar's size against the catalog
 //! ([`check_catalog_at_open`]: one read of every file's tail, on all cores); the whole files are
-//! read by `Store::verify_segments` (module `scrub`: run by the maintenance thread after start,
+//! read by `Store::verify_segments` (module `scrub`: run by the upkeep maintenance thread after start,
 //! and callable at any time) and whenever the store reads a segment itself. Whatever fails goes to quarantine
 //! (module `quarantine`) and leaves the catalog, so the store keeps serving the rest.
 
