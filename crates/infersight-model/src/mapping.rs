@@ -399,20 +399,52 @@ impl AttributeMapper {
 const VERSION_NAME_SEGMENTS: &[&str] =
     &["version", "ver", "v", "build", "revision", "rev", "release"];
 
-/// True when an attribute or dimension name says its values are versions, builds or revisions of
-/// what serves a request: the canonical `model_version` and every name the table maps onto it,
-/// and names of other conventions or of a team's own by their last segment (`service.version`,
-/// `model.revision`, `vllm_version`, `appVersion`, `build`, `git.rev`). The redactor keeps dotted
-/// versions under such names; the RCA reads a version regression off a cause that names one.
+/// True when a key or a word says the value after it is a version, build or revision, by its
+/// last segment (`version`, `service.version`, `vllm_version`, `appVersion`, `build`, `git.rev`,
+/// `release`, `v`): the redactor keeps dotted versions under such names.
 pub fn names_a_version(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
-    let last = lower.rsplit(['_', '.', '-', '/']).next().unwrap_or(&lower);
-    VERSION_NAME_SEGMENTS.contains(&last)
-        || lower.ends_with("version")
-        || name == RequestColumn::ModelVersion.column_name()
+    let last = lower.rsplit(['_', '.', '-']).next().unwrap_or(&lower);
+    VERSION_NAME_SEGMENTS.contains(&last) || lower.ends_with("version")
+}
+
+/// Segments of a version's name that say it is the version of a wire protocol, an SDK or an
+/// interface, not of what was deployed (`network.protocol.version`, `telemetry.sdk.version`,
+/// `tls.protocol.version`, `api_version`).
+const NOT_DEPLOYED_SEGMENTS: &[&str] = &[
+    "protocol",
+    "sdk",
+    "telemetry",
+    "schema",
+    "scope",
+    "api",
+    "tls",
+    "http",
+    "flavor",
+];
+
+/// True when a dimension names the version, build or revision of what serves a request, so a
+/// regression confined to one of its values is a version regression: the canonical
+/// `model_version`, every name the table maps onto it, and any other name [`names_a_version`]
+/// accepts (`service.version`, `model.revision`, `acme.engine_build`, `appVersion`) except a
+/// release's name (`release`, `helm.release`), a bare `v`, and the versions of protocols, SDKs
+/// and interfaces ([`NOT_DEPLOYED_SEGMENTS`]).
+pub fn names_a_deployed_version(name: &str) -> bool {
+    if name == RequestColumn::ModelVersion.column_name()
         || REQUEST_ATTRIBUTES
             .iter()
             .any(|row| row.key == name && row.column == RequestColumn::ModelVersion)
+    {
+        return true;
+    }
+    let lower = name.to_ascii_lowercase();
+    let segments: Vec<&str> = lower.split(['_', '.', '-', '/']).collect();
+    let last = segments.last().copied().unwrap_or_default();
+    names_a_version(name)
+        && !matches!(last, "release" | "v")
+        && !segments[..segments.len().saturating_sub(1)]
+            .iter()
+            .any(|s| NOT_DEPLOYED_SEGMENTS.contains(s))
 }
 
 /// One row of the metric-name mapping: engine or exporter name → canonical name, with a scale
@@ -923,16 +955,30 @@ mod tests {
             "acme.engine_build",
             "git.rev",
             "k8s.deployment.revision",
-            "RELEASE",
+            "process.runtime.version",
         ] {
             assert!(names_a_version(name), "{name}");
+            assert!(names_a_deployed_version(name), "{name}");
         }
         // every name the table maps onto the model version column
         for row in REQUEST_ATTRIBUTES
             .iter()
             .filter(|r| r.column == RequestColumn::ModelVersion)
         {
-            assert!(names_a_version(row.key), "{}", row.key);
+            assert!(names_a_deployed_version(row.key), "{}", row.key);
+        }
+        // versions, but not of what was deployed: no version regression is read off them
+        for name in [
+            "network.protocol.version",
+            "tls.protocol.version",
+            "telemetry.sdk.version",
+            "api_version",
+            "helm.release",
+            "RELEASE",
+            "v",
+        ] {
+            assert!(names_a_version(name), "{name}");
+            assert!(!names_a_deployed_version(name), "{name}");
         }
         for name in [
             "worker",
@@ -945,6 +991,7 @@ mod tests {
             "lora_adapters",
         ] {
             assert!(!names_a_version(name), "{name}");
+            assert!(!names_a_deployed_version(name), "{name}");
         }
     }
 

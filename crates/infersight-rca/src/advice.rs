@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use infersight_model::mapping::names_a_version;
+use infersight_model::mapping::names_a_deployed_version;
 use infersight_model::signal::{SignalKind, Subject};
 use infersight_query::QueryError;
 use infersight_rollup::{LatencySli, Rollup, merge_range};
@@ -197,10 +197,11 @@ pub(crate) fn add_fault_signals(report: &mut RcaReport, faults: &[Signal]) {
     }
 }
 
-/// Whether one of `dimensions` is a version, build or revision, mapped onto `model_version` or
-/// not (`service.version`, `model.revision`: see [`names_a_version`]).
+/// Whether one of `dimensions` is the version, build or revision of what serves the requests,
+/// mapped onto `model_version` or not (`service.version`, `model.revision`: see
+/// [`names_a_deployed_version`]).
 pub(crate) fn names_a_version_dimension(dimensions: &BTreeMap<String, String>) -> bool {
-    dimensions.keys().any(|key| names_a_version(key))
+    dimensions.keys().any(|key| names_a_deployed_version(key))
 }
 
 /// Signals read off the localization itself: a latency spike on the symptom's slice, a version

@@ -1,8 +1,9 @@
 //! Rollouts, read off localization: a cause whose leaves carry a value no baseline leaf has (a
 //! build, revision or deployment that exists only from the incident on, under whatever name,
 //! mapped or not, span or resource attribute) has no baseline of its own. `windows` compares it
-//! with its peers at the same time and with what it replaced ([`compare`]), says both in the
-//! cause's evidence, and reports it as a version regression ([`version_regression`]).
+//! with its peers at the same time and with what it replaced ([`compare`]) and says both in the
+//! cause's evidence. A cause whose name says version gets its version regression in `advice`
+//! (new or not); any other rollout gets one here ([`version_regression`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -255,7 +255,7 @@ fn renaming_within_the_mapping_keeps_every_scenario_right() {
 }
 
 #[test]
-#[ignore = "292 cells one after another take 40-80 min in a debug build (8-16 s a cell), too much of CI's 90; bench/variations.sh runs them from a release build (seeds 1 and 2: 292 of 292 right on 2026-12-05)"]
+#[ignore = "292 cells one after another take 40-80 min in a debug build (8-16 s a cell), too much of CI's 90; bench/variations.sh runs them from a release build (seeds 1 and 2: 292 of 292 causes right on 2026-12-05, before the kinds were checked)"]
 fn every_scenario_under_every_variation() {
     let mut columns = vec![None];
     columns.extend(Variation::ALL.into_iter().map(Some));
