@@ -345,6 +345,30 @@ fn roll_out(pods: &mut Vec<Pod>, zone: &str, build: &str, at: i64) {
     }
 }
 
+/// The RCA of [`rollout_fleet`] over `pods` where build `b-8` (under `key`) is 1.8× slower
+/// from minute 60.
+async fn rca_of_slower_build(pods: Vec<Pod>, key: &str, seed: u64) -> RcaReport {
+    let fault = Fault {
+        onset: 60,
+        hit: Box::new(|r: &Request<'_>| r.pod.build == "b-8"),
+        factor: 1.8,
+    };
+    rca_of(&rollout_fleet(pods).rows(&[fault], key, seed)).await
+}
+
+/// The quiet 90-minute fleet of the rollout tests: `pods`, mild load swings, no episodes.
+fn rollout_fleet(pods: Vec<Pod>) -> Fleet {
+    Fleet {
+        pods,
+        minutes: 90,
+        per_minute: 240,
+        swing: 0.05,
+        tenant_swing: 0.1,
+        episodes: 0,
+        canary_share: 0.0,
+    }
+}
+
 /// Class 4: a build that exists only from the incident on, under a different key per seed,
 /// regresses: it is the cause, compared with its peers at the same time and with what it
 /// replaced, and a version regression names it whatever its key.
@@ -354,21 +378,7 @@ async fn a_rollout_under_any_name_is_a_version_regression() {
         let key = VERSION_KEYS[seed as usize % VERSION_KEYS.len()];
         let mut all = pods(4, 2, "b-7");
         roll_out(&mut all, "zone-c", "b-8", 60);
-        let fleet = Fleet {
-            pods: all,
-            minutes: 90,
-            per_minute: 240,
-            swing: 0.05,
-            tenant_swing: 0.1,
-            episodes: 0,
-            canary_share: 0.0,
-        };
-        let fault = Fault {
-            onset: 60,
-            hit: Box::new(|r: &Request<'_>| r.pod.build == "b-8"),
-            factor: 1.8,
-        };
-        let report = rca_of(&fleet.rows(&[fault], key, seed)).await;
+        let report = rca_of_slower_build(all, key, seed).await;
         let expected = subject(&[(key, "b-8")]);
         assert_eq!(
             top_cause(&report),
@@ -418,15 +428,7 @@ async fn an_innocent_rollout_is_not_a_version_regression() {
             .unwrap()
             .name
             .clone();
-        let fleet = Fleet {
-            pods: all,
-            minutes: 90,
-            per_minute: 240,
-            swing: 0.05,
-            tenant_swing: 0.1,
-            episodes: 0,
-            canary_share: 0.0,
-        };
+        let fleet = rollout_fleet(all);
         let victim = slow.clone();
         let fault = Fault {
             onset: 60,
@@ -474,21 +476,7 @@ async fn a_regressing_build_is_a_version_regression_when_its_name_says_version()
                 pod.build = "b-8".into();
             }
         }
-        let fleet = Fleet {
-            pods: all,
-            minutes: 90,
-            per_minute: 240,
-            swing: 0.05,
-            tenant_swing: 0.1,
-            episodes: 0,
-            canary_share: 0.0,
-        };
-        let fault = Fault {
-            onset: 60,
-            hit: Box::new(|r: &Request<'_>| r.pod.build == "b-8"),
-            factor: 1.8,
-        };
-        let report = rca_of(&fleet.rows(&[fault], key, seed)).await;
+        let report = rca_of_slower_build(all, key, seed).await;
         let expected = subject(&[(key, "b-8")]);
         assert_eq!(top_cause(&report), expected, "{key}: {}", explain(&report));
         let regressions: Vec<BTreeMap<String, String>> = report
