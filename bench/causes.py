@@ -12,6 +12,21 @@ REQUEST_COLUMNS = {"lora_adapters", "tenant", "service", "runtime", "worker", "d
                    "model_version", "kv_cache_policy"}
 
 
+VERSION_SEGMENTS = {"version", "ver", "v", "build", "revision", "rev", "release"}
+NOT_DEPLOYED_SEGMENTS = {"protocol", "sdk", "telemetry", "schema", "api", "tls", "http", "flavor"}
+
+
+def names_a_deployed_version(name):
+    """`infersight_model::mapping::names_a_deployed_version` for a canonical dimension name."""
+    if name == "model_version":
+        return True
+    segments = re.split(r"[_./-]", name.lower())
+    last = re.split(r"[_.-]", name.lower())[-1]
+    return ((last in VERSION_SEGMENTS or name.lower().endswith("version"))
+            and last not in ("release", "v")
+            and not any(s in NOT_DEPLOYED_SEGMENTS for s in segments[:-1]))
+
+
 class Judge:
     def __init__(self, binary, mapping_path=None):
         """`mapping_path`: the output of `infersight mapping` (None: names as they are)."""
@@ -53,6 +68,35 @@ class Judge:
             return False
         both, ca, cb = (json.loads(run.stdout)[0].get(k) or 0 for k in ("both_", "a_", "b_"))
         return both > 0 and both / (ca + cb - both) >= 0.95
+
+    # signal kinds read off a cause by what its names say (crates/infersight/tests/it/variations.rs)
+    NAMED_KINDS = ("version_regression", "slow_worker")
+
+    def names_the_kind(self, kind, cause):
+        """Whether `cause` (canonical keys) carries the name `kind` is read off: a deployed
+        version (as `mapping::names_a_deployed_version`), or one worker alone."""
+        if kind == "version_regression":
+            return any(names_a_deployed_version(k) for k in cause)
+        return list(cause) == ["worker"]
+
+    def kinds_missing(self, data, expected_signals, causes, signals):
+        """The expected signals of NAMED_KINDS that no signal of the same kind names (the same
+        canonical subject, or one selecting the same requests) while a named cause for that
+        subject carries the kind's name, as "kind on subject"."""
+        named = [self.canonical(c["dimensions"]) for c in causes or []]
+        same = lambda a, b: a == b or self.same_requests(data, a, b)
+        missing = []
+        for want in expected_signals or []:
+            kind = want["kind"]
+            if kind not in self.NAMED_KINDS:
+                continue
+            subject = self.canonical(want["subject"])
+            if not any(self.names_the_kind(kind, c) and same(c, subject) for c in named):
+                continue
+            got = [self.canonical(s["subject"]) for s in signals or [] if s["kind"] == kind]
+            if not any(same(g, subject) for g in got):
+                missing.append(f'{kind} on {want["subject"]}')
+        return missing
 
     def right(self, data, truth_causes, named):
         """Whether the first causes `named` (as many as the truth has) hold every ground-truth

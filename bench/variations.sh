@@ -6,7 +6,8 @@
 # A cell is right when the top-ranked root causes are the ground truth's combinations (none for
 # `healthy`), keys compared through the mapping table (`infersight mapping`: a mapped attribute
 # and its column are one dimension); a combination the truth lists as equivalent, or one that
-# selects the same stored requests (Jaccard >= 0.95: the data cannot tell them apart), is as right.
+# selects the same stored requests (Jaccard >= 0.95: the data cannot tell them apart), is as right,
+# and the kinds read off a cause's names (version_regression, slow_worker) must be there too.
 # Prints a table (R right, W wrong, - the variation does not
 # apply, ? not run) and the verdict of each wrong cell; cells as JSON lines in $OUT/cells.jsonl,
 # one variation's column after another (the plain column, `none`, last).
@@ -85,8 +86,11 @@ def cell(scenario, variation, seed):
     canonical = lambda causes: [JUDGE.canonical(c["dimensions"]) for c in causes or []]
     want, got = canonical(truth["root_causes"]), canonical(report.get("root_causes"))
     right = JUDGE.right(data, truth["root_causes"], report.get("root_causes"))
+    missing = JUDGE.kinds_missing(data, truth.get("expected_signals"), report.get("root_causes"),
+                                  report.get("signals"))
     subprocess.run(["rm", "-rf", base], check=True)
-    return {"scenario": scenario, "variation": variation, "seed": seed, "right": right,
+    return {"scenario": scenario, "variation": variation, "seed": seed,
+            "right": right and not missing, "causes_right": right, "kinds_missing": missing,
             "want": want, "got": got, "verdict": report.get("verdict"),
             "seconds": round(time.time() - started, 1)}
 
@@ -138,5 +142,6 @@ if wrong:
     print("\nwrong cells:")
     for r in sorted(wrong, key=lambda r: (r["variation"], r["scenario"], r["seed"])):
         print(f'- {r["scenario"]} × {r["variation"]} seed {r["seed"]}: got {r["got"]}, '
-              f'truth {r["want"]}; verdict: {r["verdict"]}')
+              f'truth {r["want"]}; kinds missing {r.get("kinds_missing", [])}; '
+              f'verdict: {r["verdict"]}')
 PY

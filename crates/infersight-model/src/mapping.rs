@@ -410,13 +410,13 @@ pub fn names_a_version(name: &str) -> bool {
 
 /// Segments of a version's name that say it is the version of a wire protocol, an SDK or an
 /// interface, not of what was deployed (`network.protocol.version`, `telemetry.sdk.version`,
-/// `tls.protocol.version`, `api_version`).
+/// `tls.protocol.version`, `api_version`). An instrumentation scope's version stays a deployed
+/// one: an engine's spans carry its own build there (`otel.scope.version` of vLLM's tracer).
 const NOT_DEPLOYED_SEGMENTS: &[&str] = &[
     "protocol",
     "sdk",
     "telemetry",
     "schema",
-    "scope",
     "api",
     "tls",
     "http",
@@ -956,6 +956,7 @@ mod tests {
             "git.rev",
             "k8s.deployment.revision",
             "process.runtime.version",
+            "otel.scope.version",
         ] {
             assert!(names_a_version(name), "{name}");
             assert!(names_a_deployed_version(name), "{name}");
