@@ -385,7 +385,7 @@ impl Store {
                 }
                 Ok(Merged::Corrupt(found)) => corrupt.extend(found),
                 Err(err) if !self.all_listed(&group) => {
-                    // an input went (retention, a migration) while it was read: not an error
+                    // an input went (retention, a quarantine) while it was read: not an error
                     tracing::debug!(%err, "compaction input left the catalog while merging");
                 }
                 Err(err) => {
