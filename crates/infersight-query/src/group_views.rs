@@ -13,7 +13,9 @@
 //! Parquet scan (through filters, projections, repartitions and unions), used
 //! by no aggregate argument, aggregate filter, scan predicate or other expression on the way. The
 //! aggregate's few output rows are cast back to `Utf8` right above it, so every operator above
-//! sees the schema it was planned with. A plan of any other shape is left as it was.
+//! sees the schema it was planned with. A plan of any other shape is left as it was. A partial
+//! aggregate by one such key is run by [`crate::view_aggregate`], which groups by the views
+//! themselves.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -37,6 +39,8 @@ use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::union::UnionExec;
 use datafusion::physical_plan::{ExecutionPlan, InputOrderMode, Partitioning, PhysicalExpr};
+
+use crate::view_aggregate::ViewKeyAggregateExec;
 
 /// The rule; see the module documentation. Added last to the engine's sessions; plans that leave
 /// the node (a cluster's executors know no such rewrite) are planned without it. A plan it cannot
@@ -134,6 +138,11 @@ fn rewrite_aggregate(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn Exe
         Arc::clone(&retyped),
         retyped.schema(),
     )?);
+    // a partial aggregate by the one key groups by its views (`view_aggregate`)
+    let viewed: Arc<dyn ExecutionPlan> = match ViewKeyAggregateExec::try_new(Arc::clone(&viewed)) {
+        Some(by_views) => Arc::new(by_views),
+        None => viewed,
+    };
     let group_names: BTreeSet<&str> = aggregate
         .group_expr()
         .expr()

@@ -26,6 +26,7 @@ mod route;
 mod scope;
 mod scoped_store;
 mod udf;
+mod view_aggregate;
 
 pub use audit::{AccessAudit, AccessContext, AuditStatus, AuditedQuery, Surface};
 pub use engine::{BatchStream, QueryEngine};

@@ -1,0 +1,613 @@
+//! A physical operator between a Parquet scan and DataFusion's final aggregate: the partial
+//! `GROUP BY` of one string key that [`crate::group_views`] reads as views, grouping each batch by
+//! the views' 16 bytes and looking at a key's bytes once per distinct view.
+//!
+//! Read from a dictionary-encoded column (`model`, `worker`, `tenant`), every row of a batch
+//! holding the same value holds the same view: a string of up to 12 bytes is inline in it, a
+//! longer one is named by its buffer and offset in the dictionary's values. DataFusion's own
+//! partial aggregate hashes and compares each row's view against the groups
+//! (`GroupValuesBytesView::intern`, 24 % of the CPU of `GROUP BY model` with a count and a mean
+//! over 10M rows); here a row costs one probe of a small table keyed by the view, and only a
+//! view not yet seen in the batch is hashed by its bytes. The aggregates are DataFusion's own
+//! group accumulators, fed exactly as its partial aggregate feeds them, so the partial states
+//! (and the final aggregate above, unchanged) are the same.
+//!
+//! The operator stands for one partial [`AggregateExec`] it keeps (schema, properties,
+//! requirements and expressions all come from it). It holds its groups' states within the
+//! session's memory pool, and hands them on early (a partial aggregate may emit a group more
+//! than once) when the pool refuses more or the groups reach [`EMIT_AT_GROUPS`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringViewArray, StringViewBuilder};
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{Result, Statistics, internal_datafusion_err};
+use datafusion::execution::TaskContext;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
+use datafusion::physical_expr::GroupsAccumulatorAdapter;
+use datafusion::physical_expr::OrderingRequirements;
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion::physical_plan::aggregates::{
+    AggregateExec, AggregateMode, aggregate_expressions, evaluate_many,
+};
+use datafusion::physical_plan::execution_plan::ReplaceChildrenOptions;
+use datafusion::physical_plan::expressions::Column;
+use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    ChildStats, DisplayAs, DisplayFormatType, ExecutionPlan, InputDistributionRequirements,
+    InputOrderMode, PhysicalExpr, PlanProperties, SendableRecordBatchStream, StatisticsArgs,
+};
+use futures::StreamExt;
+
+/// Groups held before a partition hands its states on: a partial aggregate over a key this
+/// varied reduces little, and the final aggregate merges what is handed on more than once.
+pub(crate) const EMIT_AT_GROUPS: usize = 1 << 16;
+
+/// Slots of the per-batch table from a view to its group (a power of two).
+const VIEW_SLOTS: usize = 256;
+
+/// The operator; see the module documentation.
+#[derive(Debug)]
+pub(crate) struct ViewKeyAggregateExec {
+    /// The partial aggregate this operator runs.
+    aggregate: Arc<dyn ExecutionPlan>,
+    /// The key's column in the aggregate's input.
+    key: usize,
+    aggr_expr: Vec<Arc<AggregateFunctionExpr>>,
+    filter_expr: Vec<Option<Arc<dyn PhysicalExpr>>>,
+    /// Groups held before a partition hands its states on ([`EMIT_AT_GROUPS`]).
+    emit_at_groups: usize,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl ViewKeyAggregateExec {
+    /// `aggregate` run by this operator, or `None` when it is not a partial aggregate of rows by
+    /// one `Utf8View` column, in input order, without a limit.
+    pub(crate) fn try_new(aggregate: Arc<dyn ExecutionPlan>) -> Option<Self> {
+        let (key, aggr_expr, filter_expr) = {
+            let partial = aggregate.downcast_ref::<AggregateExec>()?;
+            let group_by = partial.group_expr();
+            if *partial.mode() != AggregateMode::Partial
+                || !group_by.is_single()
+                || group_by.expr().len() != 1
+                || partial.limit_options().is_some()
+                || !matches!(partial.input_order_mode(), InputOrderMode::Linear)
+                || !aggregate.dynamic_expressions_produced().is_empty()
+            {
+                return None;
+            }
+            let column = group_by.expr()[0].0.downcast_ref::<Column>()?;
+            let input = partial.input().schema();
+            if input.fields().get(column.index())?.data_type() != &DataType::Utf8View {
+                return None;
+            }
+            (
+                column.index(),
+                partial.aggr_expr().to_vec(),
+                partial.filter_expr().to_vec(),
+            )
+        };
+        Some(Self {
+            aggregate,
+            key,
+            aggr_expr,
+            filter_expr,
+            emit_at_groups: EMIT_AT_GROUPS,
+            metrics: ExecutionPlanMetricsSet::new(),
+        })
+    }
+
+    fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        // `try_new` checked it is one: an aggregate has one child
+        self.aggregate.children()[0]
+    }
+}
+
+impl DisplayAs for ViewKeyAggregateExec {
+    fn fmt_as(&self, format: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let aggregates: Vec<&str> = self.aggr_expr.iter().map(|expr| expr.name()).collect();
+        let key = self.input().schema().field(self.key).name().clone();
+        match format {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
+                f,
+                "ViewKeyAggregateExec: mode=Partial, gby=[{key}], aggr=[{}]",
+                aggregates.join(", ")
+            ),
+            DisplayFormatType::TreeRender => {
+                writeln!(f, "gby={key}")?;
+                write!(f, "aggr={}", aggregates.join(", "))
+            }
+        }
+    }
+}
+
+impl ExecutionPlan for ViewKeyAggregateExec {
+    fn name(&self) -> &str {
+        "ViewKeyAggregateExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.aggregate.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        self.aggregate.children()
+    }
+
+    fn input_distribution_requirements(&self) -> InputDistributionRequirements {
+        self.aggregate.input_distribution_requirements()
+    }
+
+    #[allow(deprecated)]
+    fn required_input_distribution(&self) -> Vec<datafusion::physical_plan::Distribution> {
+        self.aggregate.required_input_distribution()
+    }
+
+    fn required_input_ordering(&self) -> Vec<Option<OrderingRequirements>> {
+        self.aggregate.required_input_ordering()
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        self.aggregate.maintains_input_order()
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        self.aggregate.benefits_from_input_partitioning()
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        self.aggregate.apply_expressions(f)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+        options: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let aggregate = Arc::clone(&self.aggregate).replace_children(children, options)?;
+        match Self::try_new(Arc::clone(&aggregate)) {
+            Some(replaced) => Ok(Arc::new(replaced)),
+            // new children that no longer give the key as views: DataFusion's aggregate runs
+            None => Ok(aggregate),
+        }
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(
+            children,
+            ReplaceChildrenOptions::new(
+                datafusion::physical_plan::execution_plan::ChildrenPropertiesMode::Recompute,
+            ),
+        )
+    }
+
+    fn child_stats_requests(&self, partition: Option<usize>) -> Vec<ChildStats> {
+        self.aggregate.child_stats_requests(partition)
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        input_stats: &[Arc<Statistics>],
+        args: &StatisticsArgs,
+    ) -> Result<Arc<Statistics>> {
+        self.aggregate.statistics_from_inputs(input_stats, args)
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let schema = self.schema();
+        let input = self.input().execute(partition, Arc::clone(&context))?;
+        let accumulators = self
+            .aggr_expr
+            .iter()
+            .map(group_accumulator)
+            .collect::<Result<Vec<_>>>()?;
+        let partial = PartialAggregation {
+            key: self.key,
+            arguments: aggregate_expressions(&self.aggr_expr, &AggregateMode::Partial, 0)?,
+            filters: self.filter_expr.clone(),
+            accumulators,
+            groups: ViewGroups::default(),
+            indices: Vec::new(),
+            schema: Arc::clone(&schema),
+            reservation: MemoryConsumer::new(format!("ViewKeyAggregateExec[{partition}]"))
+                .register(context.memory_pool()),
+            baseline: BaselineMetrics::new(&self.metrics, partition),
+            emit_at_groups: self.emit_at_groups,
+        };
+        let batches = futures::stream::unfold(
+            (input, partial, false),
+            |(mut input, mut partial, done)| async move {
+                if done {
+                    return None;
+                }
+                loop {
+                    match input.next().await {
+                        Some(Ok(batch)) => match partial.aggregate(&batch) {
+                            Ok(false) => {}
+                            Ok(true) => {
+                                let emitted = partial.emit();
+                                return Some((emitted, (input, partial, false)));
+                            }
+                            Err(error) => return Some((Err(error), (input, partial, true))),
+                        },
+                        Some(Err(error)) => return Some((Err(error), (input, partial, true))),
+                        None if partial.groups.len() == 0 => return None,
+                        None => {
+                            let emitted = partial.emit();
+                            return Some((emitted, (input, partial, true)));
+                        }
+                    }
+                }
+            },
+        );
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
+    }
+}
+
+/// A group accumulator for `expr`, as DataFusion's aggregate makes it: its own where it has
+/// one, else its row accumulator behind an adapter.
+fn group_accumulator(expr: &Arc<AggregateFunctionExpr>) -> Result<Box<dyn GroupsAccumulator>> {
+    if expr.groups_accumulator_supported() {
+        return expr.create_groups_accumulator();
+    }
+    let expr = Arc::clone(expr);
+    Ok(Box::new(GroupsAccumulatorAdapter::new(move || {
+        expr.create_accumulator()
+    })))
+}
+
+/// One partition's aggregation in progress.
+struct PartialAggregation {
+    key: usize,
+    /// Each aggregate's arguments (and ordering columns), as DataFusion's partial aggregate
+    /// evaluates them.
+    arguments: Vec<Vec<Arc<dyn PhysicalExpr>>>,
+    filters: Vec<Option<Arc<dyn PhysicalExpr>>>,
+    accumulators: Vec<Box<dyn GroupsAccumulator>>,
+    groups: ViewGroups,
+    /// Each row's group in the batch being aggregated.
+    indices: Vec<usize>,
+    schema: SchemaRef,
+    reservation: MemoryReservation,
+    baseline: BaselineMetrics,
+    emit_at_groups: usize,
+}
+
+impl PartialAggregation {
+    /// Adds `batch` to the groups; `true` when the states are to be handed on now.
+    fn aggregate(&mut self, batch: &RecordBatch) -> Result<bool> {
+        let _timer = self.baseline.elapsed_compute().timer();
+        let keys = batch.column(self.key);
+        let keys = keys.as_string_view_opt().ok_or_else(|| {
+            internal_datafusion_err!(
+                "ViewKeyAggregateExec: key column is {}, not Utf8View",
+                keys.data_type()
+            )
+        })?;
+        self.groups.intern(keys, &mut self.indices);
+        let arguments = evaluate_many(&self.arguments, batch)?;
+        for ((accumulator, values), filter) in self
+            .accumulators
+            .iter_mut()
+            .zip(&arguments)
+            .zip(&self.filters)
+        {
+            let filter = match filter {
+                Some(filter) => Some(filter.evaluate(batch)?.into_array(batch.num_rows())?),
+                None => None,
+            };
+            let filter = match &filter {
+                Some(filter) => Some(filter.as_boolean_opt().ok_or_else(|| {
+                    internal_datafusion_err!("aggregate filter is {}", filter.data_type())
+                })?),
+                None => None,
+            };
+            accumulator.update_batch(values, &self.indices, filter, self.groups.len())?;
+        }
+        let size = self.groups.size()
+            + self
+                .accumulators
+                .iter()
+                .map(|accumulator| accumulator.size())
+                .sum::<usize>();
+        // the pool refusing more is a reason to hand the states on, not to fail: the final
+        // aggregate above accounts for what it merges
+        Ok(self.reservation.try_resize(size).is_err() || self.groups.len() >= self.emit_at_groups)
+    }
+
+    /// Every group's key and states as one batch of the partial aggregate's schema; the groups
+    /// start again empty.
+    fn emit(&mut self) -> Result<RecordBatch> {
+        let _timer = self.baseline.elapsed_compute().timer();
+        let mut columns: Vec<ArrayRef> = vec![Arc::new(self.groups.take())];
+        for accumulator in &mut self.accumulators {
+            columns.extend(accumulator.state(EmitTo::All)?);
+        }
+        self.reservation.free();
+        let batch = RecordBatch::try_new(Arc::clone(&self.schema), columns)?;
+        self.baseline.record_output(batch.num_rows());
+        Ok(batch)
+    }
+}
+
+/// The distinct keys seen, numbered in order of first sight (a null key is a group of its own).
+#[derive(Default)]
+struct ViewGroups {
+    by_bytes: HashMap<Box<str>, usize, foldhash::fast::RandomState>,
+    null: Option<usize>,
+    count: usize,
+    /// The batch being interned: views already resolved, `(view, group)` by a hash of the view.
+    slots: Vec<(u128, usize)>,
+}
+
+impl ViewGroups {
+    fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Bytes held (the keys, the table and its slots), for the memory pool.
+    fn size(&self) -> usize {
+        let keys: usize = self.by_bytes.keys().map(|key| key.len()).sum();
+        keys + self.by_bytes.capacity()
+            * (std::mem::size_of::<Box<str>>() + std::mem::size_of::<usize>() + 1)
+            + self.slots.capacity() * std::mem::size_of::<(u128, usize)>()
+    }
+
+    /// Each row's group in `keys`, into `indices`. Equal views in one array are equal strings
+    /// (inline bytes, or the same buffer, offset and length), so a view met again in the batch
+    /// needs no look at its bytes; equal strings under different views meet in `by_bytes`.
+    fn intern(&mut self, keys: &StringViewArray, indices: &mut Vec<usize>) {
+        indices.clear();
+        indices.reserve(keys.len());
+        self.slots.clear();
+        self.slots.resize(VIEW_SLOTS, (0, usize::MAX));
+        let views = keys.views();
+        for (row, view) in views.iter().enumerate() {
+            if keys.is_null(row) {
+                let group = self.null_group();
+                indices.push(group);
+                continue;
+            }
+            let slot = slot_of(*view);
+            let (seen, group) = self.slots[slot];
+            if group != usize::MAX && seen == *view {
+                indices.push(group);
+                continue;
+            }
+            let group = self.group_of(keys.value(row));
+            self.slots[slot] = (*view, group);
+            indices.push(group);
+        }
+    }
+
+    fn null_group(&mut self) -> usize {
+        *self.null.get_or_insert_with(|| {
+            self.count += 1;
+            self.count - 1
+        })
+    }
+
+    fn group_of(&mut self, key: &str) -> usize {
+        if let Some(group) = self.by_bytes.get(key) {
+            return *group;
+        }
+        let group = self.count;
+        self.by_bytes.insert(key.into(), group);
+        self.count += 1;
+        group
+    }
+
+    /// The keys in group order, as views; no group is left.
+    fn take(&mut self) -> StringViewArray {
+        let mut keys: Vec<Option<Box<str>>> = vec![None; self.count];
+        for (key, group) in self.by_bytes.drain() {
+            keys[group] = Some(key);
+        }
+        self.null = None;
+        self.count = 0;
+        let mut builder = StringViewBuilder::with_capacity(keys.len());
+        for key in keys {
+            match key {
+                Some(key) => builder.append_value(key),
+                None => builder.append_null(),
+            }
+        }
+        builder.finish()
+    }
+}
+
+/// The slot of `view` in the per-batch table.
+fn slot_of(view: u128) -> usize {
+    #[allow(clippy::cast_possible_truncation)]
+    let folded = (view as u64) ^ ((view >> 64) as u64);
+    // the top bits of a multiplicative hash
+    (folded.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - VIEW_SLOTS.trailing_zeros())) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use datafusion::arrow::array::{Float64Array, Int64Array};
+    use datafusion::arrow::datatypes::{Field, Schema};
+    use datafusion::arrow::util::pretty::pretty_format_batches;
+    use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+    use datafusion::datasource::MemTable;
+    use datafusion::physical_plan::{collect, displayable};
+    use datafusion::prelude::{SessionConfig, SessionContext};
+
+    use super::*;
+
+    /// Keys: short (inline in a view) and long, an empty string, nulls; each long one written
+    /// again per row (equal strings under different views) in `copied` batches, once per batch
+    /// (equal views) in the others; over 256 distinct keys in a batch (the slot table collides).
+    fn batch(schema: &SchemaRef, seed: i64, copied: bool, rows: i64) -> RecordBatch {
+        let mut keys = if copied {
+            StringViewBuilder::new()
+        } else {
+            StringViewBuilder::new().with_deduplicate_strings()
+        };
+        let mut values = Vec::new();
+        let mut floats = Vec::new();
+        for row in 0..rows {
+            let i = seed * 7919 + row;
+            match i % 11 {
+                0 => keys.append_null(),
+                1 => keys.append_value(""),
+                2 | 3 => keys.append_value(format!("k{}", i % 5)),
+                4 => keys.append_value(format!("a-much-longer-model-name-{}", i % 400)),
+                _ => keys.append_value(format!("llama-3.1-70b-instruct-{}", i % 3)),
+            }
+            values.push((i % 13 != 0).then_some(i % 17));
+            floats.push(i as f64 * 0.5 + (i % 29) as f64);
+        }
+        RecordBatch::try_new(
+            Arc::clone(schema),
+            vec![
+                Arc::new(keys.finish()),
+                Arc::new(Int64Array::from(values)),
+                Arc::new(Float64Array::from(floats)),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn context() -> SessionContext {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Utf8View, true),
+            Field::new("v", DataType::Int64, true),
+            Field::new("f", DataType::Float64, false),
+        ]));
+        let partitions: Vec<Vec<RecordBatch>> = (0..3)
+            .map(|partition| {
+                (0..4)
+                    .map(|n| batch(&schema, partition * 4 + n, n % 2 == 0, 700))
+                    .collect()
+            })
+            .collect();
+        let context =
+            SessionContext::new_with_config(SessionConfig::new().with_target_partitions(3));
+        let table = MemTable::try_new(schema, partitions).unwrap();
+        context.register_table("t", Arc::new(table)).unwrap();
+        context
+    }
+
+    /// The answer of `sql` as DataFusion plans it and with its partial aggregates run by the
+    /// operator (emitting every `emit_at_groups`), and how many of those there were.
+    async fn both(sql: &str, emit_at_groups: usize) -> (String, String, usize) {
+        let context = context();
+        let plan = context
+            .sql(sql)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        let mut replaced = 0;
+        let ours = Arc::clone(&plan)
+            .transform_up(|node| {
+                Ok(match ViewKeyAggregateExec::try_new(Arc::clone(&node)) {
+                    Some(mut exec) => {
+                        exec.emit_at_groups = emit_at_groups;
+                        replaced += 1;
+                        Transformed::yes(Arc::new(exec) as Arc<dyn ExecutionPlan>)
+                    }
+                    None => Transformed::no(node),
+                })
+            })
+            .data()
+            .unwrap();
+        let shown = displayable(ours.as_ref()).indent(true).to_string();
+        assert_eq!(
+            shown.contains("ViewKeyAggregateExec"),
+            replaced > 0,
+            "{shown}"
+        );
+        let theirs = collect(plan, context.task_ctx()).await.unwrap();
+        let ours = collect(ours, context.task_ctx()).await.unwrap();
+        (
+            pretty_format_batches(&theirs).unwrap().to_string(),
+            pretty_format_batches(&ours).unwrap().to_string(),
+            replaced,
+        )
+    }
+
+    #[tokio::test]
+    async fn partial_aggregates_by_views_answer_as_datafusions_own() {
+        let statements = [
+            "SELECT k, count(*) AS n, count(v) AS nv, sum(v) AS s, avg(f) AS mean, min(f) AS lo, max(v) AS hi FROM t GROUP BY k ORDER BY k NULLS FIRST",
+            "SELECT k, count(*) FILTER (WHERE v > 8) AS big, sum(v) FILTER (WHERE f > 100) AS late FROM t GROUP BY k ORDER BY k NULLS FIRST",
+            "SELECT k, percentile_cont(0.9) WITHIN GROUP (ORDER BY f) AS p90, approx_distinct(v) AS d, first_value(v ORDER BY f) AS first FROM t GROUP BY k ORDER BY k NULLS FIRST",
+            "SELECT k, min(k) AS same, count(DISTINCT v) AS dv FROM t WHERE f > 50 GROUP BY k HAVING count(*) > 2 ORDER BY k NULLS FIRST",
+        ];
+        for sql in statements {
+            for emit_at_groups in [EMIT_AT_GROUPS, 3] {
+                let (theirs, ours, replaced) = both(sql, emit_at_groups).await;
+                assert_eq!(
+                    ours, theirs,
+                    "{sql}, emitting every {emit_at_groups} groups"
+                );
+                // 406 keys and a null group, every one of them in the answer
+                assert!(theirs.lines().count() > 100, "{sql}: {theirs}");
+                if !sql.contains("DISTINCT") {
+                    assert_eq!(replaced, 1, "{sql}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn equal_strings_under_different_views_are_one_group() {
+        let mut copied = StringViewBuilder::new();
+        let mut shared = StringViewBuilder::new().with_deduplicate_strings();
+        for builder in [&mut copied, &mut shared] {
+            for key in ["qwen", "mistral-small-24b-instruct", "", "qwen"] {
+                builder.append_value(key);
+            }
+            builder.append_null();
+            builder.append_value("mistral-small-24b-instruct");
+        }
+        let (copied, shared) = (copied.finish(), shared.finish());
+        assert_ne!(copied.views()[1], copied.views()[5]);
+        assert_eq!(shared.views()[1], shared.views()[5]);
+        let mut groups = ViewGroups::default();
+        let mut indices = Vec::new();
+        groups.intern(&copied, &mut indices);
+        assert_eq!(indices, [0, 1, 2, 0, 3, 1]);
+        groups.intern(&shared, &mut indices);
+        assert_eq!(indices, [0, 1, 2, 0, 3, 1]);
+        assert_eq!(groups.len(), 4);
+        let keys = groups.take();
+        let keys: Vec<Option<&str>> = keys.iter().collect();
+        assert_eq!(
+            keys,
+            [
+                Some("qwen"),
+                Some("mistral-small-24b-instruct"),
+                Some(""),
+                None
+            ]
+        );
+        assert_eq!(groups.len(), 0);
+    }
+}
