@@ -20,6 +20,7 @@ mod error;
 mod group_views;
 mod limits;
 mod output;
+mod percentile;
 mod provider;
 mod range;
 mod route;
