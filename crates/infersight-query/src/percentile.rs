@@ -36,9 +36,9 @@ use datafusion::logical_expr::{
 };
 use datafusion::physical_plan::expressions::Literal;
 
-/// Values of a group's first chunk; each next chunk holds as many as the group has so far, up
-/// to [`MAX_CHUNK`].
-const MIN_CHUNK: usize = 256;
+/// Values of a group's first chunk (small: a `GROUP BY` may have many groups of a few values);
+/// each next chunk holds as many as the group has so far, up to [`MAX_CHUNK`].
+const MIN_CHUNK: usize = 8;
 const MAX_CHUNK: usize = 1 << 16;
 
 /// DataFusion's interpolation weight is quantized to this many steps (`percentile_cont.rs`).
