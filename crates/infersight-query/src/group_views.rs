@@ -42,7 +42,8 @@ use datafusion::physical_plan::{ExecutionPlan, InputOrderMode, Partitioning, Phy
 
 use crate::view_aggregate::ViewKeyAggregateExec;
 
-/// The rule; see the module documentation. Added last to the engine's sessions; plans that leave
+/// The rule; see the module documentation. Added after DataFusion's own rules (a session with
+/// limits adds `JoinsYield` after it, which reads no property it changes); plans that leave
 /// the node (a cluster's executors know no such rewrite) are planned without it. A plan it cannot
 /// rewrite (or fails to) is left as it was: the rule never fails a statement.
 #[derive(Debug, Default)]

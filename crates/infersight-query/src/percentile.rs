@@ -19,7 +19,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Float64Array, Float64Builder, ListArray,
 };
-use datafusion::arrow::buffer::OffsetBuffer;
+use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
 use datafusion::common::{Result, ScalarValue, exec_datafusion_err, internal_datafusion_err};
 use datafusion::functions_aggregate::percentile_cont::percentile_cont_udaf;
@@ -37,9 +37,13 @@ use datafusion::logical_expr::{
 use datafusion::physical_plan::expressions::Literal;
 
 /// Values of a group's first chunk (small: a `GROUP BY` may have many groups of a few values);
-/// each next chunk holds as many as the group has so far, up to [`MAX_CHUNK`].
+/// each next chunk holds as many as the group has filled so far, up to [`MAX_CHUNK`].
 const MIN_CHUNK: usize = 8;
 const MAX_CHUNK: usize = 1 << 16;
+
+/// A merged partial state of at least this many values is kept as it came; a shorter one is
+/// copied into the group's chunks.
+const MERGE_KEPT_FROM: usize = 1024;
 
 /// DataFusion's interpolation weight is quantized to this many steps (`percentile_cont.rs`).
 const INTERPOLATION_PRECISION: f64 = 1_000_000.0;
@@ -148,16 +152,14 @@ impl AggregateUDFImpl for PercentileCont {
         &self,
         args: AccumulatorArgs,
     ) -> Result<Box<dyn GroupsAccumulator>> {
-        // DataFusion's, which validates the arguments as it always does, and converts rows to
-        // states where a partial aggregate skips grouping
-        let theirs = self.inner.create_groups_accumulator(args.clone())?;
         if args.is_distinct || args.expr_fields[0].data_type() != &DataType::Float64 {
-            return Ok(theirs);
+            return self.inner.create_groups_accumulator(args);
         }
-        Ok(match requested_percentile(&args) {
-            Some(percentile) => Box::new(ChunkedPercentile::new(percentile, theirs)),
-            None => theirs,
-        })
+        match requested_percentile(&args) {
+            Some(percentile) => Ok(Box::new(ChunkedPercentile::new(percentile))),
+            // DataFusion's, which says what is wrong with the percentile, if anything
+            None => self.inner.create_groups_accumulator(args),
+        }
     }
 
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
@@ -241,47 +243,77 @@ impl AggregateUDFImpl for PercentileCont {
     }
 }
 
-/// A group's values: chunks filled in place, and partial states merged as they came.
+/// A group's values (a multiset: their order does not matter): the chunk being filled, the
+/// full ones, and long partial states merged as they came.
 #[derive(Debug, Default)]
 struct GroupValues {
+    filling: Vec<f64>,
     chunks: Vec<Chunk>,
     len: usize,
+    /// Values filled in place (their chunks' growth follows these alone).
+    filled: usize,
 }
 
 #[derive(Debug)]
 enum Chunk {
     Filled(Vec<f64>),
-    Merged(Float64Array),
+    /// The values of a merged partial state: a slice of its list's buffer, kept alive.
+    Merged(ScalarBuffer<f64>),
 }
 
 impl GroupValues {
-    fn push(&mut self, value: f64) {
-        match self.chunks.last_mut() {
-            Some(Chunk::Filled(chunk)) if chunk.len() < chunk.capacity() => chunk.push(value),
-            _ => {
-                let mut chunk = Vec::with_capacity(self.len.clamp(MIN_CHUNK, MAX_CHUNK));
-                chunk.push(value);
-                self.chunks.push(Chunk::Filled(chunk));
+    /// The chunk being filled, with room for a value: a full one is set aside for a new one as
+    /// large as the values filled so far (within [`MIN_CHUNK`], [`MAX_CHUNK`]).
+    fn room(&mut self) -> &mut Vec<f64> {
+        if self.filling.len() == self.filling.capacity() {
+            let next = Vec::with_capacity(self.filled.clamp(MIN_CHUNK, MAX_CHUNK));
+            let full = std::mem::replace(&mut self.filling, next);
+            if !full.is_empty() {
+                self.chunks.push(Chunk::Filled(full));
             }
         }
-        self.len += 1;
+        &mut self.filling
     }
 
-    fn merge(&mut self, values: Float64Array) {
+    fn push(&mut self, value: f64) {
+        self.room().push(value);
+        self.len += 1;
+        self.filled += 1;
+    }
+
+    fn extend(&mut self, mut values: &[f64]) {
+        while !values.is_empty() {
+            let chunk = self.room();
+            let taken = (chunk.capacity() - chunk.len()).min(values.len());
+            chunk.extend_from_slice(&values[..taken]);
+            values = &values[taken..];
+            self.len += taken;
+            self.filled += taken;
+        }
+    }
+
+    /// Adds a partial state's values: a short one copied (a partial aggregate that skipped
+    /// grouping hands on one value per row), a long one kept where it is.
+    fn merge(&mut self, values: &Float64Array) {
         if values.null_count() > 0 {
             values.iter().flatten().for_each(|value| self.push(value));
-        } else if !values.is_empty() {
+        } else if values.len() < MERGE_KEPT_FROM {
+            self.extend(values.values());
+        } else {
+            // most groups hold no merged state, or one per partition
+            self.chunks.reserve_exact(1);
+            self.chunks.push(Chunk::Merged(values.values().clone()));
             self.len += values.len();
-            self.chunks.push(Chunk::Merged(values));
         }
     }
 
     /// Appends the group's values to `out`.
     fn copy_to(&self, out: &mut Vec<f64>) {
+        out.extend_from_slice(&self.filling);
         for chunk in &self.chunks {
             match chunk {
                 Chunk::Filled(values) => out.extend_from_slice(values),
-                Chunk::Merged(values) => out.extend_from_slice(values.values()),
+                Chunk::Merged(values) => out.extend_from_slice(values),
             }
         }
     }
@@ -292,30 +324,38 @@ impl GroupValues {
             .iter()
             .map(|chunk| match chunk {
                 Chunk::Filled(values) => values.capacity(),
-                // the merged state's values: its list's buffer is shared by its groups
+                // the merged state's values (its list's buffer is shared with other groups)
                 Chunk::Merged(values) => values.len(),
             })
-            .sum();
+            .sum::<usize>()
+            + self.filling.capacity();
         values * std::mem::size_of::<f64>() + self.chunks.capacity() * std::mem::size_of::<Chunk>()
     }
 }
 
 /// The `GROUP BY` accumulator of an exact percentile of `Float64` values.
+#[derive(Debug)]
 struct ChunkedPercentile {
     percentile: f64,
     groups: Vec<GroupValues>,
-    /// DataFusion's accumulator of the same call, for [`GroupsAccumulator::convert_to_state`].
-    theirs: Box<dyn GroupsAccumulator>,
 }
 
 impl ChunkedPercentile {
-    fn new(percentile: f64, theirs: Box<dyn GroupsAccumulator>) -> Self {
+    fn new(percentile: f64) -> Self {
         Self {
             percentile,
             groups: Vec::new(),
-            theirs,
         }
     }
+}
+
+/// The values a partial aggregate reads (the value, then the percentile and the `ORDER BY`
+/// column, which repeat it), as `Float64`.
+fn first_values(values: &[ArrayRef]) -> Result<&Float64Array> {
+    values
+        .first()
+        .and_then(|values| values.as_primitive_opt::<Float64Type>())
+        .ok_or_else(|| internal_datafusion_err!("percentile_cont: not Float64 values"))
 }
 
 impl GroupsAccumulator for ChunkedPercentile {
@@ -326,10 +366,7 @@ impl GroupsAccumulator for ChunkedPercentile {
         opt_filter: Option<&BooleanArray>,
         total_num_groups: usize,
     ) -> Result<()> {
-        let values = values
-            .first()
-            .and_then(|values| values.as_primitive_opt::<Float64Type>())
-            .ok_or_else(|| internal_datafusion_err!("percentile_cont: not Float64 values"))?;
+        let values = first_values(values)?;
         self.groups
             .resize_with(total_num_groups, GroupValues::default);
         if values.null_count() == 0 && opt_filter.is_none() {
@@ -368,7 +405,7 @@ impl GroupsAccumulator for ChunkedPercentile {
             let list = list.as_primitive_opt::<Float64Type>().ok_or_else(|| {
                 internal_datafusion_err!("percentile_cont: state of {}", list.data_type())
             })?;
-            self.groups[*group].merge(list.clone());
+            self.groups[*group].merge(list);
         }
         Ok(())
     }
@@ -409,18 +446,37 @@ impl GroupsAccumulator for ChunkedPercentile {
         Ok(vec![Arc::new(list)])
     }
 
+    /// Each row as a group of its own (a partial aggregate that reduces little skips grouping):
+    /// a list of its value, null where the value is null or filtered out. DataFusion's own
+    /// accumulator asserts it is given one argument, is given three (the value, the percentile
+    /// and the `ORDER BY` column), and panics.
     fn convert_to_state(
         &self,
         values: &[ArrayRef],
         opt_filter: Option<&BooleanArray>,
     ) -> Result<Vec<ArrayRef>> {
-        self.theirs.convert_to_state(values, opt_filter)
+        let values = first_values(values)?;
+        let rows = i32::try_from(values.len()).map_err(|_| {
+            exec_datafusion_err!("percentile_cont: a batch of {} rows", values.len())
+        })?;
+        let kept: BooleanBuffer = (0..values.len())
+            .map(|row| {
+                values.is_valid(row)
+                    && opt_filter.is_none_or(|filter| filter.is_valid(row) && filter.value(row))
+            })
+            .collect();
+        let list = ListArray::try_new(
+            Arc::new(Field::new_list_field(DataType::Float64, true)),
+            OffsetBuffer::new((0..=rows).collect::<Vec<i32>>().into()),
+            Arc::new(Float64Array::new(values.values().clone(), None)),
+            Some(NullBuffer::new(kept)),
+        )?;
+        Ok(vec![Arc::new(list)])
     }
 
     fn size(&self) -> usize {
         self.groups.iter().map(GroupValues::size).sum::<usize>()
             + self.groups.capacity() * std::mem::size_of::<GroupValues>()
-            + self.theirs.size()
     }
 }
 
@@ -483,12 +539,15 @@ mod tests {
             Field::new("g", DataType::Utf8, true),
             Field::new("n", DataType::Int64, false),
             Field::new("v", DataType::Float64, true),
+            Field::new("id", DataType::Int64, false),
         ]));
         let mut random = Random(seed);
+        let mut id = 0_i64;
         let mut partitions = vec![Vec::new(), Vec::new(), Vec::new()];
         for batch in 0..12 {
             let rows = if batch == 5 { 90_000 } else { 3_000 };
-            let (mut groups, mut ns, mut values) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut groups, mut ns, mut values, mut ids) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for row in 0..rows {
                 let draw = random.next();
                 let group = match (batch, row) {
@@ -510,6 +569,8 @@ mod tests {
                 groups.push(group);
                 ns.push(i64::from(row % 7));
                 values.push(value);
+                ids.push(id);
+                id += 1;
             }
             partitions[batch % 3].push(
                 RecordBatch::try_new(
@@ -518,13 +579,22 @@ mod tests {
                         Arc::new(StringArray::from(groups)),
                         Arc::new(Int64Array::from(ns)),
                         Arc::new(Float64Array::from(values)),
+                        Arc::new(Int64Array::from(ids)),
                     ],
                 )
                 .unwrap(),
             );
         }
-        let context =
-            SessionContext::new_with_config(SessionConfig::new().with_target_partitions(3));
+        let mut config = SessionConfig::new().with_target_partitions(3);
+        if ours {
+            // a partial aggregate that reduces little hands its rows on as states
+            // (`convert_to_state`) from its 1,000th row on; DataFusion's own accumulator panics
+            // there, so its answers are taken with the default (no partition has 100,000 rows)
+            let execution = &mut config.options_mut().execution;
+            execution.skip_partial_aggregation_probe_rows_threshold = 1_000;
+            execution.skip_partial_aggregation_probe_ratio_threshold = 0.5;
+        }
+        let context = SessionContext::new_with_config(config);
         if ours {
             context.register_udaf(PercentileCont::udaf());
         }
@@ -545,6 +615,8 @@ mod tests {
             "SELECT g, percentile_cont(0.0) WITHIN GROUP (ORDER BY v) AS lo, percentile_cont(1.0) WITHIN GROUP (ORDER BY v) AS hi, percentile_cont(0.3333) WITHIN GROUP (ORDER BY v DESC) AS desc_third FROM t GROUP BY g ORDER BY g NULLS FIRST",
             "SELECT g, n, quantile_cont(v, 0.9) AS p90, percentile_cont(0.25) WITHIN GROUP (ORDER BY v) FILTER (WHERE n > 2) AS filtered FROM t GROUP BY g, n ORDER BY g NULLS FIRST, n",
             "SELECT percentile_cont(0.75) WITHIN GROUP (ORDER BY v) AS all_rows FROM t",
+            // 20,000 groups of a few values: partial aggregates that skip grouping
+            "SELECT id % 20000 AS k, percentile_cont(0.5) WITHIN GROUP (ORDER BY v) AS p50, percentile_cont(0.001) WITHIN GROUP (ORDER BY v) FILTER (WHERE n > 1) AS low FROM t GROUP BY id % 20000 ORDER BY k LIMIT 400",
         ];
         for seed in [1, 2] {
             let (theirs, ours) = (context(false, seed), context(true, seed));
