@@ -517,20 +517,9 @@ mod tests {
     use datafusion::physical_plan::expressions::col;
     use datafusion::prelude::{SessionConfig, SessionContext};
 
+    use infersight_model::rng::SplitMix64;
+
     use super::*;
-
-    /// A seeded stream of pseudo-random numbers (SplitMix64) in [0, 1).
-    struct Random(u64);
-
-    impl Random {
-        fn next(&mut self) -> f64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            ((z ^ (z >> 31)) >> 11) as f64 / (1_u64 << 53) as f64
-        }
-    }
 
     /// Groups of very different sizes (one value, only nulls, a group over several chunks),
     /// values with nulls, ties, a negative zero and a NaN, in three partitions.
@@ -541,7 +530,7 @@ mod tests {
             Field::new("v", DataType::Float64, true),
             Field::new("id", DataType::Int64, false),
         ]));
-        let mut random = Random(seed);
+        let mut random = SplitMix64::new(seed);
         let mut id = 0_i64;
         let mut partitions = vec![Vec::new(), Vec::new(), Vec::new()];
         for batch in 0..12 {
@@ -549,7 +538,7 @@ mod tests {
             let (mut groups, mut ns, mut values, mut ids) =
                 (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for row in 0..rows {
-                let draw = random.next();
+                let draw = random.uniform();
                 let group = match (batch, row) {
                     (5, _) => Some("big".to_string()),
                     (0, 0) => Some("single".to_string()),
@@ -563,8 +552,8 @@ mod tests {
                     _ if row % 1001 == 7 => Some(-0.0),
                     _ if batch == 7 && row == 11 => Some(f64::NAN),
                     // ties: values on a grid of 1/8
-                    _ if row % 5 == 0 => Some((random.next() * 800.0).round() / 8.0),
-                    _ => Some(random.next() * 1_000.0 - 100.0),
+                    _ if row % 5 == 0 => Some((random.uniform() * 800.0).round() / 8.0),
+                    _ => Some(random.uniform() * 1_000.0 - 100.0),
                 };
                 groups.push(group);
                 ns.push(i64::from(row % 7));
@@ -667,16 +656,18 @@ mod tests {
 
     #[test]
     fn emitting_the_first_groups_leaves_the_others_whole() {
-        let mut random = Random(7);
+        let mut random = SplitMix64::new(7);
         let (mut theirs, mut ours) = accumulators(0.9);
         for round in 0..4 {
             let rows = 5_000;
             let values: ArrayRef = Arc::new(Float64Array::from(
                 (0..rows)
-                    .map(|row| (row % 11 != 0).then(|| random.next() * 50.0))
+                    .map(|row| (row % 11 != 0).then(|| random.uniform() * 50.0))
                     .collect::<Vec<_>>(),
             ));
-            let groups: Vec<usize> = (0..rows).map(|_| (random.next() * 9.0) as usize).collect();
+            let groups: Vec<usize> = (0..rows)
+                .map(|_| (random.uniform() * 9.0) as usize)
+                .collect();
             let filter = BooleanArray::from(
                 (0..rows)
                     .map(|row| (row % 13 != 0).then_some(row % 3 != 0))
