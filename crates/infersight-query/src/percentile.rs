@@ -9,10 +9,16 @@
 //! aggregate extends a growing vector per group with the partial states (a copy, and again the
 //! growths). Over 10M rows by model that was 37 % of the statement's CPU in `memmove` and 103k
 //! page faults (bench/README.md, "Query"). Here a group's values are chunks that never move:
-//! filled in place as rows arrive, the merged partial states kept as the arrays they came in,
+//! filled in place as rows arrive, long merged partial states kept as the buffers they came in,
 //! each value copied once into the state a partial aggregate hands on and once more when its
 //! group's percentile is picked.
+//!
+//! Where a partial aggregate stops grouping (a key of many values), it asks the accumulator to
+//! turn rows into states; DataFusion's asserts one argument, is given three, and panics. Ours
+//! builds the states itself, and DataFusion's, kept for the calls ours does not take (`Float32`,
+//! a percentile that is not a plain literal), is handed only the value.
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -152,13 +158,17 @@ impl AggregateUDFImpl for PercentileCont {
         &self,
         args: AccumulatorArgs,
     ) -> Result<Box<dyn GroupsAccumulator>> {
-        if args.is_distinct || args.expr_fields[0].data_type() != &DataType::Float64 {
-            return self.inner.create_groups_accumulator(args);
-        }
-        match requested_percentile(&args) {
+        let ours = if args.is_distinct || args.expr_fields[0].data_type() != &DataType::Float64 {
+            None
+        } else {
+            requested_percentile(&args)
+        };
+        match ours {
             Some(percentile) => Ok(Box::new(ChunkedPercentile::new(percentile))),
-            // DataFusion's, which says what is wrong with the percentile, if anything
-            None => self.inner.create_groups_accumulator(args),
+            // DataFusion's (which says what is wrong with the percentile, if anything)
+            None => Ok(Box::new(ValueOnlyStates(
+                self.inner.create_groups_accumulator(args)?,
+            ))),
         }
     }
 
@@ -252,6 +262,9 @@ struct GroupValues {
     len: usize,
     /// Values filled in place (their chunks' growth follows these alone).
     filled: usize,
+    /// Bytes the group alone holds: its filled chunks and its list of chunks (merged buffers
+    /// are counted once by the accumulator, see [`MergedBuffers`]).
+    bytes: usize,
 }
 
 #[derive(Debug)]
@@ -263,27 +276,34 @@ enum Chunk {
 
 impl GroupValues {
     /// The chunk being filled, with room for a value: a full one is set aside for a new one as
-    /// large as the values filled so far (within [`MIN_CHUNK`], [`MAX_CHUNK`]).
-    fn room(&mut self) -> &mut Vec<f64> {
+    /// large as the values filled so far (within [`MIN_CHUNK`], [`MAX_CHUNK`]). Bytes it
+    /// allocates are added to the group's and to `held`.
+    fn room(&mut self, held: &mut usize) -> &mut Vec<f64> {
         if self.filling.len() == self.filling.capacity() {
+            let chunks_before = self.chunks.capacity();
             let next = Vec::with_capacity(self.filled.clamp(MIN_CHUNK, MAX_CHUNK));
+            let mut grown = next.capacity() * std::mem::size_of::<f64>();
             let full = std::mem::replace(&mut self.filling, next);
+            // empty only before the group's first value (nothing allocated yet)
             if !full.is_empty() {
                 self.chunks.push(Chunk::Filled(full));
             }
+            grown += (self.chunks.capacity() - chunks_before) * std::mem::size_of::<Chunk>();
+            self.bytes += grown;
+            *held += grown;
         }
         &mut self.filling
     }
 
-    fn push(&mut self, value: f64) {
-        self.room().push(value);
+    fn push(&mut self, value: f64, held: &mut usize) {
+        self.room(held).push(value);
         self.len += 1;
         self.filled += 1;
     }
 
-    fn extend(&mut self, mut values: &[f64]) {
+    fn extend(&mut self, mut values: &[f64], held: &mut usize) {
         while !values.is_empty() {
-            let chunk = self.room();
+            let chunk = self.room(held);
             let taken = (chunk.capacity() - chunk.len()).min(values.len());
             chunk.extend_from_slice(&values[..taken]);
             values = &values[taken..];
@@ -293,15 +313,20 @@ impl GroupValues {
     }
 
     /// Adds a partial state's values: a short one copied (a partial aggregate that skipped
-    /// grouping hands on one value per row), a long one kept where it is.
-    fn merge(&mut self, values: &Float64Array) {
+    /// grouping hands on one value per row), a long one kept where it is (and noted in
+    /// `merged`).
+    fn merge(&mut self, values: &Float64Array, held: &mut usize, merged: &mut MergedBuffers) {
         if values.null_count() > 0 {
-            values.iter().flatten().for_each(|value| self.push(value));
+            values.iter().flatten().for_each(|value| self.push(value, held));
         } else if values.len() < MERGE_KEPT_FROM {
-            self.extend(values.values());
+            self.extend(values.values(), held);
         } else {
+            let chunks_before = self.chunks.capacity();
             // most groups hold no merged state, or one per partition
             self.chunks.reserve_exact(1);
+            let grown = (self.chunks.capacity() - chunks_before) * std::mem::size_of::<Chunk>();
+            self.bytes += grown;
+            *held += grown + merged.keep(values.values());
             self.chunks.push(Chunk::Merged(values.values().clone()));
             self.len += values.len();
         }
@@ -318,18 +343,102 @@ impl GroupValues {
         }
     }
 
-    fn size(&self) -> usize {
-        let values: usize = self
+    /// The bytes the accumulator holds no longer once this group is gone.
+    fn release(&self, merged: &mut MergedBuffers) -> usize {
+        let buffers: usize = self
             .chunks
             .iter()
-            .map(|chunk| match chunk {
-                Chunk::Filled(values) => values.capacity(),
-                // the merged state's values (its list's buffer is shared with other groups)
-                Chunk::Merged(values) => values.len(),
+            .filter_map(|chunk| match chunk {
+                Chunk::Merged(values) => Some(merged.release(values)),
+                Chunk::Filled(_) => None,
             })
-            .sum::<usize>()
-            + self.filling.capacity();
-        values * std::mem::size_of::<f64>() + self.chunks.capacity() * std::mem::size_of::<Chunk>()
+            .sum();
+        self.bytes + buffers
+    }
+}
+
+/// The buffers merged partial states are slices of, each counted once however many groups
+/// hold a slice of it: by address, its bytes and the chunks holding it.
+#[derive(Debug, Default)]
+struct MergedBuffers(HashMap<usize, (usize, usize)>);
+
+impl MergedBuffers {
+    fn key(values: &ScalarBuffer<f64>) -> usize {
+        values.inner().data_ptr().as_ptr() as usize
+    }
+
+    /// Notes a chunk holding a slice of `values`'s buffer; the bytes newly held (the whole
+    /// buffer the first time: a slice keeps all of it alive).
+    fn keep(&mut self, values: &ScalarBuffer<f64>) -> usize {
+        let bytes = values
+            .inner()
+            .capacity()
+            .max(values.len() * std::mem::size_of::<f64>());
+        let (held, chunks) = self.0.entry(Self::key(values)).or_insert((bytes, 0));
+        *chunks += 1;
+        if *chunks == 1 { *held } else { 0 }
+    }
+
+    /// Notes a chunk holding `values` gone; the bytes no longer held.
+    fn release(&mut self, values: &ScalarBuffer<f64>) -> usize {
+        let key = Self::key(values);
+        match self.0.get_mut(&key) {
+            Some((_, chunks)) if *chunks > 1 => {
+                *chunks -= 1;
+                0
+            }
+            Some(_) => self.0.remove(&key).map_or(0, |(bytes, _)| bytes),
+            None => 0,
+        }
+    }
+}
+
+/// DataFusion's accumulator of a call [`ChunkedPercentile`] does not take (`Float32`, a
+/// percentile that is not a plain `Float64` literal), handed only the value where a partial
+/// aggregate turns rows into states: DataFusion's asserts one argument, is given three (the
+/// value, the percentile, the `ORDER BY` column), and panics.
+struct ValueOnlyStates(Box<dyn GroupsAccumulator>);
+
+impl GroupsAccumulator for ValueOnlyStates {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.0
+            .update_batch(values, group_indices, opt_filter, total_num_groups)
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
+        self.0.evaluate(emit_to)
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
+        self.0.state(emit_to)
+    }
+
+    fn merge_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.0.merge_batch(values, group_indices, total_num_groups)
+    }
+
+    fn convert_to_state(
+        &self,
+        values: &[ArrayRef],
+        opt_filter: Option<&BooleanArray>,
+    ) -> Result<Vec<ArrayRef>> {
+        self.0
+            .convert_to_state(values.get(..1).unwrap_or(values), opt_filter)
+    }
+
+    fn size(&self) -> usize {
+        self.0.size()
     }
 }
 
@@ -338,6 +447,9 @@ impl GroupValues {
 struct ChunkedPercentile {
     percentile: f64,
     groups: Vec<GroupValues>,
+    /// Bytes of values held: every group's chunks, and each merged buffer once.
+    held: usize,
+    merged: MergedBuffers,
 }
 
 impl ChunkedPercentile {
@@ -345,7 +457,18 @@ impl ChunkedPercentile {
         Self {
             percentile,
             groups: Vec::new(),
+            held: 0,
+            merged: MergedBuffers::default(),
         }
+    }
+
+    /// The groups `emit_to` hands on, no longer counted as held.
+    fn take(&mut self, emit_to: EmitTo) -> Vec<GroupValues> {
+        let groups = emit_to.take_needed(&mut self.groups);
+        for group in &groups {
+            self.held = self.held.saturating_sub(group.release(&mut self.merged));
+        }
+        groups
     }
 }
 
@@ -369,9 +492,10 @@ impl GroupsAccumulator for ChunkedPercentile {
         let values = first_values(values)?;
         self.groups
             .resize_with(total_num_groups, GroupValues::default);
+        let held = &mut self.held;
         if values.null_count() == 0 && opt_filter.is_none() {
             for (group, value) in group_indices.iter().zip(values.values()) {
-                self.groups[*group].push(*value);
+                self.groups[*group].push(*value, held);
             }
             return Ok(());
         }
@@ -379,7 +503,7 @@ impl GroupsAccumulator for ChunkedPercentile {
             let kept = values.is_valid(row)
                 && opt_filter.is_none_or(|filter| filter.is_valid(row) && filter.value(row));
             if kept {
-                self.groups[*group].push(values.value(row));
+                self.groups[*group].push(values.value(row), held);
             }
         }
         Ok(())
@@ -405,13 +529,13 @@ impl GroupsAccumulator for ChunkedPercentile {
             let list = list.as_primitive_opt::<Float64Type>().ok_or_else(|| {
                 internal_datafusion_err!("percentile_cont: state of {}", list.data_type())
             })?;
-            self.groups[*group].merge(list);
+            self.groups[*group].merge(list, &mut self.held, &mut self.merged);
         }
         Ok(())
     }
 
     fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
-        let groups = emit_to.take_needed(&mut self.groups);
+        let groups = self.take(emit_to);
         let mut answers = Float64Builder::with_capacity(groups.len());
         let mut values = Vec::new();
         for group in groups {
@@ -423,7 +547,7 @@ impl GroupsAccumulator for ChunkedPercentile {
     }
 
     fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
-        let groups = emit_to.take_needed(&mut self.groups);
+        let groups = self.take(emit_to);
         let total: usize = groups.iter().map(|group| group.len).sum();
         let mut values = Vec::with_capacity(total);
         let mut offsets = Vec::with_capacity(groups.len() + 1);
@@ -475,8 +599,9 @@ impl GroupsAccumulator for ChunkedPercentile {
     }
 
     fn size(&self) -> usize {
-        self.groups.iter().map(GroupValues::size).sum::<usize>()
+        self.held
             + self.groups.capacity() * std::mem::size_of::<GroupValues>()
+            + self.merged.0.capacity() * std::mem::size_of::<(usize, (usize, usize))>()
     }
 }
 
@@ -507,7 +632,7 @@ fn percentile_of(values: &mut [f64], percentile: f64) -> Option<f64> {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use datafusion::arrow::array::{Int64Array, StringArray};
+    use datafusion::arrow::array::{Float32Array, Int64Array, StringArray};
     use datafusion::arrow::datatypes::Schema;
     use datafusion::arrow::record_batch::RecordBatch;
     use datafusion::arrow::util::pretty::pretty_format_batches;
@@ -529,14 +654,15 @@ mod tests {
             Field::new("n", DataType::Int64, false),
             Field::new("v", DataType::Float64, true),
             Field::new("id", DataType::Int64, false),
+            Field::new("w", DataType::Float32, true),
         ]));
         let mut random = SplitMix64::new(seed);
         let mut id = 0_i64;
         let mut partitions = vec![Vec::new(), Vec::new(), Vec::new()];
         for batch in 0..12 {
             let rows = if batch == 5 { 90_000 } else { 3_000 };
-            let (mut groups, mut ns, mut values, mut ids) =
-                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let (mut groups, mut ns, mut values, mut ids, mut narrow) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for row in 0..rows {
                 let draw = random.uniform();
                 let group = match (batch, row) {
@@ -557,6 +683,7 @@ mod tests {
                 };
                 groups.push(group);
                 ns.push(i64::from(row % 7));
+                narrow.push(value.map(|value| value as f32));
                 values.push(value);
                 ids.push(id);
                 id += 1;
@@ -569,6 +696,7 @@ mod tests {
                         Arc::new(Int64Array::from(ns)),
                         Arc::new(Float64Array::from(values)),
                         Arc::new(Int64Array::from(ids)),
+                        Arc::new(Float32Array::from(narrow)),
                     ],
                 )
                 .unwrap(),
@@ -606,6 +734,9 @@ mod tests {
             "SELECT percentile_cont(0.75) WITHIN GROUP (ORDER BY v) AS all_rows FROM t",
             // 20,000 groups of a few values: partial aggregates that skip grouping
             "SELECT id % 20000 AS k, percentile_cont(0.5) WITHIN GROUP (ORDER BY v) AS p50, percentile_cont(0.001) WITHIN GROUP (ORDER BY v) FILTER (WHERE n > 1) AS low FROM t GROUP BY id % 20000 ORDER BY k LIMIT 400",
+            // Float32: DataFusion's accumulator, handed only the value when rows become states
+            "SELECT id % 20000 AS k, percentile_cont(0.5) WITHIN GROUP (ORDER BY w) AS p50, quantile_cont(w, 0.9) AS p90 FROM t GROUP BY id % 20000 ORDER BY k LIMIT 400",
+            "SELECT g, percentile_cont(0.99) WITHIN GROUP (ORDER BY w DESC) AS p FROM t GROUP BY g ORDER BY g NULLS FIRST",
         ];
         for seed in [1, 2] {
             let (theirs, ours) = (context(false, seed), context(true, seed));
@@ -652,6 +783,77 @@ mod tests {
                 .unwrap(),
             ours.inner().create_groups_accumulator(args()).unwrap(),
         )
+    }
+
+    #[test]
+    fn a_merged_buffer_is_held_once_and_let_go_with_its_last_group() {
+        let (_, mut ours) = accumulators(0.5);
+        // one state of four groups of 2,000 values each: kept as slices of one buffer
+        let values = Float64Array::from((0..8_000).map(f64::from).collect::<Vec<_>>());
+        let list = ListArray::try_new(
+            Arc::new(Field::new_list_field(DataType::Float64, true)),
+            OffsetBuffer::new(vec![0, 2_000, 4_000, 6_000, 8_000].into()),
+            Arc::new(values),
+            None,
+        )
+        .unwrap();
+        let empty = ours.size();
+        ours.merge_batch(&[Arc::new(list)], &[0, 1, 2, 3], 4).unwrap();
+        let buffer = 8_000 * std::mem::size_of::<f64>();
+        let held = ours.size() - empty;
+        assert!((buffer..buffer + 4_096).contains(&held), "{held}");
+        // two groups handed on: the other two still hold the buffer
+        ours.state(EmitTo::First(2)).unwrap();
+        assert!(ours.size() - empty >= buffer, "{}", ours.size());
+        let answers = ours.evaluate(EmitTo::All).unwrap();
+        assert_eq!(answers.as_primitive::<Float64Type>().values(), &[4_999.5, 6_999.5]);
+        assert!(ours.size() < buffer / 4, "{}", ours.size());
+        // values filled in place: at most twice what they need, and nothing once handed on
+        let (_, mut ours) = accumulators(0.5);
+        let values: ArrayRef = Arc::new(Float64Array::from(vec![1.5; 100_000]));
+        ours.update_batch(&[values], &vec![0; 100_000], None, 1).unwrap();
+        let held = ours.size();
+        assert!((800_000..1_700_000).contains(&held), "{held}");
+        ours.evaluate(EmitTo::All).unwrap();
+        assert!(ours.size() < 1_000, "{}", ours.size());
+    }
+
+    #[test]
+    fn sliced_rows_become_the_states_datafusion_makes_of_them() {
+        let (mut theirs, mut ours) = accumulators(0.25);
+        let values = Float64Array::from(
+            (0..300)
+                .map(|row| (row % 7 != 0).then_some(f64::from(row) * 0.5))
+                .collect::<Vec<_>>(),
+        );
+        let filter = BooleanArray::from(
+            (0..300)
+                .map(|row| (row % 11 != 0).then_some(row % 3 != 0))
+                .collect::<Vec<_>>(),
+        );
+        let (values, filter) = (values.slice(5, 200), filter.slice(5, 200));
+        let values: ArrayRef = Arc::new(values);
+        let percentile: ArrayRef = Arc::new(Float64Array::from(vec![0.25; 200]));
+        // a partial aggregate hands on the value, the percentile and the ORDER BY column
+        let ours_states = ours
+            .convert_to_state(
+                &[Arc::clone(&values), percentile, Arc::clone(&values)],
+                Some(&filter),
+            )
+            .unwrap();
+        let their_states = theirs
+            .convert_to_state(&[Arc::clone(&values)], Some(&filter))
+            .unwrap();
+        assert_eq!(ours_states[0].as_ref(), their_states[0].as_ref());
+        // merged from a slice of those states, ten rows to a group
+        let states = ours_states[0].slice(30, 150);
+        let groups: Vec<usize> = (0..150).map(|row| row / 10).collect();
+        ours.merge_batch(&[Arc::clone(&states)], &groups, 15).unwrap();
+        theirs.merge_batch(&[states], &groups, 15).unwrap();
+        assert_eq!(
+            ours.evaluate(EmitTo::All).unwrap().as_ref(),
+            theirs.evaluate(EmitTo::All).unwrap().as_ref()
+        );
     }
 
     #[test]

@@ -354,9 +354,9 @@ impl PartialAggregation {
                 .iter()
                 .map(|accumulator| accumulator.size())
                 .sum::<usize>();
-        // the pool refusing more is a reason to hand the states on, not to fail: the final
-        // aggregate above accounts for what it merges
-        if self.reservation.try_resize(size).is_err() {
+        // the pool refusing more is a reason to hand the states on (if there is a group), not
+        // to fail: the final aggregate above accounts for what it merges
+        if self.reservation.try_resize(size).is_err() && self.groups.len() > 0 {
             self.emitted_for_memory.add(1);
             return Ok(true);
         }
