@@ -317,7 +317,10 @@ impl GroupValues {
     /// `merged`).
     fn merge(&mut self, values: &Float64Array, held: &mut usize, merged: &mut MergedBuffers) {
         if values.null_count() > 0 {
-            values.iter().flatten().for_each(|value| self.push(value, held));
+            values
+                .iter()
+                .flatten()
+                .for_each(|value| self.push(value, held));
         } else if values.len() < MERGE_KEPT_FROM {
             self.extend(values.values(), held);
         } else {
@@ -798,7 +801,8 @@ mod tests {
         )
         .unwrap();
         let empty = ours.size();
-        ours.merge_batch(&[Arc::new(list)], &[0, 1, 2, 3], 4).unwrap();
+        ours.merge_batch(&[Arc::new(list)], &[0, 1, 2, 3], 4)
+            .unwrap();
         let buffer = 8_000 * std::mem::size_of::<f64>();
         let held = ours.size() - empty;
         assert!((buffer..buffer + 4_096).contains(&held), "{held}");
@@ -806,12 +810,16 @@ mod tests {
         ours.state(EmitTo::First(2)).unwrap();
         assert!(ours.size() - empty >= buffer, "{}", ours.size());
         let answers = ours.evaluate(EmitTo::All).unwrap();
-        assert_eq!(answers.as_primitive::<Float64Type>().values(), &[4_999.5, 6_999.5]);
+        assert_eq!(
+            answers.as_primitive::<Float64Type>().values(),
+            &[4_999.5, 6_999.5]
+        );
         assert!(ours.size() < buffer / 4, "{}", ours.size());
         // values filled in place: at most twice what they need, and nothing once handed on
         let (_, mut ours) = accumulators(0.5);
         let values: ArrayRef = Arc::new(Float64Array::from(vec![1.5; 100_000]));
-        ours.update_batch(&[values], &vec![0; 100_000], None, 1).unwrap();
+        ours.update_batch(&[values], &vec![0; 100_000], None, 1)
+            .unwrap();
         let held = ours.size();
         assert!((800_000..1_700_000).contains(&held), "{held}");
         ours.evaluate(EmitTo::All).unwrap();
@@ -848,7 +856,8 @@ mod tests {
         // merged from a slice of those states, ten rows to a group
         let states = ours_states[0].slice(30, 150);
         let groups: Vec<usize> = (0..150).map(|row| row / 10).collect();
-        ours.merge_batch(&[Arc::clone(&states)], &groups, 15).unwrap();
+        ours.merge_batch(&[Arc::clone(&states)], &groups, 15)
+            .unwrap();
         theirs.merge_batch(&[states], &groups, 15).unwrap();
         assert_eq!(
             ours.evaluate(EmitTo::All).unwrap().as_ref(),
