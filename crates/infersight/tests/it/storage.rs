@@ -517,12 +517,18 @@ fn a_killed_ingest_node_loses_and_doubles_nothing() {
     ingest.kill();
     let restarted = Server::start(&ingest_dir, &config("ingest", "ingest-1"));
     // a clean stop flushes what the WAL gave back
-    restarted.stop();
+    let restarted_log = restarted.stop();
     let unique = "SELECT count(DISTINCT request_id) AS n FROM requests";
     let whole = eventually(std::time::Duration::from_secs(30), || {
         query.scalar(QUERIES[0]) == sent
     });
-    assert!(whole, "{} of {sent} requests", query.scalar(QUERIES[0]));
+    // what the restarted node and the query node said, should the rows not arrive
+    assert!(
+        whole,
+        "{} of {sent} requests (before the kill: {before})\nrestarted ingest node:\n{restarted_log}\nquery node:\n{}",
+        query.scalar(QUERIES[0]),
+        query.log()
+    );
     assert_eq!(query.scalar(unique), sent, "a request stored twice");
     query.stop();
 }
