@@ -139,11 +139,18 @@ fn start_seaweedfs() -> Option<Server> {
     Some(server)
 }
 
+/// moto's server through `tests/moto_serial.py` (one request at a time: moto's conditional PUT
+/// is not atomic on its threaded server), with the Python of the environment `moto_server`
+/// came with.
 fn start_moto() -> Option<Server> {
     let moto = tool("moto_server")?;
+    let python = moto.with_file_name("python");
+    assert!(python.is_file(), "no python beside {}", moto.display());
+    let launcher = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/moto_serial.py");
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let child = Command::new(moto)
+    let child = Command::new(python)
+        .arg(launcher)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
         .current_dir(dir.path())
         .stdout(Stdio::null())
