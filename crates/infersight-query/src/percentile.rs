@@ -679,7 +679,7 @@ const WINDOW_FROM: usize = 1 << 14;
 const WINDOW_SAMPLE: usize = 4096;
 
 /// A value's place in IEEE total order as an integer (`f64::total_cmp`'s own mapping): the
-/// window's scan compares integers, which the compiler keeps branch-free.
+/// window's scan compares these integers instead of calling `total_cmp` per value.
 fn total_order_key(value: f64) -> i64 {
     let bits = value.to_bits() as i64;
     bits ^ ((((bits >> 63) as u64) >> 1) as i64)
