@@ -25,6 +25,23 @@ use crate::{
 /// be sampled), not a consequence of load: localization takes such a pod as a known cause.
 const DEVICE_FAULTS: &[SignalKind] = &[SignalKind::GpuMemoryLeak, SignalKind::SlowWorker];
 
+/// Device faults that are steps: the change point the complete metrics give is when their
+/// effect on requests begins (a leak's growth starts long before it slows anything).
+const STEP_FAULTS: &[SignalKind] = &[SignalKind::SlowWorker];
+
+/// The onsets of the [`STEP_FAULTS`] that `signals` show on one pod each, with the series that
+/// dated each (`slow_worker of worker=…`).
+fn step_faults(signals: &[Signal]) -> Vec<(i64, String)> {
+    signals
+        .iter()
+        .filter(|s| STEP_FAULTS.contains(&s.kind) && s.subject.len() == 1)
+        .filter_map(|s| {
+            let worker = s.subject.get("worker")?;
+            Some((s.onset, format!("{} of worker={worker}", s.kind)))
+        })
+        .collect()
+}
+
 /// The pods that `signals` show a device fault on ([`DEVICE_FAULTS`]), as known causes.
 fn device_faults(signals: &[Signal]) -> Vec<KnownCause> {
     let mut known: Vec<KnownCause> = Vec::new();
@@ -123,6 +140,32 @@ pub async fn analyse(engine: &QueryEngine, request: RcaRequest) -> Result<RcaRep
     let mut signals = match localized.report {
         Some(_) => collect_signals(engine, &localized.context).await?,
         None => Vec::new(),
+    };
+    // a detected window well before the step fault the complete metrics date was dated by noise
+    let steps = step_faults(&signals);
+    let localized = if steps.is_empty() {
+        localized
+    } else {
+        let store = Arc::clone(engine.store());
+        let (moved, localized) = tokio::task::spawn_blocking(move || {
+            let moved = crate::windows::moved_to_step_fault(
+                store.as_ref(),
+                request,
+                stored_rows,
+                &localized,
+                &steps,
+            );
+            (moved, localized)
+        })
+        .await
+        .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))?;
+        match moved? {
+            Some(moved) => {
+                signals = collect_signals(engine, &moved.context).await?;
+                moved
+            }
+            None => localized,
+        }
     };
     let signals_ms = signals_started.elapsed().as_secs_f64() * 1e3;
     let known = device_faults(&signals);

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use infersight_analytics::localize::{DerivedMeasure, LeafTable, Params, localize_derived_around};
+use infersight_analytics::localize::{
+    Around, DerivedMeasure, LeafTable, Params, localize_derived_around,
+};
 use infersight_model::signal::{SignalKind, Subject};
 use infersight_query::QueryError;
 use infersight_rollup::Cell;
@@ -31,6 +33,10 @@ pub(crate) struct Leaves<'a> {
     /// Causes known from complete sources (a pod whose device metrics show a fault): taken
     /// first where they deviate, the rest localized around them.
     pub(crate) known: &'a [Vec<(String, String)>],
+    /// Combinations the first pass (over the stored rollups, same window) found significant
+    /// in this measure: their refinements are tested at their own multiplicity (see
+    /// [`Around`]).
+    pub(crate) significant: &'a [Vec<(String, String)>],
 }
 
 impl Leaves<'_> {
@@ -57,7 +63,11 @@ impl Leaves<'_> {
                 .push(self.baseline_value(leaf, self.denominator_of));
             measure.sample_weight.push(self.sample_weight[leaf]);
         }
-        localize_derived_around(&table, &measure, params, self.known)
+        let around = Around {
+            known: self.known,
+            significant: self.significant,
+        };
+        localize_derived_around(&table, &measure, params, around)
             .map_err(|e| QueryError::Internal(format!("localization: {e}")))
     }
 

@@ -15,7 +15,10 @@
 //!   once that reference holds two days); incident = onset → end of data, baseline = the hour before the onset (at least
 //!   10 minutes). When no fleet series changes (a fault confined to a small slice), the last
 //!   third of the data is compared with what came before, so a slice-local fault still surfaces;
-//!   the report then says the onset was not detected.
+//!   the report then says the onset was not detected. A detected window that starts at least
+//!   three minutes before a pod's GPU clock fell (the clock's own change point: complete
+//!   metrics, where request rows may be head-sampled), with no such fault near its start, is
+//!   analysed again from that change point, and kept when its symptom's z is at least as high.
 //! - Symptom: each candidate measure gets a fleet-level Poisson z of its incident count against
 //!   the baseline rate times the incident's requests; measures with z ≥ [`MIN_SYMPTOM_Z`] are
 //!   localized; the symptom reported is the one with the largest z.
@@ -24,6 +27,10 @@
 //!   change yields `fleet_wide = true` and no specific cause. When no measure localizes anything
 //!   but a fault signal names a subject (trace-context loss on a gateway version, resonance on a
 //!   tenant), that subject becomes the root cause with the signal as its evidence.
+//! - Second pass: the window's rows over the attribute dimensions too (see [`attributes`]);
+//!   the refinements of a combination the first pass found significant in the same measure are
+//!   tested at the multiplicity of that combination's descendants once nothing passes the
+//!   whole lattice's bar (hierarchical testing; see `infersight_analytics::localize::Around`).
 //! - Latency measures leave out combinations without baseline traffic (nothing to regress
 //!   from); count measures keep them.
 //! - Demand shifts: a latency cause whose requests became at least [`DEMAND_SHIFT_FACTOR`] ×

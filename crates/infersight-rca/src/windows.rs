@@ -46,7 +46,17 @@ pub(crate) struct Chosen {
     pub(crate) detected: Option<String>,
     /// Dimensions of the stored rollups.
     pub(crate) dimensions: Vec<String>,
+    /// Per symptom measure, the causes it localized (see [`Significant`]).
+    pub(crate) significant: Significant,
 }
+
+/// Per symptom measure (by name), the combinations its localization found significant: a
+/// second pass over the same window with more dimensions tests their refinements at their own
+/// multiplicity (see `infersight_analytics::localize::Around`).
+pub(crate) type Significant = BTreeMap<String, Vec<Vec<(String, String)>>>;
+
+/// No significant combinations (a window other than the one they were found in).
+static NONE_SIGNIFICANT: Significant = BTreeMap::new();
 
 /// The first pass, over the stored rollups. `stored_rows`: how many `requests` rows the store
 /// holds, when known; with sampled rows (counted by their weights in the rollups) it gives the
@@ -89,6 +99,7 @@ pub(crate) fn localize_incident(
         refs: &refs,
         leaf_refs: None,
         known: &[],
+        significant: &NONE_SIGNIFICANT,
         row_refs: None,
         sample_weight,
         request,
@@ -204,6 +215,7 @@ pub(crate) fn unconfirmed_to_fallback(
         refs: &refs,
         leaf_refs: None,
         known: &[],
+        significant: &NONE_SIGNIFICANT,
         row_refs: None,
         sample_weight,
         request,
@@ -213,6 +225,81 @@ pub(crate) fn unconfirmed_to_fallback(
     windows
         .analyse(fallback_window(first_minute, data_end), None)
         .map(Some)
+}
+
+/// A detected window that starts well before a step fault the complete metrics date (a pod's
+/// GPU clock falling: its change point is when its effect begins), with no such fault near its
+/// own start, was dated by noise in sampled request rows (a lone noisy minute of a slice's
+/// series): the window from the earliest such fault's onset is analysed too, and taken when a
+/// symptom confirms it at least as strongly (the symptom's z is the contrast of the split: the
+/// true change point sharpens it). `fault_onsets`: the step faults' onsets. `None` when
+/// `localized` stands: a window the caller gave, the fallback, a fault near its start or none
+/// after it.
+pub(crate) fn moved_to_step_fault(
+    store: &dyn infersight_store::StorageBackend,
+    request: RcaRequest,
+    stored_rows: Option<u64>,
+    localized: &Localized,
+    fault_onsets: &[(i64, String)],
+) -> Result<Option<Localized>, QueryError> {
+    let Some(chosen) = localized.chosen.as_ref() else {
+        return Ok(None);
+    };
+    if request.incident.is_some() || chosen.detected.is_none() {
+        return Ok(None);
+    }
+    let current = chosen.incident.since_ns.unwrap_or(i64::MIN);
+    let tolerance = MIN_ONSET_CORRECTION_MINUTES * MINUTE_NS;
+    if fault_onsets
+        .iter()
+        .any(|(onset, _)| (onset - current).abs() < tolerance)
+    {
+        return Ok(None);
+    }
+    let Some((onset, fault)) = fault_onsets
+        .iter()
+        .filter(|(onset, _)| *onset >= current + tolerance)
+        .min_by_key(|(onset, _)| *onset)
+    else {
+        return Ok(None);
+    };
+    let parts: Vec<Arc<Rollup>> = store.rollups(TimeRange::ALL)?;
+    let refs: Vec<&Rollup> = parts.iter().map(Arc::as_ref).collect();
+    let Some((first_minute, last_minute)) = minute_bounds(&refs) else {
+        return Ok(None);
+    };
+    let data_end = last_minute + MINUTE_NS;
+    let onset = onset.div_euclid(MINUTE_NS) * MINUTE_NS;
+    if onset >= data_end {
+        return Ok(None);
+    }
+    let windows = Windows {
+        refs: &refs,
+        leaf_refs: None,
+        known: &[],
+        significant: &NONE_SIGNIFICANT,
+        row_refs: None,
+        sample_weight: mean_sample_weight(&refs, stored_rows),
+        request,
+        first_minute,
+        data_end,
+    };
+    let window = TimeRange {
+        since_ns: Some(onset),
+        until_ns: Some(data_end),
+    };
+    let moved = windows.analyse(window, Some(fault.clone()))?;
+    let z = |l: &Localized| {
+        l.report
+            .as_ref()
+            .and_then(|r| r.symptom.as_ref())
+            .map(|s| s.z)
+    };
+    Ok(match (z(&moved), z(localized)) {
+        (Some(new), Some(old)) if new >= old => Some(moved),
+        (Some(_), None) => Some(moved),
+        _ => None,
+    })
 }
 
 /// Localizes again the windows `chosen` settled on, with leaves from `leaf_rollup` (the rows of
@@ -240,6 +327,7 @@ pub(crate) fn relocalize(
         refs: &refs,
         leaf_refs: (!leaf_refs.is_empty()).then_some(leaf_refs.as_slice()),
         known,
+        significant: &chosen.significant,
         row_refs: (!row_refs.is_empty()).then_some(row_refs.as_slice()),
         sample_weight: 1.0,
         request,
@@ -260,6 +348,8 @@ pub(crate) struct Windows<'a> {
     pub(crate) leaf_refs: Option<&'a [&'a Rollup]>,
     /// Causes known before localization (see [`KnownCause`]).
     pub(crate) known: &'a [KnownCause],
+    /// What a first pass over the same window found (see [`Significant`]).
+    pub(crate) significant: &'a Significant,
     /// The leaves' rows counted once each, when they are sampled (see [`LeafCells::of`]).
     pub(crate) row_refs: Option<&'a [&'a Rollup]>,
     /// Without `row_refs`, the requests one observed row stands for, fleet-wide (1: all
@@ -284,7 +374,7 @@ impl Windows<'_> {
         let base_total = Totals::of(refs, baseline.since_ns, baseline.until_ns);
         let inc_total = Totals::of(refs, incident.since_ns, incident.until_ns);
         let mut report = self.empty_report(incident, baseline, detected.as_deref());
-        let chosen = Some(Chosen {
+        let mut chosen = Some(Chosen {
             incident,
             baseline,
             detected: detected.clone(),
@@ -292,6 +382,7 @@ impl Windows<'_> {
                 .first()
                 .map(|r| r.dimensions().to_vec())
                 .unwrap_or_default(),
+            significant: Significant::new(),
         });
         if base_total.fleet.requests == 0 || inc_total.fleet.requests == 0 {
             report.verdict = "not enough requests in the baseline or the incident window".into();
@@ -317,6 +408,7 @@ impl Windows<'_> {
             base_dimensions,
         );
         cells.known = self.known.iter().map(|k| k.elements.clone()).collect();
+        cells.significant = self.significant.clone();
         let mut scored: Vec<(f64, Measure)> = measures(&base_total, &inc_total)
             .into_iter()
             .map(|m| {
@@ -356,7 +448,11 @@ impl Windows<'_> {
             demand_shifts,
             rollouts,
             explanatory_only,
+            significant,
         } = findings;
+        if let Some(chosen) = chosen.as_mut() {
+            chosen.significant = significant;
+        }
         let symptom_cause = causes
             .iter()
             .any(|c| !explanatory_only.contains(&c.dimensions));
@@ -432,6 +528,8 @@ impl Windows<'_> {
             return Ok(first);
         }
         let moved = Windows {
+            // what the first pass found holds for its own window only
+            significant: &NONE_SIGNIFICANT,
             request: RcaRequest {
                 baseline: Some(TimeRange {
                     since_ns: Some(since),
@@ -571,6 +669,8 @@ struct LeafCells {
     fleet_sample_weight: f64,
     /// The combinations of the [`KnownCause`]s.
     known: Vec<Vec<(String, String)>>,
+    /// See [`Significant`].
+    significant: Significant,
 }
 
 impl LeafCells {
@@ -598,6 +698,7 @@ impl LeafCells {
             sample_weight: Vec::new(),
             fleet_sample_weight: 1.0,
             known: Vec::new(),
+            significant: Significant::new(),
         };
         for (values, cell, is_incident) in base_leaves
             .iter()
@@ -674,6 +775,10 @@ impl LeafCells {
             denominator_of: &*measure.denominator_of,
             sample_weight: &self.sample_weight,
             known: &self.known,
+            significant: self
+                .significant
+                .get(&measure.name)
+                .map_or(&[], Vec::as_slice),
         }
     }
 
@@ -845,6 +950,8 @@ struct Findings {
     demand_shifts: Vec<DemandShift>,
     /// Causes of symptom measures that exist only from the incident on (see [`rollout`]).
     rollouts: Vec<BTreeMap<String, String>>,
+    /// Per symptom measure, the combinations its scan found (see [`Significant`]).
+    significant: Significant,
 }
 
 impl Findings {
@@ -874,6 +981,16 @@ impl Findings {
             && !measure.explanatory
         {
             self.fleet_wide = true;
+        }
+        if !measure.explanatory {
+            self.significant.insert(
+                measure.name.clone(),
+                result
+                    .root_causes
+                    .iter()
+                    .map(|c| c.elements.clone())
+                    .collect(),
+            );
         }
         for mut cause in result.root_causes {
             if measure.explanatory {
@@ -1195,6 +1312,7 @@ fn attribute_slice_window(
         refs: &refs,
         leaf_refs: Some(&leaf_refs),
         known: &[],
+        significant: &NONE_SIGNIFICANT,
         row_refs: None,
         sample_weight: 1.0,
         request,

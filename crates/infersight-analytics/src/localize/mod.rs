@@ -90,6 +90,8 @@
 //! dimensions, and are skipped (listed in [`Localization::skipped_dimensions`]); `noise` [Auto].
 
 #[cfg(test)]
+mod hierarchy_tests;
+#[cfg(test)]
 mod sampling_tests;
 mod scan;
 pub mod table;
@@ -390,7 +392,14 @@ pub fn localize_additive(
     check_len("forecast", n, measure.forecast.len())?;
     check_finite("real", &measure.real)?;
     check_finite("forecast", &measure.forecast)?;
-    let mut result = scan::localize(table, &measure.real, &measure.forecast, &[], params, &[]);
+    let mut result = scan::localize(
+        table,
+        &measure.real,
+        &measure.forecast,
+        &[],
+        params,
+        Around::default(),
+    );
     result.total_real = measure.real.iter().sum();
     result.total_forecast = measure.forecast.iter().sum();
     Ok(result)
@@ -404,7 +413,20 @@ pub fn localize_derived(
     measure: &DerivedMeasure,
     params: &Params,
 ) -> Result<Localization, LocalizeError> {
-    localize_derived_around(table, measure, params, &[])
+    localize_derived_around(table, measure, params, Around::default())
+}
+
+/// What a scan knows before it starts: combinations `known` from elsewhere (taken first, see
+/// [`localize_derived_around`]), and combinations a coarser scan of the same measure and window
+/// (fewer dimensions, or fewer rows) found `significant`: their refinements are tested at the
+/// multiplicity of the parent's own descendants once nothing passes the whole lattice's bar
+/// (hierarchical testing, Meinshausen, "Hierarchical testing of variable importance",
+/// Biometrika 2008: a rejected parent's subtree is tested at a level in proportion to its
+/// size). A parent naming a dimension or value the table lacks gates nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Around<'a> {
+    pub known: &'a [Vec<(String, String)>],
+    pub significant: &'a [Vec<(String, String)>],
 }
 
 /// [`localize_derived`] around causes known from elsewhere (a pod whose own device metrics show
@@ -412,12 +434,13 @@ pub fn localize_derived(
 /// taken as a cause first, with its score and share of the excess, and the rest of the
 /// deviation is localized around it (so two causes that one coarser combination happens to
 /// cover together come out apart). A known combination that does not deviate here, or names a
-/// dimension the table lacks, is left out.
+/// dimension the table lacks, is left out. Refinements of `around.significant` are then
+/// tested as [`Around`] says.
 pub fn localize_derived_around(
     table: &LeafTable,
     measure: &DerivedMeasure,
     params: &Params,
-    known: &[Vec<(String, String)>],
+    around: Around<'_>,
 ) -> Result<Localization, LocalizeError> {
     table.validate()?;
     params.validate()?;
@@ -473,7 +496,7 @@ pub fn localize_derived_around(
         &expected,
         &measure.sample_weight,
         params,
-        known,
+        around,
     );
 
     // Report ratios rather than sums for derived measures.

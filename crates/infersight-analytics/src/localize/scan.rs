@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::{LeafTable, Localization, NoiseModel, Params, RootCause};
+use super::{Around, LeafTable, Localization, NoiseModel, Params, RootCause};
 use crate::detect::stats::{erfc, normal_quantile, poisson_sf};
 
 #[cfg(test)]
@@ -64,7 +64,7 @@ pub(super) fn localize(
     forecast: &[f64],
     sample_weight: &[f64],
     params: &Params,
-    known: &[Vec<(String, String)>],
+    around: Around<'_>,
 ) -> Localization {
     let n_leaves = table.len();
     let (dims, skipped_dimensions) = scanned_dimensions(table, params);
@@ -107,7 +107,7 @@ pub(super) fn localize(
         .sum::<usize>();
     let significance = (n_candidates as f64 / params.alpha).ln();
     let mut largest_cause_deviation = 0.0_f64;
-    for elements in known {
+    for elements in around.known {
         if let Some(mut cause) = scan.explain_known(table, elements, significance, real, forecast) {
             largest_cause_deviation =
                 largest_cause_deviation.max((cause.real - cause.forecast).abs());
@@ -120,6 +120,13 @@ pub(super) fn localize(
         }
     }
 
+    let mut accepting = Accepting {
+        real,
+        forecast,
+        total_deviation,
+        largest_cause_deviation,
+        min_explained: params.min_explained,
+    };
     while result.root_causes.len() < params.max_root_causes {
         let (root_score, best) = scan.best_element();
         let Some((best_cuboid, best_element, best_score)) = best else {
@@ -136,36 +143,145 @@ pub(super) fn localize(
             break;
         }
         let (chosen_cuboid, chosen_element, chosen_score) =
-            scan.coarsest_ancestor(best_cuboid, best_element, good_enough);
-        let (chosen_cuboid, chosen_element, chosen_score) = scan
+            scan.coarsest_ancestor(best_cuboid, best_element, good_enough, 0);
+        let chosen = scan
             .split(chosen_cuboid, chosen_element, chosen_score, significance)
             .or_else(|| scan.trim(chosen_cuboid, chosen_element, chosen_score, significance))
             .unwrap_or((chosen_cuboid, chosen_element, chosen_score));
-
-        // Raw deviation of the chosen element (over its unexplained leaves).
-        let deviation = scan.unexplained_deviation(chosen_cuboid, chosen_element, real, forecast);
-        let reference = largest_cause_deviation.max(total_deviation.abs());
-        if deviation.abs() < params.min_explained * reference || deviation == 0.0 {
+        if !accepting.accept(&mut scan, &mut result, table, chosen) {
             break;
         }
-        largest_cause_deviation = largest_cause_deviation.max(deviation.abs());
+    }
+    // Hierarchical testing (see `Around`): the refinements of each significant parent, at the
+    // bar of its own descendants, once nothing passes the lattice's.
+    for parent in around.significant {
+        let Some(gate) = Gate::of(table, &scan, parent) else {
+            continue;
+        };
+        let bar = (gate.candidates as f64 / params.alpha).ln();
+        while result.root_causes.len() < params.max_root_causes {
+            scan.best_element(); // refills the sums over the unexplained leaves
+            let Some((cuboid, element, score)) = scan.best_within(table, &gate) else {
+                break;
+            };
+            if score < bar {
+                break;
+            }
+            let good_enough = (1.0 - params.coarsen_tolerance) * score;
+            let (cuboid, element, score) =
+                scan.coarsest_ancestor(cuboid, element, good_enough, gate.mask);
+            let chosen = scan
+                .trim(cuboid, element, score, bar)
+                .filter(|&(c, e, _)| gate.holds(table, &scan.cuboids[c], e))
+                .unwrap_or((cuboid, element, score));
+            if !accepting.accept(&mut scan, &mut result, table, chosen) {
+                break;
+            }
+        }
+    }
+    result
+}
 
-        let mut cause = scan.explain(table, chosen_cuboid, chosen_element, real, forecast);
-        cause.explained_fraction = if total_deviation != 0.0 {
-            (cause.real - cause.forecast) / total_deviation
+/// What taking an element as a cause needs besides the element.
+struct Accepting<'a> {
+    real: &'a [f64],
+    forecast: &'a [f64],
+    total_deviation: f64,
+    /// The largest raw deviation of a cause taken so far.
+    largest_cause_deviation: f64,
+    min_explained: f64,
+}
+
+impl Accepting<'_> {
+    /// Takes the element `(cuboid, element, score)` as a cause (replacing causes it holds, see
+    /// [`remove_descendants`]); `false`, taking nothing, when its raw deviation over its
+    /// unexplained leaves is under `min_explained` of the largest so far (or of the total).
+    fn accept(
+        &mut self,
+        scan: &mut Scan,
+        result: &mut Localization,
+        table: &LeafTable,
+        (cuboid, element, score): (usize, u32, f64),
+    ) -> bool {
+        let deviation = scan.unexplained_deviation(cuboid, element, self.real, self.forecast);
+        let reference = self.largest_cause_deviation.max(self.total_deviation.abs());
+        if deviation.abs() < self.min_explained * reference || deviation == 0.0 {
+            return false;
+        }
+        self.largest_cause_deviation = self.largest_cause_deviation.max(deviation.abs());
+        let mut cause = scan.explain(table, cuboid, element, self.real, self.forecast);
+        cause.explained_fraction = if self.total_deviation != 0.0 {
+            (cause.real - cause.forecast) / self.total_deviation
         } else {
             0.0
         };
         let merged_score = remove_descendants(
             &mut result.root_causes,
             table,
-            &scan.cuboids[chosen_cuboid],
-            chosen_element,
+            &scan.cuboids[cuboid],
+            element,
         );
-        cause.score = chosen_score.max(merged_score);
+        cause.score = score.max(merged_score);
         result.root_causes.push(cause);
+        true
     }
-    result
+}
+
+/// A significant parent's subtree (see [`Around`]): its dimensions' bits and values, and how
+/// many elements of the lattice refine it (itself included).
+struct Gate {
+    mask: u64,
+    pairs: Vec<(usize, u32)>,
+    candidates: usize,
+}
+
+impl Gate {
+    /// `None` when the parent names a dimension or value the table lacks, or more dimensions
+    /// than a cuboid holds.
+    fn of(table: &LeafTable, scan: &Scan, parent: &[(String, String)]) -> Option<Gate> {
+        let mut mask = 0_u64;
+        let mut pairs = Vec::with_capacity(parent.len());
+        for (name, value) in parent {
+            let dimension = table.dimensions.iter().position(|d| &d.name == name)?;
+            let id = table.dimensions[dimension]
+                .values
+                .iter()
+                .position(|v| v == value)?;
+            if dimension >= 64 {
+                return None;
+            }
+            mask |= 1 << dimension;
+            pairs.push((dimension, id as u32));
+        }
+        if parent.is_empty() || !scan.cuboid_by_mask.contains_key(&mask) {
+            return None;
+        }
+        let mut gate = Gate {
+            mask,
+            pairs,
+            candidates: 0,
+        };
+        gate.candidates = scan
+            .cuboids
+            .iter()
+            .map(|c| {
+                (0..c.first_leaf.len())
+                    .filter(|&e| gate.holds(table, c, e as u32))
+                    .count()
+            })
+            .sum();
+        Some(gate)
+    }
+
+    /// Whether `element` of `cuboid` refines the parent (carries all its pairs).
+    fn holds(&self, table: &LeafTable, cuboid: &Cuboid, element: u32) -> bool {
+        let probe = cuboid.first_leaf[element as usize];
+        cuboid.mask & self.mask == self.mask
+            && self
+                .pairs
+                .iter()
+                .all(|&(dimension, id)| table.code(probe, dimension) == id)
+    }
 }
 
 /// The sampling weight of `leaf` (1 when none is given, or below 1).
@@ -271,13 +387,39 @@ impl Scan {
         (scan_statistic(root_real, root_forecast), best)
     }
 
+    /// The element with the highest scan statistic among those refining `gate`'s parent, from
+    /// the sums [`Scan::best_element`] last filled: `(cuboid, element, score)`.
+    fn best_within(&self, table: &LeafTable, gate: &Gate) -> Option<(usize, u32, f64)> {
+        let mut best: Option<(usize, u32, f64)> = None;
+        for (index, cuboid) in self.cuboids.iter().enumerate() {
+            if cuboid.mask & gate.mask != gate.mask {
+                continue;
+            }
+            for element in 0..cuboid.first_leaf.len() as u32 {
+                if !gate.holds(table, cuboid, element) {
+                    continue;
+                }
+                let score = scan_statistic(
+                    self.sums[index].real_effective[element as usize],
+                    self.sums[index].forecast_effective[element as usize],
+                );
+                if best.is_none_or(|(_, _, b)| clearly_above(score, b)) {
+                    best = Some((index, element, score));
+                }
+            }
+        }
+        best
+    }
+
     /// The coarsest ancestor of the best element (fewest attributes; the best score among
-    /// equally coarse ones) that scores at least `good_enough`: `(cuboid, element, score)`.
+    /// equally coarse ones) that scores at least `good_enough` and keeps the dimensions of
+    /// `floor` (a mask; 0 for none): `(cuboid, element, score)`.
     fn coarsest_ancestor(
         &self,
         best_cuboid: usize,
         best_element: u32,
         good_enough: f64,
+        floor: u64,
     ) -> (usize, u32, f64) {
         let (cuboids, sums) = (&self.cuboids, &self.sums);
         let (mut chosen_cuboid, mut chosen_element) = (best_cuboid, best_element);
@@ -290,6 +432,10 @@ impl Scan {
         let mut chosen_layer = cuboids[chosen_cuboid].dims.len();
         let mut submask = (best_mask.wrapping_sub(1)) & best_mask;
         while submask != 0 {
+            if submask & floor != floor {
+                submask = (submask - 1) & best_mask;
+                continue;
+            }
             if let Some(&index) = self.cuboid_by_mask.get(&submask) {
                 let element = cuboids[index].element_of_leaf[probe_leaf];
                 let score = scan_statistic(

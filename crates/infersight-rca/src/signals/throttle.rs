@@ -4,10 +4,13 @@
 //! `collect_signals` among the metric signals; the pod is a `slow_worker`, and as a device fault
 //! it is a known cause for localization (see `analyse`).
 //!
-//! Rule: per device, the incident's median clock against the baseline's; a device throttles
-//! when its clock fell by at least [`MIN_CLOCK_DROP`] more than the fleet's median device did,
-//! and the incident's upper quartile lies below the baseline's lower quartile (the drop is the
-//! level of the incident, not a few samples). Each side needs [`MIN_SAMPLES`] samples.
+//! Rule: per device, its clock's own change point within the incident window (the split that
+//! best separates two levels, least squares: a window dated from sampled request rows may start
+//! well before the device changed), then the median clock after it against the median before;
+//! a device throttles when its clock fell by at least [`MIN_CLOCK_DROP`] more than the fleet's
+//! median device did at the same split, and the upper quartile after lies below the lower
+//! quartile before (the drop is a level, not a few samples). Each side needs [`MIN_SAMPLES`]
+//! samples. The signal's onset is the device's change point.
 
 use std::collections::BTreeMap;
 
@@ -26,58 +29,99 @@ const MIN_CLOCK_DROP: f64 = 0.2;
 /// Samples each side of the split.
 const MIN_SAMPLES: usize = 5;
 
-/// One device's clock before and after the split.
+/// One device's clock before and after its change point.
 struct DeviceClock<'a> {
     worker: &'a str,
     device: &'a str,
+    /// The device's change point (see [`change_point`]).
+    split_ns: i64,
     before: Vec<f64>,
     after: Vec<f64>,
     drop: f64,
 }
 
-/// The `slow_worker` signals of pods whose devices throttle (see the module doc).
+/// The `slow_worker` signals of pods whose devices throttle (see the module doc); `split_ns`
+/// starts the incident window.
 pub(super) fn throttled_workers(metrics: &MetricSamples, split_ns: i64) -> Vec<Signal> {
+    let series: Vec<(&str, &str, &Series)> = metrics
+        .iter()
+        .flat_map(|(worker, samples)| {
+            samples.devices.iter().filter_map(move |(device, names)| {
+                Some((worker.as_str(), device.as_str(), names.get(GPU_SM_CLOCK)?))
+            })
+        })
+        .collect();
     let mut clocks: Vec<DeviceClock<'_>> = Vec::new();
-    for (worker, samples) in metrics {
-        for (device, names) in &samples.devices {
-            let Some(series) = names.get(GPU_SM_CLOCK) else {
-                continue;
-            };
-            let (before, after) = split(series, split_ns);
-            if before.len() < MIN_SAMPLES || after.len() < MIN_SAMPLES {
-                continue;
-            }
-            let (Some(b), Some(a)) = (median(&before), median(&after)) else {
-                continue;
-            };
-            if b <= 0.0 {
-                continue;
-            }
+    for &(worker, device, clock) in &series {
+        let Some(at) = change_point(clock, split_ns) else {
+            continue;
+        };
+        if let Some((before, after, drop)) = clock_drop(clock, at) {
             clocks.push(DeviceClock {
                 worker,
                 device,
+                split_ns: at,
                 before,
                 after,
-                drop: 1.0 - a / b,
+                drop,
             });
         }
     }
-    let drops: Vec<f64> = clocks.iter().map(|c| c.drop).collect();
-    let Some(fleet_drop) = median(&drops) else {
-        return Vec::new();
-    };
     let mut by_worker: BTreeMap<&str, (f64, Signal)> = BTreeMap::new();
     for clock in &clocks {
+        // the fleet's median device over the same split: a fleet-wide cap is no pod's fault
+        let drops: Vec<f64> = series
+            .iter()
+            .filter_map(|(_, _, s)| clock_drop(s, clock.split_ns).map(|d| d.2))
+            .collect();
+        let Some(fleet_drop) = median(&drops) else {
+            continue;
+        };
         let beyond = clock.drop - fleet_drop.max(0.0);
         if beyond < MIN_CLOCK_DROP || !levels_apart(&clock.before, &clock.after) {
             continue;
         }
-        let signal = throttle_signal(clock, metrics, split_ns);
+        let signal = throttle_signal(clock, metrics);
         if by_worker.get(clock.worker).is_none_or(|(d, _)| beyond > *d) {
             by_worker.insert(clock.worker, (beyond, signal));
         }
     }
     by_worker.into_values().map(|(_, s)| s).collect()
+}
+
+/// The time from `split_ns` on at which `series` (sorted by time) is best split in two levels
+/// (the split with the least squared error around each side's mean), with at least
+/// [`MIN_SAMPLES`] values each side; `None` when no split leaves that many.
+fn change_point(series: &Series, split_ns: i64) -> Option<i64> {
+    let n = series.len();
+    let total: f64 = series.iter().map(|p| p.1).sum();
+    let mut left = 0.0;
+    let mut best: Option<(f64, i64)> = None;
+    for (i, point) in series.iter().enumerate() {
+        // `left` sums the values before `i`
+        if i >= MIN_SAMPLES && n - i >= MIN_SAMPLES && point.0 >= split_ns {
+            let right = total - left;
+            // the squared error falls as this rises
+            let explained = left * left / i as f64 + right * right / (n - i) as f64;
+            if best.is_none_or(|(e, _)| explained > e) {
+                best = Some((explained, point.0));
+            }
+        }
+        left += point.1;
+    }
+    best.map(|(_, at)| at)
+}
+
+/// The values of `series` before and from `split_ns`, and the fall of the median from one to
+/// the other (a fraction of the median before); `None` with fewer than [`MIN_SAMPLES`] each
+/// side or no clock before.
+fn clock_drop(series: &Series, split_ns: i64) -> Option<(Vec<f64>, Vec<f64>, f64)> {
+    let (before, after) = split(series, split_ns);
+    if before.len() < MIN_SAMPLES || after.len() < MIN_SAMPLES {
+        return None;
+    }
+    let (b, a) = (median(&before)?, median(&after)?);
+    (b > 0.0).then(|| (before, after, 1.0 - a / b))
 }
 
 /// The values of `series` before and from `split_ns`.
@@ -105,7 +149,8 @@ fn levels_apart(before: &[f64], after: &[f64]) -> bool {
     quartile(after, 0.75) < quartile(before, 0.25)
 }
 
-fn throttle_signal(clock: &DeviceClock<'_>, metrics: &MetricSamples, split_ns: i64) -> Signal {
+fn throttle_signal(clock: &DeviceClock<'_>, metrics: &MetricSamples) -> Signal {
+    let split_ns = clock.split_ns;
     let mhz = |values: &[f64]| median(values).unwrap_or(0.0) / 1e6;
     let temperature = metrics
         .get(clock.worker)
@@ -121,16 +166,10 @@ fn throttle_signal(clock: &DeviceClock<'_>, metrics: &MetricSamples, split_ns: i
     } else {
         format!("device {}: ", clock.device)
     };
-    let onset = metrics
-        .get(clock.worker)
-        .and_then(|m| m.devices.get(clock.device))
-        .and_then(|names| names.get(GPU_SM_CLOCK))
-        .and_then(|series| series.iter().find(|p| p.0 >= split_ns))
-        .map_or(split_ns, |p| p.0);
     Signal {
         kind: SignalKind::SlowWorker,
         subject: Subject::of([("worker", clock.worker)]),
-        onset,
+        onset: split_ns,
         strength: clock.drop * 100.0,
         detail: format!(
             "{device}SM clock {:.0} MHz → {:.0} MHz (−{:.0} %){temperature}: the GPU throttles",
@@ -190,6 +229,32 @@ mod tests {
         for k in 0..6 {
             metrics.insert(format!("pod-{k}"), worker(1.98e9, 1.3e9, 60.0));
         }
-        assert!(throttled_workers(&metrics, 20 * MINUTE).is_empty());
+        // the window starting at the cap or well before it
+        for window_start in [20, 8, 12] {
+            let signals = throttled_workers(&metrics, window_start * MINUTE);
+            assert!(
+                signals.is_empty(),
+                "from minute {window_start}: {signals:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_window_that_starts_early_still_finds_the_throttling_and_its_onset() {
+        let mut metrics: MetricSamples = BTreeMap::new();
+        for k in 0..6 {
+            metrics.insert(format!("pod-{k}"), worker(1.98e9, 1.98e9, 55.0));
+        }
+        metrics.insert("pod-hot".into(), worker(1.98e9, 1.1e9, 91.0));
+        // the window dated 12, 9 and 2 minutes before the clock fell (at minute 20), and late
+        for window_start in [8, 11, 18, 20, 23] {
+            let signals = throttled_workers(&metrics, window_start * MINUTE);
+            assert_eq!(signals.len(), 1, "from minute {window_start}: {signals:?}");
+            let expected_onset = window_start.max(20) * MINUTE;
+            assert_eq!(signals[0].onset, expected_onset, "from {window_start}");
+            assert!(signals[0].detail.contains("91 °C"), "{}", signals[0].detail);
+        }
+        // too late a window leaves too few samples before the end
+        assert!(throttled_workers(&metrics, 27 * MINUTE).is_empty());
     }
 }

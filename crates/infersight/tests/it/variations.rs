@@ -306,6 +306,8 @@ fn cells_once_wrong_stay_right() {
         (Scenario::CachePollution, Variation::ThrottledPod, 1),
         (Scenario::TwoCauses, Variation::HeadSampling, 1),
         (Scenario::TwoCauses, Variation::HeadSampling, 2),
+        (Scenario::SlowWorker, Variation::HeadSampling, 4),
+        (Scenario::TwoCauses, Variation::HeadSampling, 3),
         (Scenario::TwoCauses, Variation::CustomNames, 1),
         (Scenario::LoraKvRegression, Variation::ResourceDims, 1),
         (Scenario::LoraKvRegression, Variation::OnePod, 1),
