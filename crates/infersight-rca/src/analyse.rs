@@ -123,6 +123,42 @@ async fn stored_request_rows(engine: &QueryEngine) -> Result<Option<u64>, QueryE
         }))
 }
 
+/// `localized` analysed again from the onset of a step fault in `signals` when its detected
+/// window starts well before it (see `windows::moved_to_step_fault`), with `signals` read
+/// again over the new windows; else `localized` unchanged.
+async fn redated_by_step_fault(
+    engine: &QueryEngine,
+    request: RcaRequest,
+    stored_rows: Option<u64>,
+    localized: Localized,
+    signals: &mut Vec<Signal>,
+) -> Result<Localized, QueryError> {
+    let steps = step_faults(signals);
+    if steps.is_empty() {
+        return Ok(localized);
+    }
+    let store = Arc::clone(engine.store());
+    let (moved, localized) = tokio::task::spawn_blocking(move || {
+        let moved = crate::windows::moved_to_step_fault(
+            store.as_ref(),
+            request,
+            stored_rows,
+            &localized,
+            &steps,
+        );
+        (moved, localized)
+    })
+    .await
+    .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))?;
+    Ok(match moved? {
+        Some(moved) => {
+            *signals = collect_signals(engine, &moved.context).await?;
+            moved
+        }
+        None => localized,
+    })
+}
+
 /// Runs the root-cause engine (blocking parts on a blocking thread).
 pub async fn analyse(engine: &QueryEngine, request: RcaRequest) -> Result<RcaReport, QueryError> {
     let started = std::time::Instant::now();
@@ -142,31 +178,8 @@ pub async fn analyse(engine: &QueryEngine, request: RcaRequest) -> Result<RcaRep
         None => Vec::new(),
     };
     // a detected window well before the step fault the complete metrics date was dated by noise
-    let steps = step_faults(&signals);
-    let localized = if steps.is_empty() {
-        localized
-    } else {
-        let store = Arc::clone(engine.store());
-        let (moved, localized) = tokio::task::spawn_blocking(move || {
-            let moved = crate::windows::moved_to_step_fault(
-                store.as_ref(),
-                request,
-                stored_rows,
-                &localized,
-                &steps,
-            );
-            (moved, localized)
-        })
-        .await
-        .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))?;
-        match moved? {
-            Some(moved) => {
-                signals = collect_signals(engine, &moved.context).await?;
-                moved
-            }
-            None => localized,
-        }
-    };
+    let localized =
+        redated_by_step_fault(engine, request, stored_rows, localized, &mut signals).await?;
     let signals_ms = signals_started.elapsed().as_secs_f64() * 1e3;
     let known = device_faults(&signals);
     let (mut localized, mut leaf_rollup) =
