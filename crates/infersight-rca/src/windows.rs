@@ -69,7 +69,6 @@ pub(crate) fn localize_incident(
 ) -> Result<Localized, QueryError> {
     let parts: Vec<Arc<Rollup>> = store.rollups(TimeRange::ALL)?;
     let refs: Vec<&Rollup> = parts.iter().map(Arc::as_ref).collect();
-    let sample_weight = mean_sample_weight(&refs, stored_rows);
     let bounds = minute_bounds(&refs);
     let Some((first_minute, last_minute)) = bounds else {
         return Ok(Localized {
@@ -95,17 +94,7 @@ pub(crate) fn localize_incident(
             None => (fallback(), None),
         },
     };
-    let windows = Windows {
-        refs: &refs,
-        leaf_refs: None,
-        known: &[],
-        significant: &NONE_SIGNIFICANT,
-        row_refs: None,
-        sample_weight,
-        request,
-        first_minute,
-        data_end,
-    };
+    let windows = Windows::over_rollups(&refs, stored_rows, request, (first_minute, data_end));
     let result = windows.analyse(incident, detected.clone())?;
     let confirmed = |l: &Localized| l.report.as_ref().is_some_and(|r| r.symptom.is_some());
     let has_cause = |l: &Localized| l.symptom_cause;
@@ -209,19 +198,8 @@ pub(crate) fn unconfirmed_to_fallback(
     let Some((first_minute, last_minute)) = minute_bounds(&refs) else {
         return Ok(None);
     };
-    let sample_weight = mean_sample_weight(&refs, stored_rows);
     let data_end = last_minute + MINUTE_NS;
-    let windows = Windows {
-        refs: &refs,
-        leaf_refs: None,
-        known: &[],
-        significant: &NONE_SIGNIFICANT,
-        row_refs: None,
-        sample_weight,
-        request,
-        first_minute,
-        data_end,
-    };
+    let windows = Windows::over_rollups(&refs, stored_rows, request, (first_minute, data_end));
     windows
         .analyse(fallback_window(first_minute, data_end), None)
         .map(Some)
@@ -273,17 +251,7 @@ pub(crate) fn moved_to_step_fault(
     if onset >= data_end {
         return Ok(None);
     }
-    let windows = Windows {
-        refs: &refs,
-        leaf_refs: None,
-        known: &[],
-        significant: &NONE_SIGNIFICANT,
-        row_refs: None,
-        sample_weight: mean_sample_weight(&refs, stored_rows),
-        request,
-        first_minute,
-        data_end,
-    };
+    let windows = Windows::over_rollups(&refs, stored_rows, request, (first_minute, data_end));
     let window = TimeRange {
         since_ns: Some(onset),
         until_ns: Some(data_end),
@@ -360,7 +328,29 @@ pub(crate) struct Windows<'a> {
     pub(crate) data_end: i64,
 }
 
-impl Windows<'_> {
+impl<'a> Windows<'a> {
+    /// The first pass over the stored rollups `refs` (no attribute leaves, nothing known), rows
+    /// judged by the fleet's mean sampling weight (see [`mean_sample_weight`]); `bounds`: the
+    /// first minute of the data and its end.
+    fn over_rollups(
+        refs: &'a [&'a Rollup],
+        stored_rows: Option<u64>,
+        request: RcaRequest,
+        (first_minute, data_end): (i64, i64),
+    ) -> Windows<'a> {
+        Windows {
+            refs,
+            leaf_refs: None,
+            known: &[],
+            significant: &NONE_SIGNIFICANT,
+            row_refs: None,
+            sample_weight: mean_sample_weight(refs, stored_rows),
+            request,
+            first_minute,
+            data_end,
+        }
+    }
+
     /// Localizes the measures that moved between the baseline and `incident` into root causes;
     /// `detected` names the fleet SLI whose change chose the window, if one did.
     pub(crate) fn analyse(
