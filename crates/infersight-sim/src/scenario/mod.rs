@@ -238,7 +238,7 @@ impl Plan {
     pub fn ground_truth(&self, config: &SimConfig, fleet: &Fleet) -> GroundTruth {
         let mut truth = GroundTruth {
             scenario: self.scenario.name().to_string(),
-            description: self.scenario.description().to_string(),
+            description: self.description(fleet),
             fault: self.scenario != Scenario::Healthy,
             seed: config.seed,
             arrivals: config.arrivals.name().to_string(),
@@ -391,6 +391,19 @@ impl Plan {
     }
 
     /// `worker=<name>` of the scenario's worker `index` (wrapped into the fleet).
+    /// The scenario's description with the worker it names as `fleet` names it (the
+    /// description's index wraps in a smaller fleet, as the fault's does).
+    fn description(&self, fleet: &Fleet) -> String {
+        let text = self.scenario.description();
+        match self.scenario.named_worker() {
+            Some(index) => text.replace(
+                &format!("worker-{index:02}"),
+                &fleet.workers[self.worker_of(index)].name,
+            ),
+            None => text.to_string(),
+        }
+    }
+
     fn worker_dims(&self, fleet: &Fleet, index: usize) -> BTreeMap<String, String> {
         dims(&[("worker", &fleet.workers[self.worker_of(index)].name)])
     }

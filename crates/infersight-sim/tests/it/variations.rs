@@ -391,3 +391,36 @@ fn equivalent_combinations_select_the_same_requests() {
         }
     }
 }
+
+/// A scenario's description names the worker its fault is on in the run's own fleet: the
+/// default fleet's index wraps in a smaller one, as the fault does (the slow worker of an
+/// 8-worker fleet is `worker-03`, not the default fleet's `worker-11`).
+#[test]
+fn a_description_names_the_faulty_worker_of_its_own_fleet() {
+    for workers in [4, 8, 16] {
+        for scenario in Scenario::ALL.iter().filter(|s| s.named_worker().is_some()) {
+            let mut config = small(*scenario, &[]);
+            config.workers = workers;
+            let truth = truth_of(&config);
+            let worker = truth
+                .root_causes
+                .iter()
+                .find_map(|c| c.dimensions.get("worker"))
+                .unwrap_or_else(|| {
+                    panic!("{}: no worker in {:?}", scenario.name(), truth.root_causes)
+                });
+            let named: Vec<&str> = truth
+                .description
+                .match_indices("worker-")
+                .map(|(at, _)| &truth.description[at..at + "worker-00".len()])
+                .collect();
+            assert_eq!(
+                named,
+                [worker.as_str()],
+                "{} on {workers}: {}",
+                scenario.name(),
+                truth.description
+            );
+        }
+    }
+}
