@@ -1,5 +1,6 @@
 //! `infersight scenarios`: name and description of every fault scenario of the fleet simulator
-//! (what `infersight simulate --scenario` accepts).
+//! (what `infersight simulate --scenario` accepts); a description names its worker as in the
+//! default 16-worker fleet (a run's `ground_truth.json` names the worker of its own fleet).
 
 use infersight_sim::Scenario;
 use serde_json::json;
