@@ -60,19 +60,8 @@ impl Scenario {
         }
     }
 
-    /// The index of the worker the scenario's fault names (its description names it as in
-    /// the default 16-worker fleet); `None` when it names none.
-    pub fn named_worker(self) -> Option<usize> {
-        match self {
-            Scenario::GpuMemoryLeak => Some(super::LEAK_WORKER),
-            Scenario::SlowWorker => Some(super::SLOW_WORKER),
-            Scenario::PreemptionStorm => Some(super::PREEMPTION_WORKER),
-            _ => None,
-        }
-    }
-
     /// What the scenario injects, with its worker named as in the default 16-worker fleet
-    /// (see [`Scenario::named_worker`]; a run's ground truth names the worker of its own fleet).
+    /// (see `Scenario::named_worker`; a run's ground truth names the worker of its own fleet).
     pub fn description(self) -> &'static str {
         match self {
             Scenario::LoraKvRegression => {

@@ -417,6 +417,19 @@ impl Plan {
     }
 }
 
+impl Scenario {
+    /// The index of the worker the scenario's fault names (its description names it as in
+    /// the default 16-worker fleet); `None` when it names none.
+    pub fn named_worker(self) -> Option<usize> {
+        match self {
+            Scenario::GpuMemoryLeak => Some(LEAK_WORKER),
+            Scenario::SlowWorker => Some(SLOW_WORKER),
+            Scenario::PreemptionStorm => Some(PREEMPTION_WORKER),
+            _ => None,
+        }
+    }
+}
+
 fn dims(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()
