@@ -116,6 +116,22 @@ fn a_parent_the_slice_is_not_under_gates_nothing() {
     }
 }
 
+#[test]
+fn after_a_change_of_the_whole_fleet_nothing_is_gated() {
+    let table = table();
+    // every leaf's events doubled: the fleet changed, and so did the parent and each refinement
+    let mut measure = measure(&table);
+    for real in &mut measure.numerator_real {
+        *real *= 2.0;
+    }
+    // a parent that holds a fifth of the excess (a narrower one holds too little of it to be
+    // taken at all)
+    let parent = pairs(&[("a", "a2")]);
+    let result = localize(&table, &measure, std::slice::from_ref(&parent));
+    assert!(result.fleet_wide, "{:?}", causes(&result));
+    assert!(causes(&result).is_empty(), "{:?}", causes(&result));
+}
+
 /// A Poisson draw with mean `mean` (Knuth's product of uniforms; small means only).
 fn poisson(rng: &mut SplitMix64, mean: f64) -> f64 {
     let limit = (-mean).exp();

@@ -153,8 +153,14 @@ pub(super) fn localize(
         }
     }
     // Hierarchical testing (see `Around`): the refinements of each significant parent, at the
-    // bar of its own descendants, once nothing passes the lattice's.
-    for parent in around.significant {
+    // bar of its own descendants, once nothing passes the lattice's; a change of the whole
+    // fleet lifts every slice, refinements included, so nothing is gated after one.
+    let gates = if result.fleet_wide {
+        &[][..]
+    } else {
+        around.significant
+    };
+    for parent in gates {
         let Some(gate) = Gate::of(table, &scan, parent) else {
             continue;
         };
