@@ -68,17 +68,26 @@ pub(super) fn throttled_workers(metrics: &MetricSamples, split_ns: i64) -> Vec<S
         }
     }
     let mut by_worker: BTreeMap<&str, (f64, Signal)> = BTreeMap::new();
+    // the fleet's median drop per split, read only for devices that throttle on their own
+    // account (each split costs a pass over every device's series)
+    let mut fleet_drops: BTreeMap<i64, Option<f64>> = BTreeMap::new();
     for clock in &clocks {
+        if clock.drop < MIN_CLOCK_DROP || !levels_apart(&clock.before, &clock.after) {
+            continue;
+        }
         // the fleet's median device over the same split: a fleet-wide cap is no pod's fault
-        let drops: Vec<f64> = series
-            .iter()
-            .filter_map(|(_, _, s)| clock_drop(s, clock.split_ns).map(|d| d.2))
-            .collect();
-        let Some(fleet_drop) = median(&drops) else {
+        let fleet_drop = *fleet_drops.entry(clock.split_ns).or_insert_with(|| {
+            let drops: Vec<f64> = series
+                .iter()
+                .filter_map(|(_, _, s)| clock_drop(s, clock.split_ns).map(|d| d.2))
+                .collect();
+            median(&drops)
+        });
+        let Some(fleet_drop) = fleet_drop else {
             continue;
         };
         let beyond = clock.drop - fleet_drop.max(0.0);
-        if beyond < MIN_CLOCK_DROP || !levels_apart(&clock.before, &clock.after) {
+        if beyond < MIN_CLOCK_DROP {
             continue;
         }
         let signal = throttle_signal(clock, metrics);
