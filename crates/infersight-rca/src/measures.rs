@@ -331,8 +331,8 @@ const ONSET_SLIS: [LatencySli; 3] = [LatencySli::Ttft, LatencySli::E2e, LatencyS
 /// Chooses the incident onset from the fleet's per-minute SLIs (see the module doc): the share
 /// of requests over the fleet's reference p95 of TTFT, e2e and queue time, the error rate and
 /// the abort rate — proportions, far steadier minute to minute than a per-minute p99 — each
-/// against the first third of the data. The most significant confirmed level shift wins, else
-/// the most significant spike.
+/// against the first third of the data. The most significant confirmed level shift wins (its
+/// onset [`redated`] by its counts), else the most significant spike.
 pub(crate) fn choose_onset(parts: &[&Rollup], first: i64, end: i64) -> Option<(i64, String)> {
     let minutes = minute_totals(parts, first, end);
     if minutes.len() < 20 {
@@ -340,34 +340,36 @@ pub(crate) fn choose_onset(parts: &[&Rollup], first: i64, end: i64) -> Option<(i
     }
     let reference_end = first + (end - first) / 3;
     let reference = Totals::of(parts, Some(first), Some(reference_end));
-    let mut series: Vec<(String, Vec<(i64, f64)>)> = Vec::new();
+    // per minute: events and the requests they are counted among
+    let mut series: Vec<(String, MinuteCounts)> = Vec::new();
     for sli in ONSET_SLIS {
         let Some(thresholds) = Thresholds::of(sli, &reference) else {
             continue;
         };
         // every request by the fleet's p95 here: a model's own regression that this misses
         // shows in its own series (`choose_slice_onsets`, by each model's p95)
-        let points: Vec<(i64, f64)> = minutes
+        let counts: Vec<(i64, f64, f64)> = minutes
             .iter()
             .filter(|(_, t)| t.fleet.sketch(sli).count() > 0)
             .map(|(m, t)| {
                 let over = thresholds.over(None, &t.fleet);
-                (*m, over / t.fleet.sketch(sli).count() as f64)
+                (*m, over, t.fleet.sketch(sli).count() as f64)
             })
             .collect();
-        series.push((sli.name().to_string(), points));
+        series.push((sli.name().to_string(), counts));
     }
-    let rate_of = |of: fn(&Cell) -> u64| -> Vec<(i64, f64)> {
+    let rate_of = |of: fn(&Cell) -> u64| -> MinuteCounts {
         minutes
             .iter()
-            .map(|(m, t)| (*m, rate(of(&t.fleet), t.fleet.requests)))
+            .map(|(m, t)| (*m, of(&t.fleet) as f64, t.fleet.requests as f64))
             .collect()
     };
     series.push(("error_rate".into(), rate_of(|c| c.errors)));
     series.push(("abort_rate".into(), rate_of(|c| c.truncated)));
     let mut best_shift: Option<(f64, i64, String)> = None;
     let mut best_spike: Option<(f64, i64, String)> = None;
-    for (name, points) in series {
+    for (name, counts) in series {
+        let points = ratios(&counts);
         if points.len() < 20 {
             continue;
         }
@@ -375,12 +377,15 @@ pub(crate) fn choose_onset(parts: &[&Rollup], first: i64, end: i64) -> Option<(i
         let Ok(Some(change)) = detect_change(&points, &params) else {
             continue;
         };
-        let slot = match change.kind {
-            ChangeKind::LevelShift if change.confirmed => &mut best_shift,
-            _ => &mut best_spike,
+        let (slot, onset) = match change.kind {
+            ChangeKind::LevelShift if change.confirmed => (
+                &mut best_shift,
+                redated(change.onset_ns, &counts, reference_end),
+            ),
+            _ => (&mut best_spike, change.onset_ns),
         };
         if slot.as_ref().is_none_or(|(z, _, _)| change.peak_z > *z) {
-            *slot = Some((change.peak_z, change.onset_ns, name));
+            *slot = Some((change.peak_z, onset, name));
         }
     }
     best_shift
@@ -482,26 +487,27 @@ pub(crate) fn choose_slice_onsets(
         .unwrap_or_default();
     let mut found: Vec<(f64, i64, String)> = Vec::new();
     for ((dim, value), points) in slices.iter().zip(&series) {
-        let ratio = |num: fn(&SliceMinute) -> (f64, f64)| -> Vec<(i64, f64)> {
+        let counts_of = |num: fn(&SliceMinute) -> (f64, f64)| -> MinuteCounts {
             points
                 .iter()
-                .filter_map(|(m, c)| {
+                .map(|(m, c)| {
                     let (n, d) = num(c);
-                    (d > 0.0).then(|| (*m, n / d))
+                    (*m, n, d)
                 })
                 .collect()
         };
-        let candidates: [(&str, Vec<(i64, f64)>); 5] = [
-            ("ttft", ratio(|c| (c.over[0], c.counted[0]))),
-            ("e2e", ratio(|c| (c.over[1], c.counted[1]))),
-            ("queue", ratio(|c| (c.over[2], c.counted[2]))),
-            ("error_rate", ratio(|c| (c.errors, c.requests))),
-            ("abort_rate", ratio(|c| (c.truncated, c.requests))),
+        let candidates: [(&str, MinuteCounts); 5] = [
+            ("ttft", counts_of(|c| (c.over[0], c.counted[0]))),
+            ("e2e", counts_of(|c| (c.over[1], c.counted[1]))),
+            ("queue", counts_of(|c| (c.over[2], c.counted[2]))),
+            ("error_rate", counts_of(|c| (c.errors, c.requests))),
+            ("abort_rate", counts_of(|c| (c.truncated, c.requests))),
         ];
-        for (sli, points) in candidates {
-            let Some((z, onset)) = level_shift(&points, reference_end) else {
+        for (sli, counts) in candidates {
+            let Some((z, onset)) = level_shift(&ratios(&counts), reference_end) else {
                 continue;
             };
+            let onset = redated(onset, &counts, reference_end);
             let dim_name = names.get(*dim).map_or("?", String::as_str);
             found.push((z, onset, format!("{sli} of {dim_name}={value}")));
         }
@@ -555,6 +561,38 @@ fn level_shift(points: &[(i64, f64)], reference_end: i64) -> Option<(f64, i64)> 
     let change = detect_change(points, &params).ok()??;
     (change.kind == ChangeKind::LevelShift && change.confirmed)
         .then_some((change.peak_z, change.onset_ns))
+}
+
+/// Per minute of a series: `(minute, events, units)`, events counted among the units (requests
+/// over a threshold among those that had the SLI, errors among requests).
+type MinuteCounts = Vec<(i64, f64, f64)>;
+
+/// Per-minute events over the units they are counted among, minutes without units left out.
+fn ratios(counts: &[(i64, f64, f64)]) -> Vec<(i64, f64)> {
+    counts
+        .iter()
+        .filter(|c| c.2 > 0.0)
+        .map(|&(minute, events, units)| (minute, events / units))
+        .collect()
+}
+
+/// How far, in minutes, a detected level shift's onset may be re-dated by [`redated`].
+const REDATE_MINUTES: i64 = 15;
+
+/// A level shift's `onset`, as the detector dated it on the per-minute ratios, re-dated by the
+/// maximum-likelihood change point of the counts behind them (see [`change_point`]) among the
+/// minutes within [`REDATE_MINUTES`] of it and after `reference_end`. The detector weighs every
+/// minute's ratio alike; with sampled rows a slice's minute holds a few rows, and a lone noisy
+/// minute dates the shift minutes early or late (a window that starts late leaves the change's
+/// first minutes in the baseline, one that starts early dilutes it). The counts weigh each
+/// minute by what it holds. The detector's onset when no rise is found there.
+fn redated(onset: i64, counts: &[(i64, f64, f64)], reference_end: i64) -> i64 {
+    let near: Vec<(i64, f64, f64)> = counts
+        .iter()
+        .filter(|c| c.2 > 0.0 && (c.0 - onset).abs() <= REDATE_MINUTES * MINUTE_NS)
+        .copied()
+        .collect();
+    change_point(&near, reference_end).unwrap_or(onset)
 }
 
 /// How a measure's per-minute series is searched for a rise after `reference_end`. Daily load
@@ -669,6 +707,61 @@ fn change_point(points: &[(i64, f64, f64)], earliest: i64) -> Option<i64> {
 mod tests {
     use super::*;
     use infersight_model::rng::SplitMix64;
+
+    /// A slice's share over its threshold steps from 5 % to 45 % at a known minute, read from
+    /// sampled rows (3-8 kept a minute, each standing for 10 requests, as with traces kept at
+    /// 10 %); the detector's onset is off by up to 8 minutes either way. Re-dated by the counts,
+    /// it lands within two minutes of the step on every seed; it moves no further than
+    /// [`REDATE_MINUTES`], never into the reference, and stays put where nothing rises.
+    #[test]
+    fn a_level_shift_read_from_few_rows_is_redated_by_its_counts() {
+        const WEIGHT: f64 = 10.0;
+        let minute = |m: i64| m * MINUTE_NS;
+        let reference_end = minute(20);
+        let sampled = |seed: u64, step: i64| -> Vec<(i64, f64, f64)> {
+            let mut rng = SplitMix64::new(seed);
+            (0..70_i64)
+                .map(|m| {
+                    let rows = 3 + rng.below(6);
+                    let share = if m >= step { 0.45 } else { 0.05 };
+                    let over = (0..rows).filter(|_| rng.uniform() < share).count();
+                    (minute(m), over as f64 * WEIGHT, rows as f64 * WEIGHT)
+                })
+                .collect()
+        };
+        let mut moved = 0;
+        for seed in 1..=12_u64 {
+            let step = 35 + (seed as i64 * 5) % 20;
+            let counts = sampled(seed, step);
+            for off in [-8, -5, 3, 8] {
+                let onset = redated(minute(step + off), &counts, reference_end) / MINUTE_NS;
+                assert!(
+                    (onset - step).abs() <= 2,
+                    "seed {seed}, detector off by {off}: {onset} vs {step}"
+                );
+                moved += usize::from(onset != step + off);
+            }
+        }
+        assert!(moved >= 40, "{moved} of 48 re-dated");
+        // a detector onset far from the step moves no more than REDATE_MINUTES
+        let counts = sampled(3, 50);
+        let onset = redated(minute(25), &counts, reference_end);
+        assert!(
+            onset <= minute(25 + REDATE_MINUTES),
+            "{}",
+            onset / MINUTE_NS
+        );
+        // never into the reference, whatever the counts say
+        let early = sampled(4, 18);
+        assert!(redated(minute(24), &early, reference_end) >= reference_end);
+        // a flat series (or one that falls) keeps the detector's onset
+        let flat: Vec<(i64, f64, f64)> = (0..70_i64).map(|m| (minute(m), 5.0, 50.0)).collect();
+        assert_eq!(redated(minute(40), &flat, reference_end), minute(40));
+        let falling: Vec<(i64, f64, f64)> = (0..70_i64)
+            .map(|m| (minute(m), if m < 40 { 20.0 } else { 2.0 }, 50.0))
+            .collect();
+        assert_eq!(redated(minute(40), &falling, reference_end), minute(40));
+    }
 
     /// A rate that steps up at a known minute, Poisson-like noise, several seeds: the change
     /// point lands within two minutes of it.
