@@ -170,7 +170,8 @@ pub async fn analyse(engine: &QueryEngine, request: RcaRequest) -> Result<RcaRep
     .await
     .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))??;
     // a slice of an attribute no rollup column holds may have changed when nothing else did
-    let localized = crate::windows::with_attribute_onsets(engine, request, localized).await?;
+    let localized =
+        crate::windows::with_attribute_onsets(engine, request, stored_rows, localized).await?;
     // the signals read the windows alone; a pod they show a device fault on is a known cause
     let signals_started = std::time::Instant::now();
     let mut signals = match localized.report {

@@ -12,10 +12,13 @@
 //! - Window: the most significant confirmed level shift (or else spike) upwards in the fleet's
 //!   per-minute share of requests over the reference p95 of TTFT, e2e or queue time, error rate
 //!   or abort rate, against the first third of the data as reference (seasonal, by time of day,
-//!   once that reference holds two days); a level shift's onset is re-dated within 15 minutes
-//!   by the maximum-likelihood change point of the counts behind the shares (each minute weighed
-//!   by the requests it holds: few when traces are sampled); incident = onset → end of data,
-//!   baseline = the hour before the onset (at least 10 minutes). When no fleet series changes (a fault confined to a small slice), the last
+//!   once that reference holds two days); where rows are sampled, a level shift's onset is
+//!   re-dated within 15 minutes by the maximum-likelihood change point of the counts behind the
+//!   shares (each minute weighed by the rows it holds); incident = onset → end of data,
+//!   baseline = the hour before the onset (at least 10 minutes). A window whose top cause
+//!   changed at another time is analysed again from the cause's own change point: earlier
+//!   without limit, later by at most 15 minutes (a cause that changed later still is another
+//!   change than the one that chose the window). When no fleet series changes (a fault confined to a small slice), the last
 //!   third of the data is compared with what came before, so a slice-local fault still surfaces;
 //!   the report then says the onset was not detected. A detected window that starts at least
 //!   three minutes before a pod's GPU clock fell (the clock's own change point: complete

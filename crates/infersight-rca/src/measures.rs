@@ -333,7 +333,12 @@ const ONSET_SLIS: [LatencySli; 3] = [LatencySli::Ttft, LatencySli::E2e, LatencyS
 /// the abort rate — proportions, far steadier minute to minute than a per-minute p99 — each
 /// against the first third of the data. The most significant confirmed level shift wins (its
 /// onset [`redated`] by its counts), else the most significant spike.
-pub(crate) fn choose_onset(parts: &[&Rollup], first: i64, end: i64) -> Option<(i64, String)> {
+pub(crate) fn choose_onset(
+    parts: &[&Rollup],
+    first: i64,
+    end: i64,
+    sample_weight: f64,
+) -> Option<(i64, String)> {
     let minutes = minute_totals(parts, first, end);
     if minutes.len() < 20 {
         return None;
@@ -380,7 +385,7 @@ pub(crate) fn choose_onset(parts: &[&Rollup], first: i64, end: i64) -> Option<(i
         let (slot, onset) = match change.kind {
             ChangeKind::LevelShift if change.confirmed => (
                 &mut best_shift,
-                redated(change.onset_ns, &counts, reference_end),
+                redated(change.onset_ns, &counts, reference_end, sample_weight),
             ),
             _ => (&mut best_spike, change.onset_ns),
         };
@@ -425,6 +430,7 @@ pub(crate) fn choose_slice_onsets(
     first: i64,
     end: i64,
     from_dimension: usize,
+    sample_weight: f64,
 ) -> Vec<(i64, String)> {
     let reference_end = first + (end - first) / 3;
     let reference = Totals::of(parts, Some(first), Some(reference_end));
@@ -507,7 +513,7 @@ pub(crate) fn choose_slice_onsets(
             let Some((z, onset)) = level_shift(&ratios(&counts), reference_end) else {
                 continue;
             };
-            let onset = redated(onset, &counts, reference_end);
+            let onset = redated(onset, &counts, reference_end, sample_weight);
             let dim_name = names.get(*dim).map_or("?", String::as_str);
             found.push((z, onset, format!("{sli} of {dim_name}={value}")));
         }
@@ -576,17 +582,30 @@ fn ratios(counts: &[(i64, f64, f64)]) -> Vec<(i64, f64)> {
         .collect()
 }
 
-/// How far, in minutes, a detected level shift's onset may be re-dated by [`redated`].
-const REDATE_MINUTES: i64 = 15;
+/// How far, in minutes, noise in a series can misdate the change it shows: a detected level
+/// shift's onset is re-dated within it by [`redated`], and a window is moved to its top cause's
+/// own onset only within it (a cause that changed further away is another change).
+pub(crate) const REDATE_MINUTES: i64 = 15;
 
-/// A level shift's `onset`, as the detector dated it on the per-minute ratios, re-dated by the
-/// maximum-likelihood change point of the counts behind them (see [`change_point`]) among the
-/// minutes within [`REDATE_MINUTES`] of it and after `reference_end`. The detector weighs every
-/// minute's ratio alike; with sampled rows a slice's minute holds a few rows, and a lone noisy
-/// minute dates the shift minutes early or late (a window that starts late leaves the change's
+/// Rows stand for this many requests each, on average, or more: they are sampled (see
+/// [`redated`]).
+const SAMPLED_FROM_WEIGHT: f64 = 1.5;
+
+/// A level shift's `onset`, as the detector dated it on the per-minute ratios, re-dated where
+/// the rows are sampled (`sample_weight`, the requests one stored row stands for, at least
+/// [`SAMPLED_FROM_WEIGHT`]) by the maximum-likelihood change point of the counts behind them
+/// (see [`change_point`]) among the minutes within [`REDATE_MINUTES`] of it and after
+/// `reference_end`. The detector weighs every minute's ratio alike and dates a shift by its
+/// first departure; with sampled rows a slice's minute holds a few rows, and that departure can
+/// be one noisy minute, minutes early or late (a window that starts late leaves the change's
 /// first minutes in the baseline, one that starts early dilutes it). The counts weigh each
-/// minute by what it holds. The detector's onset when no rise is found there.
-fn redated(onset: i64, counts: &[(i64, f64, f64)], reference_end: i64) -> i64 {
+/// minute by what it holds. With every request counted the first departure is the change's
+/// first evidence (a few timeouts where there were none, before the step a change point would
+/// pick), and the detector's onset stands; so it does where no rise is found.
+fn redated(onset: i64, counts: &[(i64, f64, f64)], reference_end: i64, sample_weight: f64) -> i64 {
+    if sample_weight < SAMPLED_FROM_WEIGHT {
+        return onset;
+    }
     let near: Vec<(i64, f64, f64)> = counts
         .iter()
         .filter(|c| c.2 > 0.0 && (c.0 - onset).abs() <= REDATE_MINUTES * MINUTE_NS)
@@ -734,7 +753,7 @@ mod tests {
             let step = 35 + (seed as i64 * 5) % 20;
             let counts = sampled(seed, step);
             for off in [-8, -5, 3, 8] {
-                let onset = redated(minute(step + off), &counts, reference_end) / MINUTE_NS;
+                let onset = redated(minute(step + off), &counts, reference_end, WEIGHT) / MINUTE_NS;
                 assert!(
                     (onset - step).abs() <= 2,
                     "seed {seed}, detector off by {off}: {onset} vs {step}"
@@ -745,7 +764,7 @@ mod tests {
         assert!(moved >= 40, "{moved} of 48 re-dated");
         // a detector onset far from the step moves no more than REDATE_MINUTES
         let counts = sampled(3, 50);
-        let onset = redated(minute(25), &counts, reference_end);
+        let onset = redated(minute(25), &counts, reference_end, WEIGHT);
         assert!(
             onset <= minute(25 + REDATE_MINUTES),
             "{}",
@@ -753,14 +772,23 @@ mod tests {
         );
         // never into the reference, whatever the counts say
         let early = sampled(4, 18);
-        assert!(redated(minute(24), &early, reference_end) >= reference_end);
+        assert!(redated(minute(24), &early, reference_end, WEIGHT) >= reference_end);
         // a flat series (or one that falls) keeps the detector's onset
         let flat: Vec<(i64, f64, f64)> = (0..70_i64).map(|m| (minute(m), 5.0, 50.0)).collect();
-        assert_eq!(redated(minute(40), &flat, reference_end), minute(40));
+        assert_eq!(
+            redated(minute(40), &flat, reference_end, WEIGHT),
+            minute(40)
+        );
         let falling: Vec<(i64, f64, f64)> = (0..70_i64)
             .map(|m| (minute(m), if m < 40 { 20.0 } else { 2.0 }, 50.0))
             .collect();
-        assert_eq!(redated(minute(40), &falling, reference_end), minute(40));
+        assert_eq!(
+            redated(minute(40), &falling, reference_end, WEIGHT),
+            minute(40)
+        );
+        // every request counted: the detector's first departure stands
+        let counts = sampled(1, 40);
+        assert_eq!(redated(minute(32), &counts, reference_end, 1.0), minute(32));
     }
 
     /// A rate that steps up at a known minute, Poisson-like noise, several seeds: the change

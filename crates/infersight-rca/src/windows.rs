@@ -14,8 +14,8 @@ use infersight_store::TimeRange;
 use crate::advice;
 use crate::leaves::{DemandShift, Leaves, backfit};
 use crate::measures::{
-    MODEL_DIMENSION, Measure, Totals, cause_onset, choose_onset, choose_slice_onsets, fleet_z,
-    measures,
+    MODEL_DIMENSION, Measure, REDATE_MINUTES, Totals, cause_onset, choose_onset,
+    choose_slice_onsets, fleet_z, measures,
 };
 use crate::rollout::{self, Comparison, LeafView};
 use crate::{
@@ -81,9 +81,10 @@ pub(crate) fn localize_incident(
     };
     let data_end = last_minute + MINUTE_NS;
     let fallback = || fallback_window(first_minute, data_end);
+    let windows = Windows::over_rollups(&refs, stored_rows, request, (first_minute, data_end));
     let (incident, detected) = match request.incident {
         Some(range) => (range, None),
-        None => match choose_onset(&refs, first_minute, data_end) {
+        None => match choose_onset(&refs, first_minute, data_end, windows.sample_weight) {
             Some((onset, sli)) => (
                 TimeRange {
                     since_ns: Some(onset),
@@ -94,7 +95,6 @@ pub(crate) fn localize_incident(
             None => (fallback(), None),
         },
     };
-    let windows = Windows::over_rollups(&refs, stored_rows, request, (first_minute, data_end));
     let result = windows.analyse(incident, detected.clone())?;
     let confirmed = |l: &Localized| l.report.as_ref().is_some_and(|r| r.symptom.is_some());
     let has_cause = |l: &Localized| l.symptom_cause;
@@ -111,7 +111,9 @@ pub(crate) fn localize_incident(
         // have dated it by a lone noisy minute before the real onset (sampled rows), diluting
         // the slice that changed; a slice's own series dates it, if its window localizes a
         // cause of a symptom measure
-        for (onset, series) in choose_slice_onsets(&refs, first_minute, data_end, 0) {
+        for (onset, series) in
+            choose_slice_onsets(&refs, first_minute, data_end, 0, windows.sample_weight)
+        {
             let window = TimeRange {
                 since_ns: Some(onset),
                 until_ns: Some(data_end),
@@ -136,7 +138,9 @@ pub(crate) fn localize_incident(
     // no fleet series changed, or its change was a false alarm of the detector (no SLI
     // confirms it against its baseline): a change confined to a slice, the first whose window
     // a symptom confirms; else look at the data as if nothing had changed
-    for (onset, series) in choose_slice_onsets(&refs, first_minute, data_end, 0) {
+    for (onset, series) in
+        choose_slice_onsets(&refs, first_minute, data_end, 0, windows.sample_weight)
+    {
         let window = TimeRange {
             since_ns: Some(onset),
             until_ns: Some(data_end),
@@ -500,7 +504,11 @@ impl<'a> Windows<'a> {
     /// noise adds to it) or early, and a window that starts late leaves part of the regression
     /// in the baseline. The new window starts at the cause's onset, the baseline runs from the
     /// same start to it (at least ten minutes); kept when a symptom confirms it and it names the
-    /// same top cause.
+    /// same top cause. Moved later by at most [`REDATE_MINUTES`] (noise that dated the rise
+    /// early): a cause whose own change came later still did not make the rise that chose the
+    /// window (a tenant's transient episode an hour after it), and moving to it would leave that
+    /// rise in the baseline. Earlier is no limit: a small slice's shift shows in a wider series
+    /// only once noise adds to it, long after it began.
     fn moved_to_cause_onset(&self, first: Localized) -> Result<Localized, QueryError> {
         let (Some(report), Some(chosen)) = (first.report.as_ref(), first.chosen.as_ref()) else {
             return Ok(first);
@@ -514,7 +522,9 @@ impl<'a> Windows<'a> {
         let Some(onset) = self.top_cause_onset(&first) else {
             return Ok(first);
         };
-        if (onset - current).abs() < MIN_ONSET_CORRECTION_MINUTES * MINUTE_NS {
+        if (onset - current).abs() < MIN_ONSET_CORRECTION_MINUTES * MINUTE_NS
+            || onset - current > REDATE_MINUTES * MINUTE_NS
+        {
             return Ok(first);
         }
         let moved = Windows {
@@ -1255,6 +1265,7 @@ fn minute_bounds(rollups: &[&Rollup]) -> Option<(i64, i64)> {
 pub(crate) async fn with_attribute_onsets(
     engine: &infersight_query::QueryEngine,
     request: RcaRequest,
+    stored_rows: Option<u64>,
     localized: Localized,
 ) -> Result<Localized, QueryError> {
     let confirmed = localized
@@ -1276,7 +1287,12 @@ pub(crate) async fn with_attribute_onsets(
     let store = Arc::clone(engine.store());
     let from_dimension = chosen.dimensions.len();
     let found = tokio::task::spawn_blocking(move || {
-        attribute_slice_window(store.as_ref(), request, &attributes.rollup, from_dimension)
+        attribute_slice_window(
+            store.as_ref(),
+            (request, stored_rows),
+            &attributes.rollup,
+            from_dimension,
+        )
     })
     .await
     .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))??;
@@ -1287,7 +1303,7 @@ pub(crate) async fn with_attribute_onsets(
 /// on) gives that a symptom confirms, moved to its top cause's own onset; `None` without one.
 fn attribute_slice_window(
     store: &dyn infersight_store::StorageBackend,
-    request: RcaRequest,
+    (request, stored_rows): (RcaRequest, Option<u64>),
     rollup: &Rollup,
     from_dimension: usize,
 ) -> Result<Option<Localized>, QueryError> {
@@ -1309,7 +1325,14 @@ fn attribute_slice_window(
         first_minute,
         data_end,
     };
-    for (onset, series) in choose_slice_onsets(&leaf_refs, first_minute, data_end, from_dimension) {
+    let sample_weight = mean_sample_weight(&refs, stored_rows);
+    for (onset, series) in choose_slice_onsets(
+        &leaf_refs,
+        first_minute,
+        data_end,
+        from_dimension,
+        sample_weight,
+    ) {
         let window = TimeRange {
             since_ns: Some(onset),
             until_ns: Some(data_end),
