@@ -67,8 +67,21 @@ impl Leaves<'_> {
             known: self.known,
             significant: self.significant,
         };
-        localize_derived_around(&table, &measure, params, around)
-            .map_err(|e| QueryError::Internal(format!("localization: {e}")))
+        let found = localize_derived_around(&table, &measure, params, around)
+            .map_err(|e| QueryError::Internal(format!("localization: {e}")))?;
+        tracing::debug!(
+            dimensions = self.dims.len(),
+            leaves = subset.len(),
+            bar = found.bar,
+            causes = ?found
+                .root_causes
+                .iter()
+                .map(|c| (&c.elements, c.score))
+                .collect::<Vec<_>>(),
+            closest = ?found.strongest_below_bar.as_ref().map(|c| (&c.elements, c.score)),
+            "localized"
+        );
+        Ok(found)
     }
 
     /// `value` of the leaf's baseline cell; of its stand-in scaled to the leaf's own incident

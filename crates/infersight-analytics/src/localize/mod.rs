@@ -33,6 +33,14 @@
 //! * [`NoiseModel::Auto`] (default): `Counts` when every actual value is an integer, else
 //!   `Relative`.
 //!
+//! For a derived measure (events among units: requests over a threshold among requests) the
+//! element's units `N'_e = Σ n_i / κ_i` bound its events, and the statistic is Kulldorff's
+//! Bernoulli form ("A spatial scan statistic", Commun. Stat. Theory Methods 1997):
+//! `V' ln(V'/F') + (N'−V') ln((N'−V')/(N'−F'))`. It equals the Poisson form for rare events and
+//! is never below it; it sees how unlikely a slice whose every request turned slow is (25 of 25
+//! where 2 were expected: 63.1 where the Poisson form says 40.1). Where the units do not hold
+//! the events and their forecast, the Poisson form is used.
+//!
 //! The search is greedy: take the element with the highest LLR (the whole fleet, the empty
 //! combination, competes too); optionally (`coarsen_tolerance > 0`) prefer a coarser ancestor
 //! scoring nearly as well (an exact tie always goes to the coarser). When the element's best
@@ -377,6 +385,12 @@ pub struct Localization {
     pub noise: NoiseModel,
     /// Dimensions left out because they have more than `max_cardinality` values.
     pub skipped_dimensions: Vec<String>,
+    /// The scan statistic a cause must reach: `ln(candidates / alpha)` over the lattice (a
+    /// significant parent's refinements are held to their own, lower bar: see [`Around`]).
+    pub bar: f64,
+    /// The strongest element left when the search stopped for want of significance, with its
+    /// scan statistic as `score`: what came closest (for diagnostics; not a cause).
+    pub strongest_below_bar: Option<RootCause>,
 }
 
 /// Localizes a deviation of an additive measure (see the module documentation).
@@ -396,6 +410,7 @@ pub fn localize_additive(
         table,
         &measure.real,
         &measure.forecast,
+        &[],
         &[],
         params,
         Around::default(),
@@ -494,6 +509,7 @@ pub fn localize_derived_around(
         table,
         &measure.numerator_real,
         &expected,
+        &measure.denominator_real,
         &measure.sample_weight,
         params,
         around,

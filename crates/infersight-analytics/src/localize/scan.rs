@@ -47,11 +47,55 @@ struct Cuboid {
     first_leaf: Vec<usize>,
 }
 
+/// Effective counts (observed, over the noise scale) of a leaf or a sum of leaves: events,
+/// their forecast, and the trials they are events among (0 when the measure has none: see
+/// [`Tally::statistic`]).
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    real: f64,
+    forecast: f64,
+    trials: f64,
+}
+
+impl std::ops::AddAssign for Tally {
+    fn add_assign(&mut self, other: Tally) {
+        self.real += other.real;
+        self.forecast += other.forecast;
+        self.trials += other.trials;
+    }
+}
+
+impl Tally {
+    /// The scan statistic of "these events changed by a common factor": Bernoulli (Kulldorff's
+    /// case-control model: events among trials, the forecast share against the actual) when
+    /// the trials hold the events and their forecast, else Poisson (expectation-based). The
+    /// two agree for rare events; as the share of events nears 1 only the Bernoulli sees how
+    /// unlikely it is (25 slow requests of 25, where 2 were expected: Poisson 40.1, Bernoulli
+    /// 63.1).
+    fn statistic(self) -> f64 {
+        let (real, trials) = (self.real, self.trials);
+        let forecast = self.forecast.max(MIN_EFFECTIVE_FORECAST);
+        if trials <= forecast || trials < real {
+            return poisson_statistic(real, forecast);
+        }
+        let rest = |events: f64| trials - events;
+        if real <= 0.0 {
+            return trials * (trials / rest(forecast)).ln();
+        }
+        let holds = real * (real / forecast).ln();
+        let misses = if rest(real) > 0.0 {
+            rest(real) * (rest(real) / rest(forecast)).ln()
+        } else {
+            0.0
+        };
+        (holds + misses).max(0.0)
+    }
+}
+
 /// Per-element sums of one cuboid over the leaves not yet explained.
 #[derive(Default, Clone)]
 struct Sums {
-    real_effective: Vec<f64>,
-    forecast_effective: Vec<f64>,
+    tally: Vec<Tally>,
 }
 
 /// `sample_weight`: per leaf, the variance weight of one counted event (see
@@ -62,6 +106,7 @@ pub(super) fn localize(
     table: &LeafTable,
     real: &[f64],
     forecast: &[f64],
+    trials: &[f64],
     sample_weight: &[f64],
     params: &Params,
     around: Around<'_>,
@@ -88,6 +133,16 @@ pub(super) fn localize(
         .zip(&scale)
         .map(|(f, k)| f / k)
         .collect();
+    // without trials, 0 each: the Poisson statistic
+    let trials_effective: Vec<f64> = if trials.len() == n_leaves {
+        observed(trials)
+            .iter()
+            .zip(&scale)
+            .map(|(t, k)| t / k)
+            .collect()
+    } else {
+        vec![0.0; n_leaves]
+    };
     let total_deviation: f64 = real.iter().sum::<f64>() - forecast.iter().sum::<f64>();
 
     let mut result = Localization {
@@ -99,13 +154,21 @@ pub(super) fn localize(
         return result;
     }
 
-    let mut scan = Scan::new(table, &dims, params, real_effective, forecast_effective);
+    let effective: Vec<Tally> = (0..n_leaves)
+        .map(|leaf| Tally {
+            real: real_effective[leaf],
+            forecast: forecast_effective[leaf],
+            trials: trials_effective[leaf],
+        })
+        .collect();
+    let mut scan = Scan::new(table, &dims, params, effective);
     let n_candidates: usize = 1 + scan
         .cuboids
         .iter()
         .map(|c| c.first_leaf.len())
         .sum::<usize>();
     let significance = (n_candidates as f64 / params.alpha).ln();
+    result.bar = significance;
     let mut largest_cause_deviation = 0.0_f64;
     for elements in around.known {
         if let Some(mut cause) = scan.explain_known(table, elements, significance, real, forecast) {
@@ -132,10 +195,16 @@ pub(super) fn localize(
         let Some((best_cuboid, best_element, best_score)) = best else {
             break;
         };
-        let best_score = best_score.max(root_score);
-        if best_score < significance {
+        if best_score.max(root_score) < significance {
+            // explaining marks leaves: what the gates below scan must stay unexplained
+            let unexplained = scan.unexplained.clone();
+            let mut closest = scan.explain(table, best_cuboid, best_element, real, forecast);
+            scan.unexplained = unexplained;
+            closest.score = best_score;
+            result.strongest_below_bar = Some(closest);
             break;
         }
+        let best_score = best_score.max(root_score);
         // Coarsest ancestor (fewest attributes) that explains nearly as well; the fleet first.
         let good_enough = (1.0 - params.coarsen_tolerance) * best_score;
         if root_score >= good_enough {
@@ -321,18 +390,12 @@ struct Scan {
     /// Per cuboid, refilled by every [`Scan::best_element`].
     sums: Vec<Sums>,
     unexplained: Vec<bool>,
-    real_effective: Vec<f64>,
-    forecast_effective: Vec<f64>,
+    /// Per leaf, its effective counts.
+    effective: Vec<Tally>,
 }
 
 impl Scan {
-    fn new(
-        table: &LeafTable,
-        dims: &[usize],
-        params: &Params,
-        real_effective: Vec<f64>,
-        forecast_effective: Vec<f64>,
-    ) -> Scan {
+    fn new(table: &LeafTable, dims: &[usize], params: &Params, effective: Vec<Tally>) -> Scan {
         let cuboids = build_cuboids(table, dims, params.max_layer);
         let cuboid_by_mask: HashMap<u64, usize> = cuboids
             .iter()
@@ -342,8 +405,7 @@ impl Scan {
         let sums: Vec<Sums> = cuboids
             .iter()
             .map(|cuboid| Sums {
-                real_effective: vec![0.0; cuboid.first_leaf.len()],
-                forecast_effective: vec![0.0; cuboid.first_leaf.len()],
+                tally: vec![Tally::default(); cuboid.first_leaf.len()],
             })
             .collect();
         Scan {
@@ -351,8 +413,7 @@ impl Scan {
             cuboid_by_mask,
             sums,
             unexplained: vec![true; table.len()],
-            real_effective,
-            forecast_effective,
+            effective,
         }
     }
 
@@ -361,36 +422,30 @@ impl Scan {
     /// `(cuboid, element, score)`.
     fn best_element(&mut self) -> (f64, Option<(usize, u32, f64)>) {
         let n_leaves = self.unexplained.len();
-        let (mut root_real, mut root_forecast) = (0.0, 0.0);
+        let mut root = Tally::default();
         for leaf in 0..n_leaves {
             if self.unexplained[leaf] {
-                root_real += self.real_effective[leaf];
-                root_forecast += self.forecast_effective[leaf];
+                root += self.effective[leaf];
             }
         }
         let mut best: Option<(usize, u32, f64)> = None;
         for (index, cuboid) in self.cuboids.iter().enumerate() {
             let cuboid_sums = &mut self.sums[index];
-            cuboid_sums.real_effective.fill(0.0);
-            cuboid_sums.forecast_effective.fill(0.0);
+            cuboid_sums.tally.fill(Tally::default());
             for leaf in 0..n_leaves {
                 if self.unexplained[leaf] {
                     let element = cuboid.element_of_leaf[leaf] as usize;
-                    cuboid_sums.real_effective[element] += self.real_effective[leaf];
-                    cuboid_sums.forecast_effective[element] += self.forecast_effective[leaf];
+                    cuboid_sums.tally[element] += self.effective[leaf];
                 }
             }
             for element in 0..cuboid.first_leaf.len() {
-                let score = scan_statistic(
-                    cuboid_sums.real_effective[element],
-                    cuboid_sums.forecast_effective[element],
-                );
+                let score = cuboid_sums.tally[element].statistic();
                 if best.is_none_or(|(_, _, best_score)| clearly_above(score, best_score)) {
                     best = Some((index, element as u32, score));
                 }
             }
         }
-        (scan_statistic(root_real, root_forecast), best)
+        (root.statistic(), best)
     }
 
     /// The element with the highest scan statistic among those refining `gate`'s parent, from
@@ -405,10 +460,7 @@ impl Scan {
                 if !gate.holds(table, cuboid, element) {
                     continue;
                 }
-                let score = scan_statistic(
-                    self.sums[index].real_effective[element as usize],
-                    self.sums[index].forecast_effective[element as usize],
-                );
+                let score = self.sums[index].tally[element as usize].statistic();
                 if best.is_none_or(|(_, _, b)| clearly_above(score, b)) {
                     best = Some((index, element, score));
                 }
@@ -431,10 +483,7 @@ impl Scan {
         let (mut chosen_cuboid, mut chosen_element) = (best_cuboid, best_element);
         let best_mask = cuboids[chosen_cuboid].mask;
         let probe_leaf = cuboids[chosen_cuboid].first_leaf[chosen_element as usize];
-        let mut chosen_score = scan_statistic(
-            sums[chosen_cuboid].real_effective[chosen_element as usize],
-            sums[chosen_cuboid].forecast_effective[chosen_element as usize],
-        );
+        let mut chosen_score = sums[chosen_cuboid].tally[chosen_element as usize].statistic();
         let mut chosen_layer = cuboids[chosen_cuboid].dims.len();
         let mut submask = (best_mask.wrapping_sub(1)) & best_mask;
         while submask != 0 {
@@ -444,10 +493,7 @@ impl Scan {
             }
             if let Some(&index) = self.cuboid_by_mask.get(&submask) {
                 let element = cuboids[index].element_of_leaf[probe_leaf];
-                let score = scan_statistic(
-                    sums[index].real_effective[element as usize],
-                    sums[index].forecast_effective[element as usize],
-                );
+                let score = sums[index].tally[element as usize].statistic();
                 let layer = cuboids[index].dims.len();
                 if !clearly_above(good_enough, score)
                     && (layer < chosen_layer
@@ -499,21 +545,19 @@ impl Scan {
                 let (other_cuboid, other_element, other_score) = other?;
                 let gain = part_score + other_score - score;
                 let of_other = &self.cuboids[other_cuboid].element_of_leaf;
-                let (mut normal, mut whole) = ((0.0, 0.0), (0.0, 0.0));
+                let (mut normal, mut whole) = (Tally::default(), Tally::default());
                 for leaf in (0..inside.len()).filter(|&leaf| inside[leaf]) {
-                    whole.0 += self.real_effective[leaf];
-                    whole.1 += self.forecast_effective[leaf];
+                    whole += self.effective[leaf];
                     if rest[leaf] && of_other[leaf] != other_element {
-                        normal.0 += self.real_effective[leaf];
-                        normal.1 += self.forecast_effective[leaf];
+                        normal += self.effective[leaf];
                     }
                 }
                 // the rest keeps at most a quarter of the element's change: it did not move
                 // with it
-                let moved = |(real, forecast): (f64, f64)| real / forecast - 1.0;
-                let normal_rest = normal.1 >= MIN_NORMAL_SHARE * whole.1
+                let moved = |t: Tally| t.real / t.forecast - 1.0;
+                let normal_rest = normal.forecast >= MIN_NORMAL_SHARE * whole.forecast
                     && moved(normal) <= 0.25 * moved(whole)
-                    && scan_statistic(normal.0, normal.1) < significance;
+                    && normal.statistic() < significance;
                 (normal_rest && other_score >= significance && gain >= SPLIT_GAIN * significance)
                     .then_some((part.0, part.1, part_score))
             });
@@ -547,23 +591,21 @@ impl Scan {
             return None;
         }
         let of_part = &self.cuboids[part_cuboid].element_of_leaf;
-        let (mut kept, mut rest) = ((0.0, 0.0), (0.0, 0.0));
+        let (mut kept, mut rest) = (Tally::default(), Tally::default());
         for leaf in (0..inside.len()).filter(|&leaf| inside[leaf]) {
-            let sums = if of_part[leaf] == part_element {
-                &mut kept
+            if of_part[leaf] == part_element {
+                kept += self.effective[leaf];
             } else {
-                &mut rest
-            };
-            sums.0 += self.real_effective[leaf];
-            sums.1 += self.forecast_effective[leaf];
+                rest += self.effective[leaf];
+            }
         }
-        let factor = kept.0 / kept.1.max(MIN_EFFECTIVE_FORECAST);
-        let log_likelihood = |(real, forecast): (f64, f64), factor: f64| {
-            let expected = (forecast * factor).max(f64::MIN_POSITIVE);
-            real * expected.ln() - expected
+        let factor = kept.real / kept.forecast.max(MIN_EFFECTIVE_FORECAST);
+        let log_likelihood = |t: Tally, factor: f64| {
+            let expected = (t.forecast * factor).max(f64::MIN_POSITIVE);
+            t.real * expected.ln() - expected
         };
         let unchanged = log_likelihood(rest, 1.0) > log_likelihood(rest, factor);
-        (rest.1 > 0.0 && unchanged && scan_statistic(rest.0, rest.1) < significance).then_some((
+        (rest.forecast > 0.0 && unchanged && rest.statistic() < significance).then_some((
             part_cuboid,
             part_element,
             part_score,
@@ -595,10 +637,7 @@ impl Scan {
                 if count == 0 || count == n_inside {
                     continue;
                 }
-                let score = scan_statistic(
-                    self.sums[index].real_effective[element],
-                    self.sums[index].forecast_effective[element],
-                );
+                let score = self.sums[index].tally[element].statistic();
                 if best.is_none_or(|(_, _, b)| score > b) {
                     best = Some((index, element as u32, score));
                 }
@@ -642,11 +681,10 @@ impl Scan {
             .into_iter()
             .filter(|&leaf| self.unexplained[leaf])
             .collect();
-        let (mut real_effective, mut forecast_effective) = (0.0, 0.0);
+        let mut tally = Tally::default();
         let (mut element_real, mut element_forecast) = (0.0, 0.0);
         for &leaf in &leaves {
-            real_effective += self.real_effective[leaf];
-            forecast_effective += self.forecast_effective[leaf];
+            tally += self.effective[leaf];
             element_real += real[leaf];
             element_forecast += forecast[leaf];
         }
@@ -656,7 +694,7 @@ impl Scan {
         for &leaf in &leaves {
             self.unexplained[leaf] = false;
         }
-        let score = scan_statistic(real_effective, forecast_effective);
+        let score = tally.statistic();
         if score < significance {
             return None;
         }
@@ -772,7 +810,7 @@ fn clearly_above(score: f64, other: f64) -> bool {
 }
 
 /// Expectation-based Poisson log-likelihood ratio of "this element changed by a common factor".
-fn scan_statistic(real_effective: f64, forecast_effective: f64) -> f64 {
+fn poisson_statistic(real_effective: f64, forecast_effective: f64) -> f64 {
     let forecast = forecast_effective.max(MIN_EFFECTIVE_FORECAST);
     if real_effective <= 0.0 {
         return forecast;
@@ -1063,4 +1101,57 @@ pub(super) fn leaves_of(table: &LeafTable, elements: &[(String, String)]) -> Vec
                 .all(|&(dimension, id)| Some(table.code(leaf, dimension)) == id)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod statistic_tests {
+    use super::{Tally, poisson_statistic};
+
+    fn tally(real: f64, forecast: f64, trials: f64) -> Tally {
+        Tally {
+            real,
+            forecast,
+            trials,
+        }
+    }
+
+    #[test]
+    fn events_that_fill_their_trials_weigh_more_than_a_poisson_count_says() {
+        // 25 slow requests of 25 where 2 were expected
+        let bernoulli = tally(25.0, 2.0, 25.0).statistic();
+        let poisson = poisson_statistic(25.0, 2.0);
+        assert!((poisson - 40.1).abs() < 0.1, "{poisson}");
+        assert!(
+            (bernoulli - 25.0 * (25.0_f64 / 2.0).ln()).abs() < 1e-9,
+            "{bernoulli}"
+        );
+        // rare events among many trials: the two agree
+        let rare = tally(25.0, 2.0, 1e6).statistic();
+        assert!((rare - poisson).abs() < 0.01, "{rare} vs {poisson}");
+    }
+
+    #[test]
+    fn the_bernoulli_statistic_is_never_below_the_poisson_one() {
+        for trials in [10.0, 40.0, 200.0] {
+            for forecast in [0.5, 3.0, 9.5] {
+                for step in 0..=20 {
+                    let real = trials * step as f64 / 20.0;
+                    let b = tally(real, forecast, trials).statistic();
+                    let p = poisson_statistic(real, forecast);
+                    assert!(b >= p - 1e-9, "{real}/{forecast}/{trials}: {b} < {p}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn without_trials_that_hold_the_events_the_count_is_poisson() {
+        for (real, forecast, trials) in [(7.0, 2.0, 0.0), (7.0, 2.0, 5.0), (1.0, 3.0, 2.5)] {
+            assert_eq!(
+                tally(real, forecast, trials).statistic(),
+                poisson_statistic(real, forecast),
+                "{real}/{forecast}/{trials}"
+            );
+        }
+    }
 }
