@@ -305,6 +305,11 @@ fn every_scenario_under_every_variation() {
 ///   under the bar of 31.1; the LoRA set's own series dated it eight minutes early, by one
 ///   noisy minute of a few rows, and diluted it. A level shift's onset is now re-dated by the
 ///   change point of the counts behind its shares: the LoRA series says 02:20, the truth.
+/// - batching_misconfig × throttled_pod seed 4 (wrong once the counts re-dated every level
+///   shift): the error rate's first timeouts (3 of 464 requests at 02:20, none before) are the
+///   change's first evidence; a change point of the counts picked the step at 02:21, and the
+///   window that left 02:20 in the baseline named the wider `model & service`. The counts now
+///   re-date only sampled rows.
 #[test]
 fn cells_once_wrong_stay_right() {
     let cells = [
@@ -317,6 +322,7 @@ fn cells_once_wrong_stay_right() {
         (Scenario::LoraKvRegression, Variation::ResourceDims, 1),
         (Scenario::LoraKvRegression, Variation::OnePod, 1),
         (Scenario::LoraKvRegression, Variation::HeadSampling, 6),
+        (Scenario::BatchingMisconfig, Variation::ThrottledPod, 4),
     ];
     let wrong: Vec<String> = cells
         .iter()
