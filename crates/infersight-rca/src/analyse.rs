@@ -16,7 +16,7 @@ use crate::advice::{
     add_fault_signals, advice, derived_signals, fault_signals, promote_signals, slice_latency_spike,
 };
 use crate::attributes::attribute_rollup;
-use crate::windows::{KnownCause, Localized, localize_incident, relocalize};
+use crate::windows::{KnownCause, Localized, localize_incident, relocalize, with_attribute_onsets};
 use crate::{
     RcaReport, RcaRequest, Signal, collect_signals, lineage, log_evidence, sequence_evidence,
 };
@@ -170,8 +170,7 @@ pub async fn analyse(engine: &QueryEngine, request: RcaRequest) -> Result<RcaRep
     .await
     .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))??;
     // a slice of an attribute no rollup column holds may have changed when nothing else did
-    let localized =
-        crate::windows::with_attribute_onsets(engine, request, stored_rows, localized).await?;
+    let localized = with_attribute_onsets(engine, request, stored_rows, localized).await?;
     // the signals read the windows alone; a pod they show a device fault on is a known cause
     let signals_started = std::time::Instant::now();
     let mut signals = match localized.report {

@@ -87,7 +87,10 @@ fn a_slice_under_a_significant_parent_is_tested_at_the_parents_multiplicity() {
     let alone = localize(&table, &measure, &[]);
     assert!(causes(&alone).is_empty());
     assert!((alone.bar - 31.4).abs() < 0.05, "{}", alone.bar);
-    let closest = alone.strongest_below_bar.as_ref().expect("the closest element");
+    let closest = alone
+        .strongest_below_bar
+        .as_ref()
+        .expect("the closest element");
     assert_eq!(closest.key(), "a=a2&b=b6&c=c2");
     assert!((closest.score - 29.7).abs() < 0.05, "{closest:?}");
     // the parent's: the slice, with its excess (naming the closest marked nothing explained)

@@ -114,35 +114,6 @@ pub(super) fn localize(
     let n_leaves = table.len();
     let (dims, skipped_dimensions) = scanned_dimensions(table, params);
     let noise = resolve_noise(params.noise, real);
-    let observed = |values: &[f64]| -> Vec<f64> {
-        values
-            .iter()
-            .enumerate()
-            .map(|(leaf, v)| v / sample_weight_of(sample_weight, leaf))
-            .collect()
-    };
-    let (real_observed, forecast_observed) = (observed(real), observed(forecast));
-    let scale = effective_count_scale(noise, &real_observed, &forecast_observed);
-    let real_effective: Vec<f64> = real_observed
-        .iter()
-        .zip(&scale)
-        .map(|(v, k)| v / k)
-        .collect();
-    let forecast_effective: Vec<f64> = forecast_observed
-        .iter()
-        .zip(&scale)
-        .map(|(f, k)| f / k)
-        .collect();
-    // without trials, 0 each: the Poisson statistic
-    let trials_effective: Vec<f64> = if trials.len() == n_leaves {
-        observed(trials)
-            .iter()
-            .zip(&scale)
-            .map(|(t, k)| t / k)
-            .collect()
-    } else {
-        vec![0.0; n_leaves]
-    };
     let total_deviation: f64 = real.iter().sum::<f64>() - forecast.iter().sum::<f64>();
 
     let mut result = Localization {
@@ -154,13 +125,7 @@ pub(super) fn localize(
         return result;
     }
 
-    let effective: Vec<Tally> = (0..n_leaves)
-        .map(|leaf| Tally {
-            real: real_effective[leaf],
-            forecast: forecast_effective[leaf],
-            trials: trials_effective[leaf],
-        })
-        .collect();
+    let effective = effective_tallies(noise, (real, forecast, trials), sample_weight);
     let mut scan = Scan::new(table, &dims, params, effective);
     let n_candidates: usize = 1 + scan
         .cuboids
@@ -300,6 +265,37 @@ impl Accepting<'_> {
         result.root_causes.push(cause);
         true
     }
+}
+
+/// Per leaf, its values in effective counts: observed rows (values over the leaf's sample
+/// weight) over the noise scale (see [`effective_count_scale`]). Without `trials` (one per
+/// leaf), 0 each: the Poisson statistic (see [`Tally::statistic`]).
+fn effective_tallies(
+    noise: NoiseModel,
+    (real, forecast, trials): (&[f64], &[f64], &[f64]),
+    sample_weight: &[f64],
+) -> Vec<Tally> {
+    let observed = |values: &[f64]| -> Vec<f64> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(leaf, v)| v / sample_weight_of(sample_weight, leaf))
+            .collect()
+    };
+    let (real_observed, forecast_observed) = (observed(real), observed(forecast));
+    let scale = effective_count_scale(noise, &real_observed, &forecast_observed);
+    let trials_observed = if trials.len() == real.len() {
+        observed(trials)
+    } else {
+        vec![0.0; real.len()]
+    };
+    (0..real.len())
+        .map(|leaf| Tally {
+            real: real_observed[leaf] / scale[leaf],
+            forecast: forecast_observed[leaf] / scale[leaf],
+            trials: trials_observed[leaf] / scale[leaf],
+        })
+        .collect()
 }
 
 /// A significant parent's subtree (see [`Around`]): its dimensions' bits and values, and how
