@@ -583,8 +583,8 @@ fn ratios(counts: &[(i64, f64, f64)]) -> Vec<(i64, f64)> {
 }
 
 /// How far, in minutes, noise in a series can misdate the change it shows: a detected level
-/// shift's onset is re-dated within it by [`redated`], and a window is moved to its top cause's
-/// own onset only within it (a cause that changed further away is another change).
+/// shift's onset is re-dated within it by [`redated`], and a window is moved later to its top
+/// cause's own onset only within it (a cause that changed later still is another change).
 pub(crate) const REDATE_MINUTES: i64 = 15;
 
 /// Rows stand for this many requests each, on average, or more: they are sampled (see
