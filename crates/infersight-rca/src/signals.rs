@@ -78,10 +78,13 @@ use infersight_analytics::detect::{
 use crate::{RcaContext, RcaReport, RootCause, Signal};
 use infersight_model::RequestRecord;
 use infersight_model::attrs::{ValueTexts, read_attrs};
+use infersight_model::mapping::names_a_version;
 use infersight_query::QueryEngine;
 use infersight_query::QueryError;
 
 const MINUTE_NS: i64 = 60_000_000_000;
+/// SQL: the request failed (an error status, or an error type recorded).
+const FAILED: &str = "(status = 'error' OR (error_type IS NOT NULL AND error_type <> ''))";
 /// At most this many subjects of one kind are judged (the busiest).
 const MAX_SUBJECTS: usize = 64;
 /// Trend detectors want at least this many samples.
@@ -407,7 +410,7 @@ async fn read_worker_minutes(
             "SELECT COALESCE(worker, '') AS worker, COALESCE(model, '') AS model, \
          COALESCE(model_version, '') AS model_version, \
          date_trunc('minute', ts) AS minute, count(*) AS n, \
-         sum(CASE WHEN status = 'error' OR (error_type IS NOT NULL AND error_type <> '') THEN 1 ELSE 0 END) AS errors, \
+         sum(CASE WHEN {FAILED} THEN 1 ELSE 0 END) AS errors, \
          sum(CASE WHEN finish_reason = 'length' THEN 1 ELSE 0 END) AS truncated, \
          sum(CASE WHEN finish_reason IS NOT NULL AND finish_reason <> '' THEN 1 ELSE 0 END) AS finished, \
          sum(COALESCE(queue_ms, 0.0)) AS queue_sum, sum(COALESCE(e2e_ms, 0.0)) AS e2e_sum \
@@ -1073,17 +1076,20 @@ async fn read_tenant_minutes(
     let p = w.predicate("ts");
     let tenant = source.sql();
     // Prefix-cache workers: those that served any cached token in the window; only their
-    // requests say anything about a tenant's prefix-cache hit rate.
+    // requests say anything about a tenant's prefix-cache hit rate, and only those that did not
+    // fail: a request that timed out or was rejected before its prefill looked nothing up, and
+    // its prompt would count as missed tokens (a fault's timeouts would read as a tenant whose
+    // accesses scattered).
     let sql = format!(
         "WITH caching AS (SELECT worker AS caching_worker FROM requests WHERE {p} \
            GROUP BY worker HAVING sum(cached_tokens) > 0), \
          r AS (SELECT {tenant} AS tenant, ts, worker, cached_tokens, input_tokens, spec_draft_tokens, \
-           spec_accepted_tokens, \
+           spec_accepted_tokens, COALESCE({FAILED}, false) AS failed, \
            COALESCE(json_get(attrs, 'serving.guardrail.injection_score'), json_get(attrs, 'guardrail.injection_score')) AS injection \
            FROM requests WHERE {p} AND {tenant} IS NOT NULL AND {tenant} <> '') \
          SELECT r.tenant AS tenant, date_trunc('minute', r.ts) AS minute, count(*) AS n, \
-           sum(CASE WHEN caching_worker IS NOT NULL THEN COALESCE(cached_tokens, 0) ELSE 0 END) AS cached, \
-           sum(CASE WHEN caching_worker IS NOT NULL THEN COALESCE(input_tokens, 0) ELSE 0 END) AS input, \
+           sum(CASE WHEN caching_worker IS NOT NULL AND NOT failed THEN COALESCE(cached_tokens, 0) ELSE 0 END) AS cached, \
+           sum(CASE WHEN caching_worker IS NOT NULL AND NOT failed THEN COALESCE(input_tokens, 0) ELSE 0 END) AS input, \
            avg(TRY_CAST(injection AS DOUBLE)) AS injection, \
            sum(CASE WHEN spec_draft_tokens > 0 AND spec_accepted_tokens < {REJECTION_SHARE} * spec_draft_tokens THEN 1 ELSE 0 END) AS rejections, \
            sum(CASE WHEN spec_draft_tokens > 0 THEN spec_draft_tokens - COALESCE(spec_accepted_tokens, 0) ELSE 0 END) AS rollbacks, \
@@ -1158,27 +1164,62 @@ impl TenantSource {
     }
 }
 
+/// What a sample of the window's rows says of one attribute key: on how many rows it is, its
+/// first distinct values (up to [`MAX_TENANT_VALUES`] + 1), and whether a worker was seen with
+/// two of them.
+#[derive(Debug, Default)]
+struct KeyValues {
+    rows: usize,
+    values: Vec<String>,
+    /// worker → the value first seen on it
+    by_worker: BTreeMap<String, String>,
+    /// Some worker served two values of the key.
+    mixed_on_a_worker: bool,
+}
+
+impl KeyValues {
+    fn add(&mut self, value: &str, worker: Option<&str>) {
+        self.rows += 1;
+        if self.values.len() <= MAX_TENANT_VALUES && !self.values.iter().any(|v| v == value) {
+            self.values.push(value.to_string());
+        }
+        if let Some(worker) = worker.filter(|w| !w.is_empty()) {
+            match self.by_worker.get(worker) {
+                Some(seen) => self.mixed_on_a_worker |= seen != value,
+                None => {
+                    self.by_worker.insert(worker.to_string(), value.to_string());
+                }
+            }
+        }
+    }
+
+    /// The key is a property of what served the request: every worker it was seen on served
+    /// one value of it, and there were at least two workers (an engine's build, its tracer's
+    /// scope, a region, a deployment). Senders reach every worker; a sender pinned to workers
+    /// of its own shares no prefix cache with anyone.
+    fn set_by_the_worker(&self) -> bool {
+        self.by_worker.len() >= 2 && !self.mixed_on_a_worker
+    }
+}
+
 /// Attribute keys of `requests` that may play the tenant's part (read when the `tenant` column
-/// holds fewer than two tenants): scalar keys of at most [`MAX_TENANT_VALUES`] distinct values (at
-/// least two) on at least half of a sample of the window's rows, that are not a canonical
-/// column; keys whose name says who sends (org, tenant, customer, account, user, team, project,
-/// client, key) first, then by more distinct values; at most [`MAX_TENANT_KEYS`].
+/// holds fewer than two tenants), from a sample of the window's rows (see [`tenant_keys_of`]).
 async fn tenant_attribute_keys(
     engine: &QueryEngine,
     w: &Window,
 ) -> Result<Vec<TenantSource>, QueryError> {
     let p = w.predicate("ts");
     let sql = format!(
-        "WITH r AS (SELECT ts, tenant, attrs, row_number() OVER (ORDER BY ts) AS rn, \
+        "WITH r AS (SELECT ts, tenant, worker, attrs, row_number() OVER (ORDER BY ts) AS rn, \
            count(*) OVER () AS n FROM requests WHERE {p}) \
-         SELECT tenant, attrs FROM r WHERE (rn - 1) % ((n + {TENANT_KEY_SAMPLE} - 1) / {TENANT_KEY_SAMPLE}) = 0"
+         SELECT tenant, worker, attrs FROM r WHERE (rn - 1) % ((n + {TENANT_KEY_SAMPLE} - 1) / {TENANT_KEY_SAMPLE}) = 0"
     );
     let rows = Rows::query(engine, &sql).await?;
     let mut tenants: Vec<String> = Vec::new();
     let mut rows_read = 0usize;
-    let mut values: BTreeMap<String, (usize, Vec<String>)> = BTreeMap::new();
+    let mut keys: BTreeMap<String, KeyValues> = BTreeMap::new();
     let mut texts = ValueTexts::default();
-    rows.for_each(&["tenant", "attrs"], &[], &[], |s, _, _| {
+    rows.for_each(&["tenant", "worker", "attrs"], &[], &[], |s, _, _| {
         rows_read += 1;
         if let Some(t) = s[0].filter(|t| !t.is_empty())
             && tenants.len() < 2
@@ -1187,23 +1228,33 @@ async fn tenant_attribute_keys(
             tenants.push(t.to_string());
         }
         let mut entries = Vec::new();
-        if !read_attrs(s[1].unwrap_or("{}"), &mut entries) {
+        if !read_attrs(s[2].unwrap_or("{}"), &mut entries) {
             return;
         }
         for (key, value) in &entries {
-            let Some(text) = texts.text(value) else {
-                continue;
-            };
-            let (count, seen) = values.entry(key.to_string()).or_default();
-            *count += 1;
-            if seen.len() <= MAX_TENANT_VALUES && !seen.iter().any(|v| v == text) {
-                seen.push(text.to_string());
+            if let Some(text) = texts.text(value) {
+                keys.entry(key.to_string()).or_default().add(text, s[1]);
             }
         }
     })?;
     if tenants.len() >= 2 {
         return Ok(Vec::new());
     }
+    Ok(tenant_keys_of(keys, rows_read)
+        .into_iter()
+        .map(TenantSource::Attribute)
+        .collect())
+}
+
+/// Of the attribute keys of `rows_read` sampled rows, those that may play the tenant's part:
+/// scalar keys of at most [`MAX_TENANT_VALUES`] distinct values (at least two) on at least half
+/// of the rows, that are not a canonical column, do not name a version ([`names_a_version`]:
+/// `service.version`, `build`) and are not set by the worker ([`KeyValues::set_by_the_worker`]):
+/// a build, a tracer or a region says what served the request, never who sent it, and a
+/// rollout's versions differ in cache hits as tenants do. Keys whose name says who sends (org,
+/// tenant, customer, account, user, team, project, client, key) first, then by more distinct
+/// values; at most [`MAX_TENANT_KEYS`].
+fn tenant_keys_of(keys: BTreeMap<String, KeyValues>, rows_read: usize) -> Vec<String> {
     let sender = |key: &str| {
         let key = key.to_ascii_lowercase();
         [
@@ -1212,21 +1263,23 @@ async fn tenant_attribute_keys(
         .iter()
         .any(|word| key.split(['.', '_', '-', '/']).any(|part| part == *word))
     };
-    let mut keys: Vec<(bool, usize, String)> = values
+    let mut chosen: Vec<(bool, usize, String)> = keys
         .into_iter()
-        .filter(|(key, (count, seen))| {
-            (2..=MAX_TENANT_VALUES).contains(&seen.len())
-                && 2 * count >= rows_read
+        .filter(|(key, seen)| {
+            (2..=MAX_TENANT_VALUES).contains(&seen.values.len())
+                && 2 * seen.rows >= rows_read
                 && RequestRecord::COLUMNS.iter().all(|c| c != key)
+                && !names_a_version(key)
+                && !seen.set_by_the_worker()
         })
-        .map(|(key, (_, seen))| (!sender(&key), usize::MAX - seen.len(), key))
+        .map(|(key, seen)| (!sender(&key), usize::MAX - seen.values.len(), key))
         .collect();
-    keys.sort();
-    Ok(keys
+    chosen.sort();
+    chosen
         .into_iter()
         .take(MAX_TENANT_KEYS)
-        .map(|(_, _, key)| TenantSource::Attribute(key))
-        .collect())
+        .map(|(_, _, key)| key)
+        .collect()
 }
 
 /// Cache pollution among the tenants of `source`: one signal per polluter (the subject), its
@@ -2200,6 +2253,55 @@ mod tests {
         assert_eq!(
             plain.root_causes[0].dimensions,
             subject(&[("worker", "backend-1")])
+        );
+    }
+
+    /// Keys that say who sends stay candidates for the tenant's part; keys that say what served
+    /// the request do not, by their name (a version, even one a rollout changed on a worker) or
+    /// by their values (one per worker: a tracer's scope, a region).
+    #[test]
+    fn tenant_keys_leave_out_what_serves_the_request() {
+        let mut keys: BTreeMap<String, KeyValues> = BTreeMap::new();
+        let mut rows = 0;
+        for i in 0..200_usize {
+            rows += 1;
+            let worker = format!("pod-{}", i % 4);
+            let mut add = |key: &str, value: &str| {
+                keys.entry(key.into())
+                    .or_default()
+                    .add(value, Some(&worker));
+            };
+            add("customer.org", ["hooli", "globex", "acme"][i % 3]);
+            add("plan", ["free", "pro"][(i / 4) % 2]);
+            add(
+                "otel.scope.name",
+                ["vllm.tracing", "sglang.tracing"][(i % 4) / 2],
+            );
+            add(
+                "cloud.region",
+                ["eu-west-1", "us-east-1", "eu-west-1", "ap-south-1"][i % 4],
+            );
+            add(
+                "service.version",
+                if i < 100 || i % 4 != 0 {
+                    "0.4.9"
+                } else {
+                    "0.10.2"
+                },
+            );
+            add("service.name", "llm-backend");
+        }
+        // a key on rows without a worker is judged by its name and values alone
+        let mut unplaced = KeyValues::default();
+        for i in 0..200 {
+            unplaced.add(["a", "b"][i % 2], None);
+        }
+        keys.insert("team.bucket".into(), unplaced);
+        assert!(keys["service.version"].mixed_on_a_worker);
+        assert!(keys["otel.scope.name"].set_by_the_worker());
+        assert_eq!(
+            tenant_keys_of(keys, rows),
+            ["customer.org", "team.bucket", "plan"]
         );
     }
 

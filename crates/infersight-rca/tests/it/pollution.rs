@@ -20,57 +20,105 @@ enum SenderKey {
     Attribute(&'static str),
 }
 
+/// What changes from minute 60.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Change {
+    /// The polluter scans long documents of distinct prefixes; the others' hit rate falls.
+    Pollution,
+    /// No one pollutes: a fault makes one request in three of every sender time out before its
+    /// prefill (a long prompt, no token cached, an error status).
+    Timeouts,
+}
+
+/// The serving build each worker reports: `backend-0` runs a new engine release.
+fn build_of(worker: usize) -> &'static str {
+    if worker == 0 { "0.10.2" } else { "0.4.9" }
+}
+
 /// 90 minutes: three senders share a 6k-token system prompt (≈ 80 % of their input cached on
-/// the two prefix-caching workers); from minute 60 the polluter sends 16k-token documents of
-/// distinct prefixes and the others' hit rate falls to ≈ 15 %.
-fn fleet(key: SenderKey, seed: u64) -> Vec<RequestRecord> {
+/// the two prefix-caching workers); from minute 60, `change`. Under [`Change::Pollution`] the
+/// polluter's scans go to `backend-0` when `builds` (each row then carries its worker's
+/// `service.version` and tracer scope, so the new build serves the polluter and the old one its
+/// victims).
+fn fleet(key: SenderKey, seed: u64, change: Change, builds: bool) -> Vec<RequestRecord> {
     let mut rng = SplitMix64::new(seed);
     let mut rows = Vec::new();
     for minute in 0..90i64 {
-        let polluting = minute >= 60;
+        let changed = minute >= 60;
         for (s, sender) in SENDERS.iter().enumerate() {
             for k in 0..6i64 {
                 let ts = base_ns() + minute * MINUTE_NS + (s as i64 * 6 + k) * 2_000_000_000;
-                let scanning = *sender == POLLUTER && polluting;
-                let input: i64 = if scanning {
+                let scanning = change == Change::Pollution && *sender == POLLUTER && changed;
+                let timed_out = change == Change::Timeouts && changed && k % 3 == 0;
+                let input: i64 = if scanning || timed_out {
                     16_000 + (rng.uniform() * 4_000.0) as i64
                 } else {
                     7_000 + (rng.uniform() * 800.0) as i64
                 };
-                let hit = if *sender == POLLUTER {
-                    if scanning { 0.0 } else { 0.1 }
-                } else if polluting {
+                let hit = if timed_out || scanning {
+                    0.0
+                } else if *sender == POLLUTER {
+                    0.1
+                } else if changed && change == Change::Pollution {
                     0.15
                 } else {
                     0.8
                 };
                 let cached =
                     (input as f64 * (hit + 0.04 * (rng.uniform() - 0.5)).clamp(0.0, 1.0)) as i64;
-                let mut attrs = String::from("{\"service.name\":\"llm-backend\"}");
+                let worker = if scanning && builds {
+                    0
+                } else {
+                    (s + k as usize) % 2
+                };
+                let mut fields = vec![("service.name".to_string(), "llm-backend".to_string())];
+                if builds {
+                    fields.push(("service.version".into(), build_of(worker).into()));
+                    let scope = ["vllm.tracing", "sglang.tracing"][worker];
+                    fields.push(("otel.scope.name".into(), scope.into()));
+                }
                 let mut row = RequestRecord {
                     ts,
                     request_id: Some(format!("chatcmpl-{seed}-{minute}-{s}-{k}")),
                     model: Some("qwen2.5-14b".into()),
-                    worker: Some(format!("backend-{}", (s + k as usize) % 2)),
+                    worker: Some(format!("backend-{worker}")),
                     input_tokens: Some(input),
                     cached_tokens: Some(cached),
-                    output_tokens: Some(200),
-                    e2e_ms: Some(1_500.0),
+                    output_tokens: Some(if timed_out { 0 } else { 200 }),
+                    e2e_ms: Some(if timed_out { 30_000.0 } else { 1_500.0 }),
                     ..Default::default()
                 };
+                if timed_out {
+                    row.status = Some("error".into());
+                    row.error_type = Some("timeout".into());
+                }
                 match key {
                     SenderKey::TenantColumn => row.tenant = Some(sender.to_string()),
-                    SenderKey::Attribute(name) => {
-                        attrs =
-                            format!("{{\"{name}\":\"{sender}\",\"service.name\":\"llm-backend\"}}");
-                    }
+                    SenderKey::Attribute(name) => fields.push((name.into(), sender.to_string())),
                 }
-                row.attrs = attrs;
+                let attrs: Vec<String> = fields
+                    .iter()
+                    .map(|(k, v)| format!("\"{k}\":\"{v}\""))
+                    .collect();
+                row.attrs = format!("{{{}}}", attrs.join(","));
                 rows.push(row);
             }
         }
     }
     rows
+}
+
+/// The cache-pollution signals of `rows`.
+async fn pollution_of(rows: &[RequestRecord]) -> Vec<infersight_rca::Signal> {
+    let store = TestStore::new();
+    store.append_requests(rows);
+    let signals = collect_signals(&store.engine(), &rca_context("ttft", Vec::new()))
+        .await
+        .unwrap();
+    signals
+        .into_iter()
+        .filter(|s| s.kind == SignalKind::CachePollution)
+        .collect()
 }
 
 #[tokio::test]
@@ -80,15 +128,7 @@ async fn the_polluter_is_the_subject_whatever_plays_the_tenant() {
         SenderKey::Attribute("user.org"),
         SenderKey::Attribute("api_key_sha256"),
     ] {
-        let store = TestStore::new();
-        store.append_requests(&fleet(key, 7));
-        let signals = collect_signals(&store.engine(), &rca_context("ttft", Vec::new()))
-            .await
-            .unwrap();
-        let pollution: Vec<_> = signals
-            .iter()
-            .filter(|s| s.kind == SignalKind::CachePollution)
-            .collect();
+        let pollution = pollution_of(&fleet(key, 7, Change::Pollution, false)).await;
         let context = format!("{key:?}: {pollution:#?}");
         assert_eq!(pollution.len(), 1, "{context}");
         let subject_key = match key {
@@ -109,5 +149,44 @@ async fn the_polluter_is_the_subject_whatever_plays_the_tenant() {
                 "victim {victim} named: {context}"
             );
         }
+    }
+}
+
+/// A build serves requests; it sends none. Where the sender is an attribute no mapping knows,
+/// a `service.version` or a tracer's `otel.scope.name` of few values could pass for one: here
+/// the new build serves the polluter's scans and the old one its victims, so the build's
+/// "tenants" show a polluter and a victim too. The sender is named, the build is not.
+#[tokio::test]
+async fn a_build_that_serves_the_polluter_is_not_named_in_its_place() {
+    for seed in [7, 8] {
+        let rows = fleet(
+            SenderKey::Attribute("customer.org"),
+            seed,
+            Change::Pollution,
+            true,
+        );
+        let pollution = pollution_of(&rows).await;
+        let context = format!("seed {seed}: {pollution:#?}");
+        assert_eq!(pollution.len(), 1, "{context}");
+        assert_eq!(
+            pollution[0].subject.get("customer.org").map(String::as_str),
+            Some(POLLUTER),
+            "{context}"
+        );
+        for serving in ["service.version", "otel.scope.name"] {
+            assert!(!pollution[0].detail.contains(serving), "{context}");
+        }
+    }
+}
+
+/// A request that timed out before its prefill looked nothing up in the prefix cache: a fault
+/// that makes every sender's long prompts time out lowers no hit rate and scatters no one's
+/// accesses, so it names no polluter.
+#[tokio::test]
+async fn timeouts_are_no_cache_pollution() {
+    for key in [SenderKey::TenantColumn, SenderKey::Attribute("user.org")] {
+        let rows = fleet(key, 11, Change::Timeouts, false);
+        let pollution = pollution_of(&rows).await;
+        assert!(pollution.is_empty(), "{key:?}: {pollution:#?}");
     }
 }
