@@ -14,7 +14,9 @@
 //!   or abort rate, against the first third of the data as reference (seasonal, by time of day,
 //!   once that reference holds two days); where rows are sampled, a level shift's onset is
 //!   re-dated within 15 minutes by the maximum-likelihood change point of the counts behind the
-//!   shares (each minute weighed by the rows it holds); incident = onset → end of data,
+//!   shares (each minute weighed by the rows it holds), and the series are ranked by the
+//!   Poisson z of their counts from the onset on (variance scaled by the sampling weight), a
+//!   shift the data ends too soon to confirm among the shifts; incident = onset → end of data,
 //!   baseline = the hour before the onset (at least 10 minutes). A window whose top cause
 //!   changed at another time is analysed again from the cause's own change point: earlier
 //!   without limit, later by at most 15 minutes (a cause that changed later still is another

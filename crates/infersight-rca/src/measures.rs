@@ -371,6 +371,17 @@ pub(crate) fn choose_onset(
     };
     series.push(("error_rate".into(), rate_of(|c| c.errors)));
     series.push(("abort_rate".into(), rate_of(|c| c.truncated)));
+    strongest_change(series, reference_end, sample_weight)
+}
+
+/// Of named per-minute counts, the onset and name of the most significant confirmed level
+/// shift after `reference_end` (its onset [`redated`]; where rows are sampled, an unconfirmed
+/// one too), else of the most significant spike; significance as [`ranked`] says.
+fn strongest_change(
+    series: Vec<(String, MinuteCounts)>,
+    reference_end: i64,
+    sample_weight: f64,
+) -> Option<(i64, String)> {
     let mut best_shift: Option<(f64, i64, String)> = None;
     let mut best_spike: Option<(f64, i64, String)> = None;
     for (name, counts) in series {
@@ -382,15 +393,33 @@ pub(crate) fn choose_onset(
         let Ok(Some(change)) = detect_change(&points, &params) else {
             continue;
         };
+        // Sampled, a shift the data ends too soon to confirm (an incident still going on) is
+        // ranked with the confirmed ones: the counts weigh it by the minutes it holds.
+        let sampled = sample_weight >= SAMPLED_FROM_WEIGHT;
         let (slot, onset) = match change.kind {
-            ChangeKind::LevelShift if change.confirmed => (
+            ChangeKind::LevelShift if change.confirmed || sampled => (
                 &mut best_shift,
                 redated(change.onset_ns, &counts, reference_end, sample_weight),
             ),
             _ => (&mut best_spike, change.onset_ns),
         };
-        if slot.as_ref().is_none_or(|(z, _, _)| change.peak_z > *z) {
-            *slot = Some((change.peak_z, onset, name));
+        let z = ranked(
+            change.peak_z,
+            &counts,
+            (onset, reference_end),
+            sample_weight,
+        );
+        tracing::debug!(
+            series = %name,
+            kind = ?change.kind,
+            confirmed = change.confirmed,
+            onset,
+            peak_z = change.peak_z,
+            ranked = z,
+            "onset candidate"
+        );
+        if slot.as_ref().is_none_or(|(best, _, _)| z > *best) {
+            *slot = Some((z, onset, name));
         }
     }
     best_shift
@@ -514,6 +543,7 @@ pub(crate) fn choose_slice_onsets(
                 continue;
             };
             let onset = redated(onset, &counts, reference_end, sample_weight);
+            let z = ranked(z, &counts, (onset, reference_end), sample_weight);
             let dim_name = names.get(*dim).map_or("?", String::as_str);
             found.push((z, onset, format!("{sli} of {dim_name}={value}")));
         }
@@ -612,6 +642,37 @@ fn redated(onset: i64, counts: &[(i64, f64, f64)], reference_end: i64, sample_we
         .copied()
         .collect();
     change_point(&near, reference_end).unwrap_or(onset)
+}
+
+/// The significance a change found in one of several series is ranked by: the detector's peak
+/// z, or, where the rows are sampled (`sample_weight` at least [`SAMPLED_FROM_WEIGHT`]), the
+/// Poisson z of the events from `onset` on against the rate before `reference_end`, its
+/// variance scaled by the weight as [`fleet_z`] does. The peak z reads each minute's ratio
+/// against the reference's spread of ratios; from sampled rows a rare event's minutes hold 0 or
+/// 1 of it, the spread is a fraction of what the next event adds, and three truncated requests
+/// in a minute (one in a thousand by chance) outrank a latency shift that the counts show many
+/// times as surely. With every request counted the peak z stands, as the onset does in
+/// [`redated`].
+fn ranked(
+    peak_z: f64,
+    counts: &[(i64, f64, f64)],
+    (onset, reference_end): (i64, i64),
+    sample_weight: f64,
+) -> f64 {
+    if sample_weight < SAMPLED_FROM_WEIGHT {
+        return peak_z;
+    }
+    let sum = |keep: &dyn Fn(i64) -> bool| {
+        counts
+            .iter()
+            .filter(|c| keep(c.0))
+            .fold((0.0, 0.0), |(e, u), c| (e + c.1, u + c.2))
+    };
+    let (base_events, base_units) = sum(&|m| m < reference_end);
+    let (events, units) = sum(&|m| m >= onset);
+    let base_rate = (base_events + 1.0) / (base_units + 1.0);
+    let expected = base_rate * units;
+    (events - expected) / (sample_weight * (expected + 1.0)).sqrt()
 }
 
 /// How a measure's per-minute series is searched for a rise after `reference_end`. Daily load
@@ -789,6 +850,50 @@ mod tests {
         // every request counted: the detector's first departure stands
         let counts = sampled(1, 40);
         assert_eq!(redated(minute(32), &counts, reference_end, 1.0), minute(32));
+    }
+
+    /// Rows kept at 10 % (each stands for 10 requests), 30 minutes of about 600 requests: the
+    /// share of slow requests steps 5 % → 14 % at minute 20, and a rare event (requests stopped
+    /// at their token limit) creeps 0.4 % → 1.5 % from minute 12, a minute's sample holding 0 to
+    /// 3 of it. The counts say the latency step is the surer change (a Poisson z about twice the
+    /// rare event's), though the data ends before ten minutes confirm it. Ranked by the counts,
+    /// with unconfirmed shifts among the shifts, 13 of 16 seeds choose it, dated within a minute.
+    /// Treated as complete rows (peak z, confirmed shifts first) the same series chose it on 7
+    /// (both seen); on the seeds left the detector did not call the latency step a shift.
+    #[test]
+    fn sampled_rows_rank_changes_by_their_counts() {
+        const WEIGHT: f64 = 10.0;
+        let minute = |m: i64| m * MINUTE_NS;
+        let mut latency_first = 0;
+        for seed in 1..=16_u64 {
+            let mut rng = SplitMix64::new(seed);
+            let (mut slow, mut stopped) = (Vec::new(), Vec::new());
+            for m in 0..30_i64 {
+                let rows = (0..600).filter(|_| rng.uniform() < 0.1).count() as f64;
+                let draw = |rng: &mut SplitMix64, p: f64| {
+                    (0..rows as usize).filter(|_| rng.uniform() < p).count() as f64 * WEIGHT
+                };
+                let s = draw(&mut rng, if m >= 20 { 0.14 } else { 0.05 });
+                let t = draw(&mut rng, if m >= 12 { 0.015 } else { 0.004 });
+                slow.push((minute(m), s, rows * WEIGHT));
+                stopped.push((minute(m), t, rows * WEIGHT));
+            }
+            let series = vec![
+                ("ttft".to_string(), slow),
+                ("abort_rate".to_string(), stopped),
+            ];
+            let chosen = strongest_change(series, minute(10), WEIGHT);
+            if let Some((onset, name)) = chosen
+                && name == "ttft"
+            {
+                latency_first += 1;
+                assert!((onset - minute(20)).abs() <= 2 * MINUTE_NS, "seed {seed}");
+            }
+        }
+        assert!(
+            latency_first >= 12,
+            "{latency_first} of 16 seeds chose the latency step"
+        );
     }
 
     /// A rate that steps up at a known minute, Poisson-like noise, several seeds: the change
