@@ -310,6 +310,14 @@ fn every_scenario_under_every_variation() {
 ///   change's first evidence; a change point of the counts picked the step at 02:21, and the
 ///   window that left 02:20 in the baseline named the wider `model & service`. The counts now
 ///   re-date only sampled rows.
+/// - batching_misconfig × head_sampling seed 8: three timeouts of tenant globex (40k prompt
+///   tokens, none cached) read as a tenant whose prefix-cache accesses scattered, and a false
+///   cache-pollution signal was promoted above the cause. A failed request looked nothing up:
+///   the tenant-side cache counts now leave failed requests out.
+/// - cache_pollution × custom_names seed 9 (a fresh seed): the sender is `customer.org`, and the
+///   tenant-source discovery also took `service.version`, then `otel.scope.name`, for tenants
+///   (the new build served the polluter, the old one its victims). A key that names a version,
+///   or that each worker serves one value of, says what served the request, not who sent it.
 #[test]
 fn cells_once_wrong_stay_right() {
     let cells = [
@@ -323,6 +331,8 @@ fn cells_once_wrong_stay_right() {
         (Scenario::LoraKvRegression, Variation::OnePod, 1),
         (Scenario::LoraKvRegression, Variation::HeadSampling, 6),
         (Scenario::BatchingMisconfig, Variation::ThrottledPod, 4),
+        (Scenario::BatchingMisconfig, Variation::HeadSampling, 8),
+        (Scenario::CachePollution, Variation::CustomNames, 9),
     ];
     let wrong: Vec<String> = cells
         .iter()
