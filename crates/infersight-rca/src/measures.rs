@@ -305,10 +305,20 @@ pub(crate) fn fleet_z(
     if measure.explanatory {
         return 0.0;
     }
-    let base_rate = (measure.events(baseline) + 1.0) / (baseline.fleet.requests as f64 + 1.0);
-    let expected = base_rate * incident.fleet.requests as f64;
-    let variance = sample_weight.max(1.0) * (expected + 1.0);
-    (measure.events(incident) - expected) / variance.sqrt()
+    excess_z(
+        (measure.events(baseline), baseline.fleet.requests as f64),
+        (measure.events(incident), incident.fleet.requests as f64),
+        sample_weight,
+    )
+}
+
+/// Poisson z of `(events, units)` against the rate of `baseline`'s (one event and one unit
+/// added to it, so an empty baseline still gives a rate), the variance scaled by the requests
+/// one counted row stands for.
+fn excess_z(baseline: (f64, f64), (events, units): (f64, f64), sample_weight: f64) -> f64 {
+    let base_rate = (baseline.0 + 1.0) / (baseline.1 + 1.0);
+    let expected = base_rate * units;
+    (events - expected) / (sample_weight.max(1.0) * (expected + 1.0)).sqrt()
 }
 
 /// Per-minute fleet totals from `first` to `end` (whole minutes with requests).
@@ -395,9 +405,8 @@ fn strongest_change(
         };
         // Sampled, a shift the data ends too soon to confirm (an incident still going on) is
         // ranked with the confirmed ones: the counts weigh it by the minutes it holds.
-        let sampled = sample_weight >= SAMPLED_FROM_WEIGHT;
         let (slot, onset) = match change.kind {
-            ChangeKind::LevelShift if change.confirmed || sampled => (
+            ChangeKind::LevelShift if change.confirmed || sampled(sample_weight) => (
                 &mut best_shift,
                 redated(change.onset_ns, &counts, reference_end, sample_weight),
             ),
@@ -621,6 +630,11 @@ pub(crate) const REDATE_MINUTES: i64 = 15;
 /// [`redated`]).
 const SAMPLED_FROM_WEIGHT: f64 = 1.5;
 
+/// Rows standing for `sample_weight` requests each are sampled ([`SAMPLED_FROM_WEIGHT`]).
+fn sampled(sample_weight: f64) -> bool {
+    sample_weight >= SAMPLED_FROM_WEIGHT
+}
+
 /// A level shift's `onset`, as the detector dated it on the per-minute ratios, re-dated where
 /// the rows are sampled (`sample_weight`, the requests one stored row stands for, at least
 /// [`SAMPLED_FROM_WEIGHT`]) by the maximum-likelihood change point of the counts behind them
@@ -633,7 +647,7 @@ const SAMPLED_FROM_WEIGHT: f64 = 1.5;
 /// first evidence (a few timeouts where there were none, before the step a change point would
 /// pick), and the detector's onset stands; so it does where no rise is found.
 fn redated(onset: i64, counts: &[(i64, f64, f64)], reference_end: i64, sample_weight: f64) -> i64 {
-    if sample_weight < SAMPLED_FROM_WEIGHT {
+    if !sampled(sample_weight) {
         return onset;
     }
     let near: Vec<(i64, f64, f64)> = counts
@@ -647,19 +661,19 @@ fn redated(onset: i64, counts: &[(i64, f64, f64)], reference_end: i64, sample_we
 /// The significance a change found in one of several series is ranked by: the detector's peak
 /// z, or, where the rows are sampled (`sample_weight` at least [`SAMPLED_FROM_WEIGHT`]), the
 /// Poisson z of the events from `onset` on against the rate before `reference_end`, its
-/// variance scaled by the weight as [`fleet_z`] does. The peak z reads each minute's ratio
-/// against the reference's spread of ratios; from sampled rows a rare event's minutes hold 0 or
-/// 1 of it, the spread is a fraction of what the next event adds, and three truncated requests
-/// in a minute (one in a thousand by chance) outrank a latency shift that the counts show many
-/// times as surely. With every request counted the peak z stands, as the onset does in
-/// [`redated`].
+/// variance scaled by the weight ([`excess_z`], as the symptom's [`fleet_z`]). The peak z reads
+/// each minute's ratio against the reference's spread of ratios; from sampled rows a rare
+/// event's minutes hold 0 or 1 of it, the spread is a fraction of what the next event adds, and
+/// three truncated requests in a minute (one in a thousand by chance) outrank a latency shift
+/// that the counts show many times as surely. With every request counted the peak z stands, as
+/// the onset does in [`redated`].
 fn ranked(
     peak_z: f64,
     counts: &[(i64, f64, f64)],
     (onset, reference_end): (i64, i64),
     sample_weight: f64,
 ) -> f64 {
-    if sample_weight < SAMPLED_FROM_WEIGHT {
+    if !sampled(sample_weight) {
         return peak_z;
     }
     let sum = |keep: &dyn Fn(i64) -> bool| {
@@ -668,11 +682,11 @@ fn ranked(
             .filter(|c| keep(c.0))
             .fold((0.0, 0.0), |(e, u), c| (e + c.1, u + c.2))
     };
-    let (base_events, base_units) = sum(&|m| m < reference_end);
-    let (events, units) = sum(&|m| m >= onset);
-    let base_rate = (base_events + 1.0) / (base_units + 1.0);
-    let expected = base_rate * units;
-    (events - expected) / (sample_weight * (expected + 1.0)).sqrt()
+    excess_z(
+        sum(&|m| m < reference_end),
+        sum(&|m| m >= onset),
+        sample_weight,
+    )
 }
 
 /// How a measure's per-minute series is searched for a rise after `reference_end`. Daily load
