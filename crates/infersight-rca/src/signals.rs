@@ -1818,7 +1818,8 @@ struct GroupFit {
     f1: f64,
     /// Share of the incident's broken entries in the group.
     recall: f64,
-    /// The value never occurs in the baseline (a rollout: a new build, a new pod).
+    /// The value never occurs in the baseline (a rollout: a new build, a new pod), or first
+    /// occurs in its last quarter and is broken there already (a rollout just before the split).
     new_value: bool,
     /// The key names a build (`service.version`, `deployment.version`, …): what a rollout changes.
     names_a_build: bool,
@@ -1854,7 +1855,9 @@ impl GroupFit {
 /// Trace-context loss of one service: among the service as a whole and the groups of its entry
 /// spans by any low-cardinality attribute (resource or span: a build, a pod, a region, whatever
 /// it is named), those whose share of broken entries jumped (own baseline, or the service's for
-/// a group new in the incident); the one that best sets the broken entries apart is the subject.
+/// a group new in the incident, or for one that first appeared in the last quarter of the
+/// baseline and was broken from then on: the service's before it appeared); the one that best
+/// sets the broken entries apart is the subject.
 fn context_loss_of_service(service: &str, entries: &[EntrySpan], w: &Window) -> Option<Signal> {
     let params = ProportionParams::default();
     let incident: Vec<&EntrySpan> = entries.iter().filter(|e| e.ts_ns >= w.split_ns).collect();
@@ -1877,6 +1880,11 @@ fn context_loss_of_service(service: &str, entries: &[EntrySpan], w: &Window) -> 
         minutes
     };
     let service_baseline = per_minute(&|_| true, Some(false));
+    // a value first seen in the last quarter of the baseline came with a rollout just before the
+    // split: where its own few minutes show no rise (they were already broken), it is judged as
+    // new, against the service before it appeared
+    let baseline_start = entries.iter().map(|e| e.ts_ns).min().unwrap_or(w.split_ns);
+    let late_from = w.split_ns - (w.split_ns - baseline_start) / 4;
     let judge = |group: Option<EntryGroup>, cardinality: usize| -> Option<GroupFit> {
         let member = |e: &EntrySpan| {
             group
@@ -1885,31 +1893,51 @@ fn context_loss_of_service(service: &str, entries: &[EntrySpan], w: &Window) -> 
         };
         let own_baseline = per_minute(&member, Some(false));
         let own_total: u64 = own_baseline.values().map(|c| c.1).sum();
-        let baseline = if own_total >= params.min_baseline_total {
-            own_baseline
-        } else {
-            service_baseline.clone()
-        };
-        let counts: Vec<CountSample> = baseline
-            .into_iter()
-            .chain(per_minute(&member, Some(true)))
-            .map(|(ts_ns, (hits, total))| CountSample {
-                ts_ns,
-                hits: hits.min(total),
-                total,
-            })
-            .collect();
+        let first_seen = entries.iter().filter(|e| member(e)).map(|e| e.ts_ns).min();
+        let rolled_out_late = group.is_some() && first_seen.is_some_and(|ts| ts >= late_from);
         let mut pairs = vec![("service", service)];
         if let Some(g) = &group {
             pairs.push((g.key.as_str(), g.value.as_str()));
         }
-        let finding = context_loss(&pairs, &counts, w.split_ns, &params).ok()??;
+        let incident_counts = per_minute(&member, Some(true));
+        let rise = |baseline: BTreeMap<i64, (u64, u64)>| {
+            let counts: Vec<CountSample> = baseline
+                .into_iter()
+                .chain(incident_counts.clone())
+                .map(|(ts_ns, (hits, total))| CountSample {
+                    ts_ns,
+                    hits: hits.min(total),
+                    total,
+                })
+                .collect();
+            context_loss(&pairs, &counts, w.split_ns, &params).ok()?
+        };
+        let (finding, new_value) = if own_total >= params.min_baseline_total {
+            match rise(own_baseline) {
+                Some(finding) => (finding, false),
+                None if rolled_out_late => {
+                    let before = first_seen.unwrap_or(w.split_ns).div_euclid(MINUTE_NS) * MINUTE_NS;
+                    (
+                        rise(
+                            service_baseline
+                                .range(..before)
+                                .map(|(t, c)| (*t, *c))
+                                .collect(),
+                        )?,
+                        true,
+                    )
+                }
+                None => return None,
+            }
+        } else {
+            (rise(service_baseline.clone())?, own_total == 0)
+        };
         let members = incident.iter().filter(|e| member(e)).count();
         let hits = incident.iter().filter(|e| e.broken && member(e)).count();
         let f1 = 2.0 * hits as f64 / (broken_total + members).max(1) as f64;
         Some(GroupFit {
             recall: hits as f64 / broken_total as f64,
-            new_value: own_total == 0,
+            new_value,
             names_a_build: group.as_ref().is_some_and(|g| is_build_key(&g.key)),
             standard_key: group
                 .as_ref()

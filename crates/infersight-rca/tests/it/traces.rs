@@ -139,25 +139,44 @@ fn request_spans(
     spans
 }
 
-/// 90 minutes: three proxy pods on build "old" for the first hour; from minute 60 `pods`
-/// (the incident's pods) take over, some on the broken build.
+/// When the incident's pods take over and how busy each pod is.
+#[derive(Debug, Clone, Copy)]
+struct Rollout {
+    /// The minute `incident_pods` take over; the incident (the split) starts at minute 60.
+    minute: i64,
+    /// Requests per pod and minute.
+    per_minute: i64,
+}
+
+/// The incident's pods take over when the incident starts, four requests a minute each.
+const AT_THE_SPLIT: Rollout = Rollout {
+    minute: 60,
+    per_minute: 4,
+};
+
+/// 90 minutes: the baseline's pods until `rollout.minute`, then `incident_pods` take over, some
+/// on the broken build (which loses the context from then on).
 fn fleet(
     layout: Layout,
     seed: u64,
     incident_pods: &[Pod],
     baseline_pods: &[Pod],
+    rollout: Rollout,
 ) -> Vec<SpanRecord> {
     let mut ids = Ids(SplitMix64::new(seed));
     let mut spans = Vec::new();
+    let pods_at_once = incident_pods.len().max(baseline_pods.len()) as i64;
+    let spacing = MINUTE_NS / (pods_at_once * rollout.per_minute);
     for minute in 0..90 {
-        let pods = if minute < 60 {
+        let pods = if minute < rollout.minute {
             baseline_pods
         } else {
             incident_pods
         };
         for (p, pod) in pods.iter().enumerate() {
-            for k in 0..4 {
-                let ts = base_ns() + minute * MINUTE_NS + (p as i64 * 4 + k) * 4_000_000_000;
+            for k in 0..rollout.per_minute {
+                let ts =
+                    base_ns() + minute * MINUTE_NS + (p as i64 * rollout.per_minute + k) * spacing;
                 let engine_pod = (ids.0.next_u64() % 4) as usize;
                 spans.extend(request_spans(&mut ids, ts, pod, layout, engine_pod));
             }
@@ -287,7 +306,14 @@ async fn a_build_that_drops_trace_context_is_named_by_its_attribute() {
         ];
         for layout in LAYOUTS {
             for seed in [3, 4] {
-                let signals = losses(&fleet(layout, seed, &incident_pods, &baseline_pods)).await;
+                let signals = losses(&fleet(
+                    layout,
+                    seed,
+                    &incident_pods,
+                    &baseline_pods,
+                    AT_THE_SPLIT,
+                ))
+                .await;
                 let context = format!("{key} {layout:?} seed {seed}: {signals:#?}");
                 let top = signals.first().expect(&context);
                 assert_eq!(
@@ -325,7 +351,62 @@ async fn intact_trace_context_raises_no_loss() {
         pod("edge-router-7c2-x", "service.version", "3.2.0", true, false),
     ];
     for layout in LAYOUTS {
-        let signals = losses(&fleet(layout, 5, &pods, &pods[..1])).await;
+        let signals = losses(&fleet(layout, 5, &pods, &pods[..1], AT_THE_SPLIT)).await;
         assert!(signals.is_empty(), "{layout:?}: {signals:#?}");
+    }
+}
+
+#[tokio::test]
+async fn a_build_rolled_out_just_before_the_split_is_new_in_the_incident() {
+    // the broken build reaches pod c six minutes before the incident starts: its own baseline
+    // is those six broken minutes, and the pod has 54 intact minutes behind it; the build is
+    // what lost the context, judged against the service before it appeared
+    let pods = |build: &'static str, broken: bool| {
+        [
+            pod(
+                "edge-router-6f9-a",
+                "service.version",
+                "3.1.0",
+                false,
+                false,
+            ),
+            pod(
+                "edge-router-6f9-b",
+                "service.version",
+                "3.1.0",
+                false,
+                false,
+            ),
+            pod("edge-router-6f9-c", "service.version", build, true, broken),
+        ]
+    };
+    let rollout = Rollout {
+        minute: 54,
+        per_minute: 20,
+    };
+    for layout in LAYOUTS {
+        for seed in [6, 7] {
+            let spans = fleet(
+                layout,
+                seed,
+                &pods("3.2.0", true),
+                &pods("3.1.0", false),
+                rollout,
+            );
+            let signals = losses(&spans).await;
+            let context = format!("{layout:?} seed {seed}: {signals:#?}");
+            let top = signals.first().expect(&context);
+            assert_eq!(
+                top.subject.get("service").map(String::as_str),
+                Some(PROXY),
+                "{context}"
+            );
+            assert_eq!(
+                top.subject.get("service.version").map(String::as_str),
+                Some("3.2.0"),
+                "{context}"
+            );
+            assert_eq!(top.subject.len(), 2, "{context}");
+        }
     }
 }
