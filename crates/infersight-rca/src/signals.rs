@@ -68,11 +68,11 @@ use arrow::compute::cast;
 use arrow::datatypes::DataType;
 use infersight_analytics::detect::stats::{mad, median};
 use infersight_analytics::detect::{
-    CachePollutionParams, CountSample, DetectParams, ErrorBurstParams, Finding, KvCacheInput,
-    KvCacheParams, LeakParams, MemoryInput, MemoryUnit, PromptDriftParams, PromptSample,
-    ProportionParams, QueueInput, QueueParams, ResonanceInput, ResonanceParams, TenantCacheSeries,
-    cache_pollution, context_loss, error_burst, gpu_memory_leak, kv_cache_pressure, prompt_drift,
-    prompt_features, queue_buildup, resonance, truncation_surge,
+    CacheMinute, CachePollutionParams, CountSample, DetectParams, ErrorBurstParams, Finding,
+    KvCacheInput, KvCacheParams, LeakParams, MemoryInput, MemoryUnit, PromptDriftParams,
+    PromptSample, ProportionParams, QueueInput, QueueParams, ResonanceInput, ResonanceParams,
+    TenantCacheSeries, cache_pollution, context_loss, error_burst, gpu_memory_leak,
+    kv_cache_pressure, prompt_drift, prompt_features, queue_buildup, resonance, truncation_surge,
 };
 
 use crate::{RcaContext, RcaReport, RootCause, Signal};
@@ -1296,8 +1296,24 @@ fn cache_pollution_signals(
     let tenants = busiest(&weights);
     let mut hit_rates: Vec<Series> = Vec::new();
     let mut entropies: Vec<Series> = Vec::new();
+    // a tenant whose points pool several minutes also gives its own minutes, for a
+    // token-weighted drop from an onset on (a sparse victim is evicted over minutes)
+    let mut sparse: Vec<Vec<CacheMinute>> = Vec::new();
     for tenant in &tenants {
         let minutes = pooled_minutes(&data[tenant], |c| c.requests, w.split_ns);
+        sparse.push(if matches!(minutes, std::borrow::Cow::Owned(_)) {
+            data[tenant]
+                .iter()
+                .filter(|(_, c)| c.input_tokens > 0.0)
+                .map(|(t, c)| CacheMinute {
+                    ts_ns: *t,
+                    hit_rate: (c.cached_tokens / c.input_tokens).clamp(0.0, 1.0),
+                    input_tokens: c.input_tokens,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        });
         hit_rates.push(
             minutes
                 .iter()
@@ -1330,6 +1346,7 @@ fn cache_pollution_signals(
             tenant: &tenants[i],
             hit_rate: &hit_rates[i],
             access_entropy_bits: &entropies[i],
+            sparse_minutes: &sparse[i],
         })
         .collect();
     let Ok(findings) = cache_pollution(&inputs, w.split_ns, &params) else {

@@ -76,8 +76,8 @@ pub use change::{
 pub use drift::{PromptDriftParams, PromptFeatures, PromptSample, prompt_drift, prompt_features};
 pub use exhaustion::{ExhaustionParams, Projection, project_exhaustion};
 pub use resource::{
-    CachePollutionParams, CountSample, ErrorBurstParams, KvCacheInput, KvCacheParams, LeakParams,
-    MemoryInput, MemoryUnit, ProportionParams, QueueInput, QueueParams, ResonanceInput,
+    CacheMinute, CachePollutionParams, CountSample, ErrorBurstParams, KvCacheInput, KvCacheParams,
+    LeakParams, MemoryInput, MemoryUnit, ProportionParams, QueueInput, QueueParams, ResonanceInput,
     ResonanceParams, SpanRef, TenantCacheSeries, access_entropy, cache_pollution, context_loss,
     count_orphans, error_burst, gpu_memory_leak, kv_cache_pressure, orphan_spans, queue_buildup,
     resonance, truncation_surge,

@@ -605,6 +605,19 @@ pub struct TenantCacheSeries<'a> {
     pub tenant: &'a str,
     pub hit_rate: &'a [(i64, f64)],
     pub access_entropy_bits: &'a [(i64, f64)],
+    /// For a tenant too sparse for per-step medians (a few requests a minute, or sampled rows:
+    /// its `hit_rate` steps pool several minutes), its own minutes, for a token-weighted drop
+    /// from an onset on ([`CachePollutionParams::sparse_min_minutes`]); empty otherwise.
+    pub sparse_minutes: &'a [CacheMinute],
+}
+
+/// One minute of a tenant's prefix-cache use: the share of its prompt tokens served from the
+/// cache, and how many prompt tokens that share is of.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CacheMinute {
+    pub ts_ns: i64,
+    pub hit_rate: f64,
+    pub input_tokens: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -618,6 +631,9 @@ pub struct CachePollutionParams {
     pub coincidence_ns: i64,
     pub min_points: usize,
     pub step_ns: i64,
+    /// A sparse tenant's drop ([`TenantCacheSeries::sparse_minutes`]) needs at least this many
+    /// minutes with prompts from its onset on.
+    pub sparse_min_minutes: usize,
 }
 
 impl Default for CachePollutionParams {
@@ -629,6 +645,7 @@ impl Default for CachePollutionParams {
             coincidence_ns: 10 * MINUTE_NS,
             min_points: 10,
             step_ns: MINUTE_NS,
+            sparse_min_minutes: 3,
         }
     }
 }
@@ -711,14 +728,101 @@ fn robust_shift(
     }))
 }
 
+/// A sparse tenant's minutes are in time order, hit rates in 0..=1, prompt tokens ≥ 0.
+fn check_cache_minutes(minutes: &[CacheMinute]) -> Result<(), DetectError> {
+    check_sorted("sparse_minutes", minutes.iter().map(|m| m.ts_ns))?;
+    for (index, m) in minutes.iter().enumerate() {
+        let bad = |value: f64, expected: &'static str| DetectError::OutOfRange {
+            series: "sparse_minutes",
+            index,
+            value,
+            expected,
+        };
+        if !(0.0..=1.0).contains(&m.hit_rate) {
+            return Err(bad(m.hit_rate, "hit rate in 0..=1 (a fraction)"));
+        }
+        if !(m.input_tokens.is_finite() && m.input_tokens >= 0.0) {
+            return Err(bad(m.input_tokens, "input tokens ≥ 0"));
+        }
+    }
+    Ok(())
+}
+
+/// A token-weighted drop of a sparse tenant's hit rate: the baseline's minutes against those from
+/// each current minute on (at least [`CachePollutionParams::sparse_min_minutes`]: a cache is
+/// evicted over minutes, so a victim served a few requests a minute may keep hitting for a while
+/// after the polluter starts). The two weighted means differ by at least `min_hit_rate_drop` and
+/// `band_z` standard errors (each side's from the spread of its minutes, the current side's not
+/// below what the baseline's spread gives it); of the onsets that pass, the one with the largest
+/// z. `before` and `after` are the weighted means, `scale` the baseline's spread of minutes.
+fn weighted_drop(
+    minutes: &[CacheMinute],
+    split: i64,
+    params: &CachePollutionParams,
+) -> Option<Shift> {
+    let used: Vec<&CacheMinute> = minutes.iter().filter(|m| m.input_tokens > 0.0).collect();
+    let (base, cur): (Vec<&CacheMinute>, Vec<&CacheMinute>) =
+        used.into_iter().partition(|m| m.ts_ns < split);
+    if base.len() < params.min_points.max(1) {
+        return None;
+    }
+    // weighted mean, its standard error (sandwich, floored by `spread` minutes of that weight)
+    // and the spread of the side's minutes about the mean
+    let weighted = |side: &[&CacheMinute], spread: f64| {
+        let total: f64 = side.iter().map(|m| m.input_tokens).sum();
+        let mean = side
+            .iter()
+            .map(|m| m.input_tokens * m.hit_rate)
+            .sum::<f64>()
+            / total;
+        let squares = |f: &dyn Fn(&CacheMinute) -> f64| {
+            side.iter()
+                .map(|m| f(m) * (m.hit_rate - mean).powi(2))
+                .sum::<f64>()
+        };
+        let sandwich = squares(&|m| m.input_tokens.powi(2)).sqrt() / total;
+        let effective = side
+            .iter()
+            .map(|m| m.input_tokens.powi(2))
+            .sum::<f64>()
+            .sqrt()
+            / total;
+        let sd = (squares(&|m| m.input_tokens) / total).sqrt();
+        (mean, sandwich.max(spread * effective), sd)
+    };
+    let (before, se_before, sd) = weighted(&base, 0.0);
+    let mut best: Option<(f64, f64, i64)> = None;
+    for from in 0..cur.len() {
+        if cur.len() - from < params.sparse_min_minutes.max(1) {
+            break;
+        }
+        let (after, se_after, _) = weighted(&cur[from..], sd);
+        let drop = before - after;
+        let z = drop / se_before.hypot(se_after).max(1e-9);
+        if drop >= params.min_hit_rate_drop
+            && z >= params.band_z
+            && best.is_none_or(|(best_z, _, _)| z > best_z)
+        {
+            best = Some((z, after, cur[from].ts_ns));
+        }
+    }
+    best.map(|(_, after, onset_ns)| Shift {
+        before,
+        after,
+        scale: sd.max(1e-3),
+        onset_ns,
+    })
+}
+
 /// Distinct blocks a tenant's misses grew by, from its access-entropy shift (entropy of a
 /// uniform access over `n` blocks is log2 n): 2^after − 2^before.
 fn blocks_added(rise: &Shift) -> f64 {
     rise.after.exp2() - rise.before.exp2()
 }
 
-/// Cache pollution: a victim tenant's hit rate drops while another tenant's access entropy
-/// rises, with onsets within `coincidence_ns`. One finding per victim; its polluter is, among
+/// Cache pollution: a victim tenant's hit rate drops (median shift of its steps, or for a sparse
+/// tenant a token-weighted drop from an onset on, see [`TenantCacheSeries::sparse_minutes`])
+/// while another tenant's access entropy rises, with onsets within `coincidence_ns`. One finding per victim; its polluter is, among
 /// the tenants whose entropy rose, the one whose distinct missed blocks grew most
 /// ([`blocks_added`]: victims' entropy rises too, as they miss more); a polluter is nobody's
 /// victim. Magnitude is the hit-rate change (negative).
@@ -735,7 +839,8 @@ pub fn cache_pollution(
         check_range("hit_rate", tenant.hit_rate, 0.0, 1.0, "0..=1 (a fraction)")?;
         let hits = finite("hit_rate", tenant.hit_rate)?;
         let entropy = finite("access_entropy_bits", tenant.access_entropy_bits)?;
-        drops.push(robust_shift(
+        check_cache_minutes(tenant.sparse_minutes)?;
+        let drop = robust_shift(
             &hits,
             current_from_ns,
             params.min_points,
@@ -743,7 +848,13 @@ pub fn cache_pollution(
             params.min_hit_rate_drop,
             params.band_z,
             "hit_rate baseline",
-        )?);
+        )?;
+        drops.push(match drop {
+            None if !tenant.sparse_minutes.is_empty() => {
+                weighted_drop(tenant.sparse_minutes, current_from_ns, params)
+            }
+            drop => drop,
+        });
         rises.push(if entropy.is_empty() {
             None
         } else {

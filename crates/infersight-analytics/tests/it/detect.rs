@@ -2,13 +2,13 @@
 
 use crate::support::Rng;
 use infersight_analytics::detect::{
-    CachePollutionParams, ChangeKind, CountSample, DetectError, DetectParams, Direction,
-    ErrorBurstParams, KvCacheInput, KvCacheParams, LeakParams, MINUTE_NS, MemoryInput, MemoryUnit,
-    PromptDriftParams, PromptSample, ProportionParams, QueueInput, QueueParams, ResonanceInput,
-    ResonanceParams, SignalKind, SpanRef, TenantCacheSeries, ThresholdMethod, access_entropy,
-    cache_pollution, count_orphans, detect_change, error_burst, fit_gpd, gpu_memory_leak,
-    kv_cache_pressure, orphan_spans, prompt_drift, prompt_features, queue_buildup, resonance,
-    spot_threshold, truncation_surge,
+    CacheMinute, CachePollutionParams, ChangeKind, CountSample, DetectError, DetectParams,
+    Direction, ErrorBurstParams, KvCacheInput, KvCacheParams, LeakParams, MINUTE_NS, MemoryInput,
+    MemoryUnit, PromptDriftParams, PromptSample, ProportionParams, QueueInput, QueueParams,
+    ResonanceInput, ResonanceParams, SignalKind, SpanRef, TenantCacheSeries, ThresholdMethod,
+    access_entropy, cache_pollution, count_orphans, detect_change, error_burst, fit_gpd,
+    gpu_memory_leak, kv_cache_pressure, orphan_spans, prompt_drift, prompt_features, queue_buildup,
+    resonance, spot_threshold, truncation_surge,
 };
 
 const T0: i64 = 1_700_000_000_000_000_000;
@@ -471,16 +471,19 @@ fn cache_pollution_needs_another_tenants_entropy_rise() {
             tenant: "a",
             hit_rate: &victim_hits,
             access_entropy_bits: &victim_entropy,
+            sparse_minutes: &[],
         },
         TenantCacheSeries {
             tenant: "b",
             hit_rate: &polluter_hits,
             access_entropy_bits: &scanning,
+            sparse_minutes: &[],
         },
         TenantCacheSeries {
             tenant: "c",
             hit_rate: &other_hits,
             access_entropy_bits: &quiet,
+            sparse_minutes: &[],
         },
     ];
     let findings = cache_pollution(&tenants, minute(60), &params).unwrap();
@@ -507,6 +510,7 @@ fn cache_pollution_needs_another_tenants_entropy_rise() {
             tenant: "b",
             hit_rate: &polluter_hits,
             access_entropy_bits: &quiet,
+            sparse_minutes: &[],
         },
         tenants[2],
     ];
@@ -559,12 +563,14 @@ fn cache_pollution_blames_the_tenant_that_added_most_blocks_not_a_victim() {
                 tenant: name,
                 hit_rate: &victim_hits[i],
                 access_entropy_bits: &victim_entropy[i],
+                sparse_minutes: &[],
             })
             .collect();
         tenants.push(TenantCacheSeries {
             tenant: "scanner",
             hit_rate: &polluter_hits,
             access_entropy_bits: &polluter_entropy,
+            sparse_minutes: &[],
         });
         let findings =
             cache_pollution(&tenants, minute(60), &CachePollutionParams::default()).unwrap();
@@ -605,11 +611,13 @@ fn cache_pollution_finds_a_noisy_victims_sustained_drop() {
                     tenant: "victim",
                     hit_rate: victim,
                     access_entropy_bits: &entropy,
+                    sparse_minutes: &[],
                 },
                 TenantCacheSeries {
                     tenant: "scanner",
                     hit_rate: &flat_hits,
                     access_entropy_bits: &scanning,
+                    sparse_minutes: &[],
                 },
             ];
             cache_pollution(&tenants, minute(20), &params).unwrap()
@@ -625,6 +633,154 @@ fn cache_pollution_finds_a_noisy_victims_sustained_drop() {
         assert!(found[0].magnitude < -0.2, "seed {seed}: {found:?}");
         assert!(run(&flat_hits).is_empty(), "seed {seed}");
         assert!(run(&blip_hits).is_empty(), "seed {seed}");
+    }
+}
+
+/// A sparse tenant (1.8 requests a minute, 12–14k-token prompts) whose prefix-cache hits end at
+/// in the minutes of `evicted` (most requests then miss everything, some half): its minutes, and
+/// its hit rate pooled over four minutes (what the median test reads).
+fn sparse_tenant(
+    rng: &mut Rng,
+    evicted: std::ops::Range<usize>,
+) -> (Vec<CacheMinute>, Vec<(i64, f64)>) {
+    let mut minutes = Vec::new();
+    for i in 0..30 {
+        let evicted = evicted.contains(&i);
+        let (mut tokens, mut cached) = (0.0, 0.0);
+        for _ in 0..rng.poisson(1.8) as usize {
+            let prompt = 12_000.0 + 2_000.0 * rng.uniform();
+            let partial = rng.uniform() < if evicted { 0.2 } else { 0.15 };
+            let hit = match (evicted, partial) {
+                (_, true) => 0.5 + 0.1 * rng.normal(),
+                (false, false) => 0.95 + 0.02 * rng.normal(),
+                (true, false) => 0.0,
+            };
+            tokens += prompt;
+            cached += prompt * hit.clamp(0.0, 1.0);
+        }
+        if tokens > 0.0 {
+            minutes.push(CacheMinute {
+                ts_ns: minute(i),
+                hit_rate: cached / tokens,
+                input_tokens: tokens,
+            });
+        }
+    }
+    let pooled = (0..30_usize)
+        .filter_map(|i| {
+            let window: Vec<&CacheMinute> = minutes
+                .iter()
+                .filter(|m| (minute(i.saturating_sub(3))..=minute(i)).contains(&m.ts_ns))
+                .collect();
+            let tokens: f64 = window.iter().map(|m| m.input_tokens).sum();
+            (tokens > 0.0).then(|| {
+                let cached: f64 = window.iter().map(|m| m.input_tokens * m.hit_rate).sum();
+                (minute(i), cached / tokens)
+            })
+        })
+        .collect();
+    (minutes, pooled)
+}
+
+/// A victim with two requests a minute whose cache is evicted five minutes after the polluter
+/// starts scanning: half the incident's pooled points still hit, so the medians do not move,
+/// while its token-weighted hit rate from the eviction on has plainly fallen. The same tenant
+/// without an eviction or without a scanner is no finding, and one evicted for two minutes and
+/// then hitting again is no token-weighted drop.
+#[test]
+fn cache_pollution_finds_a_sparse_victim_evicted_late() {
+    let params = CachePollutionParams::default();
+    let (mut weighted, mut medians) = (0, 0);
+    for seed in 1..=12 {
+        let mut rng = Rng(100 + seed);
+        let entropy = series(30, |_| 3.0 + 0.2 * rng.normal());
+        let scanning = series(30, |i| {
+            (if i < 20 { 7.0 } else { 10.0 }) + 0.3 * rng.normal()
+        });
+        let scanner_hits = series(30, |_| 0.05 + 0.02 * rng.uniform());
+        let run =
+            |victim: &(Vec<CacheMinute>, Vec<(i64, f64)>), sparse: bool, scan: &[(i64, f64)]| {
+                let tenants = [
+                    TenantCacheSeries {
+                        tenant: "victim",
+                        hit_rate: &victim.1,
+                        access_entropy_bits: &entropy,
+                        sparse_minutes: if sparse { &victim.0 } else { &[] },
+                    },
+                    TenantCacheSeries {
+                        tenant: "scanner",
+                        hit_rate: &scanner_hits,
+                        access_entropy_bits: scan,
+                        sparse_minutes: &[],
+                    },
+                ];
+                cache_pollution(&tenants, minute(20), &params).unwrap()
+            };
+        let victim = sparse_tenant(&mut rng, 25..30);
+        let by_medians = !run(&victim, false, &scanning).is_empty();
+        medians += usize::from(by_medians);
+        let found = run(&victim, true, &scanning);
+        if let [finding] = found.as_slice() {
+            weighted += 1;
+            assert_eq!(
+                finding.subject,
+                vec![
+                    ("tenant".into(), "victim".into()),
+                    ("polluter".into(), "scanner".into())
+                ],
+                "seed {seed}"
+            );
+            // from the eviction on, most prompts missed entirely
+            assert!(
+                by_medians || finding.evidence_value("victim_hit_rate_after").unwrap() < 0.4,
+                "seed {seed}: {finding:?}"
+            );
+        }
+        assert!(
+            run(&victim, true, &entropy).is_empty(),
+            "seed {seed}: no scanner"
+        );
+        let steady = sparse_tenant(&mut rng, 0..0);
+        let found = run(&steady, true, &scanning);
+        assert!(found.is_empty(), "seed {seed}, no eviction: {found:?}");
+        // two minutes evicted, then hitting again: the pooled medians may see it (four-minute
+        // pools spread it over five points), the token-weighted drop adds nothing
+        let blip = sparse_tenant(&mut rng, 23..25);
+        assert_eq!(
+            run(&blip, true, &scanning),
+            run(&blip, false, &scanning),
+            "seed {seed}, evicted for two minutes"
+        );
+    }
+    assert!(weighted >= 11, "found on {weighted} of 12 seeds");
+    assert!(
+        medians <= 6,
+        "the medians alone found it on {medians} of 12 seeds"
+    );
+    // a sparse minute out of range is an error naming the series, as for the other series
+    let flat = series(30, |_| 0.9);
+    for (hit_rate, input_tokens) in [(1.5, 12_000.0), (0.9, f64::NAN), (0.9, -1.0)] {
+        let bad = [CacheMinute {
+            ts_ns: minute(3),
+            hit_rate,
+            input_tokens,
+        }];
+        let tenants = [TenantCacheSeries {
+            tenant: "victim",
+            hit_rate: &flat,
+            access_entropy_bits: &flat,
+            sparse_minutes: &bad,
+        }];
+        assert!(
+            matches!(
+                cache_pollution(&tenants, minute(20), &params),
+                Err(DetectError::OutOfRange {
+                    series: "sparse_minutes",
+                    ..
+                })
+            ),
+            "hit rate {hit_rate}, input tokens {input_tokens}"
+        );
     }
 }
 

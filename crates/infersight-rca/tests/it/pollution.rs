@@ -190,3 +190,72 @@ async fn timeouts_are_no_cache_pollution() {
         assert!(pollution.is_empty(), "{key:?}: {pollution:#?}");
     }
 }
+
+/// 70 minutes: `northwind` (six requests a minute, no shared prefix) and the polluter as in
+/// [`fleet`], and `globex`, a sender of 1.5 requests a minute whose 12k-token system
+/// prompt is 95 % cached until the polluter's scans (from minute 60) have evicted it, at minute
+/// 65: the last five of the incident's ten minutes.
+fn sparse_victim_fleet(seed: u64) -> Vec<RequestRecord> {
+    let mut rng = SplitMix64::new(seed);
+    let mut rows = Vec::new();
+    let mut row =
+        |ts: i64, sender: &str, worker: usize, input: i64, hit: f64, rng: &mut SplitMix64| {
+            let cached =
+                (input as f64 * (hit + 0.04 * (rng.uniform() - 0.5)).clamp(0.0, 1.0)) as i64;
+            rows.push(RequestRecord {
+                ts,
+                request_id: Some(format!("chatcmpl-{seed}-{ts}")),
+                tenant: Some(sender.to_string()),
+                model: Some("qwen2.5-14b".into()),
+                worker: Some(format!("backend-{worker}")),
+                input_tokens: Some(input),
+                cached_tokens: Some(cached),
+                output_tokens: Some(200),
+                e2e_ms: Some(1_500.0),
+                ..Default::default()
+            });
+        };
+    for minute in 0..70i64 {
+        let at = |slot: i64| base_ns() + minute * MINUTE_NS + slot * 2_000_000_000;
+        for k in 0..6i64 {
+            let input = 7_000 + (rng.uniform() * 800.0) as i64;
+            row(at(k), "northwind", k as usize % 2, input, 0.1, &mut rng);
+            let (input, hit) = if minute >= 60 {
+                (16_000 + (rng.uniform() * 4_000.0) as i64, 0.0)
+            } else {
+                (7_000 + (rng.uniform() * 800.0) as i64, 0.1)
+            };
+            row(at(6 + k), POLLUTER, k as usize % 2, input, hit, &mut rng);
+        }
+        for k in 0..3i64 {
+            if rng.uniform() < 0.5 {
+                let input = 12_000 + (rng.uniform() * 2_000.0) as i64;
+                let hit = if minute >= 65 { 0.0 } else { 0.95 };
+                row(at(12 + k), "globex", k as usize % 2, input, hit, &mut rng);
+            }
+        }
+    }
+    rows
+}
+
+/// A sender of 1.5 requests a minute is pooled over minutes, and its cache was evicted only five
+/// minutes after the polluter began: its pooled medians do not move, its token-weighted hit
+/// rate from the eviction on has. The polluter is named, with that victim.
+#[tokio::test]
+async fn a_sparse_victim_evicted_late_names_its_polluter() {
+    for seed in [21, 22, 23, 24] {
+        let pollution = pollution_of(&sparse_victim_fleet(seed)).await;
+        let context = format!("seed {seed}: {pollution:#?}");
+        assert_eq!(pollution.len(), 1, "{context}");
+        assert_eq!(
+            pollution[0].subject.get("tenant").map(String::as_str),
+            Some(POLLUTER),
+            "{context}"
+        );
+        assert!(pollution[0].detail.contains("tenant=globex "), "{context}");
+        assert!(
+            !pollution[0].detail.contains("tenant=northwind "),
+            "{context}"
+        );
+    }
+}
