@@ -318,6 +318,14 @@ fn every_scenario_under_every_variation() {
 ///   tenant-source discovery also took `service.version`, then `otel.scope.name`, for tenants
 ///   (the new build served the polluter, the old one its victims). A key that names a version,
 ///   or that each worker serves one value of, says what served the request, not who sent it.
+/// - cache_pollution × head_sampling seed 9: the victim globex has 54 sampled rows in 30
+///   minutes, and its cache was evicted seven minutes after the polluter began; its pooled
+///   medians did not move, and its slice was named instead of the polluter. A sparse tenant's
+///   token-weighted hit rate from an onset on is now compared with its baseline's.
+/// - trace_context_loss × throttled_pod seed 14 (a fresh seed): the gateway build went out two
+///   minutes before the split (the throttled pod's e2e dated it), so the build's own baseline was
+///   already broken and the pod it ran on was named. A value first seen in the last quarter of
+///   the baseline whose own minutes show no rise is judged as new.
 #[test]
 fn cells_once_wrong_stay_right() {
     let cells = [
@@ -333,6 +341,8 @@ fn cells_once_wrong_stay_right() {
         (Scenario::BatchingMisconfig, Variation::ThrottledPod, 4),
         (Scenario::BatchingMisconfig, Variation::HeadSampling, 8),
         (Scenario::CachePollution, Variation::CustomNames, 9),
+        (Scenario::CachePollution, Variation::HeadSampling, 9),
+        (Scenario::TraceContextLoss, Variation::ThrottledPod, 14),
     ];
     let wrong: Vec<String> = cells
         .iter()
