@@ -201,6 +201,11 @@ fn pod(
     }
 }
 
+/// A pod of `build` that keeps the trace context throughout.
+fn intact(name: &'static str, build_key: &'static str, build: &'static str) -> Pod {
+    pod(name, build_key, build, false, false)
+}
+
 async fn losses(spans: &[SpanRecord]) -> Vec<Signal> {
     let store = TestStore::new();
     store
@@ -215,6 +220,22 @@ async fn losses(spans: &[SpanRecord]) -> Vec<Signal> {
         .into_iter()
         .filter(|s| s.kind == SignalKind::TraceContextLoss)
         .collect()
+}
+
+/// The first signal names the proxy and `key=value`, nothing else.
+fn assert_top_is_the_proxy_by(signals: &[Signal], key: &str, value: &str, context: &str) {
+    let top = signals.first().expect(context);
+    assert_eq!(
+        top.subject.get("service").map(String::as_str),
+        Some(PROXY),
+        "{context}"
+    );
+    assert_eq!(
+        top.subject.get(key).map(String::as_str),
+        Some(value),
+        "{context}"
+    );
+    assert_eq!(top.subject.len(), 2, "{context}");
 }
 
 const LAYOUTS: [Layout; 4] = [
@@ -246,20 +267,8 @@ async fn a_build_that_drops_trace_context_is_named_by_its_attribute() {
     // the tie), and two pods of a new build told by a key of the team's own
     let canary = (
         vec![
-            pod(
-                "edge-router-6f9-a",
-                "service.version",
-                "3.1.0",
-                false,
-                false,
-            ),
-            pod(
-                "edge-router-6f9-b",
-                "service.version",
-                "3.1.0",
-                false,
-                false,
-            ),
+            intact("edge-router-6f9-a", "service.version", "3.1.0"),
+            intact("edge-router-6f9-b", "service.version", "3.1.0"),
             pod("edge-router-7c2-x", "service.version", "3.2.0", true, true),
         ],
         "service.version",
@@ -267,13 +276,7 @@ async fn a_build_that_drops_trace_context_is_named_by_its_attribute() {
     );
     let fleet_sha = (
         vec![
-            pod(
-                "edge-router-6f9-a",
-                "deploy.git_sha",
-                "4be1d0c",
-                false,
-                false,
-            ),
+            intact("edge-router-6f9-a", "deploy.git_sha", "4be1d0c"),
             pod("edge-router-81d-p", "deploy.git_sha", "9a7f3e2", true, true),
             pod("edge-router-81d-q", "deploy.git_sha", "9a7f3e2", true, true),
         ],
@@ -282,27 +285,9 @@ async fn a_build_that_drops_trace_context_is_named_by_its_attribute() {
     );
     for (incident_pods, key, value) in [canary, fleet_sha] {
         let baseline_pods = [
-            pod(
-                "edge-router-6f9-a",
-                key,
-                incident_pods[0].build,
-                false,
-                false,
-            ),
-            pod(
-                "edge-router-6f9-b",
-                key,
-                incident_pods[0].build,
-                false,
-                false,
-            ),
-            pod(
-                "edge-router-6f9-c",
-                key,
-                incident_pods[0].build,
-                false,
-                false,
-            ),
+            intact("edge-router-6f9-a", key, incident_pods[0].build),
+            intact("edge-router-6f9-b", key, incident_pods[0].build),
+            intact("edge-router-6f9-c", key, incident_pods[0].build),
         ];
         for layout in LAYOUTS {
             for seed in [3, 4] {
@@ -315,18 +300,7 @@ async fn a_build_that_drops_trace_context_is_named_by_its_attribute() {
                 ))
                 .await;
                 let context = format!("{key} {layout:?} seed {seed}: {signals:#?}");
-                let top = signals.first().expect(&context);
-                assert_eq!(
-                    top.subject.get("service").map(String::as_str),
-                    Some(PROXY),
-                    "{context}"
-                );
-                assert_eq!(
-                    top.subject.get(key).map(String::as_str),
-                    Some(value),
-                    "{context}"
-                );
-                assert_eq!(top.subject.len(), 2, "{context}");
+                assert_top_is_the_proxy_by(&signals, key, value, &context);
                 assert!(
                     signals
                         .iter()
@@ -341,13 +315,7 @@ async fn a_build_that_drops_trace_context_is_named_by_its_attribute() {
 #[tokio::test]
 async fn intact_trace_context_raises_no_loss() {
     let pods = [
-        pod(
-            "edge-router-6f9-a",
-            "service.version",
-            "3.1.0",
-            false,
-            false,
-        ),
+        intact("edge-router-6f9-a", "service.version", "3.1.0"),
         pod("edge-router-7c2-x", "service.version", "3.2.0", true, false),
     ];
     for layout in LAYOUTS {
@@ -363,20 +331,8 @@ async fn a_build_rolled_out_just_before_the_split_is_new_in_the_incident() {
     // what lost the context, judged against the service before it appeared
     let pods = |build: &'static str, broken: bool| {
         [
-            pod(
-                "edge-router-6f9-a",
-                "service.version",
-                "3.1.0",
-                false,
-                false,
-            ),
-            pod(
-                "edge-router-6f9-b",
-                "service.version",
-                "3.1.0",
-                false,
-                false,
-            ),
+            intact("edge-router-6f9-a", "service.version", "3.1.0"),
+            intact("edge-router-6f9-b", "service.version", "3.1.0"),
             pod("edge-router-6f9-c", "service.version", build, true, broken),
         ]
     };
@@ -395,18 +351,7 @@ async fn a_build_rolled_out_just_before_the_split_is_new_in_the_incident() {
             );
             let signals = losses(&spans).await;
             let context = format!("{layout:?} seed {seed}: {signals:#?}");
-            let top = signals.first().expect(&context);
-            assert_eq!(
-                top.subject.get("service").map(String::as_str),
-                Some(PROXY),
-                "{context}"
-            );
-            assert_eq!(
-                top.subject.get("service.version").map(String::as_str),
-                Some("3.2.0"),
-                "{context}"
-            );
-            assert_eq!(top.subject.len(), 2, "{context}");
+            assert_top_is_the_proxy_by(&signals, "service.version", "3.2.0", &context);
         }
     }
 }
