@@ -135,7 +135,7 @@ RATE=${SOAK_RATE:-$(json "$OUT/always.json" "int(r['acked_spans_per_s'] * $SOAK_
 start_serve always soak
 : > "$OUT/soak.rss"
 ( while kill -0 "$SERVE_PID" 2>/dev/null; do
-    echo "$(date +%s) $(awk '/VmRSS/ {print $2}' "/proc/$SERVE_PID/status" 2>/dev/null)" >> "$OUT/soak.rss"
+    echo "$(date +%s) $(awk '/VmRSS/ {print $2}' "/proc/$SERVE_PID/status" 2>/dev/null) $(metric infersight_store_memtable_bytes)" >> "$OUT/soak.rss"
     sleep 5
   done ) &
 SAMPLER=$!
@@ -143,6 +143,22 @@ load soak "$SOAK" --rate "$RATE" --in-flight "$IN_FLIGHT" --progress-every 10s
 echo "soak: offered $RATE spans/s for $SOAK: $(json "$OUT/soak.json" "'sent %d spans/s, acked %d spans/s, 429 %d, 503 %d, failed %d, ack p99 %s ms' % (r['sent_spans_per_s'], r['acked_spans_per_s'], r['throttled'], r['unavailable'], r['failed'], r['ack_latency_ms']['p99'])")"
 echo "soak: serve RSS (kB) first and last samples: $(head -1 "$OUT/soak.rss" | cut -d' ' -f2) -> $(tail -1 "$OUT/soak.rss" | cut -d' ' -f2), $(grep VmHWM "/proc/$SERVE_PID/status" | tr -s ' ')"
 echo "soak: RSS every 5 s: $(cut -d' ' -f2 "$OUT/soak.rss" | tr '\n' ' ')"
+# RSS by quarter of the soak, its range after the first minute, and the memtable's size
+python3 - "$OUT/soak.rss" <<'PY'
+import sys
+rows = [line.split() for line in open(sys.argv[1]) if len(line.split()) >= 2]
+t0 = int(rows[0][0])
+rss = [(int(r[0]) - t0, int(r[1]) / 1e6) for r in rows]
+memtable = [float(r[2]) / 1e6 for r in rows if len(r) > 2]
+q = max(1, len(rss) // 4)
+quarters = [rss[i * q:(i + 1) * q] for i in range(4)]
+print("soak: RSS mean of each quarter: " + " -> ".join("%.2f" % (sum(v for _, v in part) / len(part)) for part in quarters if part) + " GB")
+late = [v for t, v in rss if t >= 60]
+if late:
+    print("soak: RSS after the first minute: %.2f-%.2f GB" % (min(late), max(late)))
+if memtable:
+    print("soak: memtable at the samples: mean %.0f MB, max %.0f MB" % (sum(memtable) / len(memtable), max(memtable)))
+PY
 echo "soak: store flushes $(metric infersight_store_flushes), compactions $(metric infersight_store_compactions); 10-s progress lines acking under 10k spans/s (stalls): $(awk '/ acked / { n++; for (i = 1; i < NF; i++) if ($i == "acked" && $(i + 1) < 10000) s++ } END { printf "%d of %d", s, n }' "$OUT/soak.gen.err")"
 stop_serve
 kill "$SAMPLER" 2>/dev/null || true

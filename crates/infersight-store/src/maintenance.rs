@@ -100,6 +100,9 @@ impl Role {
     }
 }
 
+/// How often the flusher looks whether the memtable reached its flush size between ticks.
+const FLUSH_SIZE_CHECK_EVERY: Duration = Duration::from_millis(100);
+
 fn maintenance_loop(
     store: Weak<Store>,
     signal: &StopSignal,
@@ -109,8 +112,15 @@ fn maintenance_loop(
 ) {
     let tick = tick.max(Duration::from_millis(1));
     let fsync_every = fsync_every.filter(|_| role == Role::Flusher);
-    let wake_every = fsync_every.map_or(tick, |every| every.min(tick));
+    let mut wake_every = fsync_every.map_or(tick, |every| every.min(tick));
+    if role == Role::Flusher {
+        // a memtable that reached its flush size is flushed now, not at the next tick: under
+        // load it would grow by seconds of appends meanwhile (towards its hard limit)
+        wake_every = wake_every.min(FLUSH_SIZE_CHECK_EVERY);
+    }
     let mut next_pass = Instant::now() + tick;
+    // whether a full memtable may be flushed before the tick
+    let mut early = true;
     let mut next_sync = fsync_every.map(|every| Instant::now() + every);
     // the whole segments are read once per start (the open only checked their footers)
     let mut verified = role != Role::Upkeep;
@@ -139,11 +149,15 @@ fn maintenance_loop(
             }
             next_sync = Some(now + every);
         }
-        if now >= next_pass {
+        let flush_size_reached = role == Role::Flusher && early && store.flush_size_reached();
+        if now >= next_pass || flush_size_reached {
             let pass = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match role {
                 Role::Flusher => store.flush_pass(),
                 Role::Upkeep => store.upkeep_pass(infersight_model::time::now_ns()),
             }));
+            // after a failure (a full disk) the next try waits for the tick: no error every
+            // 100 ms
+            early = matches!(pass, Ok(Ok(())));
             match pass {
                 Ok(Ok(())) => {}
                 Ok(Err(err)) if store.is_closed() => {

@@ -104,21 +104,84 @@ pub(crate) fn concat_sorted(
     Ok(interleave_record_batch(&sources, &indices)?)
 }
 
+/// Rows a flush gathers into one batch at a time when they arrived out of order: the writer
+/// holds this chunk, not a sorted copy of the hour.
+pub(crate) const GATHER_CHUNK_ROWS: usize = 65_536;
+
+/// One UTC hour of a flush's rows in `ts` order ([`sorted_hours`]), handed to the writer a
+/// batch at a time ([`HourRows::source`]).
+#[derive(Debug, Clone)]
+pub(crate) enum HourRows {
+    /// Zero-copy slices of batches that arrived in order.
+    Slices(Vec<RecordBatch>),
+    /// The rows of `sources` that `order[range]` names, in that order, gathered
+    /// [`GATHER_CHUNK_ROWS`] at a time as they are written: the hour is never copied whole.
+    Gathered {
+        sources: Arc<[RecordBatch]>,
+        /// (`ts`, source, row) of every row of the flush, stably sorted by `ts`.
+        order: Arc<[(i64, u32, u32)]>,
+        range: std::ops::Range<usize>,
+    },
+}
+
+impl HourRows {
+    #[cfg(test)]
+    pub(crate) fn rows(&self) -> usize {
+        match self {
+            HourRows::Slices(parts) => parts.iter().map(RecordBatch::num_rows).sum(),
+            HourRows::Gathered { range, .. } => range.len(),
+        }
+    }
+
+    /// The hour's rows, one batch per call, `None` after the last.
+    pub(crate) fn source(&self) -> impl FnMut() -> Result<Option<RecordBatch>, StoreError> + '_ {
+        let mut next = 0usize;
+        let gathered_from: Vec<&RecordBatch> = match self {
+            HourRows::Gathered { sources, .. } => sources.iter().collect(),
+            HourRows::Slices(_) => Vec::new(),
+        };
+        move || match self {
+            HourRows::Slices(parts) => {
+                next += 1;
+                Ok(parts.get(next - 1).cloned())
+            }
+            HourRows::Gathered { order, range, .. } => {
+                let start = range.start + next;
+                if start >= range.end {
+                    return Ok(None);
+                }
+                let end = (start + GATHER_CHUNK_ROWS).min(range.end);
+                next = end - range.start;
+                let indices: Vec<(usize, usize)> = order[start..end]
+                    .iter()
+                    .map(|&(_, source, row)| (source as usize, row as usize))
+                    .collect();
+                Ok(Some(interleave_record_batch(&gathered_from, &indices)?))
+            }
+        }
+    }
+}
+
 /// The rows of `batches` (one table's) by UTC hour, each hour's rows sorted by `ts` as
-/// [`concat_sorted`] sorts them. When the batches are already in order (each sorted, each
-/// starting at or after the end of the one before — the common case of data arriving in time
+/// [`concat_sorted`] sorts them, never copied whole. When the batches are already in order
+/// (each sorted, each starting at or after the end of the one before — data arriving in time
 /// order) the hours are zero-copy slices of them: concatenating a flush's rows into new memory
-/// cost more than encoding them, most of it the kernel zeroing fresh pages.
+/// cost more than encoding them, most of it the kernel zeroing fresh pages. Otherwise (exporters
+/// interleave) each hour is the sorted positions of its rows, gathered a chunk at a time as the
+/// segment is written ([`HourRows::Gathered`]): a sorted copy of the memtable doubled a flush's
+/// peak memory under load.
 pub(crate) fn sorted_hours(
     table: Table,
     batches: &[RecordBatch],
-) -> Result<Vec<(i64, Vec<RecordBatch>)>, StoreError> {
+) -> Result<Vec<(i64, HourRows)>, StoreError> {
     let mut in_order = true;
+    let mut has_nulls = false;
     let mut last: Option<i64> = None;
     for batch in batches.iter().filter(|b| b.num_rows() > 0) {
         let ts = ts_column(batch)?;
         let values = ts.values();
-        in_order = ts.null_count() == 0
+        has_nulls = ts.null_count() > 0;
+        in_order = !has_nulls
             && last.is_none_or(|last| last <= values[0])
             && values.windows(2).all(|pair| pair[0] <= pair[1]);
         if !in_order {
@@ -126,21 +189,64 @@ pub(crate) fn sorted_hours(
         }
         last = values.last().copied();
     }
-    let mut hours: Vec<(i64, Vec<RecordBatch>)> = Vec::new();
-    if !in_order {
-        let sorted = concat_sorted(table, batches)?;
-        for (hour_ns, part) in split_by_hour(&sorted)? {
-            hours.push((hour_ns, vec![part]));
+    let mut hours: Vec<(i64, HourRows)> = Vec::new();
+    if in_order {
+        for batch in batches.iter().filter(|b| b.num_rows() > 0) {
+            for (hour_ns, part) in split_by_hour(batch)? {
+                match hours.last_mut() {
+                    Some((last_hour, HourRows::Slices(parts))) if *last_hour == hour_ns => {
+                        parts.push(part)
+                    }
+                    _ => hours.push((hour_ns, HourRows::Slices(vec![part]))),
+                }
+            }
         }
         return Ok(hours);
     }
-    for batch in batches.iter().filter(|b| b.num_rows() > 0) {
-        for (hour_ns, part) in split_by_hour(batch)? {
-            match hours.last_mut() {
-                Some((last_hour, parts)) if *last_hour == hour_ns => parts.push(part),
-                _ => hours.push((hour_ns, vec![part])),
-            }
+    let nulls = has_nulls
+        || batches
+            .iter()
+            .map(ts_column)
+            .any(|ts| ts.is_ok_and(|ts| ts.null_count() > 0));
+    let too_many = batches.len() > u32::MAX as usize
+        || batches.iter().any(|b| b.num_rows() > u32::MAX as usize);
+    if nulls || too_many {
+        // not rows the store writes (validated before the WAL): sorted the plain way
+        let sorted = concat_sorted(table, batches)?;
+        for (hour_ns, part) in split_by_hour(&sorted)? {
+            hours.push((hour_ns, HourRows::Slices(vec![part])));
         }
+        return Ok(hours);
+    }
+    let mut order: Vec<(i64, u32, u32)> =
+        Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
+    for (source, batch) in batches.iter().enumerate() {
+        let ts = ts_column(batch)?.values();
+        order.extend((0..ts.len()).map(|row| (ts[row], source as u32, row as u32)));
+    }
+    // stable: rows with the same `ts` keep their arrival order (batch, then row)
+    order.sort_by_key(|&(ts_ns, _, _)| ts_ns);
+    let order: Arc<[(i64, u32, u32)]> = order.into();
+    let sources: Arc<[RecordBatch]> = batches.into();
+    let mut start = 0usize;
+    while start < order.len() {
+        let hour_ns = hour_floor_ns(order[start].0);
+        // the first row of a later hour (there is none after the last hour `i64` holds)
+        let end = match hour_ns.checked_add(infersight_model::time::NANOS_PER_HOUR) {
+            Some(next_hour_ns) => {
+                start + order[start..].partition_point(|&(ts_ns, _, _)| ts_ns < next_hour_ns)
+            }
+            None => order.len(),
+        };
+        hours.push((
+            hour_ns,
+            HourRows::Gathered {
+                sources: Arc::clone(&sources),
+                order: Arc::clone(&order),
+                range: start..end,
+            },
+        ));
+        start = end;
     }
     Ok(hours)
 }
@@ -221,9 +327,8 @@ fn writer_properties(table: Table, format: SegmentFormat) -> Result<WriterProper
         .build())
 }
 
-/// Writes rows of one (table, hour), already sorted by `ts` (in `batches`, one after the other),
-/// as segment `id`: to a `.tmp` file, fsynced, renamed into place, directory fsynced
-/// (`infersight_model::durable`). The caller records it in the catalog.
+/// [`write_segment_stream`] of rows already in `batches` (tests).
+#[cfg(test)]
 pub(crate) fn write_segment(
     data_dir: &Path,
     table: Table,
@@ -240,8 +345,10 @@ pub(crate) fn write_segment(
 /// The next batch of rows to write, `None` after the last (see [`write_segment_stream`]).
 pub(crate) type BatchSource<'a> = dyn FnMut() -> Result<Option<RecordBatch>, StoreError> + 'a;
 
-/// [`write_segment`] of rows that `next` hands over one batch at a time, each encoded as it
-/// comes: only the row group being encoded is held, not the segment (compaction's merge).
+/// Writes rows of one (table, hour), sorted by `ts`, as segment `id`: to a `.tmp` file,
+/// fsynced, renamed into place, directory fsynced (`infersight_model::durable`); the caller
+/// records it in the catalog. `next` hands the rows over one batch at a time, each encoded as it
+/// comes: only the row group being encoded is held, not the segment (a flush, a merge).
 pub(crate) fn write_segment_stream(
     data_dir: &Path,
     table: Table,
@@ -826,6 +933,16 @@ mod tests {
 
     use super::*;
 
+    /// Every batch `rows` hands the writer.
+    fn collect(rows: &HourRows) -> Vec<RecordBatch> {
+        let mut source = rows.source();
+        let mut batches = Vec::new();
+        while let Some(batch) = source().unwrap() {
+            batches.push(batch);
+        }
+        batches
+    }
+
     /// Segments as streams of batches, for the merge.
     fn streams(inputs: &[Vec<RecordBatch>]) -> Vec<SegmentBatches> {
         (inputs.iter())
@@ -1039,9 +1156,10 @@ mod tests {
                 split_by_hour(&concat_sorted(Table::Requests, batches).unwrap()).unwrap();
             let hours = sorted_hours(Table::Requests, batches).unwrap();
             assert_eq!(hours.len(), expected.len(), "case {case}");
-            for ((hour, parts), (want_hour, want)) in hours.iter().zip(&expected) {
+            for ((hour, rows), (want_hour, want)) in hours.iter().zip(&expected) {
                 assert_eq!(hour, want_hour, "case {case}");
-                let got = concat_batches(&Table::Requests.schema(), parts).unwrap();
+                assert_eq!(rows.rows(), want.num_rows(), "case {case}");
+                let got = concat_batches(&Table::Requests.schema(), &collect(rows)).unwrap();
                 assert!(got == *want, "case {case}, hour {hour}: rows differ");
             }
         }
@@ -1049,9 +1167,56 @@ mod tests {
         let parts: Vec<usize> = sorted_hours(Table::Requests, &cases[0])
             .unwrap()
             .iter()
-            .map(|(_, parts)| parts.len())
+            .map(|(_, rows)| match rows {
+                HourRows::Slices(parts) => parts.len(),
+                HourRows::Gathered { .. } => panic!("rows in order were gathered"),
+            })
             .collect();
         assert_eq!(parts, vec![2, 1, 2]);
+    }
+
+    #[test]
+    fn rows_out_of_order_are_gathered_a_chunk_at_a_time_in_sorted_order() {
+        // exporters interleave: 40 batches of 5,000 rows each, every batch spread over two
+        // hours and out of order with the others, more rows per hour than one chunk
+        let h = NANOS_PER_HOUR;
+        let batches: Vec<RecordBatch> = (0..40i64)
+            .map(|b| {
+                let records: Vec<_> = (0..5000i64)
+                    .map(|i| RequestRecord {
+                        // a third of the rows in the first hour, two thirds in the next; 3,000
+                        // distinct times, so most rows tie with rows of other batches
+                        ts: h - 1_000_000 + ((i * 7919 + b * 104_729) % 3_000) * 1_000,
+                        request_id: Some(format!("{b}-{i}")),
+                        ..Default::default()
+                    })
+                    .collect();
+                RequestRecord::to_batch(&records)
+            })
+            .collect();
+        let expected = split_by_hour(&concat_sorted(Table::Requests, &batches).unwrap()).unwrap();
+        let hours = sorted_hours(Table::Requests, &batches).unwrap();
+        assert_eq!(hours.len(), 2);
+        for ((hour, rows), (want_hour, want)) in hours.iter().zip(&expected) {
+            assert_eq!(hour, want_hour);
+            assert!(
+                matches!(rows, HourRows::Gathered { .. }),
+                "hour {hour} was copied"
+            );
+            let chunks = collect(rows);
+            assert!(chunks.iter().all(|c| c.num_rows() <= GATHER_CHUNK_ROWS));
+            assert_eq!(
+                chunks.len(),
+                want.num_rows().div_ceil(GATHER_CHUNK_ROWS),
+                "hour {hour}"
+            );
+            let got = concat_batches(&Table::Requests.schema(), &chunks).unwrap();
+            assert!(
+                got == *want,
+                "hour {hour}: rows differ from the sorted copy"
+            );
+        }
+        assert_eq!(hours.iter().map(|(_, r)| r.rows()).sum::<usize>(), 200_000);
     }
 
     #[test]

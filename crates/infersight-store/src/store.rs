@@ -325,6 +325,20 @@ impl Store {
         self.sync_up_to(target)
     }
 
+    /// Whether the memtable holds `memtable_max_rows` rows or `memtable_max_bytes` bytes (a
+    /// flush is due whatever the time).
+    pub fn flush_size_reached(&self) -> bool {
+        let state = self.state.lock();
+        self.flush_size_reached_in(&state)
+    }
+
+    fn flush_size_reached_in(&self, state: &State) -> bool {
+        let rows = state.memtable.rows();
+        rows > 0
+            && (rows >= self.options.memtable_max_rows as u64
+                || state.memtable.bytes() >= self.options.memtable_max_bytes as u64)
+    }
+
     /// Flushes when the memtable holds `memtable_max_rows` rows or `memtable_max_bytes` bytes,
     /// or when it is non-empty and the last flush is older than `flush_interval`.
     pub fn maybe_flush(&self) -> Result<Option<FlushReport>, StoreError> {
@@ -334,11 +348,9 @@ impl Store {
         }
         let due = {
             let state = self.state.lock();
-            let rows = state.memtable.rows();
-            rows > 0
-                && (rows >= self.options.memtable_max_rows as u64
-                    || state.memtable.bytes() >= self.options.memtable_max_bytes as u64
-                    || state.last_flush.elapsed() >= self.options.flush_interval)
+            self.flush_size_reached_in(&state)
+                || (state.memtable.rows() > 0
+                    && state.last_flush.elapsed() >= self.options.flush_interval)
         };
         if !due {
             return Ok(None);
@@ -828,41 +840,66 @@ impl Store {
         *next = (*next).max(failed.next_segment_id);
     }
 
-    /// Writes segment `id` of (table, hour) and, for `requests` with rollups on, its rollup
-    /// sidecar. The rollup is built on a second thread while the Parquet file is encoded, so it
-    /// costs ingest little wall time. On error nothing of it is left on disk.
+    /// Writes one hour of a flush (`rows`, in `ts` order) as segment `id`, with its rollup for
+    /// `requests`: the rows go to the writer a batch at a time ([`segment::HourRows::source`]),
+    /// and the rollup is built from the same batches on a thread beside it, so it costs ingest
+    /// little wall time. On error nothing of it is left on disk.
     pub(crate) fn write_segment_with_rollup(
         &self,
         table: Table,
         hour_ns: i64,
         id: u64,
-        rows: &[RecordBatch],
+        rows: &segment::HourRows,
     ) -> Result<(SegmentMeta, Option<Arc<Rollup>>), StoreError> {
-        self.write_segment_formatted(table, hour_ns, id, rows, self.format)
+        let mut next = rows.source();
+        self.write_stream_with_rollup(table, hour_ns, id, &mut next, self.format)
     }
 
-    /// [`Store::write_segment_with_rollup`] with Parquet settings of its own (the cold tier's
-    /// row groups).
-    pub(crate) fn write_segment_formatted(
+    /// Writes the rows `next` hands over as segment `id` in `format`; for `requests` (with
+    /// rollups on) a second thread rolls up each batch as it is written, a few batches behind
+    /// at most (the queue between them is bounded).
+    fn write_stream_with_rollup(
         &self,
         table: Table,
         hour_ns: i64,
         id: u64,
-        rows: &[RecordBatch],
+        next: &mut segment::BatchSource<'_>,
         format: SegmentFormat,
     ) -> Result<(SegmentMeta, Option<Arc<Rollup>>), StoreError> {
+        const ROLLUP_QUEUE_BATCHES: usize = 4;
         let spec = self
             .options
             .rollup
             .as_ref()
             .filter(|_| table == Table::Requests);
-        let write = || segment::write_segment(&self.data_dir, table, hour_ns, id, rows, format);
         let Some(spec) = spec else {
-            return Ok((write()?, None));
+            let meta =
+                segment::write_segment_stream(&self.data_dir, table, hour_ns, id, next, format)?;
+            return Ok((meta, None));
         };
         let (meta, rollup) = std::thread::scope(|scope| {
-            let builder = scope.spawn(|| rollups::build(spec, rows));
-            let meta = write();
+            let (sender, receiver) =
+                std::sync::mpsc::sync_channel::<RecordBatch>(ROLLUP_QUEUE_BATCHES);
+            let builder = scope.spawn(move || {
+                let mut rollup = Rollup::new(spec);
+                for batch in receiver {
+                    rollups::add(&mut rollup, &batch)?;
+                }
+                rollup.seal();
+                Ok(rollup)
+            });
+            let mut tee = move || -> Result<Option<RecordBatch>, StoreError> {
+                let batch = next()?;
+                if let Some(batch) = &batch {
+                    // a builder that failed has hung up; its error is reported below
+                    let _ = sender.send(batch.clone());
+                }
+                Ok(batch)
+            };
+            let meta =
+                segment::write_segment_stream(&self.data_dir, table, hour_ns, id, &mut tee, format);
+            // the sender goes with the closure: the builder sees the end of the rows
+            drop(tee);
             let rollup = builder.join().unwrap_or_else(|_| {
                 Err(StoreError::Corrupt {
                     what: "rollup",
@@ -902,14 +939,7 @@ impl Store {
         format: SegmentFormat,
         drop_orgs: &BTreeSet<String>,
     ) -> Result<(SegmentMeta, Option<Arc<Rollup>>), StoreError> {
-        const MERGE_CHUNK_ROWS: usize = 65_536;
-        let mut merge = segment::SortedMerge::new(inputs, MERGE_CHUNK_ROWS)?;
-        let spec = self
-            .options
-            .rollup
-            .as_ref()
-            .filter(|_| table == Table::Requests);
-        let mut rollup = spec.map(Rollup::new);
+        let mut merge = segment::SortedMerge::new(inputs, segment::GATHER_CHUNK_ROWS)?;
         let mut next = || -> Result<Option<RecordBatch>, StoreError> {
             let mut chunk = merge.next_chunk()?;
             if !drop_orgs.is_empty()
@@ -917,20 +947,9 @@ impl Store {
             {
                 chunk = Some(segment::without_orgs(rows, drop_orgs)?);
             }
-            if let (Some(rollup), Some(chunk)) = (rollup.as_mut(), chunk.as_ref()) {
-                rollups::add(rollup, chunk)?;
-            }
             Ok(chunk)
         };
-        let meta =
-            segment::write_segment_stream(&self.data_dir, table, hour_ns, id, &mut next, format)?;
-        match rollup {
-            Some(mut rollup) => {
-                rollup.seal();
-                self.with_sidecar(meta, Ok(rollup))
-            }
-            None => Ok((meta, None)),
-        }
+        self.write_stream_with_rollup(table, hour_ns, id, &mut next, format)
     }
 
     /// Writes `rollup` as the sidecar of the segment just written (`meta`), recording its size

@@ -33,9 +33,10 @@ pub struct StoreOptions {
     /// Flush the memtable when it holds this many rows in total.
     pub memtable_max_rows: usize,
     /// Flush the memtable when its Arrow buffers exceed this many bytes. Logged appends are
-    /// refused (retryable, [`StoreError::Overloaded`]) while the memtable holds four times this
-    /// (at least 64 MiB): ingest faster than flushes can write must not grow memory without
-    /// bound.
+    /// refused (retryable, [`StoreError::Overloaded`]) while the memtable holds twice this (at
+    /// least 64 MiB): ingest faster than flushes can write must not grow memory without bound.
+    /// The flusher starts as soon as the memtable reaches this size, and a flush holds no copy
+    /// of the memtable, so twice leaves a flush room to finish under load.
     pub memtable_max_bytes: usize,
     /// Flush a non-empty memtable at least this often.
     pub flush_interval: Duration,
@@ -183,7 +184,7 @@ impl StoreOptions {
     /// The memtable size beyond which logged appends are refused (see `memtable_max_bytes`).
     pub fn memtable_hard_limit_bytes(&self) -> u64 {
         (self.memtable_max_bytes as u64)
-            .saturating_mul(4)
+            .saturating_mul(2)
             .max(64 << 20)
     }
 

@@ -295,7 +295,7 @@ fn maybe_flush_waits_for_a_threshold() {
     );
 }
 
-/// Appends faster than flushes are refused once the memtable holds four times
+/// Appends faster than flushes are refused once the memtable holds twice
 /// `memtable_max_bytes` (64 MiB at least): a retryable error, nothing written; after a flush the
 /// store takes appends again. (A 10-minute soak at twice the sustainable load grew `serve` past
 /// 23 GB before this limit.)

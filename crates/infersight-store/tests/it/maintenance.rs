@@ -231,6 +231,32 @@ fn the_maintenance_thread_flushes_compacts_and_stops() {
     assert_eq!(visible_ids(&store, Table::Requests), sorted(expected));
 }
 
+/// A memtable that reaches its flush size is flushed without waiting for the next tick (an
+/// hour here), and one that has not is left for the tick; so is one due only by age.
+#[test]
+fn the_flusher_flushes_a_full_memtable_before_its_tick() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = options(dir.path());
+    options.memtable_max_rows = 3;
+    options.flush_interval = Duration::from_millis(1);
+    let store = Arc::new(Store::open(options).unwrap());
+    let handle = store.spawn_maintenance(Duration::from_secs(3600));
+    store.append(&[requests("a", &[H0, H0 + 1])]).unwrap();
+    // two rows: not full, and the age rule waits for the tick
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(store.segments(Table::Requests).len(), 0);
+    assert!(!store.flush_size_reached());
+    store.append(&[requests("b", &[H0 + 2])]).unwrap();
+    wait_until("the flush of a full memtable", || {
+        store.segments(Table::Requests).len() == 1
+    });
+    assert_eq!(store.stats().tables[0].1.memtable_rows, 0);
+    handle.stop();
+    let mut expected = ids("a", 2);
+    expected.extend(ids("b", 1));
+    assert_eq!(visible_ids(&store, Table::Requests), sorted(expected));
+}
+
 #[test]
 fn interval_policy_fsyncs_in_the_background() {
     let dir = tempfile::tempdir().unwrap();
