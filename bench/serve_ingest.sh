@@ -19,6 +19,7 @@
 #   PORTS="24317 24318 27070" (gRPC, HTTP, API)
 #   SOAK_RATE=N offers N spans/s in the soak instead (the same load for two builds compared);
 #   SOAK_ONLY=1 runs the soak alone (needs SOAK_RATE)
+#   SERVER_TOML='decode_threads = 4' adds lines to serve's [server] table
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release/infersight}
@@ -69,7 +70,7 @@ trap stop_serve EXIT
 start_serve() { # mode label
   local data="$OUT/data-$2"
   rm -rf "$data"
-  printf '[store]\nfsync = "%s"\n' "$1" > "$OUT/$2.toml"
+  printf '[store]\nfsync = "%s"\n%b' "$1" "${SERVER_TOML:+[server]\n$SERVER_TOML\n}" > "$OUT/$2.toml"
   INFERSIGHT_LOG=warn "$BIN" serve --config "$OUT/$2.toml" --data "$data" \
     --otlp-grpc-port "$GRPC_PORT" --otlp-http-port "$HTTP_PORT" --api-port "$API_PORT" \
     > "$OUT/$2.serve.out" 2> "$OUT/$2.serve.err" &

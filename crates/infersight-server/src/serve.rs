@@ -33,6 +33,8 @@ pub struct ServeSettings {
     pub api_port: u16,
     pub max_body_bytes: usize,
     pub queue_capacity: usize,
+    /// Exports decoded and converted at once; 0: two per core.
+    pub decode_threads: usize,
     pub max_query_rows: usize,
     pub max_dimension_cardinality: usize,
     /// Memory, time, response bytes and per-caller concurrency of `POST /api/v1/query`.
@@ -368,6 +370,7 @@ fn receiver_state(
         counters,
         max_body_bytes: settings.max_body_bytes,
         in_flight,
+        decoders: infersight_ingest::receivers::decoder_permits(settings.decode_threads),
     }
 }
 

@@ -140,6 +140,9 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Submissions that may wait for the store; beyond it receivers answer 429.
     pub queue_capacity: usize,
+    /// Exports decoded and converted at once (the other requests in flight wait); 0: two per
+    /// core.
+    pub decode_threads: usize,
     /// How often the store flushes, compacts and applies retention in the background.
     pub maintenance_interval: String,
     /// TLS on every listener (`[server.tls]`); off while `cert_file` is empty.
@@ -208,6 +211,7 @@ impl Default for ServerConfig {
             api_port: 7070,
             max_body_bytes: 16 * 1024 * 1024,
             queue_capacity: 64,
+            decode_threads: 0,
             maintenance_interval: "5s".into(),
             tls: ServerTlsConfig::default(),
             role: infersight_server::role::Role::All,

@@ -39,6 +39,20 @@ pub struct ReceiverState {
     /// Requests being read, decoded or converted at once; beyond it the answer is 429, so memory
     /// stays bounded before the ingest queue is reached.
     pub in_flight: Arc<tokio::sync::Semaphore>,
+    /// Requests decoded and converted at once ([`ReceiverState::decode`]); the others of the
+    /// `in_flight` wait for a permit. [`decoder_permits`] makes two per core by default.
+    pub decoders: Arc<tokio::sync::Semaphore>,
+}
+
+/// The [`ReceiverState::decoders`] permits: `threads`, or two per core when it is 0 (one per
+/// core acked 0.82–0.89× as many spans in `bench/serve_ingest.sh`'s soak: fewer exports
+/// finish together, so the ingest queue folds fewer into each fsynced append).
+pub fn decoder_permits(threads: usize) -> Arc<tokio::sync::Semaphore> {
+    let threads = match threads {
+        0 => 2 * std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    Arc::new(tokio::sync::Semaphore::new(threads))
 }
 
 impl ReceiverState {
@@ -59,6 +73,24 @@ impl ReceiverState {
             return Ok(());
         }
         self.sink.submit(&org.0, batches).await
+    }
+
+    /// Runs a request's decompression, decoding and conversion on the blocking pool once a
+    /// [`ReceiverState::decoders`] permit is free. It is CPU work: more of it at once than there
+    /// are cores only adds blocking threads, each holding a decoded export and its allocator's
+    /// cache (`bench/serve_ingest.sh`'s soak on 2 cores: 1.9 GB RSS and rising with ~70 such
+    /// threads, 1.2 GB and flat with 4 permits, at the same acked rate).
+    pub async fn decode<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, tokio::task::JoinError> {
+        // never closed; were it, the work would run without a permit rather than not at all
+        let permit = self.decoders.clone().acquire_owned().await.ok();
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            work()
+        })
+        .await
     }
 
     /// Why the sink refuses every submission right now ([`Sink::refusal`]), asked before a

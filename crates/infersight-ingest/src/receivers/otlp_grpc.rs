@@ -157,12 +157,14 @@ impl GrpcReceiver {
             .state
             .max_body_bytes
             .saturating_mul(super::otlp_http::EXPANSION_FACTOR);
-        let converted = tokio::task::spawn_blocking(move || {
-            check_expansion(&request, limit)?;
-            convert(&request, &mapper, &span_tree)
-        })
-        .await
-        .map_err(|e| Status::internal(format!("decoder task failed: {e}")))?;
+        let converted = self
+            .state
+            .decode(move || {
+                check_expansion(&request, limit)?;
+                convert(&request, &mapper, &span_tree)
+            })
+            .await
+            .map_err(|e| Status::internal(format!("decoder task failed: {e}")))?;
         let converted = match converted {
             Ok(c) => c,
             Err(e) => {

@@ -328,12 +328,14 @@ async fn handle(
     let ct = content_type.map(str::to_string);
     let ce = content_encoding.map(str::to_string);
     // Decompression, decoding and conversion are CPU work: keep them off the async workers.
-    let converted = tokio::task::spawn_blocking(move || {
-        let (payload, encoding) = crate::decode_body(&bytes, ct.as_deref(), ce.as_deref(), max)?;
-        convert_body(signal, &payload, encoding, &mapper, Some(&span_tree), max)
-            .map(|c| (c, encoding))
-    })
-    .await;
+    let converted = state
+        .decode(move || {
+            let (payload, encoding) =
+                crate::decode_body(&bytes, ct.as_deref(), ce.as_deref(), max)?;
+            convert_body(signal, &payload, encoding, &mapper, Some(&span_tree), max)
+                .map(|c| (c, encoding))
+        })
+        .await;
     let (converted, encoding) = match converted {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => {

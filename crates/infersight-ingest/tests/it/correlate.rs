@@ -527,6 +527,7 @@ async fn held_rows_reach_the_sink_by_tick_and_at_shutdown() {
         counters: Arc::new(infersight_model::telemetry::Counters::new()),
         max_body_bytes: 1 << 20,
         in_flight: Arc::new(tokio::sync::Semaphore::new(4)),
+        decoders: Arc::new(tokio::sync::Semaphore::new(2)),
     };
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let held = HeldRequests::spawn(&state, Duration::from_millis(10), async {

@@ -74,6 +74,7 @@ fn state(sink: Arc<CollectingSink>) -> ReceiverState {
         counters: Arc::new(Counters::new()),
         max_body_bytes: 1 << 20,
         in_flight: Arc::new(tokio::sync::Semaphore::new(4)),
+        decoders: Arc::new(tokio::sync::Semaphore::new(2)),
     }
 }
 

@@ -83,6 +83,7 @@ fn app(outcome: Option<SinkError>, max_body_bytes: usize) -> (axum::Router, Arc<
         counters: Arc::new(Counters::new()),
         max_body_bytes,
         in_flight: Arc::new(tokio::sync::Semaphore::new(4)),
+        decoders: Arc::new(tokio::sync::Semaphore::new(2)),
     };
     (router(state), sink)
 }
@@ -185,6 +186,7 @@ async fn a_sink_refusing_ahead_is_answered_unavailable_over_grpc_before_conversi
             counters: counters.clone(),
             max_body_bytes: 1 << 20,
             in_flight: Arc::new(tokio::sync::Semaphore::new(4)),
+            decoders: Arc::new(tokio::sync::Semaphore::new(2)),
         },
     };
     let status = TraceService::export(&receiver, tonic::Request::new(export(2)))
@@ -278,4 +280,60 @@ async fn resource_attributes_that_would_expand_past_the_limit_are_refused() {
     let (status, _, _) = post(router_, "application/x-protobuf", request.encode_to_vec()).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(*sink.rows.lock().unwrap(), 6);
+}
+
+#[tokio::test]
+async fn exports_wait_for_a_decoder_permit_before_they_are_decoded() {
+    use infersight_ingest::receivers::decoder_permits;
+    use infersight_ingest::receivers::otlp_grpc::GrpcReceiver;
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceService;
+
+    // two permits per core unless told
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(decoder_permits(0).available_permits(), 2 * cores);
+    assert_eq!(decoder_permits(3).available_permits(), 3);
+
+    let sink = Arc::new(RecordingSink {
+        outcome: None,
+        rows: Mutex::new(0),
+        submissions: Mutex::new(0),
+        refusing: Mutex::new(None),
+    });
+    let decoders = decoder_permits(1);
+    let state = ReceiverState {
+        sink: sink.clone(),
+        mapper: Arc::new(AttributeMapper::default()),
+        span_tree: Default::default(),
+        counters: Arc::new(Counters::new()),
+        max_body_bytes: 1 << 20,
+        in_flight: Arc::new(tokio::sync::Semaphore::new(8)),
+        decoders: decoders.clone(),
+    };
+    // the only permit is taken: an export over either protocol is in flight but not decoded
+    let taken = decoders.clone().acquire_owned().await.unwrap();
+    let http = tokio::spawn(post(
+        router(state.clone()),
+        "application/x-protobuf",
+        export(2).encode_to_vec(),
+    ));
+    let receiver = GrpcReceiver {
+        state: state.clone(),
+    };
+    let grpc = tokio::spawn(async move {
+        TraceService::export(&receiver, tonic::Request::new(export(3)))
+            .await
+            .map(|_| ())
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!http.is_finished() && !grpc.is_finished());
+    assert_eq!(*sink.submissions.lock().unwrap(), 0);
+    // both wait their turn: neither is refused
+    drop(taken);
+    let (status, _, _) = http.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    grpc.await.unwrap().unwrap();
+    assert_eq!(*sink.submissions.lock().unwrap(), 2);
+    // every permit is back once the exports are answered
+    assert_eq!(decoders.available_permits(), 1);
+    assert_eq!(state.in_flight.available_permits(), 8);
 }

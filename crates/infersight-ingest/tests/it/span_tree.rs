@@ -253,6 +253,7 @@ async fn the_http_receiver_remembers_phase_spans_between_exports() {
         counters: Arc::new(infersight_model::telemetry::Counters::new()),
         max_body_bytes: 1 << 20,
         in_flight: Arc::new(tokio::sync::Semaphore::new(4)),
+        decoders: Arc::new(tokio::sync::Semaphore::new(2)),
     });
     for spans in [phase_spans(8), vec![request_span(8)]] {
         let request = Request::post("/v1/traces")

@@ -27,6 +27,7 @@ fn settings() -> ServeSettings {
         api_port: 0,
         max_body_bytes: 1 << 22,
         queue_capacity: 64,
+        decode_threads: 0,
         max_query_rows: 100_000,
         max_dimension_cardinality: 1_000,
         query_limits: infersight_query::QueryLimits::default(),

@@ -82,6 +82,7 @@ pub(crate) fn server_with(
         counters: counters.clone(),
         max_body_bytes: 64 << 20,
         in_flight: Arc::new(tokio::sync::Semaphore::new(8)),
+        decoders: infersight_ingest::receivers::decoder_permits(0),
     };
     let mut file = TokenFile::default();
     let mut tokens = Vec::new();

@@ -151,6 +151,7 @@ async fn send_through_server(
         api_port: 0,
         max_body_bytes: config.server.max_body_bytes,
         queue_capacity: config.server.queue_capacity,
+        decode_threads: config.server.decode_threads,
         max_query_rows: config.query.max_rows,
         max_dimension_cardinality: config.query.max_dimension_cardinality,
         query_limits: config.query.limits(),

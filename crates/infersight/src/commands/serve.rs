@@ -121,6 +121,7 @@ fn settings(args: &ServeArgs, config: &Config) -> ServeSettings {
         api_port: args.api_port.unwrap_or(config.server.api_port),
         max_body_bytes: config.server.max_body_bytes,
         queue_capacity: config.server.queue_capacity,
+        decode_threads: config.server.decode_threads,
         max_query_rows: config.query.max_rows,
         max_dimension_cardinality: config.query.max_dimension_cardinality,
         query_limits: config.query.limits(),
