@@ -129,23 +129,61 @@ fn settings(args: &ServeArgs, config: &Config) -> ServeSettings {
     }
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// The stop signal, SIGINT or SIGTERM. Its handlers are installed when this is called, before
+/// `serve` announces that it listens, not when the future is first polled: a supervisor (or a
+/// test) that sends SIGTERM as soon as the "listening" line appears gets a graceful stop that
+/// flushes the store, instead of the default action, which ends the process at once.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        // a handler that cannot be installed never fires (the other one still does)
+        let mut interrupt = signal(SignalKind::interrupt()).ok();
+        let mut terminate = signal(SignalKind::terminate()).ok();
+        async move {
+            tokio::select! {
+                _ = received(interrupt.as_mut()) => {},
+                _ = received(terminate.as_mut()) => {},
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
+    }
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+    {
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Resolves at the next signal of `stream`; never without one.
+#[cfg(unix)]
+async fn received(stream: Option<&mut tokio::signal::unix::Signal>) {
+    match stream {
+        Some(stream) => {
+            stream.recv().await;
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::time::Duration;
+
+    /// A SIGTERM that arrives after the handlers are asked for but before anything waits on
+    /// them (a supervisor's stop right after the "listening" line) stops the server; with the
+    /// handlers installed at the first poll it would end this test binary instead.
+    #[tokio::test]
+    async fn a_stop_signal_sent_before_the_wait_begins_is_kept() {
+        let stop = super::shutdown_signal();
+        let pid = std::process::id().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        tokio::time::timeout(Duration::from_secs(10), stop)
+            .await
+            .expect("the SIGTERM sent before the wait began was not seen");
     }
 }
