@@ -25,7 +25,7 @@ use crate::otlp::tree::SpanTreeCache;
 use infersight_model::telemetry::Counters;
 
 /// What every receiver (HTTP and gRPC) shares: where batches go, how attributes map, the
-/// counters, the size limit and the in-flight permits.
+/// counters, the size limit, the in-flight permits and the decoders' permits.
 #[derive(Clone)]
 pub struct ReceiverState {
     pub sink: Arc<dyn Sink>,
@@ -36,8 +36,8 @@ pub struct ReceiverState {
     pub counters: Arc<Counters>,
     /// Largest accepted body, compressed or not (and the cap on decompressed size).
     pub max_body_bytes: usize,
-    /// Requests being read, decoded or converted at once; beyond it the answer is 429, so memory
-    /// stays bounded before the ingest queue is reached.
+    /// Requests being read, waiting for a decoder, decoded or converted at once; beyond it the
+    /// answer is 429, so memory stays bounded before the ingest queue is reached.
     pub in_flight: Arc<tokio::sync::Semaphore>,
     /// Requests decoded and converted at once ([`ReceiverState::decode`]); the others of the
     /// `in_flight` wait for a permit. [`decoder_permits`] makes two per core by default.
