@@ -310,14 +310,17 @@ fn retype_parquet(
             return Ok(None);
         }
     }
-    // Rebuilt from the table options, predicate and projection, which is all the provider and
-    // DataFusion's rules set (`provider.rs`, `parquet_plan`): a reader factory or metadata size
+    // Rebuilt from the table options, predicate, reader factory and projection, which is all
+    // the provider and DataFusion's rules set (`provider.rs`, `parquet_plan`): a metadata size
     // hint set there later must be carried over here too.
     let file_schema = with_keys_as_views(table.file_schema(), keys);
     let mut retyped = ParquetSource::new(TableSchema::from(Arc::clone(&file_schema)))
         .with_table_parquet_options(parquet.table_parquet_options().clone());
     if let Some(predicate) = parquet.filter() {
         retyped = retyped.with_predicate(predicate);
+    }
+    if let Some(readers) = parquet.parquet_file_reader_factory() {
+        retyped = retyped.with_parquet_file_reader_factory(Arc::clone(readers));
     }
     let mut retyped: Arc<dyn FileSource> = Arc::new(retyped);
     if let Some(projection) = &projection {

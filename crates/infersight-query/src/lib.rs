@@ -15,6 +15,7 @@
 pub mod audit;
 #[cfg(feature = "ballista")]
 pub mod ballista;
+mod checked_reader;
 mod engine;
 mod error;
 mod group_views;

@@ -6,7 +6,8 @@
 //! (`SegmentMeta::location`) are read by their key through the object store the engine
 //! registered for the store's bucket URL ([`StorageBackend::remote_segments`]). A provider of a session
 //! scoped to some orgs (`scope::OrgScope`) filters that union by the `org` column before handing
-//! on a single row.
+//! on a single row. Every page a scan reads is checked against its segment's page checksums
+//! (`checked_reader`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -35,6 +36,7 @@ use infersight_model::Table;
 use infersight_model::org::ORG_COLUMN;
 use infersight_store::{SegmentMeta, StorageBackend, TimeRange};
 
+use crate::checked_reader::CheckedReaderFactory;
 use crate::range::time_range_from_filters;
 use crate::scope::OrgScope;
 
@@ -170,9 +172,20 @@ impl StoreTable {
                     ));
                 }
             };
+            let files: Vec<PartitionedFile> =
+                local.iter().map(partitioned_file).collect::<Result<_>>()?;
+            let bucket_files: Vec<PartitionedFile> = remote.iter().map(bucket_file).collect();
+            let segments = (files.iter().zip(&local))
+                .map(|(file, meta)| (file.object_meta.location.clone(), (meta.id, true)))
+                .chain(
+                    (bucket_files.iter().zip(&remote))
+                        .map(|(file, meta)| (file.object_meta.location.clone(), (meta.id, false))),
+                )
+                .collect();
             Ok(PreparedScan {
-                files: local.iter().map(partitioned_file).collect::<Result<_>>()?,
-                bucket_files: bucket_url.map(|url| (url, remote.iter().map(bucket_file).collect())),
+                files,
+                segments: Arc::new(segments),
+                bucket_files: bucket_url.map(|url| (url, bucket_files)),
                 segments_pruned: snapshot.segments_pruned + extra.len(),
                 memtable: snapshot
                     .memtable
@@ -190,6 +203,7 @@ impl StoreTable {
         state: &dyn Session,
         url: ObjectStoreUrl,
         files: Vec<PartitionedFile>,
+        segments: &Arc<HashMap<ObjectPath, (u64, bool)>>,
         projection: Option<&Vec<usize>>,
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
@@ -202,8 +216,15 @@ impl StoreTable {
         // No predicate here: DataFusion's physical `FilterPushdown` rule pushes the query's
         // filters through the union into this source (setting one here as well would apply it
         // twice), where they prune row groups and pages by their statistics.
+        // every page read is checked against the segment's page checksums
+        let readers = CheckedReaderFactory::new(
+            state.runtime_env().object_store(&url)?,
+            Arc::clone(&self.store),
+            Arc::clone(segments),
+        );
         let source = ParquetSource::new(Arc::clone(&self.schema))
-            .with_table_parquet_options(state.table_options().parquet.clone());
+            .with_table_parquet_options(state.table_options().parquet.clone())
+            .with_parquet_file_reader_factory(Arc::new(readers));
         let config = FileScanConfigBuilder::new(url, Arc::new(source))
             .with_file_groups(groups.into_iter().map(FileGroup::new).collect())
             .with_projection_indices(projection.cloned())?
@@ -240,6 +261,8 @@ struct PreparedScan {
     files: Vec<PartitionedFile>,
     /// Segments in the store's bucket, under the URL its object store is registered for.
     bucket_files: Option<(ObjectStoreUrl, Vec<PartitionedFile>)>,
+    /// Every file's segment id and whether it is local, by location (see `checked_reader`).
+    segments: Arc<HashMap<ObjectPath, (u64, bool)>>,
     segments_pruned: usize,
     memtable: Vec<RecordBatch>,
 }
@@ -326,6 +349,7 @@ impl TableProvider for StoreTable {
         let PreparedScan {
             files,
             bucket_files,
+            segments,
             segments_pruned,
             memtable,
         } = self.prepare(range).await?;
@@ -344,10 +368,10 @@ impl TableProvider for StoreTable {
         let mut inputs: Vec<Arc<dyn ExecutionPlan>> = Vec::with_capacity(3);
         if !files.is_empty() {
             let url = ObjectStoreUrl::local_filesystem();
-            inputs.push(self.parquet_plan(state, url, files, projection, limit)?);
+            inputs.push(self.parquet_plan(state, url, files, &segments, projection, limit)?);
         }
         if let Some((url, files)) = bucket_files.filter(|(_, files)| !files.is_empty()) {
-            inputs.push(self.parquet_plan(state, url, files, projection, limit)?);
+            inputs.push(self.parquet_plan(state, url, files, &segments, projection, limit)?);
         }
         if !memtable.is_empty() {
             inputs.push(self.memtable_plan(state, memtable, projection, limit)?);

@@ -164,6 +164,10 @@ impl StorageBackend for ScopedStore {
         self.inner.close()
     }
 
+    fn segment_corrupt(&self, id: u64, reason: String) {
+        self.inner.segment_corrupt(id, reason);
+    }
+
     fn rollups(&self, range: TimeRange) -> Result<Vec<Arc<Rollup>>, StoreError> {
         let built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((_, parts)) = built.iter().find(|(asked, _)| *asked == range) {

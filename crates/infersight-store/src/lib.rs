@@ -27,6 +27,7 @@ mod maintenance;
 mod memtable;
 mod migrate;
 mod org_retention;
+pub mod page_crc;
 mod parallel;
 mod quarantine;
 mod remote;

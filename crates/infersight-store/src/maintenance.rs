@@ -2,7 +2,8 @@
 //! flusher flushes the memtable when it is due ([`Store::flush_pass`]) and, for
 //! [`FsyncPolicy::Interval`], fsyncs the WAL on schedule; the upkeep thread compacts small
 //! segments, applies retention and tiers ([`Store::upkeep_pass`]) and reads every segment
-//! against its checksum once after its first pass ([`Store::verify_segments`]). Apart, a long
+//! against its checksum after its first pass and then every `StoreOptions::verify_every`
+//! ([`Store::verify_segments`]). Apart, a long
 //! compaction does not hold flushes back while appends fill the memtable to its hard limit.
 //! Errors are logged, never raised.
 
@@ -87,7 +88,7 @@ impl Store {
 enum Role {
     /// [`Store::flush_pass`], and the WAL's fsync on schedule.
     Flusher,
-    /// [`Store::upkeep_pass`], and the segments read once after the first pass.
+    /// [`Store::upkeep_pass`], and the segments read after the first pass and on schedule.
     Upkeep,
 }
 
@@ -122,8 +123,9 @@ fn maintenance_loop(
     // whether a full memtable may be flushed before the tick
     let mut early = true;
     let mut next_sync = fsync_every.map(|every| Instant::now() + every);
-    // the whole segments are read once per start (the open only checked their footers)
-    let mut verified = role != Role::Upkeep;
+    // the whole segments are read after the first pass (the open only checked their footers),
+    // then every `verify_every`
+    let mut next_verify = (role == Role::Upkeep).then(Instant::now);
     loop {
         {
             let mut stopped = signal.stopped.lock();
@@ -167,12 +169,15 @@ fn maintenance_loop(
                 Err(_) => tracing::error!("store maintenance panicked"),
             }
             next_pass = Instant::now() + tick;
-            if !verified {
-                verified = true;
+            if next_verify.is_some_and(|due| Instant::now() >= due) {
                 match store.verify_segments() {
                     Ok(report) => tracing::debug!(?report, "segments verified"),
                     Err(err) => tracing::error!(%err, "segment verification failed"),
                 }
+                next_verify = store
+                    .options()
+                    .verify_every
+                    .map(|every| Instant::now() + every);
             }
         }
     }

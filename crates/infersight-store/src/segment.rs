@@ -3,7 +3,8 @@
 //! can prune row groups. Layout: `segments/<table>/<YYYYMMDDHH>/<segment id, 20 digits>.parquet`.
 //! Each file's crc32 and its footer's are taken while it is written ([`SegmentChecksum`]) and
 //! checked here: the footer at every open ([`check_footer`]), the whole file by
-//! [`check_file`] and before every read of the store's own ([`read_segment`]).
+//! [`check_file`] and before every read of the store's own ([`read_segment`]). Each page's crc32
+//! goes in the footer too (module `page_crc`), for readers that fetch only some pages.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -20,12 +21,14 @@ use infersight_model::time::hour_floor_ns;
 use infersight_model::{SCHEMA_VERSION, Table};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_writer::ArrowWriterOptions;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
 use crate::fsutil::sync_dir;
+use crate::page_crc::RecordingPageStores;
 use crate::types::{SegmentChecksum, SegmentMeta, StoreError};
 
 pub(crate) const SEGMENTS_DIR: &str = "segments";
@@ -558,14 +561,19 @@ fn write_file(
         failed: Arc::clone(&failed),
     };
     let encode = || -> Result<ChecksumWriter<&mut File>, StoreError> {
-        let mut writer = ArrowWriter::try_new(
-            sink,
-            table.schema(),
-            Some(writer_properties(table, format)?),
-        )?;
+        let pages = RecordingPageStores::default();
+        let options = ArrowWriterOptions::new()
+            .with_properties(writer_properties(table, format)?)
+            .with_page_store_factory(Arc::new(pages.clone()));
+        let mut writer = ArrowWriter::try_new_with_options(sink, table.schema(), options)?;
         // row groups are cut by row count across batches, as for one concatenated batch
         while let Some(batch) = next()? {
             writer.write(&batch)?;
+        }
+        // every page is in the file once the last row group is: their checksums go in the footer
+        writer.flush()?;
+        if let Some(entry) = pages.footer_entry(writer.flushed_row_groups()) {
+            writer.append_key_value_metadata(entry);
         }
         Ok(writer.into_inner()?)
     };

@@ -1159,6 +1159,23 @@ impl StorageBackend for Store {
         self.remote.as_ref().map(Remote::segments)
     }
 
+    fn segment_corrupt(&self, id: u64, reason: String) {
+        let found = (self.state.lock().catalog.segments.iter())
+            .find(|s| s.id == id)
+            .map(|s| (s.path.clone(), s.location.clone()));
+        match found {
+            Some((_, None)) => self.quarantine_found(id, quarantine::Kind::Segment, reason),
+            Some((path, Some(key))) => tracing::error!(
+                segment = %path.display(),
+                %key,
+                %reason,
+                "bucket segment corrupt; queries that read it fail until it is rewritten"
+            ),
+            // compacted or expired since the query's snapshot: the file is already on its way out
+            None => tracing::warn!(id, %reason, "a segment no longer in the catalog was corrupt"),
+        }
+    }
+
     fn rollups(&self, range: TimeRange) -> Result<Vec<Arc<Rollup>>, StoreError> {
         let Some(spec) = self.options.rollup.as_ref() else {
             return Err(StoreError::RollupsDisabled);

@@ -70,6 +70,10 @@ pub struct StoreOptions {
     /// next maintenance pass after that (or closing the store) deletes them. Zero deletes at
     /// once.
     pub retired_grace: Duration,
+    /// The upkeep maintenance thread reads every local segment and sidecar against its checksum
+    /// once after start, then again this often (a scrub: damage at rest is found even in data no
+    /// query reads); `None`: only once after start.
+    pub verify_every: Option<Duration>,
     /// Flushed segments go to this bucket and are listed in its catalog log (module `remote`);
     /// `None`: segments are files under `data_dir` (the single-node default). The WAL stays in
     /// `data_dir` either way.
@@ -220,6 +224,7 @@ impl StoreOptions {
             zstd_level: 1,
             rollup: Some(RollupSpec::default()),
             retired_grace: Duration::from_secs(300),
+            verify_every: Some(Duration::from_secs(7 * 24 * 3600)),
             remote: None,
             on_delete: None,
         }
@@ -518,6 +523,13 @@ pub trait StorageBackend: Send + Sync {
     /// Where segments in a bucket are read from; `None` when every segment is a local file.
     fn remote_segments(&self) -> Option<RemoteSegments> {
         None
+    }
+    /// A reader of segment `id` (the query engine, checking page checksums) found bytes that do
+    /// not match: the store sets a local segment aside as it does one found corrupt at open
+    /// (quarantine, counter, log line) and logs one in a bucket. Backends without segments
+    /// ignore it.
+    fn segment_corrupt(&self, id: u64, reason: String) {
+        let _ = (id, reason);
     }
 }
 

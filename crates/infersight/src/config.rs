@@ -93,6 +93,8 @@ pub struct Durations {
     pub retention_by_table: BTreeMap<infersight_model::Table, Option<Duration>>,
     /// `store.retired_grace`; zero (empty text) deletes retired files at once.
     pub retired_grace: Duration,
+    /// `store.verify_interval`; `None` (empty text): segments are read whole once after start.
+    pub verify_interval: Option<Duration>,
     /// `[store.tiers]` parsed; `None` while its `warm` is empty.
     pub tiers: Option<infersight_store::TierOptions>,
     /// `scrape.interval` and `scrape.timeout`.
@@ -120,6 +122,7 @@ impl Default for Durations {
             retention: None,
             retention_by_table: BTreeMap::new(),
             retired_grace: Duration::from_secs(300),
+            verify_interval: Some(Duration::from_secs(7 * 24 * 3600)),
             tiers: None,
             scrape_interval: Duration::from_secs(15),
             scrape_timeout: Duration::from_secs(5),
@@ -241,6 +244,9 @@ pub struct StoreConfig {
     /// Files of segments replaced by compaction or expired by retention stay this long for
     /// queries already planned over them; empty deletes them at once.
     pub retired_grace: String,
+    /// Every segment is read against its checksum after `serve` starts and then this often;
+    /// empty: only after start.
+    pub verify_interval: String,
     pub zstd_level: i32,
     /// Build per-minute SLI rollups of `requests` (sketches per dimension combination).
     pub rollups: bool,
@@ -266,6 +272,7 @@ impl Default for StoreConfig {
             retention_by_table: BTreeMap::new(),
             tiers: StoreTiersConfig::default(),
             retired_grace: "5m".into(),
+            verify_interval: "7d".into(),
             zstd_level: o.zstd_level,
             rollups: true,
             rollup_dimensions: RollupSpec::default().dimensions,
@@ -880,6 +887,11 @@ impl Config {
             "store.retired_grace",
             &self.store.retired_grace,
         );
+        let verify_interval = parse_optional_duration(
+            &mut errors,
+            "store.verify_interval",
+            &self.store.verify_interval,
+        );
         if !(1..=22).contains(&self.store.zstd_level) {
             errors.push(format!(
                 "store.zstd_level: {} is outside 1..=22",
@@ -932,12 +944,12 @@ impl Config {
             maintenance_interval,
             flush_interval,
             retention,
-            retired_grace,
+            (retired_grace, verify_interval),
             scrape,
             alerts_eval_interval,
             tiers,
         ) {
-            (Some(m), Some(f), Some(r), Some(g), Some(s), Some(a), Some(t))
+            (Some(m), Some(f), Some(r), (Some(g), Some(v)), Some(s), Some(a), Some(t))
                 if errors.is_empty() =>
             {
                 Ok(Durations {
@@ -946,6 +958,7 @@ impl Config {
                     retention: r,
                     retention_by_table,
                     retired_grace: g.unwrap_or_default(),
+                    verify_interval: v,
                     tiers: t,
                     scrape_interval: s.interval,
                     scrape_timeout: s.timeout,
@@ -1182,6 +1195,7 @@ impl Config {
         o.tiers = self.durations.tiers.clone();
         o.retention_by_org = self.auth.retention_by_org();
         o.retired_grace = self.durations.retired_grace;
+        o.verify_every = self.durations.verify_interval;
         o.zstd_level = self.store.zstd_level;
         o.rollup = self.store.rollups.then(|| RollupSpec {
             dimensions: self.store.rollup_dimensions.clone(),

@@ -6,6 +6,7 @@
 #[cfg(feature = "ballista")]
 mod ballista;
 mod bucket;
+mod corruption;
 mod errors;
 mod group_views;
 mod lockdown;

@@ -126,6 +126,40 @@ fn a_damaged_segment_data_page_is_found_by_verification_and_quarantined() {
 }
 
 #[test]
+fn a_segment_damaged_while_the_store_runs_is_found_by_the_scheduled_scrub() {
+    for every in [Some(std::time::Duration::from_millis(200)), None] {
+        let dir = tempfile::tempdir().unwrap();
+        let segment = two_segments(dir.path());
+        let mut opts = options(dir.path());
+        opts.verify_every = every;
+        let store = std::sync::Arc::new(Store::open(opts).unwrap());
+        let maintenance = store.spawn_maintenance(std::time::Duration::from_millis(20));
+        // the scrub after the first pass has read both segments whole by now
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        assert_eq!(store.stats().quarantine.segments, 0, "{every:?}");
+        let len = std::fs::metadata(&segment).unwrap().len() as usize;
+        flip(&segment, len / 4);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while store.stats().quarantine.segments == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        maintenance.stop();
+        match every {
+            Some(_) => {
+                assert_eq!(store.stats().quarantine.segments, 1);
+                assert!(!segment.exists());
+                assert_eq!(visible_ids(&store, Table::Requests), sorted(ids("b", 80)));
+            }
+            // once after start only: the damage waits for a read, here the next explicit scrub
+            None => {
+                assert_eq!(store.stats().quarantine.segments, 0);
+                assert_eq!(store.verify_segments().unwrap().segments_quarantined, 1);
+            }
+        }
+    }
+}
+
+#[test]
 fn a_damaged_segment_is_quarantined_when_compaction_reads_it() {
     let dir = tempfile::tempdir().unwrap();
     let mut opts = options(dir.path());
