@@ -52,6 +52,9 @@ pub async fn run(args: ServeArgs) -> Result<i32, CliError> {
         .auth
         .check_listen(settings.listen)
         .map_err(CliError::usage)?;
+    // a stop asked for while the store opens (a long WAL replay) is kept, and served once it is
+    // open: a graceful stop that flushes, not the default action
+    let stop = shutdown_signal();
     let store = tokio::task::block_in_place(|| wiring::open_store(&config))?;
     let maintenance = store.spawn_maintenance(config.durations().maintenance_interval);
     let counters = Arc::new(Counters::new());
@@ -92,7 +95,7 @@ pub async fn run(args: ServeArgs) -> Result<i32, CliError> {
                 data_dir
             );
         },
-        shutdown_signal(),
+        stop,
     )
     .await;
     redaction_reloader.abort();
@@ -129,9 +132,9 @@ fn settings(args: &ServeArgs, config: &Config) -> ServeSettings {
     }
 }
 
-/// The stop signal, SIGINT or SIGTERM. Its handlers are installed when this is called, before
-/// `serve` announces that it listens, not when the future is first polled: a supervisor (or a
-/// test) that sends SIGTERM as soon as the "listening" line appears gets a graceful stop that
+/// The stop signal, SIGINT or SIGTERM. Its handlers are installed when this is called (before the
+/// store opens), not when the future is first polled: a supervisor (or a test) that sends SIGTERM
+/// during the WAL replay or as soon as the "listening" line appears gets a graceful stop that
 /// flushes the store, instead of the default action, which ends the process at once.
 fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
