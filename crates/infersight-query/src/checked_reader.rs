@@ -95,12 +95,16 @@ struct CheckedReader {
 }
 
 impl CheckedReader {
-    /// The statement's error for a corrupt segment; the store hears of it once.
-    fn corrupt(&mut self, reason: String) -> ParquetError {
+    /// The statement's error for a corrupt segment; the store hears of it once, on a blocking
+    /// thread (setting a segment aside waits for the store's maintenance lock, which a
+    /// compaction may hold for seconds).
+    async fn corrupt(&mut self, reason: String) -> ParquetError {
         if !self.reported {
             self.reported = true;
             if let Some((id, _)) = self.segment {
-                self.store.segment_corrupt(id, reason.clone());
+                let store = Arc::clone(&self.store);
+                let told = reason.clone();
+                let _ = tokio::task::spawn_blocking(move || store.segment_corrupt(id, told)).await;
             }
         }
         let after = match self.segment {
@@ -115,13 +119,14 @@ impl CheckedReader {
         ))
     }
 
-    fn check(&mut self, offset: u64, bytes: &[u8]) -> Result<(), ParquetError> {
-        let Some(pages) = &self.pages else {
-            return Ok(());
-        };
-        match pages.verify(offset, bytes) {
-            Ok(_) => Ok(()),
-            Err(mismatch) => Err(self.corrupt(mismatch.to_string())),
+    /// Every whole page of `bytes` (read at `offset`) against its checksum.
+    fn check(&self, offset: u64, bytes: &[u8]) -> Result<(), String> {
+        match &self.pages {
+            Some(pages) => pages
+                .verify(offset, bytes)
+                .map(|_| ())
+                .map_err(|mismatch| mismatch.to_string()),
+            None => Ok(()),
         }
     }
 }
@@ -131,7 +136,9 @@ impl AsyncFileReader for CheckedReader {
         async move {
             let offset = range.start;
             let bytes = self.inner.get_bytes(range).await?;
-            self.check(offset, &bytes)?;
+            if let Err(reason) = self.check(offset, &bytes) {
+                return Err(self.corrupt(reason).await);
+            }
             Ok(bytes)
         }
         .boxed()
@@ -145,7 +152,9 @@ impl AsyncFileReader for CheckedReader {
             let offsets: Vec<u64> = ranges.iter().map(|range| range.start).collect();
             let fetched = self.inner.get_byte_ranges(ranges).await?;
             for (offset, bytes) in offsets.into_iter().zip(&fetched) {
-                self.check(offset, bytes)?;
+                if let Err(reason) = self.check(offset, bytes) {
+                    return Err(self.corrupt(reason).await);
+                }
             }
             Ok(fetched)
         }
@@ -161,7 +170,7 @@ impl AsyncFileReader for CheckedReader {
             let footer = metadata.file_metadata().key_value_metadata();
             match PageChecksums::from_footer(footer.map(Vec::as_slice)) {
                 Ok(pages) => self.pages = pages.map(Arc::new),
-                Err(reason) => return Err(self.corrupt(reason)),
+                Err(reason) => return Err(self.corrupt(reason).await),
             }
             Ok(metadata)
         }

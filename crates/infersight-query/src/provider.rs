@@ -213,15 +213,15 @@ impl StoreTable {
             groups[index % group_count].push(file);
         }
 
-        // No predicate here: DataFusion's physical `FilterPushdown` rule pushes the query's
-        // filters through the union into this source (setting one here as well would apply it
-        // twice), where they prune row groups and pages by their statistics.
         // every page read is checked against the segment's page checksums
         let readers = CheckedReaderFactory::new(
             state.runtime_env().object_store(&url)?,
             Arc::clone(&self.store),
             Arc::clone(segments),
         );
+        // No predicate here: DataFusion's physical `FilterPushdown` rule pushes the query's
+        // filters through the union into this source (setting one here as well would apply it
+        // twice), where they prune row groups and pages by their statistics.
         let source = ParquetSource::new(Arc::clone(&self.schema))
             .with_table_parquet_options(state.table_options().parquet.clone())
             .with_parquet_file_reader_factory(Arc::new(readers));
