@@ -2,10 +2,9 @@
 //! flusher flushes the memtable when it is due ([`Store::flush_pass`]) and, for
 //! [`FsyncPolicy::Interval`], fsyncs the WAL on schedule; the upkeep thread compacts small
 //! segments, applies retention and tiers ([`Store::upkeep_pass`]) and reads every segment
-//! against its checksum after its first pass and then every `StoreOptions::verify_every`
-//! ([`Store::verify_segments`]). Apart, a long
-//! compaction does not hold flushes back while appends fill the memtable to its hard limit.
-//! Errors are logged, never raised.
+//! against its checksum after its first pass and then every `StoreOptions::verify_interval`
+//! ([`Store::verify_segments`]). Apart, a long compaction does not hold flushes back while
+//! appends fill the memtable to its hard limit. Errors are logged, never raised.
 
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
@@ -124,7 +123,7 @@ fn maintenance_loop(
     let mut early = true;
     let mut next_sync = fsync_every.map(|every| Instant::now() + every);
     // the whole segments are read after the first pass (the open only checked their footers),
-    // then every `verify_every`
+    // then every `verify_interval`
     let mut next_verify = (role == Role::Upkeep).then(Instant::now);
     loop {
         {
@@ -176,7 +175,7 @@ fn maintenance_loop(
                 }
                 next_verify = store
                     .options()
-                    .verify_every
+                    .verify_interval
                     .map(|every| Instant::now() + every);
             }
         }

@@ -73,7 +73,7 @@ pub struct StoreOptions {
     /// The upkeep maintenance thread reads every local segment and sidecar against its checksum
     /// once after start, then again this often (a scrub: damage at rest is found even in data no
     /// query reads); `None`: only once after start.
-    pub verify_every: Option<Duration>,
+    pub verify_interval: Option<Duration>,
     /// Flushed segments go to this bucket and are listed in its catalog log (module `remote`);
     /// `None`: segments are files under `data_dir` (the single-node default). The WAL stays in
     /// `data_dir` either way.
@@ -224,7 +224,7 @@ impl StoreOptions {
             zstd_level: 1,
             rollup: Some(RollupSpec::default()),
             retired_grace: Duration::from_secs(300),
-            verify_every: Some(Duration::from_secs(7 * 24 * 3600)),
+            verify_interval: Some(Duration::from_secs(7 * 24 * 3600)),
             remote: None,
             on_delete: None,
         }

@@ -1195,7 +1195,7 @@ impl Config {
         o.tiers = self.durations.tiers.clone();
         o.retention_by_org = self.auth.retention_by_org();
         o.retired_grace = self.durations.retired_grace;
-        o.verify_every = self.durations.verify_interval;
+        o.verify_interval = self.durations.verify_interval;
         o.zstd_level = self.store.zstd_level;
         o.rollup = self.store.rollups.then(|| RollupSpec {
             dimensions: self.store.rollup_dimensions.clone(),

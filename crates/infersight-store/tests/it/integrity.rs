@@ -131,7 +131,7 @@ fn a_segment_damaged_while_the_store_runs_is_found_by_the_scheduled_scrub() {
         let dir = tempfile::tempdir().unwrap();
         let segment = two_segments(dir.path());
         let mut opts = options(dir.path());
-        opts.verify_every = every;
+        opts.verify_interval = every;
         let store = std::sync::Arc::new(Store::open(opts).unwrap());
         let maintenance = store.spawn_maintenance(std::time::Duration::from_millis(20));
         // the scrub after the first pass has read both segments whole by now
