@@ -3,9 +3,11 @@
 //! fetches is compared with the checksums in the segment's footer
 //! ([`infersight_store::page_crc`]). A page that does not match fails the statement with the
 //! segment and the page named, and the store sets the segment aside
-//! ([`StorageBackend::segment_corrupt`]), so the next statement answers from the rest.
+//! ([`StorageBackend::segment_corrupt`]), so the next statement answers from the rest. A file
+//! marked by the plan to read its group keys as dictionaries has them hinted in the metadata it
+//! returns ([`crate::dictionary_keys`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -24,6 +26,8 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use infersight_store::StorageBackend;
 use infersight_store::page_crc::PageChecksums;
+
+use crate::dictionary_keys;
 
 /// Readers of one scan's segment files, each checking the pages it fetches.
 pub(crate) struct CheckedReaderFactory {
@@ -65,6 +69,7 @@ impl ParquetFileReaderFactory for CheckedReaderFactory {
         metrics: &ExecutionPlanMetricsSet,
     ) -> datafusion::common::Result<Box<dyn AsyncFileReader + Send>> {
         let location = partitioned_file.object_meta.location.clone();
+        let dictionary_keys = dictionary_keys::marked(&partitioned_file);
         let segment = self.segments.get(&location).copied();
         let inner = self.inner.create_reader(
             partition_index,
@@ -77,6 +82,7 @@ impl ParquetFileReaderFactory for CheckedReaderFactory {
             location,
             segment,
             store: Arc::clone(&self.store),
+            dictionary_keys,
             pages: None,
             reported: false,
         }))
@@ -88,6 +94,8 @@ struct CheckedReader {
     location: ObjectPath,
     segment: Option<(u64, bool)>,
     store: Arc<dyn StorageBackend>,
+    /// Columns the plan reads as dictionaries ([`dictionary_keys`]), hinted in the metadata.
+    dictionary_keys: Option<Arc<BTreeSet<String>>>,
     /// The footer's page checksums, once the metadata was read (`None`: a segment written
     /// before them, or no metadata yet: nothing is checked).
     pages: Option<Arc<PageChecksums>>,
@@ -172,8 +180,70 @@ impl AsyncFileReader for CheckedReader {
                 Ok(pages) => self.pages = pages.map(Arc::new),
                 Err(reason) => return Err(self.corrupt(reason).await),
             }
-            Ok(metadata)
+            match &self.dictionary_keys {
+                Some(keys) => dictionary_keys::hint(metadata, keys),
+                None => Ok(metadata),
+            }
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use datafusion::arrow::array::{RecordBatch, StringArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::object_store::ObjectMeta;
+    use datafusion::object_store::local::LocalFileSystem;
+    use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::parquet::arrow::arrow_reader::ArrowReaderMetadata;
+    use infersight_store::{Store, StoreOptions};
+
+    use super::*;
+    use crate::dictionary_keys::{dictionary_type, mark};
+
+    /// The type the Arrow schema of a file's metadata, as this factory's reader returns it,
+    /// gives its one column `model`, with the file marked or not.
+    async fn read_type(marked: bool) -> DataType {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn StorageBackend> =
+            Arc::new(Store::open(StoreOptions::new(dir.path().join("data"))).unwrap());
+        let path = dir.path().join("labels.parquet");
+        let schema = Arc::new(Schema::new(vec![Field::new("model", DataType::Utf8, true)]));
+        let models = StringArray::from_iter_values((0..50).map(|i| format!("model-{}", i % 3)));
+        let batch = RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(models)]).unwrap();
+        let mut writer =
+            ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), schema, None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let factory = CheckedReaderFactory::new(
+            Arc::new(LocalFileSystem::new()),
+            store,
+            Arc::new(HashMap::new()),
+        );
+        let mut file = PartitionedFile::new_from_meta(ObjectMeta {
+            location: ObjectPath::from_absolute_path(&path).unwrap(),
+            last_modified: chrono::DateTime::UNIX_EPOCH,
+            size: std::fs::metadata(&path).unwrap().len(),
+            e_tag: None,
+            version: None,
+        });
+        if marked {
+            mark(&mut file, &Arc::new(["model".to_string()].into()));
+        }
+        let mut reader = factory
+            .create_reader(0, file, None, &ExecutionPlanMetricsSet::new())
+            .unwrap();
+        let metadata = reader.get_metadata(None).await.unwrap();
+        let metadata = ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new()).unwrap();
+        metadata.schema().field(0).data_type().clone()
+    }
+
+    #[tokio::test]
+    async fn a_file_marked_for_dictionary_keys_reads_them_as_dictionaries() {
+        assert_eq!(read_type(true).await, dictionary_type());
+        assert_eq!(read_type(false).await, DataType::Utf8);
     }
 }

@@ -15,7 +15,9 @@
 //! aggregate's few output rows are cast back to `Utf8` right above it, so every operator above
 //! sees the schema it was planned with. A plan of any other shape is left as it was. A partial
 //! aggregate by one such key is run by [`crate::view_aggregate`], which groups by the views
-//! themselves.
+//! themselves; when the key is a label the store writes with a dictionary
+//! ([`infersight_store::string_column_has_dictionary`]), it is read as that dictionary instead
+//! ([`crate::dictionary_keys`]), and a row's group is found by its index into it.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -25,7 +27,7 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::{Result, Statistics};
 use datafusion::datasource::physical_plan::{
-    FileScanConfig, FileScanConfigBuilder, FileSource, ParquetSource,
+    FileGroup, FileScanConfig, FileScanConfigBuilder, FileSource, ParquetSource,
 };
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::table_schema::TableSchema;
@@ -40,6 +42,9 @@ use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::union::UnionExec;
 use datafusion::physical_plan::{ExecutionPlan, InputOrderMode, Partitioning, PhysicalExpr};
 
+use infersight_store::string_column_has_dictionary;
+
+use crate::dictionary_keys::{self, dictionary_type};
 use crate::view_aggregate::ViewKeyAggregateExec;
 
 /// The rule; see the module documentation. Added after DataFusion's own rules (a session with
@@ -125,24 +130,20 @@ fn rewrite_aggregate(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn Exe
     if keys.is_empty() {
         return Ok(None);
     }
-    let Some(retyped) = retype(input, &keys)? else {
-        return Ok(None);
-    };
-    if !only_keys_changed(&input_schema, &retyped.schema(), &keys) {
-        return Ok(None);
+    // one key the store writes with a dictionary is read as one when the engine's own partial
+    // aggregate groups by it (`dictionary_keys`); DataFusion's aggregates group views faster
+    let dictionary = keys.len() == 1 && keys.iter().all(|key| string_column_has_dictionary(key));
+    let mut viewed = None;
+    if dictionary {
+        viewed = retyped_aggregate(aggregate, &keys, &dictionary_type())?
+            .filter(|plan| plan.downcast_ref::<ViewKeyAggregateExec>().is_some());
     }
-    let viewed: Arc<dyn ExecutionPlan> = Arc::new(AggregateExec::try_new(
-        *aggregate.mode(),
-        aggregate.group_expr().clone(),
-        aggregate.aggr_expr().to_vec(),
-        aggregate.filter_expr().to_vec(),
-        Arc::clone(&retyped),
-        retyped.schema(),
-    )?);
-    // a partial aggregate by the one key groups by its views (`view_aggregate`)
-    let viewed: Arc<dyn ExecutionPlan> = match ViewKeyAggregateExec::try_new(Arc::clone(&viewed)) {
-        Some(by_views) => Arc::new(by_views),
-        None => viewed,
+    let viewed = match viewed {
+        Some(viewed) => viewed,
+        None => match retyped_aggregate(aggregate, &keys, &DataType::Utf8View)? {
+            Some(viewed) => viewed,
+            None => return Ok(None),
+        },
     };
     let group_names: BTreeSet<&str> = aggregate
         .group_expr()
@@ -162,6 +163,38 @@ fn rewrite_aggregate(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn Exe
     Ok(Some(back))
 }
 
+/// `aggregate` over its input with `keys` read as `to`, run by [`ViewKeyAggregateExec`] where it
+/// can; `None` when the input cannot be retyped.
+fn retyped_aggregate(
+    aggregate: &AggregateExec,
+    keys: &BTreeSet<String>,
+    to: &DataType,
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let input = aggregate.input();
+    let Some(retyped) = retype(input, keys, to)? else {
+        return Ok(None);
+    };
+    if !only_keys_changed(&input.schema(), &retyped.schema(), keys, to) {
+        return Ok(None);
+    }
+    let retyped: Arc<dyn ExecutionPlan> = Arc::new(AggregateExec::try_new(
+        *aggregate.mode(),
+        aggregate.group_expr().clone(),
+        aggregate.aggr_expr().to_vec(),
+        aggregate.filter_expr().to_vec(),
+        Arc::clone(&retyped),
+        retyped.schema(),
+    )?);
+    // a partial aggregate by the one key groups by its views or dictionary indices
+    // (`view_aggregate`)
+    Ok(Some(
+        match ViewKeyAggregateExec::try_new(Arc::clone(&retyped)) {
+            Some(by_key) => Arc::new(by_key),
+            None => retyped,
+        },
+    ))
+}
+
 /// Drops from `keys` the columns `expr` reads.
 fn forget_read(keys: &mut BTreeSet<String>, expr: &Arc<dyn PhysicalExpr>) {
     for column in collect_columns(expr) {
@@ -176,21 +209,22 @@ fn reads_any(expr: &Arc<dyn PhysicalExpr>, keys: &BTreeSet<String>) -> bool {
         .any(|column| keys.contains(column.name()))
 }
 
-/// `plan` producing `keys` as `Utf8View`, or `None` when a node on the way does something with
-/// them other than pass them on, or no Parquet scan produces them.
+/// `plan` producing `keys` as `to` (`Utf8View` or [`dictionary_type`]), or `None` when a node on
+/// the way does something with them other than pass them on, or no Parquet scan produces them.
 fn retype(
     plan: &Arc<dyn ExecutionPlan>,
     keys: &BTreeSet<String>,
+    to: &DataType,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     if let Some(source) = plan.downcast_ref::<DataSourceExec>() {
-        return retype_parquet(source, keys);
+        return retype_parquet(source, keys, to);
     }
     if let Some(filter) = plan.downcast_ref::<FilterExec>() {
         // its projection, if any, picks columns by index: their types pass through
         if reads_any(filter.predicate(), keys) {
             return Ok(None);
         }
-        return retype_child(plan, filter.input(), keys);
+        return retype_child(plan, filter.input(), keys, to);
     }
     if let Some(projection) = plan.downcast_ref::<ProjectionExec>() {
         if !passes_keys_on(projection.expr(), keys) {
@@ -198,7 +232,7 @@ fn retype(
         }
         // built anew: a projection keeps the output schema it was made with when only its
         // input is replaced
-        return match retype(projection.input(), keys)? {
+        return match retype(projection.input(), keys, to)? {
             Some(child) => Ok(Some(Arc::new(ProjectionExec::try_new(
                 projection.expr().to_vec(),
                 child,
@@ -212,10 +246,10 @@ fn retype(
         {
             return Ok(None);
         }
-        return retype_child(plan, repartition.input(), keys);
+        return retype_child(plan, repartition.input(), keys, to);
     }
     if let Some(union) = plan.downcast_ref::<UnionExec>() {
-        return retype_union(plan, union, keys);
+        return retype_union(plan, union, keys, to);
     }
     Ok(None)
 }
@@ -240,29 +274,31 @@ fn retype_child(
     plan: &Arc<dyn ExecutionPlan>,
     input: &Arc<dyn ExecutionPlan>,
     keys: &BTreeSet<String>,
+    to: &DataType,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-    match retype(input, keys)? {
+    match retype(input, keys, to)? {
         Some(child) => Ok(Some(replace_children(plan, vec![child])?)),
         None => Ok(None),
     }
 }
 
-/// A union whose Parquet inputs read `keys` as views and whose other inputs (the memtable's
-/// batches) cast them; `None` when no input reads them as views itself.
+/// A union whose Parquet inputs read `keys` as `to` and whose other inputs (the memtable's
+/// batches) cast them; `None` when no input reads them so itself.
 fn retype_union(
     plan: &Arc<dyn ExecutionPlan>,
     union: &UnionExec,
     keys: &BTreeSet<String>,
+    to: &DataType,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     let mut any_native = false;
     let mut children = Vec::with_capacity(union.inputs().len());
     for input in union.inputs() {
-        match retype(input, keys)? {
+        match retype(input, keys, to)? {
             Some(child) => {
                 any_native = true;
                 children.push(child);
             }
-            None => children.push(cast_to_views(input, keys)?),
+            None => children.push(cast_keys(input, keys, to)?),
         }
     }
     if !any_native {
@@ -271,13 +307,15 @@ fn retype_union(
     Ok(Some(replace_children(plan, children)?))
 }
 
-/// A Parquet scan whose table schema declares `keys` `Utf8View`, so the reader produces views
-/// (DataFusion coerces a file's strings to the table's view type as it reads), or `None` for any
-/// other source, partition columns, a projection or predicate that computes with a key, or a
-/// scan that does not produce all of them.
+/// A Parquet scan whose table schema declares `keys` `to`, so the reader produces views
+/// (DataFusion coerces a file's strings to the table's view type as it reads) or dictionaries
+/// (its files marked for the reader, [`dictionary_keys`]), or `None` for any other source,
+/// partition columns, a projection or predicate that computes with a key, or a scan that does
+/// not produce all of them.
 fn retype_parquet(
     source: &DataSourceExec,
     keys: &BTreeSet<String>,
+    to: &DataType,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     let Some(config) = source.data_source().downcast_ref::<FileScanConfig>() else {
         return Ok(None);
@@ -313,7 +351,7 @@ fn retype_parquet(
     // Rebuilt from the table options, predicate, reader factory and projection, which is all
     // the provider and DataFusion's rules set (`provider.rs`, `parquet_plan`): a metadata size
     // hint set there later must be carried over here too.
-    let file_schema = with_keys_as_views(table.file_schema(), keys);
+    let file_schema = with_keys_as(table.file_schema(), keys, to);
     let mut retyped = ParquetSource::new(TableSchema::from(Arc::clone(&file_schema)))
         .with_table_parquet_options(parquet.table_parquet_options().clone());
     if let Some(predicate) = parquet.filter() {
@@ -329,7 +367,24 @@ fn retype_parquet(
             None => return Ok(None),
         }
     }
-    let viewed = FileScanConfigBuilder::from(config.clone())
+    let mut builder = FileScanConfigBuilder::from(config.clone());
+    if to == &dictionary_type() {
+        let marked = Arc::new(keys.clone());
+        let groups = config.file_groups.iter().map(|group| {
+            FileGroup::new(
+                group
+                    .iter()
+                    .map(|file| {
+                        let mut file = file.clone();
+                        dictionary_keys::mark(&mut file, &marked);
+                        file
+                    })
+                    .collect(),
+            )
+        });
+        builder = builder.with_file_groups(groups.collect());
+    }
+    let viewed = builder
         .with_source(retyped)
         .with_statistics(Statistics::new_unknown(&file_schema))
         .build();
@@ -347,14 +402,14 @@ fn replace_children(
     )
 }
 
-/// `schema` with the fields named in `keys` typed `Utf8View`.
-fn with_keys_as_views(schema: &SchemaRef, keys: &BTreeSet<String>) -> SchemaRef {
+/// `schema` with the `Utf8` fields named in `keys` typed `to`.
+fn with_keys_as(schema: &SchemaRef, keys: &BTreeSet<String>, to: &DataType) -> SchemaRef {
     let fields: Vec<Field> = schema
         .fields()
         .iter()
         .map(|field| {
             if keys.contains(field.name()) && field.data_type() == &DataType::Utf8 {
-                field.as_ref().clone().with_data_type(DataType::Utf8View)
+                field.as_ref().clone().with_data_type(to.clone())
             } else {
                 field.as_ref().clone()
             }
@@ -363,9 +418,14 @@ fn with_keys_as_views(schema: &SchemaRef, keys: &BTreeSet<String>) -> SchemaRef 
     Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
-/// Whether `after` is `before` with some of `keys` turned from `Utf8` into `Utf8View` (and all
-/// of them, where `before` has them as `Utf8`), and nothing else changed.
-fn only_keys_changed(before: &SchemaRef, after: &SchemaRef, keys: &BTreeSet<String>) -> bool {
+/// Whether `after` is `before` with some of `keys` turned from `Utf8` into `to` (and all of them,
+/// where `before` has them as `Utf8`), and nothing else changed.
+fn only_keys_changed(
+    before: &SchemaRef,
+    after: &SchemaRef,
+    keys: &BTreeSet<String>,
+    to: &DataType,
+) -> bool {
     before.fields().len() == after.fields().len()
         && before
             .fields()
@@ -375,7 +435,7 @@ fn only_keys_changed(before: &SchemaRef, after: &SchemaRef, keys: &BTreeSet<Stri
                 old.name() == new.name()
                     && old.is_nullable() == new.is_nullable()
                     && if keys.contains(old.name()) {
-                        new.data_type() == &DataType::Utf8View
+                        new.data_type() == to
                     } else {
                         old.data_type() == new.data_type()
                     }
@@ -384,7 +444,7 @@ fn only_keys_changed(before: &SchemaRef, after: &SchemaRef, keys: &BTreeSet<Stri
 
 /// Whether two schemas have the same field names, types and nullability.
 fn same_fields(left: &SchemaRef, right: &SchemaRef) -> bool {
-    only_keys_changed(left, right, &BTreeSet::new())
+    only_keys_changed(left, right, &BTreeSet::new(), &DataType::Utf8)
 }
 
 /// `plan` with the columns named in `names` cast to `to`.
@@ -414,11 +474,12 @@ fn cast_back(
     cast_columns(plan, names, &DataType::Utf8)
 }
 
-/// A union input that cannot read `keys` as views, casting them.
-fn cast_to_views(
+/// A union input that cannot read `keys` as `to` itself, casting them.
+fn cast_keys(
     plan: &Arc<dyn ExecutionPlan>,
     keys: &BTreeSet<String>,
+    to: &DataType,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     let names: BTreeSet<&str> = keys.iter().map(String::as_str).collect();
-    cast_columns(plan, &names, &DataType::Utf8View)
+    cast_columns(plan, &names, to)
 }

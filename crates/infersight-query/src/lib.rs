@@ -16,6 +16,7 @@ pub mod audit;
 #[cfg(feature = "ballista")]
 pub mod ballista;
 mod checked_reader;
+mod dictionary_keys;
 mod engine;
 mod error;
 mod group_views;

@@ -12,6 +12,11 @@
 //! group accumulators, fed exactly as its partial aggregate feeds them, so the partial states
 //! (and the final aggregate above, unchanged) are the same.
 //!
+//! Read as a dictionary instead ([`crate::dictionary_keys`]), the key costs less again: a row's
+//! group is one lookup by its index into the dictionary, whose values are looked up by their
+//! bytes once per values array (the reader hands out one per column chunk) and only when a row
+//! has them.
+//!
 //! The operator stands for one partial [`AggregateExec`] it keeps (schema, properties,
 //! requirements and expressions all come from it). It holds its groups' states within the
 //! session's memory pool, and hands them on early (a partial aggregate may emit a group more
@@ -21,7 +26,11 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringViewArray, StringViewBuilder};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, DictionaryArray, StringArray, StringViewArray, StringViewBuilder,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::Int32Type;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -48,6 +57,8 @@ use datafusion::physical_plan::{
 };
 use futures::StreamExt;
 
+use crate::dictionary_keys::dictionary_type;
+
 /// Groups held before a partition hands its states on: a partial aggregate over a key this
 /// varied reduces little, and the final aggregate merges what is handed on more than once.
 pub(crate) const EMIT_AT_GROUPS: usize = 1 << 16;
@@ -71,7 +82,7 @@ pub(crate) struct ViewKeyAggregateExec {
 
 impl ViewKeyAggregateExec {
     /// `aggregate` run by this operator, or `None` when it is not a partial aggregate of rows by
-    /// one `Utf8View` column, in input order, without a limit.
+    /// one `Utf8View` or `Dictionary(Int32, Utf8)` column, in input order, without a limit.
     pub(crate) fn try_new(aggregate: Arc<dyn ExecutionPlan>) -> Option<Self> {
         let (key, aggr_expr, filter_expr) = {
             let partial = aggregate.downcast_ref::<AggregateExec>()?;
@@ -87,7 +98,8 @@ impl ViewKeyAggregateExec {
             }
             let column = group_by.expr()[0].0.downcast_ref::<Column>()?;
             let input = partial.input().schema();
-            if input.fields().get(column.index())?.data_type() != &DataType::Utf8View {
+            let key_type = input.fields().get(column.index())?.data_type();
+            if key_type != &DataType::Utf8View && key_type != &dictionary_type() {
                 return None;
             }
             (
@@ -321,13 +333,17 @@ impl PartialAggregation {
     fn aggregate(&mut self, batch: &RecordBatch) -> Result<bool> {
         let _timer = self.baseline.elapsed_compute().timer();
         let keys = batch.column(self.key);
-        let keys = keys.as_string_view_opt().ok_or_else(|| {
-            internal_datafusion_err!(
-                "ViewKeyAggregateExec: key column is {}, not Utf8View",
+        if let Some(views) = keys.as_string_view_opt() {
+            self.groups.intern(views, &mut self.indices);
+        } else if let Some(dictionary) = keys.as_dictionary_opt::<Int32Type>() {
+            self.groups
+                .intern_dictionary(dictionary, &mut self.indices)?;
+        } else {
+            return Err(internal_datafusion_err!(
+                "ViewKeyAggregateExec: key column is {}, not Utf8View or a dictionary",
                 keys.data_type()
-            )
-        })?;
-        self.groups.intern(keys, &mut self.indices);
+            ));
+        }
         let arguments = evaluate_many(&self.arguments, batch)?;
         for ((accumulator, values), filter) in self
             .accumulators
@@ -371,7 +387,14 @@ impl PartialAggregation {
     /// start again empty.
     fn emit(&mut self) -> Result<RecordBatch> {
         let _timer = self.baseline.elapsed_compute().timer();
-        let mut columns: Vec<ArrayRef> = vec![Arc::new(self.groups.take())];
+        let keys: ArrayRef = Arc::new(self.groups.take());
+        let key_type = self.schema.field(0).data_type();
+        let keys = if keys.data_type() == key_type {
+            keys
+        } else {
+            cast(&keys, key_type)?
+        };
+        let mut columns: Vec<ArrayRef> = vec![keys];
         for accumulator in &mut self.accumulators {
             columns.extend(accumulator.state(EmitTo::All)?);
         }
@@ -392,7 +415,15 @@ struct ViewGroups {
     count: usize,
     /// The batch being interned: views already resolved, `(view, group)` by a hash of the view.
     slots: Vec<Option<(u128, usize)>>,
+    /// The dictionary values last met (the Parquet reader hands out the same strings for all
+    /// batches of a column chunk) and the group of each value index, [`UNSEEN`] until a row has
+    /// it.
+    dictionary: Option<(ArrayRef, Vec<usize>)>,
 }
+
+/// A dictionary value no row of the groups has had yet: it is not a group (a value left by a
+/// filter, or of rows in another batch, must not become an empty group).
+const UNSEEN: usize = usize::MAX;
 
 impl ViewGroups {
     fn len(&self) -> usize {
@@ -405,6 +436,92 @@ impl ViewGroups {
             + self.by_bytes.capacity()
                 * (std::mem::size_of::<Box<str>>() + std::mem::size_of::<usize>() + 1)
             + self.slots.capacity() * std::mem::size_of::<Option<(u128, usize)>>()
+            + self.dictionary.as_ref().map_or(0, |(_, groups)| {
+                groups.capacity() * std::mem::size_of::<usize>()
+            })
+    }
+
+    /// Each row's group in `keys` (string values), into `indices`: one lookup by the row's index
+    /// into its dictionary, whose values are looked up by their bytes once per dictionary.
+    fn intern_dictionary(
+        &mut self,
+        keys: &DictionaryArray<Int32Type>,
+        indices: &mut Vec<usize>,
+    ) -> Result<()> {
+        indices.clear();
+        indices.reserve(keys.len());
+        let values = keys.values();
+        let strings = values.as_string_opt::<i32>().ok_or_else(|| {
+            internal_datafusion_err!(
+                "ViewKeyAggregateExec: dictionary of {}, not Utf8",
+                values.data_type()
+            )
+        })?;
+        let fresh = !matches!(&self.dictionary, Some((seen, _)) if same_strings(seen, strings));
+        if fresh {
+            self.dictionary = Some((Arc::clone(values), vec![UNSEEN; values.len()]));
+        }
+        let Some((_, mut groups)) = self.dictionary.take() else {
+            return Err(internal_datafusion_err!("dictionary groups missing"));
+        };
+        // each row's group by its index: one lookup, no branch; a value no row had yet (or an
+        // index outside the values) reads as `UNSEEN`, and the rows left are settled after
+        let mut unseen = false;
+        indices.extend(keys.keys().values().iter().map(|index| {
+            let group = usize::try_from(*index)
+                .ok()
+                .and_then(|index| groups.get(index))
+                .copied()
+                .unwrap_or(UNSEEN);
+            unseen |= group == UNSEEN;
+            group
+        }));
+        let result = if unseen || keys.null_count() > 0 {
+            self.settle(keys, strings, &mut groups, indices)
+        } else {
+            Ok(())
+        };
+        self.dictionary = Some((Arc::clone(values), groups));
+        result
+    }
+
+    /// The rows of `keys` [`Self::intern_dictionary`] left: null keys to the null group, and
+    /// values no row had before to their groups (new ones if no other row had their bytes).
+    fn settle(
+        &mut self,
+        keys: &DictionaryArray<Int32Type>,
+        strings: &StringArray,
+        groups: &mut [usize],
+        indices: &mut [usize],
+    ) -> Result<()> {
+        for (row, group) in indices.iter_mut().enumerate() {
+            if keys.is_null(row) {
+                *group = self.null_group();
+                continue;
+            }
+            if *group != UNSEEN {
+                continue;
+            }
+            let index = keys.keys().value(row);
+            let Some(value) = usize::try_from(index)
+                .ok()
+                .filter(|index| *index < groups.len())
+            else {
+                return Err(internal_datafusion_err!(
+                    "dictionary index {index} outside its {} values",
+                    groups.len()
+                ));
+            };
+            if groups[value] == UNSEEN {
+                groups[value] = if strings.is_null(value) {
+                    self.null_group()
+                } else {
+                    self.group_of(strings.value(value))
+                };
+            }
+            *group = groups[value];
+        }
+        Ok(())
     }
 
     /// Each row's group in `keys`, into `indices`. Equal views in one array are equal strings
@@ -468,6 +585,8 @@ impl ViewGroups {
         self.null = None;
         self.count = 0;
         self.key_bytes = 0;
+        // the groups the dictionary's values had are gone
+        self.dictionary = None;
         let mut builder = StringViewBuilder::with_capacity(keys.len());
         for key in keys {
             match key {
@@ -477,6 +596,29 @@ impl ViewGroups {
         }
         builder.finish()
     }
+}
+
+/// Whether `seen` (held, so its buffers cannot be freed and their addresses reused) holds the
+/// same strings as `strings` by sharing its buffers: the Parquet reader hands each batch of a
+/// column chunk a new values array over the chunk's one dictionary.
+fn same_strings(seen: &ArrayRef, strings: &StringArray) -> bool {
+    let Some(seen) = seen.as_string_opt::<i32>() else {
+        return false;
+    };
+    seen.len() == strings.len()
+        && seen.offset() == strings.offset()
+        && std::ptr::eq(seen.values().as_ptr(), strings.values().as_ptr())
+        && std::ptr::eq(
+            seen.offsets().inner().inner().as_ptr(),
+            strings.offsets().inner().inner().as_ptr(),
+        )
+        && match (seen.nulls(), strings.nulls()) {
+            (None, None) => true,
+            (Some(a), Some(b)) => {
+                a.offset() == b.offset() && std::ptr::eq(a.buffer().as_ptr(), b.buffer().as_ptr())
+            }
+            _ => false,
+        }
 }
 
 /// The slot of `view` in the per-batch table.
@@ -539,17 +681,31 @@ mod tests {
     }
 
     /// The test table in a session of three partitions (over `pool_bytes` of memory, if given),
-    /// with the engine's `percentile_cont` where `ours`.
-    fn context(ours: bool, pool_bytes: Option<usize>) -> SessionContext {
-        let schema = Arc::new(Schema::new(vec![
+    /// with the engine's `percentile_cont` where `ours`; its key `Utf8View`, or a dictionary
+    /// (each batch its own) where `dictionary`.
+    fn context(ours: bool, pool_bytes: Option<usize>, dictionary: bool) -> SessionContext {
+        let viewed = Arc::new(Schema::new(vec![
             Field::new("k", DataType::Utf8View, true),
             Field::new("v", DataType::Int64, true),
             Field::new("f", DataType::Float64, false),
         ]));
+        let schema = if dictionary {
+            let mut fields: Vec<Field> =
+                viewed.fields().iter().map(|f| f.as_ref().clone()).collect();
+            fields[0] = fields[0].clone().with_data_type(dictionary_type());
+            Arc::new(Schema::new(fields))
+        } else {
+            Arc::clone(&viewed)
+        };
         let partitions: Vec<Vec<RecordBatch>> = (0..3)
             .map(|partition| {
                 (0..4)
-                    .map(|n| batch(&schema, partition * 4 + n, n % 2 == 0, 1400))
+                    .map(|n| {
+                        let batch = batch(&viewed, partition * 4 + n, n % 2 == 0, 1400);
+                        let mut columns = batch.columns().to_vec();
+                        columns[0] = cast(&columns[0], schema.field(0).data_type()).unwrap();
+                        RecordBatch::try_new(Arc::clone(&schema), columns).unwrap()
+                    })
                     .collect()
             })
             .collect();
@@ -575,8 +731,9 @@ mod tests {
         sql: &str,
         emit_at_groups: usize,
         pool_bytes: Option<usize>,
+        dictionary: bool,
     ) -> (Arc<dyn ExecutionPlan>, SessionContext, usize) {
-        let context = context(true, pool_bytes);
+        let context = context(true, pool_bytes, dictionary);
         let plan = context.sql(sql).await.unwrap();
         let plan = plan.create_physical_plan().await.unwrap();
         let mut replaced = 0;
@@ -608,11 +765,11 @@ mod tests {
     }
 
     /// The answer of `sql` as DataFusion plans it alone, and as [`ours`] runs it.
-    async fn both(sql: &str, emit_at_groups: usize) -> (String, String, usize) {
-        let theirs = context(false, None);
+    async fn both(sql: &str, emit_at_groups: usize, dictionary: bool) -> (String, String, usize) {
+        let theirs = context(false, None, dictionary);
         let plan = theirs.sql(sql).await.unwrap();
         let plan = plan.create_physical_plan().await.unwrap();
-        let (plan_ours, context_ours, replaced) = ours(sql, emit_at_groups, None).await;
+        let (plan_ours, context_ours, replaced) = ours(sql, emit_at_groups, None, dictionary).await;
         (
             answer(plan, &theirs).await,
             answer(plan_ours, &context_ours).await,
@@ -647,11 +804,11 @@ mod tests {
             lines.sort();
             lines
         };
-        let (plan, context, _) = ours(sql, EMIT_AT_GROUPS, None).await;
+        let (plan, context, _) = ours(sql, EMIT_AT_GROUPS, None, false).await;
         let roomy = sorted(answer(Arc::clone(&plan), &context).await);
         let (roomy_rows, roomy_early) = handed_on(&plan);
         // room for the final aggregate's groups, not for all three partials' as well
-        let (plan, context, _) = ours(sql, EMIT_AT_GROUPS, Some(128 << 10)).await;
+        let (plan, context, _) = ours(sql, EMIT_AT_GROUPS, Some(128 << 10), false).await;
         let tight = sorted(answer(Arc::clone(&plan), &context).await);
         let (tight_rows, tight_early) = handed_on(&plan);
         assert_eq!(tight, roomy);
@@ -674,11 +831,16 @@ mod tests {
             "SELECT k, min(k) AS same, count(DISTINCT v) AS dv FROM t WHERE f > 50 GROUP BY k HAVING count(*) > 2 ORDER BY k NULLS FIRST",
         ];
         for sql in statements {
-            for emit_at_groups in [EMIT_AT_GROUPS, 3] {
-                let (theirs, ours, replaced) = both(sql, emit_at_groups).await;
+            for (emit_at_groups, dictionary) in [
+                (EMIT_AT_GROUPS, false),
+                (3, false),
+                (EMIT_AT_GROUPS, true),
+                (3, true),
+            ] {
+                let (theirs, ours, replaced) = both(sql, emit_at_groups, dictionary).await;
                 assert_eq!(
                     ours, theirs,
-                    "{sql}, emitting every {emit_at_groups} groups"
+                    "{sql}, emitting every {emit_at_groups} groups, dictionary: {dictionary}"
                 );
                 // hundreds of keys and a null group in the answer
                 assert!(theirs.lines().count() > 300, "{sql}: {theirs}");
@@ -687,6 +849,61 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn dictionary_values_become_groups_only_when_a_row_has_them() {
+        // one values array for two batches, as the Parquet reader hands out a column chunk's
+        let values: ArrayRef = Arc::new(datafusion::arrow::array::StringArray::from(vec![
+            Some("qwen"),
+            Some("unused"),
+            None,
+            Some("mistral-small-24b-instruct"),
+            Some("qwen"),
+        ]));
+        let batch = |keys: Vec<Option<i32>>| {
+            DictionaryArray::<Int32Type>::try_new(keys.into(), Arc::clone(&values)).unwrap()
+        };
+        let mut groups = ViewGroups::default();
+        let mut indices = Vec::new();
+        groups
+            .intern_dictionary(&batch(vec![Some(3), None, Some(0), Some(2)]), &mut indices)
+            .unwrap();
+        // a null key and a null value are the one null group
+        assert_eq!(indices, [0, 1, 2, 1]);
+        // the same array again: its resolved values kept; an equal string at another index
+        groups
+            .intern_dictionary(&batch(vec![Some(4), Some(0), Some(3)]), &mut indices)
+            .unwrap();
+        assert_eq!(indices, [2, 2, 0]);
+        assert_eq!(groups.len(), 3, "`unused` is no group");
+        // a batch whose values array is new over the same buffers (as the reader makes each
+        // batch's) keeps the values resolved: index 3 has no row here and is still known
+        let remade = datafusion::arrow::array::make_array(batch(vec![Some(0)]).to_data());
+        groups
+            .intern_dictionary(remade.as_dictionary::<Int32Type>(), &mut indices)
+            .unwrap();
+        assert_eq!(indices, [2]);
+        assert_eq!(groups.dictionary.as_ref().map(|(_, map)| map[3]), Some(0));
+        let keys: Vec<Option<String>> = groups
+            .take()
+            .iter()
+            .map(|key| key.map(str::to_string))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                Some("mistral-small-24b-instruct".into()),
+                None,
+                Some("qwen".into())
+            ]
+        );
+        // after the groups were handed on, numbered anew
+        groups
+            .intern_dictionary(&batch(vec![Some(0), Some(0)]), &mut indices)
+            .unwrap();
+        assert_eq!(indices, [0, 0]);
+        assert_eq!(groups.len(), 1);
     }
 
     #[test]

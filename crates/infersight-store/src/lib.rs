@@ -43,6 +43,7 @@ mod wal;
 pub use infersight_cluster::BucketConfig;
 pub use maintenance::MaintenanceHandle;
 pub use migrate::MigrateReport;
+pub use segment::string_column_has_dictionary;
 pub use store::Store;
 pub use types::{
     AppendReceipt, BucketCacheStats, BucketRefresh, CompactionReport, DataDeleted, DeleteObserver,

@@ -177,15 +177,18 @@ pub(crate) fn sorted_hours(
     table: Table,
     batches: &[RecordBatch],
 ) -> Result<Vec<(i64, HourRows)>, StoreError> {
-    let mut in_order = true;
-    let mut has_nulls = false;
+    // a null `ts` (not a row the store writes: rows are validated before the WAL) is sorted
+    // the plain way below; each batch knows its null count without a scan
+    let nulls = batches
+        .iter()
+        .map(ts_column)
+        .any(|ts| ts.is_ok_and(|ts| ts.null_count() > 0));
+    let mut in_order = !nulls;
     let mut last: Option<i64> = None;
-    for batch in batches.iter().filter(|b| b.num_rows() > 0) {
+    for batch in batches.iter().filter(|b| !nulls && b.num_rows() > 0) {
         let ts = ts_column(batch)?;
         let values = ts.values();
-        has_nulls = ts.null_count() > 0;
-        in_order = !has_nulls
-            && last.is_none_or(|last| last <= values[0])
+        in_order = last.is_none_or(|last| last <= values[0])
             && values.windows(2).all(|pair| pair[0] <= pair[1]);
         if !in_order {
             break;
@@ -206,11 +209,6 @@ pub(crate) fn sorted_hours(
         }
         return Ok(hours);
     }
-    let nulls = has_nulls
-        || batches
-            .iter()
-            .map(ts_column)
-            .any(|ts| ts.is_ok_and(|ts| ts.null_count() > 0));
     let too_many = batches.len() > u32::MAX as usize
         || batches.iter().any(|b| b.num_rows() > u32::MAX as usize);
     if nulls || too_many {
@@ -285,6 +283,14 @@ const HIGH_CARDINALITY_COLUMNS: [&str; 6] = [
     "prompt_hash",
     "attrs",
 ];
+
+/// Whether segments store the string column `name` dictionary-encoded in every table (a label:
+/// `model`, `worker`, `tenant`), so a reader can take its dictionary's indices instead of every
+/// row's bytes. `false` for the identifiers of [`HIGH_CARDINALITY_COLUMNS`], also where one table
+/// keeps a dictionary of them; a file's own column chunks say the rest.
+pub fn string_column_has_dictionary(name: &str) -> bool {
+    !HIGH_CARDINALITY_COLUMNS.contains(&name)
+}
 
 /// Whether a column of `table` is written without a dictionary (see [`HIGH_CARDINALITY_COLUMNS`]).
 fn plain_column(table: Table, field: &arrow::datatypes::Field) -> bool {

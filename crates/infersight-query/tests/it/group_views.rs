@@ -127,6 +127,17 @@ async fn same_answers(engine: &QueryEngine, case: &str) {
                 plan.contains("ViewKeyAggregateExec: mode=Partial"),
                 "{case}: {viewed}:\n{plan}"
             );
+            // a label the store keeps a dictionary of is read as one, not as views
+            let verbose = csv(engine, &format!("EXPLAIN VERBOSE {viewed}")).await;
+            let schemas = verbose
+                .lines()
+                .skip_while(|line| !line.starts_with("physical_plan_with_schema"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            assert!(
+                schemas.contains(&format!("{key}:Dictionary(Int32, Utf8)")),
+                "{case}: {viewed}:\n{schemas}"
+            );
         }
         // the keys are `Utf8` again in the batches of the answer
         let output = engine.sql(viewed).await.unwrap();
