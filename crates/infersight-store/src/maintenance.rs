@@ -2,8 +2,9 @@
 //! flusher flushes the memtable when it is due ([`Store::flush_pass`]) and, for
 //! [`FsyncPolicy::Interval`], fsyncs the WAL on schedule; the upkeep thread compacts small
 //! segments, applies retention and tiers ([`Store::upkeep_pass`]) and reads every segment
-//! against its checksum after its first pass and then every `StoreOptions::verify_interval`
-//! ([`Store::verify_segments`]). Apart, a long compaction does not hold flushes back while
+//! against its checksum after its first pass and then every `StoreOptions::verify_interval`,
+//! a slice per wake-up at `StoreOptions::verify_bytes_per_sec` (`Store::verify_slice`; without
+//! a rate, [`Store::verify_segments`] in one go). Apart, a long compaction does not hold flushes back while
 //! appends fill the memtable to its hard limit. Errors are logged, never raised.
 
 use std::sync::{Arc, Weak};
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::scrub::ScrubCursor;
 use crate::store::Store;
 use crate::types::FsyncPolicy;
 
@@ -125,6 +127,9 @@ fn maintenance_loop(
     // the whole segments are read after the first pass (the open only checked their footers),
     // then every `verify_interval`
     let mut next_verify = (role == Role::Upkeep).then(Instant::now);
+    // a scrub read a slice at a time (`verify_bytes_per_sec`), and when its next slice is due
+    let mut scrub: Option<ScrubCursor> = None;
+    let mut next_slice = Instant::now();
     loop {
         {
             let mut stopped = signal.stopped.lock();
@@ -168,16 +173,60 @@ fn maintenance_loop(
                 Err(_) => tracing::error!("store maintenance panicked"),
             }
             next_pass = Instant::now() + tick;
-            if next_verify.is_some_and(|due| Instant::now() >= due) {
-                match store.verify_segments() {
-                    Ok(report) => tracing::debug!(?report, "segments verified"),
-                    Err(err) => tracing::error!(%err, "segment verification failed"),
+            if scrub.is_none() && next_verify.is_some_and(|due| Instant::now() >= due) {
+                match store.options().verify_bytes_per_sec {
+                    Some(_) => {
+                        scrub = Some(ScrubCursor::default());
+                        next_verify = None;
+                        next_slice = Instant::now();
+                    }
+                    None => {
+                        match store.verify_segments() {
+                            Ok(report) => tracing::debug!(?report, "segments verified"),
+                            Err(err) => tracing::error!(%err, "segment verification failed"),
+                        }
+                        next_verify = next_scrub(&store);
+                    }
                 }
-                next_verify = store
-                    .options()
-                    .verify_interval
-                    .map(|every| Instant::now() + every);
+            }
+        }
+        if let Some(cursor) = scrub.as_mut()
+            && Instant::now() >= next_slice
+        {
+            let rate = store
+                .options()
+                .verify_bytes_per_sec
+                .unwrap_or(u64::MAX)
+                .max(1);
+            // a slice is what the rate allows per wake-up; a segment larger than that is read
+            // whole, and the next slice waits until the average is back under the rate
+            let budget =
+                u64::try_from(u128::from(rate) * wake_every.as_millis() / 1000).unwrap_or(u64::MAX);
+            let started = Instant::now();
+            let slice = store.verify_slice(cursor, budget);
+            let done = match slice {
+                Ok((bytes, done)) => {
+                    next_slice = started + Duration::from_secs_f64(bytes as f64 / rate as f64);
+                    done
+                }
+                Err(err) => {
+                    tracing::error!(%err, "segment verification failed");
+                    true
+                }
+            };
+            if done {
+                tracing::debug!(report = ?cursor.report, "segments verified");
+                scrub = None;
+                next_verify = next_scrub(&store);
             }
         }
     }
+}
+
+/// When the next scrub is due, after one ended now (`None`: never, `verify_interval` unset).
+fn next_scrub(store: &Store) -> Option<Instant> {
+    store
+        .options()
+        .verify_interval
+        .map(|every| Instant::now() + every)
 }

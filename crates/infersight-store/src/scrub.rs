@@ -1,15 +1,42 @@
 //! The whole-file check of a running store: [`Store::verify_segments`] reads every segment and
-//! sidecar against its checksum (the upkeep maintenance thread runs it once after start), and the
-//! store's own readers report what they find corrupt here; either way the files go to quarantine
-//! and leave the catalog under the maintenance lock (module `verify` holds the checks).
+//! sidecar against its checksum on every core, and the upkeep maintenance thread reads them a
+//! slice at a time ([`Store::verify_slice`]) after start and on schedule, at a bounded rate; the
+//! store's own readers report what they find corrupt here. Either way the files go to
+//! quarantine and leave the catalog under the maintenance lock (module `verify` holds the
+//! checks).
 
 use crate::parallel::map_in_parallel;
 use crate::quarantine::Kind;
 use crate::rollups;
 use crate::segment;
 use crate::store::Store;
-use crate::types::{StoreError, VerifyReport};
+use crate::types::{SegmentMeta, StoreError, VerifyReport};
 use crate::verify::{Verdict, judge_segment, set_aside};
+
+/// Where a scrub read a slice at a time stands: the last segment id checked, and what the pass
+/// found so far.
+#[derive(Debug, Default)]
+pub(crate) struct ScrubCursor {
+    after: Option<u64>,
+    pub(crate) report: VerifyReport,
+}
+
+/// One segment and its sidecar read against their checksums.
+fn verdict(meta: &SegmentMeta) -> Verdict {
+    if let Some(reason) = judge_segment(segment::check_file(meta), meta) {
+        return Verdict::Segment(reason);
+    }
+    if meta.rollup_bytes.is_none() {
+        return Verdict::Sound;
+    }
+    match rollups::read_sidecar(meta) {
+        Err(StoreError::Corrupt { reason, .. }) => Verdict::Rollup(reason),
+        Err(StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Verdict::Rollup("the file is missing".into())
+        }
+        _ => Verdict::Sound,
+    }
+}
 
 impl Store {
     /// Reads every segment and sidecar the catalog names and compares them with their
@@ -21,31 +48,55 @@ impl Store {
             .filter(|s| s.location.is_none())
             .cloned()
             .collect();
-        let verdicts = map_in_parallel(&segments, |meta| {
-            if let Some(reason) = judge_segment(segment::check_file(meta), meta) {
-                return Verdict::Segment(reason);
+        let verdicts = map_in_parallel(&segments, verdict);
+        let mut report = VerifyReport::default();
+        self.settle(&segments, verdicts, &mut report)?;
+        Ok(report)
+    }
+
+    /// The next local segments after `cursor`'s, in id order, read on this thread against
+    /// their checksums until `budget` bytes were read (at least one segment); what fails is
+    /// quarantined. Returns the bytes read, and whether the pass reached the last segment (the
+    /// cursor's report is then the pass's). The upkeep thread scrubs a slice at a time, at
+    /// `StoreOptions::verify_bytes_per_sec`, between its other work.
+    pub(crate) fn verify_slice(
+        &self,
+        cursor: &mut ScrubCursor,
+        budget: u64,
+    ) -> Result<(u64, bool), StoreError> {
+        let mut pending: Vec<_> = (self.state.lock().catalog.segments.iter())
+            .filter(|s| s.location.is_none() && cursor.after.is_none_or(|after| s.id > after))
+            .cloned()
+            .collect();
+        pending.sort_by_key(|s| s.id);
+        let mut slice = Vec::new();
+        let mut bytes = 0u64;
+        for meta in pending.iter() {
+            if bytes >= budget.max(1) {
+                break;
             }
-            if meta.rollup_bytes.is_none() {
-                return Verdict::Sound;
-            }
-            match rollups::read_sidecar(meta) {
-                Err(StoreError::Corrupt { reason, .. }) => Verdict::Rollup(reason),
-                Err(StoreError::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::NotFound =>
-                {
-                    Verdict::Rollup("the file is missing".into())
-                }
-                _ => Verdict::Sound,
-            }
-        });
-        let mut report = VerifyReport {
-            segments_checked: segments.len(),
-            bytes_checked: segments
-                .iter()
-                .map(|s| s.bytes + s.rollup_bytes.unwrap_or(0))
-                .sum(),
-            ..VerifyReport::default()
-        };
+            bytes += meta.bytes + meta.rollup_bytes.unwrap_or(0);
+            slice.push(meta.clone());
+        }
+        let done = slice.len() == pending.len();
+        let verdicts = slice.iter().map(verdict).collect();
+        self.settle(&slice, verdicts, &mut cursor.report)?;
+        cursor.after = slice.last().map(|s| s.id).or(cursor.after);
+        Ok((bytes, done))
+    }
+
+    /// Adds `segments` and their `verdicts` to `report` and sets aside what failed.
+    fn settle(
+        &self,
+        segments: &[SegmentMeta],
+        verdicts: Vec<Verdict>,
+        report: &mut VerifyReport,
+    ) -> Result<(), StoreError> {
+        report.segments_checked += segments.len();
+        report.bytes_checked += segments
+            .iter()
+            .map(|s| s.bytes + s.rollup_bytes.unwrap_or(0))
+            .sum::<u64>();
         let mut corrupt = Vec::new();
         for (meta, verdict) in segments.iter().zip(verdicts) {
             match verdict {
@@ -64,7 +115,7 @@ impl Store {
             let _maintenance = self.maintenance.lock();
             self.set_aside_locked(&corrupt)?;
         }
-        Ok(report)
+        Ok(())
     }
 
     /// Quarantines one segment (or only its sidecar) the store found corrupt while reading it;

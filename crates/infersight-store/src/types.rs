@@ -26,6 +26,10 @@ pub enum FsyncPolicy {
     Never,
 }
 
+/// The scrub's default pace ([`StoreOptions::verify_bytes_per_sec`]): 64 MiB/s reads 1 TB of
+/// segments in under 5 hours, a small share of a disk's bandwidth.
+pub const DEFAULT_VERIFY_BYTES_PER_SEC: u64 = 64 * 1024 * 1024;
+
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
     pub data_dir: PathBuf,
@@ -74,6 +78,10 @@ pub struct StoreOptions {
     /// once after start, then again this often (a scrub: damage at rest is found even in data no
     /// query reads); `None`: only once after start.
     pub verify_interval: Option<Duration>,
+    /// Bytes per second those scrubs read at most, on one thread, a slice between the upkeep
+    /// thread's other work (compaction, retention and a stop do not wait for a whole scrub);
+    /// `None`: as fast as every core reads, in one go.
+    pub verify_bytes_per_sec: Option<u64>,
     /// Flushed segments go to this bucket and are listed in its catalog log (module `remote`);
     /// `None`: segments are files under `data_dir` (the single-node default). The WAL stays in
     /// `data_dir` either way.
@@ -225,6 +233,7 @@ impl StoreOptions {
             rollup: Some(RollupSpec::default()),
             retired_grace: Duration::from_secs(300),
             verify_interval: Some(Duration::from_secs(7 * 24 * 3600)),
+            verify_bytes_per_sec: Some(DEFAULT_VERIFY_BYTES_PER_SEC),
             remote: None,
             on_delete: None,
         }

@@ -247,6 +247,9 @@ pub struct StoreConfig {
     /// Every segment is read against its checksum after `serve` starts and then this often;
     /// empty: only after start.
     pub verify_interval: String,
+    /// Bytes per second those scrubs read at most, a slice per maintenance tick on one thread;
+    /// 0: as fast as every core reads, in one go.
+    pub verify_bytes_per_sec: u64,
     pub zstd_level: i32,
     /// Build per-minute SLI rollups of `requests` (sketches per dimension combination).
     pub rollups: bool,
@@ -273,6 +276,7 @@ impl Default for StoreConfig {
             tiers: StoreTiersConfig::default(),
             retired_grace: "5m".into(),
             verify_interval: "7d".into(),
+            verify_bytes_per_sec: o.verify_bytes_per_sec.unwrap_or(0),
             zstd_level: o.zstd_level,
             rollups: true,
             rollup_dimensions: RollupSpec::default().dimensions,
@@ -1196,6 +1200,7 @@ impl Config {
         o.retention_by_org = self.auth.retention_by_org();
         o.retired_grace = self.durations.retired_grace;
         o.verify_interval = self.durations.verify_interval;
+        o.verify_bytes_per_sec = Some(self.store.verify_bytes_per_sec).filter(|rate| *rate > 0);
         o.zstd_level = self.store.zstd_level;
         o.rollup = self.store.rollups.then(|| RollupSpec {
             dimensions: self.store.rollup_dimensions.clone(),
@@ -1269,6 +1274,21 @@ mod tests {
             durations.scrape_targets,
             vec![(Duration::from_secs(2), Duration::from_millis(500))]
         );
+    }
+
+    #[test]
+    fn the_scrub_rate_is_a_cap_unless_zero() {
+        let default = load(None, &[]).unwrap().store_options();
+        assert_eq!(
+            default.verify_bytes_per_sec,
+            Some(infersight_store::types::DEFAULT_VERIFY_BYTES_PER_SEC)
+        );
+        let file = write("[store]\nverify_bytes_per_sec = 1048576\n");
+        let options = load(Some(file.path()), &[]).unwrap().store_options();
+        assert_eq!(options.verify_bytes_per_sec, Some(1 << 20));
+        let file = write("[store]\nverify_bytes_per_sec = 0\n");
+        let options = load(Some(file.path()), &[]).unwrap().store_options();
+        assert_eq!(options.verify_bytes_per_sec, None, "every core, in one go");
     }
 
     #[test]

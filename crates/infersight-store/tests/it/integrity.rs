@@ -159,6 +159,80 @@ fn a_segment_damaged_while_the_store_runs_is_found_by_the_scheduled_scrub() {
     }
 }
 
+/// A store of four `requests` segments, one per hour, the last one read by a scrub (the
+/// highest id) damaged in its data; answers the bytes a scrub reads before it.
+fn damaged_last(dir: &Path) -> u64 {
+    let store = open(dir);
+    for hour in 0..4 {
+        let ts: Vec<i64> = (0..150).map(|i| H0 + hour * HOUR + i * 1_000_000).collect();
+        store
+            .append(&[requests(&format!("h{hour}-"), &ts)])
+            .unwrap();
+        store.flush().unwrap();
+    }
+    let mut segments = store.segments(Table::Requests);
+    store.close().unwrap();
+    segments.sort_by_key(|s| s.id);
+    let last = segments.pop().unwrap();
+    let len = std::fs::metadata(&last.path).unwrap().len() as usize;
+    flip(&last.path, len / 4);
+    (segments.iter())
+        .map(|s| s.bytes + s.rollup_bytes.unwrap_or(0))
+        .sum()
+}
+
+/// How long the scheduled scrub of a [`damaged_last`] store at `rate` (bytes/s of the bytes
+/// before the damage) took to quarantine it, from the maintenance threads' start.
+fn scrub_finds_damage_after(per_sec_of_before: Option<f64>) -> std::time::Duration {
+    let dir = tempfile::tempdir().unwrap();
+    let before = damaged_last(dir.path());
+    let mut opts = options(dir.path());
+    opts.verify_bytes_per_sec = per_sec_of_before.map(|share| (before as f64 * share) as u64);
+    let store = std::sync::Arc::new(Store::open(opts).unwrap());
+    let started = std::time::Instant::now();
+    let maintenance = store.spawn_maintenance(std::time::Duration::from_millis(20));
+    while store.stats().quarantine.segments == 0
+        && started.elapsed() < std::time::Duration::from_secs(10)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let found_after = started.elapsed();
+    maintenance.stop();
+    assert_eq!(
+        store.stats().quarantine.segments,
+        1,
+        "{per_sec_of_before:?}"
+    );
+    found_after
+}
+
+#[test]
+fn the_scheduled_scrub_reads_no_faster_than_its_rate_and_stops_between_slices() {
+    use std::time::{Duration, Instant};
+    // paced at two thirds of the bytes before the damage per second, it is reached after
+    // 1.5 s; unpaced (every core, in one go), at once
+    let paced = scrub_finds_damage_after(Some(2.0 / 3.0));
+    assert!(paced >= Duration::from_millis(1200), "{paced:?}");
+    let unpaced = scrub_finds_damage_after(None);
+    assert!(unpaced < Duration::from_millis(1200), "{unpaced:?}");
+    // a scrub that would take a minute does not hold a stop back: it stops between slices
+    let dir = tempfile::tempdir().unwrap();
+    let before = damaged_last(dir.path());
+    let mut opts = options(dir.path());
+    opts.verify_bytes_per_sec = Some(before / 60);
+    let store = std::sync::Arc::new(Store::open(opts).unwrap());
+    let maintenance = store.spawn_maintenance(Duration::from_millis(20));
+    std::thread::sleep(Duration::from_millis(300));
+    let stopping = Instant::now();
+    maintenance.stop();
+    assert!(
+        stopping.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        stopping.elapsed()
+    );
+    assert_eq!(store.stats().quarantine.segments, 0);
+}
+
 #[test]
 fn a_damaged_segment_is_quarantined_when_compaction_reads_it() {
     let dir = tempfile::tempdir().unwrap();
