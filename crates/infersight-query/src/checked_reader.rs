@@ -8,7 +8,9 @@
 //! returns ([`crate::dictionary_keys`]).
 
 use std::collections::{BTreeSet, HashMap};
+use std::io::{Read, Seek, SeekFrom};
 use std::ops::Range;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -21,7 +23,9 @@ use datafusion::parquet::arrow::arrow_reader::ArrowReaderOptions;
 use datafusion::parquet::arrow::async_reader::AsyncFileReader;
 use datafusion::parquet::errors::ParquetError;
 use datafusion::parquet::file::metadata::ParquetMetaData;
-use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, Label, MetricBuilder, MetricCategory, MetricType,
+};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use infersight_store::StorageBackend;
@@ -33,9 +37,9 @@ use crate::dictionary_keys;
 pub(crate) struct CheckedReaderFactory {
     inner: DefaultParquetFileReaderFactory,
     store: Arc<dyn StorageBackend>,
-    /// Segment ids by the location the scan reads them at, to name what to set aside, and
-    /// whether the segment is a local file (quarantined) rather than a bucket object (logged).
-    segments: Arc<HashMap<ObjectPath, (u64, bool)>>,
+    /// The segments by the location the scan reads them at: what to set aside, and where a
+    /// local one is.
+    segments: Arc<HashMap<ObjectPath, SegmentFile>>,
 }
 
 impl std::fmt::Debug for CheckedReaderFactory {
@@ -50,7 +54,7 @@ impl CheckedReaderFactory {
     pub(crate) fn new(
         object_store: Arc<dyn ObjectStore>,
         store: Arc<dyn StorageBackend>,
-        segments: Arc<HashMap<ObjectPath, (u64, bool)>>,
+        segments: Arc<HashMap<ObjectPath, SegmentFile>>,
     ) -> Self {
         Self {
             inner: DefaultParquetFileReaderFactory::new(object_store),
@@ -70,7 +74,13 @@ impl ParquetFileReaderFactory for CheckedReaderFactory {
     ) -> datafusion::common::Result<Box<dyn AsyncFileReader + Send>> {
         let location = partitioned_file.object_meta.location.clone();
         let dictionary_keys = dictionary_keys::marked(&partitioned_file);
-        let segment = self.segments.get(&location).copied();
+        // the reads of a local file bypass DataFusion's reader: counted here, as it counts them
+        let bytes_scanned = MetricBuilder::new(metrics)
+            .with_label(Label::new("filename", Arc::<str>::from(location.as_ref())))
+            .with_type(MetricType::Summary)
+            .with_category(MetricCategory::Bytes)
+            .counter("bytes_scanned", partition_index);
+        let segment = self.segments.get(&location).cloned();
         let inner = self.inner.create_reader(
             partition_index,
             partitioned_file,
@@ -83,19 +93,31 @@ impl ParquetFileReaderFactory for CheckedReaderFactory {
             segment,
             store: Arc::clone(&self.store),
             dictionary_keys,
+            bytes_scanned,
             pages: None,
             reported: false,
         }))
     }
 }
 
+/// A segment a scan reads.
+#[derive(Debug, Clone)]
+pub(crate) struct SegmentFile {
+    pub(crate) id: u64,
+    /// The file of a local segment (read with `std::fs`, quarantined when corrupt); `None` for
+    /// an object in a bucket (read through the object store, logged when corrupt).
+    pub(crate) local: Option<PathBuf>,
+}
+
 struct CheckedReader {
     inner: Box<dyn AsyncFileReader + Send>,
     location: ObjectPath,
-    segment: Option<(u64, bool)>,
+    segment: Option<SegmentFile>,
     store: Arc<dyn StorageBackend>,
     /// Columns the plan reads as dictionaries ([`dictionary_keys`]), hinted in the metadata.
     dictionary_keys: Option<Arc<BTreeSet<String>>>,
+    /// Bytes read from a local file (`EXPLAIN ANALYZE`'s `bytes_scanned`).
+    bytes_scanned: Count,
     /// The footer's page checksums, once the metadata was read (`None`: a segment written
     /// before them, or no metadata yet: nothing is checked).
     pages: Option<Arc<PageChecksums>>,
@@ -109,14 +131,14 @@ impl CheckedReader {
     async fn corrupt(&mut self, reason: String) -> ParquetError {
         if !self.reported {
             self.reported = true;
-            if let Some((id, _)) = self.segment {
+            if let Some(id) = self.segment.as_ref().map(|segment| segment.id) {
                 let store = Arc::clone(&self.store);
                 let told = reason.clone();
                 let _ = tokio::task::spawn_blocking(move || store.segment_corrupt(id, told)).await;
             }
         }
-        let after = match self.segment {
-            Some((_, true)) => {
+        let after = match &self.segment {
+            Some(SegmentFile { local: Some(_), .. }) => {
                 "; it was set aside (quarantined): run the statement again to read the rest"
             }
             _ => "",
@@ -139,11 +161,61 @@ impl CheckedReader {
     }
 }
 
+impl CheckedReader {
+    /// `ranges` of the segment: a local file read with `std::fs` on a blocking thread, a bucket
+    /// object through the object store.
+    async fn fetch(&mut self, ranges: Vec<Range<u64>>) -> Result<Vec<Bytes>, ParquetError> {
+        let Some(path) = self.segment.as_ref().and_then(|s| s.local.clone()) else {
+            return self.inner.get_byte_ranges(ranges).await;
+        };
+        let read = tokio::task::spawn_blocking(move || read_local(&path, &ranges))
+            .await
+            .map_err(|join| ParquetError::External(Box::new(join)))??;
+        self.bytes_scanned
+            .add(read.iter().map(Bytes::len).sum::<usize>());
+        Ok(read)
+    }
+}
+
+/// `ranges` of the file at `path`, each read into fresh memory that is not zeroed first:
+/// object_store's local reads zero every range before reading into it, a tenth of the
+/// instructions of a light aggregate (bench/README.md, "Label keys read as their dictionary").
+fn read_local(path: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>, ParquetError> {
+    let failed = |error: std::io::Error| {
+        ParquetError::General(format!("segment {}: {error}", path.display()))
+    };
+    let mut file = std::fs::File::open(path).map_err(failed)?;
+    ranges
+        .iter()
+        .map(|range| {
+            let len = range.end.saturating_sub(range.start);
+            file.seek(SeekFrom::Start(range.start)).map_err(failed)?;
+            let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+            (&mut file)
+                .take(len)
+                .read_to_end(&mut bytes)
+                .map_err(failed)?;
+            if bytes.len() as u64 != len {
+                return Err(ParquetError::EOF(format!(
+                    "segment {}: bytes {}..{} run past its end ({} read)",
+                    path.display(),
+                    range.start,
+                    range.end,
+                    bytes.len()
+                )));
+            }
+            Ok(Bytes::from(bytes))
+        })
+        .collect()
+}
+
 impl AsyncFileReader for CheckedReader {
     fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, Result<Bytes, ParquetError>> {
         async move {
             let offset = range.start;
-            let bytes = self.inner.get_bytes(range).await?;
+            let bytes = self.fetch(vec![range]).await?.pop().ok_or_else(|| {
+                ParquetError::General(format!("segment {}: nothing read", self.location))
+            })?;
             if let Err(reason) = self.check(offset, &bytes) {
                 return Err(self.corrupt(reason).await);
             }
@@ -158,7 +230,7 @@ impl AsyncFileReader for CheckedReader {
     ) -> BoxFuture<'_, Result<Vec<Bytes>, ParquetError>> {
         async move {
             let offsets: Vec<u64> = ranges.iter().map(|range| range.start).collect();
-            let fetched = self.inner.get_byte_ranges(ranges).await?;
+            let fetched = self.fetch(ranges).await?;
             for (offset, bytes) in offsets.into_iter().zip(&fetched) {
                 if let Err(reason) = self.check(offset, bytes) {
                     return Err(self.corrupt(reason).await);
@@ -239,6 +311,36 @@ mod tests {
         let metadata = reader.get_metadata(None).await.unwrap();
         let metadata = ArrowReaderMetadata::try_new(metadata, ArrowReaderOptions::new()).unwrap();
         metadata.schema().field(0).data_type().clone()
+    }
+
+    #[test]
+    fn local_ranges_are_read_whole_or_fail_with_the_segment_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("segment.parquet");
+        let bytes: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let ranges = [0..4, 9_000..10_000, 17..4_113, 5..5];
+        let read = read_local(&path, &ranges).unwrap();
+        for (range, got) in ranges.iter().zip(&read) {
+            assert_eq!(
+                got.as_ref(),
+                &bytes[range.start as usize..range.end as usize]
+            );
+        }
+        let past_end = 9_990..10_010;
+        let past = read_local(&path, std::slice::from_ref(&past_end))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            past.contains("9990..10010 run past its end (10 read)"),
+            "{past}"
+        );
+        let gone = dir.path().join("gone.parquet");
+        let head = 0..4;
+        let missing = read_local(&gone, std::slice::from_ref(&head))
+            .unwrap_err()
+            .to_string();
+        assert!(missing.contains(&gone.display().to_string()), "{missing}");
     }
 
     #[tokio::test]

@@ -36,7 +36,7 @@ use infersight_model::Table;
 use infersight_model::org::ORG_COLUMN;
 use infersight_store::{SegmentMeta, StorageBackend, TimeRange};
 
-use crate::checked_reader::CheckedReaderFactory;
+use crate::checked_reader::{CheckedReaderFactory, SegmentFile};
 use crate::range::time_range_from_filters;
 use crate::scope::OrgScope;
 
@@ -176,11 +176,20 @@ impl StoreTable {
                 local.iter().map(partitioned_file).collect::<Result<_>>()?;
             let bucket_files: Vec<PartitionedFile> = remote.iter().map(bucket_file).collect();
             let segments = (files.iter().zip(&local))
-                .map(|(file, meta)| (file.object_meta.location.clone(), (meta.id, true)))
-                .chain(
-                    (bucket_files.iter().zip(&remote))
-                        .map(|(file, meta)| (file.object_meta.location.clone(), (meta.id, false))),
-                )
+                .map(|(file, meta)| {
+                    let segment = SegmentFile {
+                        id: meta.id,
+                        local: Some(meta.path.clone()),
+                    };
+                    (file.object_meta.location.clone(), segment)
+                })
+                .chain((bucket_files.iter().zip(&remote)).map(|(file, meta)| {
+                    let segment = SegmentFile {
+                        id: meta.id,
+                        local: None,
+                    };
+                    (file.object_meta.location.clone(), segment)
+                }))
                 .collect();
             Ok(PreparedScan {
                 files,
@@ -203,7 +212,7 @@ impl StoreTable {
         state: &dyn Session,
         url: ObjectStoreUrl,
         files: Vec<PartitionedFile>,
-        segments: &Arc<HashMap<ObjectPath, (u64, bool)>>,
+        segments: &Arc<HashMap<ObjectPath, SegmentFile>>,
         projection: Option<&Vec<usize>>,
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
@@ -262,7 +271,7 @@ struct PreparedScan {
     /// Segments in the store's bucket, under the URL its object store is registered for.
     bucket_files: Option<(ObjectStoreUrl, Vec<PartitionedFile>)>,
     /// Every file's segment id and whether it is local, by location (see `checked_reader`).
-    segments: Arc<HashMap<ObjectPath, (u64, bool)>>,
+    segments: Arc<HashMap<ObjectPath, SegmentFile>>,
     segments_pruned: usize,
     memtable: Vec<RecordBatch>,
 }

@@ -466,16 +466,12 @@ impl ViewGroups {
         };
         // each row's group by its index: one lookup, no branch; a value no row had yet (or an
         // index outside the values) reads as `UNSEEN`, and the rows left are settled after
-        let mut unseen = false;
         indices.extend(keys.keys().values().iter().map(|index| {
-            let group = usize::try_from(*index)
-                .ok()
-                .and_then(|index| groups.get(index))
-                .copied()
-                .unwrap_or(UNSEEN);
-            unseen |= group == UNSEEN;
-            group
+            // a negative index turns into one far outside the values
+            let index = usize::try_from(index.cast_unsigned()).unwrap_or(usize::MAX);
+            groups.get(index).copied().unwrap_or(UNSEEN)
         }));
+        let unseen = indices.contains(&UNSEEN);
         let result = if unseen || keys.null_count() > 0 {
             self.settle(keys, strings, &mut groups, indices)
         } else {
