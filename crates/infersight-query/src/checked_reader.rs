@@ -185,10 +185,20 @@ fn read_local(path: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>, ParquetE
         ParquetError::General(format!("segment {}: {error}", path.display()))
     };
     let mut file = std::fs::File::open(path).map_err(failed)?;
+    let size = file.metadata().map_err(failed)?.len();
     ranges
         .iter()
         .map(|range| {
             let len = range.end.saturating_sub(range.start);
+            // a range from damaged metadata is refused before memory is taken for it
+            if range.end > size {
+                return Err(ParquetError::EOF(format!(
+                    "segment {}: bytes {}..{} run past its end ({size} bytes)",
+                    path.display(),
+                    range.start,
+                    range.end,
+                )));
+            }
             file.seek(SeekFrom::Start(range.start)).map_err(failed)?;
             let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
             (&mut file)
@@ -332,9 +342,15 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            past.contains("9990..10010 run past its end (10 read)"),
+            past.contains("9990..10010 run past its end (10000 bytes)"),
             "{past}"
         );
+        // a range no file has, as damaged metadata could ask for: refused, nothing allocated
+        let huge = 0..u64::MAX;
+        let refused = read_local(&path, std::slice::from_ref(&huge))
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("run past its end"), "{refused}");
         let gone = dir.path().join("gone.parquet");
         let head = 0..4;
         let missing = read_local(&gone, std::slice::from_ref(&head))

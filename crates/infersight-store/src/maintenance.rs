@@ -4,8 +4,9 @@
 //! segments, applies retention and tiers ([`Store::upkeep_pass`]) and reads every segment
 //! against its checksum after its first pass and then every `StoreOptions::verify_interval`,
 //! a slice per wake-up at `StoreOptions::verify_bytes_per_sec` (`Store::verify_slice`; without
-//! a rate, [`Store::verify_segments`] in one go). Apart, a long compaction does not hold flushes back while
-//! appends fill the memtable to its hard limit. Errors are logged, never raised.
+//! a rate, [`Store::verify_segments`] in one go). Apart, a long compaction does not hold
+//! flushes back while appends fill the memtable to its hard limit. Errors are logged, never
+//! raised.
 
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
