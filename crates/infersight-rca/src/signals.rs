@@ -1929,23 +1929,23 @@ fn context_loss_of_service(service: &str, entries: &[EntrySpan], w: &Window) -> 
                 .collect();
             context_loss(&pairs, &counts, w.split_ns, &params).ok()?
         };
+        // the service's minutes before the group first appeared
+        let before_it = || {
+            let before = first_seen.unwrap_or(w.split_ns).div_euclid(MINUTE_NS) * MINUTE_NS;
+            service_baseline
+                .range(..before)
+                .map(|(t, c)| (*t, *c))
+                .collect()
+        };
         let (finding, new_value) = if own_total >= params.min_baseline_total {
             match rise(own_baseline) {
                 Some(finding) => (finding, false),
-                None if rolled_out_late => {
-                    let before = first_seen.unwrap_or(w.split_ns).div_euclid(MINUTE_NS) * MINUTE_NS;
-                    (
-                        rise(
-                            service_baseline
-                                .range(..before)
-                                .map(|(t, c)| (*t, *c))
-                                .collect(),
-                        )?,
-                        true,
-                    )
-                }
+                None if rolled_out_late => (rise(before_it())?, true),
                 None => return None,
             }
+        } else if rolled_out_late {
+            // too few of its own minutes to judge: the service's own would count its broken ones
+            (rise(before_it())?, true)
         } else {
             (rise(service_baseline.clone())?, own_total == 0)
         };

@@ -328,30 +328,38 @@ async fn intact_trace_context_raises_no_loss() {
 async fn a_build_rolled_out_just_before_the_split_is_new_in_the_incident() {
     // the broken build reaches pod c six minutes before the incident starts: its own baseline
     // is those six broken minutes, and the pod has 54 intact minutes behind it; the build is
-    // what lost the context, judged against the service before it appeared
-    let pods = |build: &'static str, broken: bool| {
+    // what lost the context, judged against the service before it appeared, whether its six
+    // minutes hold enough entries to be a baseline of their own (120) or too few (42), and
+    // whether its key names a build or is a team's own (the pod's key, a convention, does not
+    // win the tie then)
+    let pods = |key: &'static str, build: &'static str, broken: bool| {
         [
-            intact("edge-router-6f9-a", "service.version", "3.1.0"),
-            intact("edge-router-6f9-b", "service.version", "3.1.0"),
-            pod("edge-router-6f9-c", "service.version", build, true, broken),
+            intact("edge-router-6f9-a", key, "3.1.0"),
+            intact("edge-router-6f9-b", key, "3.1.0"),
+            pod("edge-router-6f9-c", key, build, true, broken),
         ]
     };
-    let rollout = Rollout {
-        minute: 54,
-        per_minute: 20,
-    };
-    for layout in LAYOUTS {
-        for seed in [6, 7] {
-            let spans = fleet(
-                layout,
-                seed,
-                &pods("3.2.0", true),
-                &pods("3.1.0", false),
-                rollout,
-            );
-            let signals = losses(&spans).await;
-            let context = format!("{layout:?} seed {seed}: {signals:#?}");
-            assert_top_is_the_proxy_by(&signals, "service.version", "3.2.0", &context);
+    for key in ["service.version", "deploy.git_sha"] {
+        for per_minute in [20, 7] {
+            let rollout = Rollout {
+                minute: 54,
+                per_minute,
+            };
+            for layout in LAYOUTS {
+                for seed in [6, 7] {
+                    let spans = fleet(
+                        layout,
+                        seed,
+                        &pods(key, "3.2.0", true),
+                        &pods(key, "3.1.0", false),
+                        rollout,
+                    );
+                    let signals = losses(&spans).await;
+                    let context =
+                        format!("{key} {per_minute}/min {layout:?} seed {seed}: {signals:#?}");
+                    assert_top_is_the_proxy_by(&signals, key, "3.2.0", &context);
+                }
+            }
         }
     }
 }
