@@ -19,6 +19,7 @@ mod checked_reader;
 mod dictionary_keys;
 mod engine;
 mod error;
+mod folds;
 mod group_views;
 mod limits;
 mod output;

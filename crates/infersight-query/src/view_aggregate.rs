@@ -8,9 +8,10 @@
 //! partial aggregate hashes and compares each row's view against the groups
 //! (`GroupValuesBytesView::intern`, 24 % of the CPU of `GROUP BY model` with a count and a mean
 //! over 10M rows); here a row costs one probe of a small table keyed by the view, and only a
-//! view not yet seen in the batch is hashed by its bytes. The aggregates are DataFusion's own
-//! group accumulators, fed exactly as its partial aggregate feeds them, so the partial states
-//! (and the final aggregate above, unchanged) are the same.
+//! view not yet seen in the batch is hashed by its bytes. `count`, `sum` and `avg` are folded
+//! from the group indices in one pass per argument ([`crate::folds`]); the other aggregates are
+//! DataFusion's own group accumulators, fed exactly as its partial aggregate feeds them. Either
+//! way the partial states (and the final aggregate above, unchanged) are the same.
 //!
 //! Read as a dictionary instead ([`crate::dictionary_keys`]), the key costs less again: a row's
 //! group is one lookup by its index into the dictionary, whose values are looked up by their
@@ -58,6 +59,7 @@ use datafusion::physical_plan::{
 use futures::StreamExt;
 
 use crate::dictionary_keys::dictionary_type;
+use crate::folds::{Folds, Output};
 
 /// Groups held before a partition hands its states on: a partial aggregate over a key this
 /// varied reduces little, and the final aggregate merges what is handed on more than once.
@@ -235,16 +237,28 @@ impl ExecutionPlan for ViewKeyAggregateExec {
     ) -> Result<SendableRecordBatchStream> {
         let schema = self.schema();
         let input = self.input().execute(partition, Arc::clone(&context))?;
-        let accumulators = self
+        let (folds, outputs) =
+            Folds::plan(&self.aggr_expr, &self.filter_expr, &self.input().schema());
+        let aggregates = self
             .aggr_expr
             .iter()
-            .map(group_accumulator)
+            .zip(outputs)
+            .map(|(expr, output)| match output {
+                Some(output) => Ok(Aggregate::Folded(output)),
+                None => group_accumulator(expr).map(Aggregate::Accumulator),
+            })
             .collect::<Result<Vec<_>>>()?;
+        let all_folded = aggregates
+            .iter()
+            .all(|aggregate| matches!(aggregate, Aggregate::Folded(_)));
         let partial = PartialAggregation {
             key: self.key,
             arguments: aggregate_expressions(&self.aggr_expr, &AggregateMode::Partial, 0)?,
             filters: self.filter_expr.clone(),
-            accumulators,
+            aggregates,
+            by_value: folds.empty_in_lanes(),
+            folds,
+            all_folded,
             groups: ViewGroups::default(),
             indices: Vec::new(),
             schema: Arc::clone(&schema),
@@ -257,6 +271,8 @@ impl ExecutionPlan for ViewKeyAggregateExec {
                 .counter("emitted_early_for_memory", partition),
             emitted_for_groups: MetricBuilder::new(&self.metrics)
                 .counter("emitted_early_for_groups", partition),
+            folded_by_value: MetricBuilder::new(&self.metrics)
+                .counter("batches_folded_by_value", partition),
             emit_at_groups: self.emit_at_groups,
         };
         let batches = futures::stream::unfold(
@@ -307,6 +323,14 @@ fn group_accumulator(expr: &Arc<AggregateFunctionExpr>) -> Result<Box<dyn Groups
     })))
 }
 
+/// How one aggregate's partial state is computed.
+enum Aggregate {
+    /// By DataFusion's group accumulator.
+    Accumulator(Box<dyn GroupsAccumulator>),
+    /// Read off the folds.
+    Folded(Output),
+}
+
 /// One partition's aggregation in progress.
 struct PartialAggregation {
     key: usize,
@@ -314,7 +338,13 @@ struct PartialAggregation {
     /// evaluates them.
     arguments: Vec<Vec<Arc<dyn PhysicalExpr>>>,
     filters: Vec<Option<Arc<dyn PhysicalExpr>>>,
-    accumulators: Vec<Box<dyn GroupsAccumulator>>,
+    aggregates: Vec<Aggregate>,
+    /// The folded aggregates' counts and sums.
+    folds: Folds,
+    /// Every aggregate is folded: a batch whose key is a dictionary of few values is folded by
+    /// its keys into `by_value`, then added to `folds` by the values' groups.
+    all_folded: bool,
+    by_value: Folds,
     groups: ViewGroups,
     /// Each row's group in the batch being aggregated.
     indices: Vec<usize>,
@@ -325,50 +355,44 @@ struct PartialAggregation {
     /// `emit_at_groups`.
     emitted_for_memory: Count,
     emitted_for_groups: Count,
+    /// Batches folded by their dictionary's keys.
+    folded_by_value: Count,
     emit_at_groups: usize,
 }
 
 impl PartialAggregation {
     /// Adds `batch` to the groups; `true` when the states are to be handed on now.
     fn aggregate(&mut self, batch: &RecordBatch) -> Result<bool> {
-        let _timer = self.baseline.elapsed_compute().timer();
+        let elapsed = self.baseline.elapsed_compute().clone();
+        let _timer = elapsed.timer();
         let keys = batch.column(self.key);
-        if let Some(views) = keys.as_string_view_opt() {
-            self.groups.intern(views, &mut self.indices);
-        } else if let Some(dictionary) = keys.as_dictionary_opt::<Int32Type>() {
-            self.groups
-                .intern_dictionary(dictionary, &mut self.indices)?;
-        } else {
-            return Err(internal_datafusion_err!(
-                "ViewKeyAggregateExec: key column is {}, not Utf8View or a dictionary",
-                keys.data_type()
-            ));
-        }
-        let arguments = evaluate_many(&self.arguments, batch)?;
-        for ((accumulator, values), filter) in self
-            .accumulators
-            .iter_mut()
-            .zip(&arguments)
-            .zip(&self.filters)
+        if self.all_folded
+            && let Some(dictionary) = keys.as_dictionary_opt::<Int32Type>()
+            && let Some(values) = foldable_by_value(dictionary)
         {
-            let filter = match filter {
-                Some(filter) => Some(filter.evaluate(batch)?.into_array(batch.num_rows())?),
-                None => None,
-            };
-            let filter = match &filter {
-                Some(filter) => Some(filter.as_boolean_opt().ok_or_else(|| {
-                    internal_datafusion_err!("aggregate filter is {}", filter.data_type())
-                })?),
-                None => None,
-            };
-            accumulator.update_batch(values, &self.indices, filter, self.groups.len())?;
+            self.by_value
+                .update(batch, dictionary.keys().values(), values)?;
+            let groups_of = self
+                .groups
+                .groups_of_values(dictionary, &self.by_value.rows_of_groups())?;
+            self.folds
+                .add(&self.by_value, &groups_of, self.groups.len());
+            self.by_value.clear();
+            self.folded_by_value.add(1);
+        } else {
+            self.aggregate_by_row(batch)?;
         }
         let size = self.groups.size()
             + self.indices.capacity() * std::mem::size_of::<usize>()
+            + self.folds.size()
+            + self.by_value.size()
             + self
-                .accumulators
+                .aggregates
                 .iter()
-                .map(|accumulator| accumulator.size())
+                .map(|aggregate| match aggregate {
+                    Aggregate::Accumulator(accumulator) => accumulator.size(),
+                    Aggregate::Folded(_) => 0,
+                })
                 .sum::<usize>();
         // the pool refusing more is a reason to hand the states on (if there is a group), not
         // to fail: the final aggregate above accounts for what it merges
@@ -383,10 +407,58 @@ impl PartialAggregation {
         Ok(false)
     }
 
+    /// Adds `batch` row by row: each row's group, then the accumulators and the folds.
+    fn aggregate_by_row(&mut self, batch: &RecordBatch) -> Result<()> {
+        let keys = batch.column(self.key);
+        if let Some(views) = keys.as_string_view_opt() {
+            self.groups.intern(views, &mut self.indices);
+        } else if let Some(dictionary) = keys.as_dictionary_opt::<Int32Type>() {
+            self.groups
+                .intern_dictionary(dictionary, &mut self.indices)?;
+        } else {
+            return Err(internal_datafusion_err!(
+                "ViewKeyAggregateExec: key column is {}, not Utf8View or a dictionary",
+                keys.data_type()
+            ));
+        }
+        let groups = self.groups.len();
+        for ((aggregate, arguments), filter) in self
+            .aggregates
+            .iter_mut()
+            .zip(&self.arguments)
+            .zip(&self.filters)
+        {
+            let Aggregate::Accumulator(accumulator) = aggregate else {
+                continue;
+            };
+            let values = evaluate_many(std::slice::from_ref(arguments), batch)?;
+            let filter = match filter {
+                Some(filter) => Some(filter.evaluate(batch)?.into_array(batch.num_rows())?),
+                None => None,
+            };
+            let filter = match &filter {
+                Some(filter) => Some(filter.as_boolean_opt().ok_or_else(|| {
+                    internal_datafusion_err!("aggregate filter is {}", filter.data_type())
+                })?),
+                None => None,
+            };
+            accumulator.update_batch(&values[0], &self.indices, filter, groups)?;
+        }
+        if self
+            .aggregates
+            .iter()
+            .any(|aggregate| matches!(aggregate, Aggregate::Folded(_)))
+        {
+            self.folds.update(batch, &self.indices, groups)?;
+        }
+        Ok(())
+    }
+
     /// Every group's key and states as one batch of the partial aggregate's schema; the groups
     /// start again empty.
     fn emit(&mut self) -> Result<RecordBatch> {
         let _timer = self.baseline.elapsed_compute().timer();
+        let groups = self.groups.len();
         let keys: ArrayRef = Arc::new(self.groups.take());
         let key_type = self.schema.field(0).data_type();
         let keys = if keys.data_type() == key_type {
@@ -395,9 +467,13 @@ impl PartialAggregation {
             cast(&keys, key_type)?
         };
         let mut columns: Vec<ArrayRef> = vec![keys];
-        for accumulator in &mut self.accumulators {
-            columns.extend(accumulator.state(EmitTo::All)?);
+        for aggregate in &mut self.aggregates {
+            columns.extend(match aggregate {
+                Aggregate::Accumulator(accumulator) => accumulator.state(EmitTo::All)?,
+                Aggregate::Folded(output) => self.folds.state(*output, groups)?,
+            });
         }
+        self.folds.clear();
         self.reservation.free();
         let batch = RecordBatch::try_new(Arc::clone(&self.schema), columns)?;
         self.baseline.record_output(batch.num_rows());
@@ -451,19 +527,7 @@ impl ViewGroups {
         indices.clear();
         indices.reserve(keys.len());
         let values = keys.values();
-        let strings = values.as_string_opt::<i32>().ok_or_else(|| {
-            internal_datafusion_err!(
-                "ViewKeyAggregateExec: dictionary of {}, not Utf8",
-                values.data_type()
-            )
-        })?;
-        let fresh = !matches!(&self.dictionary, Some((seen, _)) if same_strings(seen, strings));
-        if fresh {
-            self.dictionary = Some((Arc::clone(values), vec![UNSEEN; values.len()]));
-        }
-        let Some((_, mut groups)) = self.dictionary.take() else {
-            return Err(internal_datafusion_err!("dictionary groups missing"));
-        };
+        let (strings, mut groups) = self.take_value_groups(values)?;
         // each row's group by its index: one lookup, no branch; a value no row had yet (or an
         // index outside the values) reads as `UNSEEN`, and the rows left are settled after
         indices.extend(keys.keys().values().iter().map(|index| {
@@ -479,6 +543,51 @@ impl ViewGroups {
         };
         self.dictionary = Some((Arc::clone(values), groups));
         result
+    }
+
+    /// The group of each value of `keys`'s dictionary that has rows (`rows[value] > 0`); the
+    /// others [`UNSEEN`] or a group an earlier batch gave them. `keys` has no null key.
+    fn groups_of_values(
+        &mut self,
+        keys: &DictionaryArray<Int32Type>,
+        rows: &[i64],
+    ) -> Result<Vec<usize>> {
+        let values = keys.values();
+        let (strings, mut groups) = self.take_value_groups(values)?;
+        for (value, rows) in rows.iter().enumerate() {
+            if *rows > 0 && groups.get(value) == Some(&UNSEEN) {
+                groups[value] = if strings.is_null(value) {
+                    self.null_group()
+                } else {
+                    self.group_of(strings.value(value))
+                };
+            }
+        }
+        let resolved = groups.clone();
+        self.dictionary = Some((Arc::clone(values), groups));
+        Ok(resolved)
+    }
+
+    /// The strings of a dictionary's `values` and the group of each (taken: the caller puts
+    /// them back), kept from the batch before when they are its values.
+    fn take_value_groups<'a>(
+        &mut self,
+        values: &'a ArrayRef,
+    ) -> Result<(&'a StringArray, Vec<usize>)> {
+        let strings = values.as_string_opt::<i32>().ok_or_else(|| {
+            internal_datafusion_err!(
+                "ViewKeyAggregateExec: dictionary of {}, not Utf8",
+                values.data_type()
+            )
+        })?;
+        let fresh = !matches!(&self.dictionary, Some((seen, _)) if same_strings(seen, strings));
+        if fresh {
+            self.dictionary = Some((Arc::clone(values), vec![UNSEEN; values.len()]));
+        }
+        let Some((_, groups)) = self.dictionary.take() else {
+            return Err(internal_datafusion_err!("dictionary groups missing"));
+        };
+        Ok((strings, groups))
     }
 
     /// The rows of `keys` [`Self::intern_dictionary`] left: null keys to the null group, and
@@ -592,6 +701,26 @@ impl ViewGroups {
         }
         builder.finish()
     }
+}
+
+/// The number of values of `keys`'s dictionary when its batch can be folded by key: no key is
+/// null, every key is within the values, and the values are fewer than half the rows (what is
+/// done per value costs less than what is saved per row).
+fn foldable_by_value(keys: &DictionaryArray<Int32Type>) -> Option<usize> {
+    let values = keys.values().len();
+    if keys.keys().null_count() > 0 || values > keys.len() / 2 {
+        return None;
+    }
+    // one pass the compiler vectorizes, rather than one that stops at the first bad key
+    let (lowest, highest) = keys
+        .keys()
+        .values()
+        .iter()
+        .fold((i32::MAX, i32::MIN), |(lo, hi), key| {
+            (lo.min(*key), hi.max(*key))
+        });
+    let within = lowest >= 0 && usize::try_from(highest).is_ok_and(|highest| highest < values);
+    within.then_some(values)
 }
 
 /// Whether `seen` (held, so its buffers cannot be freed and their addresses reused) holds the
@@ -760,17 +889,53 @@ mod tests {
         pretty_format_batches(&batches).unwrap().to_string()
     }
 
-    /// The answer of `sql` as DataFusion plans it alone, and as [`ours`] runs it.
-    async fn both(sql: &str, emit_at_groups: usize, dictionary: bool) -> (String, String, usize) {
+    /// The answer of `sql` as DataFusion plans it alone, and as [`ours`] runs it (with the
+    /// batches it folded by value).
+    async fn both(
+        sql: &str,
+        emit_at_groups: usize,
+        dictionary: bool,
+    ) -> (String, String, usize, usize) {
         let theirs = context(false, None, dictionary);
         let plan = theirs.sql(sql).await.unwrap();
         let plan = plan.create_physical_plan().await.unwrap();
         let (plan_ours, context_ours, replaced) = ours(sql, emit_at_groups, None, dictionary).await;
-        (
-            answer(plan, &theirs).await,
-            answer(plan_ours, &context_ours).await,
-            replaced,
-        )
+        let answer_ours = answer(Arc::clone(&plan_ours), &context_ours).await;
+        let mut by_value = 0;
+        plan_ours
+            .apply(|node| {
+                if let Some(metrics) = node.metrics() {
+                    by_value += metrics
+                        .sum_by_name("batches_folded_by_value")
+                        .map_or(0, |count| count.as_usize());
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+            .unwrap();
+        (answer(plan, &theirs).await, answer_ours, replaced, by_value)
+    }
+
+    /// Two rendered answers alike, numbers with a fraction to 1e-12 of their size: sums of
+    /// floats folded by value add in another order (as DataFusion's own do from run to run,
+    /// its partitions merging in the order they finish).
+    fn same_answer(ours: &str, theirs: &str) -> bool {
+        let cells = |answer: &str| -> Vec<String> {
+            answer
+                .lines()
+                .flat_map(|line| line.split('|').map(|cell| cell.trim().to_string()))
+                .collect::<Vec<_>>()
+        };
+        let (ours, theirs) = (cells(ours), cells(theirs));
+        ours.len() == theirs.len()
+            && ours.iter().zip(&theirs).all(|(a, b)| {
+                a == b
+                    || match (a.parse::<f64>(), b.parse::<f64>()) {
+                        (Ok(x), Ok(y)) => {
+                            a.contains('.') && (x - y).abs() <= 1e-12 * x.abs().max(y.abs())
+                        }
+                        _ => false,
+                    }
+            })
     }
 
     /// Rows the operators of `plan` handed on, and their early hand-overs for memory.
@@ -825,6 +990,12 @@ mod tests {
             "SELECT k, percentile_cont(0.9) WITHIN GROUP (ORDER BY f) AS p90, approx_distinct(v) AS d, first_value(v ORDER BY f) AS first FROM t GROUP BY k ORDER BY k NULLS FIRST",
             "SELECT k, percentile_cont(0.37) WITHIN GROUP (ORDER BY f DESC) AS p FROM t WHERE v IS NOT NULL GROUP BY k ORDER BY k NULLS FIRST",
             "SELECT k, min(k) AS same, count(DISTINCT v) AS dv FROM t WHERE f > 50 GROUP BY k HAVING count(*) > 2 ORDER BY k NULLS FIRST",
+            // every aggregate folded, no null key: a dictionary's batches folded by its keys
+            "SELECT k, count(*) AS n, count(v) AS nv, sum(v) AS s, avg(f) AS mean, sum(f * 3) AS sf FROM t WHERE k IS NOT NULL GROUP BY k ORDER BY k",
+            // folded: float sums, the average of integers (cast), a count of a literal, an
+            // argument shared by three aggregates; the long keys' `w` is always null (their sum
+            // and mean are null), the count of a null literal is DataFusion's
+            "SELECT k, sum(f) AS sf, avg(v) AS av, count(1) AS one, count(NULL) AS none, count(w) AS nw, sum(w) AS sw, avg(w * 0.5) AS aw FROM (SELECT *, CASE WHEN length(k) > 20 THEN NULL ELSE v END AS w FROM t) GROUP BY k ORDER BY k NULLS FIRST",
         ];
         for sql in statements {
             for (emit_at_groups, dictionary) in [
@@ -833,10 +1004,16 @@ mod tests {
                 (EMIT_AT_GROUPS, true),
                 (3, true),
             ] {
-                let (theirs, ours, replaced) = both(sql, emit_at_groups, dictionary).await;
+                let (theirs, ours, replaced, by_value) =
+                    both(sql, emit_at_groups, dictionary).await;
+                assert!(
+                    same_answer(&ours, &theirs),
+                    "{sql}, emitting every {emit_at_groups} groups, dictionary: {dictionary}\n{ours}\n{theirs}"
+                );
                 assert_eq!(
-                    ours, theirs,
-                    "{sql}, emitting every {emit_at_groups} groups, dictionary: {dictionary}"
+                    by_value > 0,
+                    dictionary && sql.contains("WHERE k IS NOT NULL"),
+                    "{sql}: {by_value} batches folded by value"
                 );
                 // hundreds of keys and a null group in the answer
                 assert!(theirs.lines().count() > 300, "{sql}: {theirs}");
