@@ -452,8 +452,19 @@ impl<I: GroupIndex, const L: usize> Pass<'_, I, L> {
     ) {
         match (self.valid, rows) {
             (None, Some(rows)) => {
-                for (row, (group, value)) in self.indices.iter().zip(values).enumerate() {
-                    let slot = slot::<I, L>(row, *group);
+                // whole chunks of `L` rows, row `i` of a chunk in lane `i`, then the rest
+                let mut groups = self.indices.chunks_exact(L);
+                let mut chunk_values = values.chunks_exact(L);
+                for (groups, values) in (&mut groups).zip(&mut chunk_values) {
+                    for (lane, (group, value)) in groups.iter().zip(values).enumerate() {
+                        let slot = group.group() * L + lane;
+                        rows[slot] += 1;
+                        add(&mut sums[slot], *value);
+                    }
+                }
+                let rest = groups.remainder().iter().zip(chunk_values.remainder());
+                for (lane, (group, value)) in rest.enumerate() {
+                    let slot = group.group() * L + lane;
                     rows[slot] += 1;
                     add(&mut sums[slot], *value);
                 }
