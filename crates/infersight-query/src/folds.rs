@@ -9,8 +9,11 @@
 //! a group are counted once, each argument is added up once (its nulls counted per group), and
 //! every state is read off those: `count(*)` the rows, `count(x)` the rows less `x`'s nulls,
 //! `sum(x)` its sum, `avg(x)` the count and the sum. The states have the types and the nulls of
-//! DataFusion's own (a `sum` or an `avg` of a group without a value is null), and each group's
-//! sum adds its values in the same order, so the final aggregate above answers the same bits.
+//! DataFusion's own (a `sum` or an `avg` of a group without a value is null). Folded by group
+//! index, a group's sum adds its values in DataFusion's order, to the same bits; folded by a
+//! dictionary's keys in [`LANES`] lanes, a float sum adds them in another order and may round
+//! differently in its last place (as DataFusion's own answers do from run to run: its
+//! partitions merge in the order they finish).
 
 use std::sync::Arc;
 

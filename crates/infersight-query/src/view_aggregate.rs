@@ -11,7 +11,8 @@
 //! view not yet seen in the batch is hashed by its bytes. `count`, `sum` and `avg` are folded
 //! from the group indices in one pass per argument ([`crate::folds`]); the other aggregates are
 //! DataFusion's own group accumulators, fed exactly as its partial aggregate feeds them. Either
-//! way the partial states (and the final aggregate above, unchanged) are the same.
+//! way the partial states are DataFusion's (and the final aggregate above is unchanged); only a
+//! float sum folded by a dictionary's keys may round differently in its last place.
 //!
 //! Read as a dictionary instead ([`crate::dictionary_keys`]), the key costs less again: a row's
 //! group is one lookup by its index into the dictionary, whose values are looked up by their
