@@ -18,6 +18,13 @@
 //! themselves; when the key is a label the store writes with a dictionary
 //! ([`infersight_store::string_column_has_dictionary`]), it is read as that dictionary instead
 //! ([`crate::dictionary_keys`]), and a row's group is found by its index into it.
+//!
+//! When that partial aggregate hands its states on in pieces (every aggregate an exact
+//! percentile), the final aggregate above its hash exchange becomes a final aggregate of one
+//! partition over the partitions' streams merged ([`final_in_one_partition`]): the exchange
+//! would copy every value once more. Only where the operators above merely sort, merge,
+//! project, filter or limit rows: a join of partitions needs the partitions it was planned
+//! with.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -33,12 +40,16 @@ use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::table_schema::TableSchema;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::aggregates::{AggregateExec, AggregateInputMode};
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateInputMode, AggregateMode};
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::execution_plan::{ChildrenPropertiesMode, ReplaceChildrenOptions};
 use datafusion::physical_plan::expressions::{CastExpr, Column};
 use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::limit::{GlobalLimitExec, LocalLimitExec};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::sorts::sort::SortExec;
+use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::union::UnionExec;
 use datafusion::physical_plan::{ExecutionPlan, InputOrderMode, Partitioning, PhysicalExpr};
 
@@ -65,18 +76,20 @@ impl PhysicalOptimizerRule for GroupKeysAsViews {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        plan.transform_up(|node| {
-            Ok(match rewrite_aggregate(&node) {
-                Ok(Some(rewritten)) => Transformed::yes(rewritten),
-                Ok(None) => Transformed::no(node),
-                // a shape the rewrite did not foresee costs speed, never the statement
-                Err(error) => {
-                    tracing::debug!(%error, "group keys left as they were");
-                    Transformed::no(node)
-                }
+        let plan = plan
+            .transform_up(|node| {
+                Ok(match rewrite_aggregate(&node) {
+                    Ok(Some(rewritten)) => Transformed::yes(rewritten),
+                    Ok(None) => Transformed::no(node),
+                    // a shape the rewrite did not foresee costs speed, never the statement
+                    Err(error) => {
+                        tracing::debug!(%error, "group keys left as they were");
+                        Transformed::no(node)
+                    }
+                })
             })
-        })
-        .data()
+            .data()?;
+        finals_in_one_partition(plan, true)
     }
 
     fn name(&self) -> &str {
@@ -193,6 +206,87 @@ fn retyped_aggregate(
             None => retyped,
         },
     ))
+}
+
+/// `plan` with each final aggregate over pieces of exact percentiles ([`final_in_one_partition`])
+/// merging them in one partition, where nothing above it needs its partitions (`free`: the
+/// operators above `plan` only sort, merge, project, filter or limit rows, whatever their
+/// partitions: a join of partitions by key would not be).
+fn finals_in_one_partition(
+    plan: Arc<dyn ExecutionPlan>,
+    free: bool,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    if free && let Some(merged) = final_in_one_partition(&plan)? {
+        return Ok(merged);
+    }
+    let free = free
+        && (plan.is::<SortPreservingMergeExec>()
+            || plan.is::<SortExec>()
+            || plan.is::<ProjectionExec>()
+            || plan.is::<FilterExec>()
+            || plan.is::<CoalescePartitionsExec>()
+            || plan.is::<GlobalLimitExec>()
+            || plan.is::<LocalLimitExec>());
+    let children: Vec<Arc<dyn ExecutionPlan>> = plan.children().into_iter().cloned().collect();
+    if children.is_empty() {
+        return Ok(plan);
+    }
+    let mut changed = false;
+    let mut rewritten = Vec::with_capacity(children.len());
+    for child in children {
+        let new = finals_in_one_partition(Arc::clone(&child), free)?;
+        changed |= !Arc::ptr_eq(&new, &child);
+        rewritten.push(new);
+    }
+    if changed {
+        replace_children(&plan, rewritten)
+    } else {
+        Ok(plan)
+    }
+}
+
+/// A final aggregate over a hash exchange of the partial states of a
+/// [`ViewKeyAggregateExec`] that hands them on in pieces (every aggregate an exact percentile),
+/// as a final aggregate of one partition over the partitions' streams merged: the exchange
+/// copies every value of the list rows it routes, the merge hands the pieces on where they lie
+/// and the final aggregate keeps the long ones as they come (`percentile`). What it gives up
+/// is splitting the final merge across partitions, for these states a walk over each group's
+/// pieces and a selection near its rank. `None` for any other node.
+fn final_in_one_partition(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(last) = node.downcast_ref::<AggregateExec>() else {
+        return Ok(None);
+    };
+    if *last.mode() != AggregateMode::FinalPartitioned
+        || last.limit_options().is_some()
+        || !node.dynamic_expressions_produced().is_empty()
+    {
+        return Ok(None);
+    }
+    let Some(exchange) = last.input().downcast_ref::<RepartitionExec>() else {
+        return Ok(None);
+    };
+    if !matches!(exchange.partitioning(), Partitioning::Hash(..)) || exchange.preserve_order() {
+        return Ok(None);
+    }
+    let below = match exchange.input().downcast_ref::<ProjectionExec>() {
+        Some(projection) => projection.input(),
+        None => exchange.input(),
+    };
+    let in_pieces = below
+        .downcast_ref::<ViewKeyAggregateExec>()
+        .is_some_and(ViewKeyAggregateExec::hands_on_in_pieces);
+    if !in_pieces {
+        return Ok(None);
+    }
+    let merged = Arc::new(CoalescePartitionsExec::new(Arc::clone(exchange.input())));
+    Ok(Some(Arc::new(AggregateExec::try_new(
+        AggregateMode::Final,
+        last.group_expr().clone(),
+        last.aggr_expr().to_vec(),
+        last.filter_expr().to_vec(),
+        merged,
+        last.input_schema(),
+    )?)))
 }
 
 /// Drops from `keys` the columns `expr` reads.

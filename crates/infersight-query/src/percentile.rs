@@ -16,6 +16,13 @@
 //! values tie), not from a copy of all its values; the answer is the same, the window only
 //! decides how much is copied and reordered.
 //!
+//! The engine's own partial aggregate ([`crate::view_aggregate`]) asks for a group's state in
+//! pieces instead ([`ChunkedPercentile::state_in_pieces`]) when every aggregate of its
+//! statement is one of these: each long chunk handed on over its own buffer, only the short
+//! rest copied. With the final aggregate merging the partitions' streams in one partition
+//! ([`crate::group_views`]), a value is then written once, where a row first puts it, and read
+//! where it lies: over 10M rows by model 27k page faults instead of 77k, and half the CPU.
+//!
 //! Where a partial aggregate stops grouping (a key of many values), it asks the accumulator to
 //! turn rows into states; DataFusion's asserts one argument, is given three, and panics. Ours
 //! builds the states itself, and DataFusion's, kept for the calls ours does not take (`Float32`,
@@ -29,7 +36,7 @@ use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Float64Array, Float64Builder, ListArray,
 };
 use datafusion::arrow::buffer::{BooleanBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Float64Type, Schema};
 use datafusion::common::{Result, ScalarValue, exec_datafusion_err, internal_datafusion_err};
 use datafusion::functions_aggregate::percentile_cont::percentile_cont_udaf;
 use datafusion::logical_expr::expr::{
@@ -43,6 +50,8 @@ use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, Documentation, EmitTo, Expr, GroupsAccumulator,
     Operator, ReversedUDAF, SetMonotonicity, Signature, StatisticsArgs,
 };
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion::physical_expr::{PhysicalExpr, PhysicalSortExpr};
 use datafusion::physical_plan::expressions::Literal;
 
 /// Values of a group's first chunk (small: a `GROUP BY` may have many groups of a few values);
@@ -87,18 +96,21 @@ impl Hash for PercentileCont {
     }
 }
 
-/// The percentile `args` asks for, as DataFusion's accumulator reads it (reversed under
-/// `ORDER BY … DESC`), or `None` when it is not a plain `Float64` literal in [0, 1].
-fn requested_percentile(args: &AccumulatorArgs) -> Option<f64> {
-    let literal = args.exprs.get(1)?.downcast_ref::<Literal>()?;
+/// The percentile a call with arguments `exprs` and ordering `order_bys` asks for, as
+/// DataFusion's accumulator reads it (reversed under `ORDER BY … DESC`), or `None` when it is
+/// not a plain `Float64` literal in [0, 1].
+fn requested_percentile(
+    exprs: &[Arc<dyn PhysicalExpr>],
+    order_bys: &[PhysicalSortExpr],
+) -> Option<f64> {
+    let literal = exprs.get(1)?.downcast_ref::<Literal>()?;
     let ScalarValue::Float64(Some(percentile)) = literal.value() else {
         return None;
     };
     if !(0.0..=1.0).contains(percentile) {
         return None;
     }
-    let descending = args
-        .order_bys
+    let descending = order_bys
         .first()
         .is_some_and(|sort| sort.options.descending);
     Some(if descending {
@@ -164,7 +176,7 @@ impl AggregateUDFImpl for PercentileCont {
         let ours = if args.is_distinct || args.expr_fields[0].data_type() != &DataType::Float64 {
             None
         } else {
-            requested_percentile(&args)
+            requested_percentile(args.exprs, args.order_bys)
         };
         match ours {
             Some(percentile) => Ok(Box::new(ChunkedPercentile::new(percentile))),
@@ -383,6 +395,39 @@ impl GroupValues {
     }
 }
 
+/// The accumulator of `expr` when it is a call [`ChunkedPercentile`] takes (this module's
+/// function, not `DISTINCT`, over `Float64` values of `input`, a plain literal percentile), for
+/// an operator that hands its states on in pieces ([`ChunkedPercentile::state_in_pieces`]).
+pub(crate) fn chunked_percentile(
+    expr: &AggregateFunctionExpr,
+    input: &Schema,
+) -> Option<ChunkedPercentile> {
+    expr.fun().inner().downcast_ref::<PercentileCont>()?;
+    let exprs = expr.expressions();
+    let float = exprs.first()?.data_type(input).ok()? == DataType::Float64;
+    if expr.is_distinct() || !float {
+        return None;
+    }
+    requested_percentile(&exprs, expr.order_bys()).map(ChunkedPercentile::new)
+}
+
+/// A list array of one row: `values`, their buffer handed on as it is.
+fn one_list(values: ScalarBuffer<f64>) -> Result<ArrayRef> {
+    let len = values.len();
+    Ok(Arc::new(ListArray::try_new(
+        Arc::new(Field::new_list_field(DataType::Float64, true)),
+        OffsetBuffer::from_lengths([len]),
+        Arc::new(Float64Array::new(values, None)),
+        None,
+    )?))
+}
+
+/// A list array of one row with no values: the state of an aggregate whose group's values
+/// travel in another aggregate's piece.
+pub(crate) fn empty_list() -> Result<ArrayRef> {
+    one_list(ScalarBuffer::from(Vec::<f64>::new()))
+}
+
 /// The buffers merged partial states are slices of, each counted once however many groups
 /// hold a slice of it: by address, its bytes and the chunks holding it.
 #[derive(Debug, Default)]
@@ -470,7 +515,7 @@ impl GroupsAccumulator for ValueOnlyStates {
 
 /// The `GROUP BY` accumulator of an exact percentile of `Float64` values.
 #[derive(Debug)]
-struct ChunkedPercentile {
+pub(crate) struct ChunkedPercentile {
     percentile: f64,
     groups: Vec<GroupValues>,
     /// Bytes of values held: every group's chunks, and each merged buffer once.
@@ -496,6 +541,63 @@ impl ChunkedPercentile {
         }
         groups
     }
+}
+
+impl ChunkedPercentile {
+    /// Every group's state, in pieces a final aggregate merges without copying: each chunk of
+    /// at least [`MERGE_KEPT_FROM`] values (which the final keeps as it comes) alone, as a
+    /// list of one row over the chunk's own buffer, with its group's index; and the rest of
+    /// every group (short chunks, the one being filled when short) copied into one list per
+    /// group, a row for each group. [`GroupsAccumulator::state`] copies every value into one
+    /// list per group instead: a partial aggregate that hands on a whole group in one row.
+    pub(crate) fn state_in_pieces(&mut self) -> Result<(ArrayRef, Vec<(usize, ArrayRef)>)> {
+        let groups = self.take(EmitTo::All);
+        let long = |slice: &[f64]| slice.len() >= MERGE_KEPT_FROM;
+        let rest = lists_of(&groups, |slice| !long(slice))?;
+        let mut pieces = Vec::new();
+        for (index, group) in groups.into_iter().enumerate() {
+            let chunks = group.chunks.into_iter().map(|chunk| match chunk {
+                Chunk::Filled(values) => ScalarBuffer::from(values),
+                Chunk::Merged(values) => values,
+            });
+            for values in std::iter::once(ScalarBuffer::from(group.filling)).chain(chunks) {
+                if long(&values) {
+                    pieces.push((index, one_list(values)?));
+                }
+            }
+        }
+        Ok((rest, pieces))
+    }
+}
+
+/// One list per group of `groups`: the values of each group's slices that `kept` keeps.
+fn lists_of(groups: &[GroupValues], kept: impl Fn(&[f64]) -> bool) -> Result<ArrayRef> {
+    let total: usize = groups
+        .iter()
+        .flat_map(GroupValues::slices)
+        .filter(|slice| kept(slice))
+        .map(<[f64]>::len)
+        .sum();
+    let mut values = Vec::with_capacity(total);
+    let mut offsets = Vec::with_capacity(groups.len() + 1);
+    offsets.push(0_i32);
+    for group in groups {
+        for slice in group.slices().filter(|slice| kept(slice)) {
+            values.extend_from_slice(slice);
+        }
+        offsets.push(i32::try_from(values.len()).map_err(|_| {
+            exec_datafusion_err!(
+                "percentile_cont: more than {} values to hand on from one partition",
+                i32::MAX
+            )
+        })?);
+    }
+    Ok(Arc::new(ListArray::try_new(
+        Arc::new(Field::new_list_field(DataType::Float64, true)),
+        OffsetBuffer::new(offsets.into()),
+        Arc::new(Float64Array::from(values)),
+        None,
+    )?))
 }
 
 /// The values a partial aggregate reads (the value, then the percentile and the `ORDER BY`
@@ -572,26 +674,7 @@ impl GroupsAccumulator for ChunkedPercentile {
 
     fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
         let groups = self.take(emit_to);
-        let total: usize = groups.iter().map(|group| group.len).sum();
-        let mut values = Vec::with_capacity(total);
-        let mut offsets = Vec::with_capacity(groups.len() + 1);
-        offsets.push(0_i32);
-        for group in &groups {
-            group.copy_to(&mut values);
-            offsets.push(i32::try_from(values.len()).map_err(|_| {
-                exec_datafusion_err!(
-                    "percentile_cont: more than {} values to hand on from one partition",
-                    i32::MAX
-                )
-            })?);
-        }
-        let list = ListArray::try_new(
-            Arc::new(Field::new_list_field(DataType::Float64, true)),
-            OffsetBuffer::new(offsets.into()),
-            Arc::new(Float64Array::from(values)),
-            None,
-        )?;
-        Ok(vec![Arc::new(list)])
+        Ok(vec![lists_of(&groups, |_| true)?])
     }
 
     /// Each row as a group of its own (a partial aggregate that reduces little skips grouping):
@@ -934,6 +1017,93 @@ mod tests {
         assert!((800_000..1_700_000).contains(&held), "{held}");
         ours.evaluate(EmitTo::All).unwrap();
         assert!(ours.size() < 1_000, "{}", ours.size());
+    }
+
+    #[test]
+    fn pieces_of_a_state_hold_the_values_of_the_whole_state() {
+        let mut all = ChunkedPercentile::new(0.9);
+        let mut pieces = ChunkedPercentile::new(0.9);
+        // group 0 long (filled chunks of 1,024 and more, the last partly), group 1 short,
+        // group 2 a long merged state beside filled values, group 3 none
+        let rows = 9_000_usize;
+        let values: ArrayRef = Arc::new(Float64Array::from(
+            (0..rows)
+                .map(|row| (row * 37 % 1_000) as f64 * 0.25)
+                .collect::<Vec<_>>(),
+        ));
+        let groups: Vec<usize> = (0..rows)
+            .map(|row| if row % 100 == 0 { 1 } else { [0, 2][row % 2] })
+            .collect();
+        let merged: ArrayRef = Arc::new(
+            ListArray::try_new(
+                Arc::new(Field::new_list_field(DataType::Float64, true)),
+                OffsetBuffer::new(vec![0, 1_500].into()),
+                Arc::new(Float64Array::from(
+                    (0..1_500).map(f64::from).collect::<Vec<_>>(),
+                )),
+                None,
+            )
+            .unwrap(),
+        );
+        for accumulator in [&mut all, &mut pieces] {
+            accumulator
+                .update_batch(&[Arc::clone(&values)], &groups, None, 4)
+                .unwrap();
+            accumulator
+                .merge_batch(&[Arc::clone(&merged)], &[2], 4)
+                .unwrap();
+        }
+        let whole = all.state(EmitTo::All).unwrap();
+        let whole = whole[0].as_list::<i32>();
+        let (rest, long) = pieces.state_in_pieces().unwrap();
+        let rest = rest.as_list::<i32>();
+        assert_eq!(rest.len(), 4);
+        let sorted = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v
+        };
+        let list_values = |list: ArrayRef| list.as_primitive::<Float64Type>().values().to_vec();
+        for group in 0..4 {
+            let mut held = list_values(rest.value(group));
+            assert!(
+                held.len() < MERGE_KEPT_FROM * 4,
+                "group {group}: {}",
+                held.len()
+            );
+            for (_, piece) in long.iter().filter(|(g, _)| *g == group) {
+                let piece = piece.as_list::<i32>();
+                assert_eq!(piece.len(), 1);
+                let values = list_values(piece.value(0));
+                assert!(values.len() >= MERGE_KEPT_FROM, "{}", values.len());
+                held.extend(values);
+            }
+            assert_eq!(
+                sorted(held),
+                sorted(list_values(whole.value(group))),
+                "group {group}"
+            );
+        }
+        // the long groups came in pieces, the merged state among them as it came
+        let pieces_of = |group| long.iter().filter(|(g, _)| *g == group).count();
+        assert!(pieces_of(0) >= 2 && pieces_of(2) >= 2, "{long:?}");
+        assert_eq!(pieces_of(1) + pieces_of(3), 0);
+        let merged_values = merged.as_list::<i32>().value(0);
+        let merged_ptr = merged_values
+            .as_primitive::<Float64Type>()
+            .values()
+            .as_ptr();
+        assert!(long.iter().any(|(group, piece)| {
+            *group == 2
+                && piece
+                    .as_list::<i32>()
+                    .value(0)
+                    .as_primitive::<Float64Type>()
+                    .values()
+                    .as_ptr()
+                    == merged_ptr
+        }));
+        // nothing held once handed on
+        assert!(pieces.size() < 1_000, "{}", pieces.size());
     }
 
     #[test]

@@ -12,7 +12,10 @@
 //! from the group indices in one pass per argument ([`crate::folds`]); the other aggregates are
 //! DataFusion's own group accumulators, fed exactly as its partial aggregate feeds them. Either
 //! way the partial states are DataFusion's (and the final aggregate above is unchanged); only a
-//! float sum folded by a dictionary's keys may round differently in its last place.
+//! float sum folded by a dictionary's keys may round differently in its last place. When every
+//! aggregate is an exact percentile, a group's values are handed on in pieces where they lie
+//! (a batch of one row per long piece, see [`PartialAggregation::emit`]), not copied into one
+//! list per group.
 //!
 //! Read as a dictionary instead ([`crate::dictionary_keys`]), the key costs less again: a row's
 //! group is one lookup by its index into the dictionary, whose values are looked up by their
@@ -24,7 +27,7 @@
 //! session's memory pool, and hands them on early (a partial aggregate may emit a group more
 //! than once) when the pool refuses more or the groups reach [`EMIT_AT_GROUPS`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 
@@ -61,6 +64,7 @@ use futures::StreamExt;
 
 use crate::dictionary_keys::dictionary_type;
 use crate::folds::{Folds, Output};
+use crate::percentile::{ChunkedPercentile, chunked_percentile, empty_list};
 
 /// Groups held before a partition hands its states on: a partial aggregate over a key this
 /// varied reduces little, and the final aggregate merges what is handed on more than once.
@@ -119,6 +123,15 @@ impl ViewKeyAggregateExec {
             emit_at_groups: EMIT_AT_GROUPS,
             metrics: ExecutionPlanMetricsSet::new(),
         })
+    }
+
+    /// Whether every aggregate is an exact percentile whose states are handed on in pieces
+    /// (see [`PartialAggregation::emit`]).
+    pub(crate) fn hands_on_in_pieces(&self) -> bool {
+        let input = self.input().schema();
+        self.aggr_expr
+            .iter()
+            .all(|expr| chunked_percentile(expr, &input).is_some())
     }
 
     fn input(&self) -> &Arc<dyn ExecutionPlan> {
@@ -240,23 +253,31 @@ impl ExecutionPlan for ViewKeyAggregateExec {
         let input = self.input().execute(partition, Arc::clone(&context))?;
         let (folds, outputs) =
             Folds::plan(&self.aggr_expr, &self.filter_expr, &self.input().schema());
+        let input_schema = self.input().schema();
         let aggregates = self
             .aggr_expr
             .iter()
             .zip(outputs)
             .map(|(expr, output)| match output {
                 Some(output) => Ok(Aggregate::Folded(output)),
-                None => group_accumulator(expr).map(Aggregate::Accumulator),
+                None => match chunked_percentile(expr, &input_schema) {
+                    Some(percentile) => Ok(Aggregate::Percentile(percentile)),
+                    None => group_accumulator(expr).map(Aggregate::Accumulator),
+                },
             })
             .collect::<Result<Vec<_>>>()?;
         let all_folded = aggregates
             .iter()
             .all(|aggregate| matches!(aggregate, Aggregate::Folded(_)));
+        let in_pieces = aggregates
+            .iter()
+            .all(|aggregate| matches!(aggregate, Aggregate::Percentile(_)));
         let partial = PartialAggregation {
             key: self.key,
             arguments: aggregate_expressions(&self.aggr_expr, &AggregateMode::Partial, 0)?,
             filters: self.filter_expr.clone(),
             aggregates,
+            in_pieces,
             by_value: folds.empty_in_lanes(),
             folds,
             all_folded,
@@ -274,37 +295,51 @@ impl ExecutionPlan for ViewKeyAggregateExec {
                 .counter("emitted_early_for_groups", partition),
             folded_by_value: MetricBuilder::new(&self.metrics)
                 .counter("batches_folded_by_value", partition),
+            pieces: MetricBuilder::new(&self.metrics).counter("states_in_pieces", partition),
             emit_at_groups: self.emit_at_groups,
         };
+        // a partition's states may be several batches (see `PartialAggregation::emit`): the
+        // ones not yet handed on wait in `pending`
         let batches = futures::stream::unfold(
-            (input, partial, false),
-            |(mut input, mut partial, done)| async move {
+            (input, partial, VecDeque::new(), false),
+            |(mut input, mut partial, mut pending, done)| async move {
+                if let Some(batch) = pending.pop_front() {
+                    return Some((Ok(batch), (input, partial, pending, done)));
+                }
                 if done {
                     return None;
                 }
                 loop {
-                    match input.next().await {
+                    let last = match input.next().await {
                         Some(Ok(batch)) => match partial.aggregate(&batch) {
-                            Ok(false) => {}
-                            Ok(true) => {
-                                let emitted = partial.emit();
-                                // the groups are gone whether or not their states made a batch
-                                let failed = emitted.is_err();
-                                return Some((emitted, (input, partial, failed)));
+                            Ok(false) => continue,
+                            Ok(true) => false,
+                            Err(error) => {
+                                return Some((Err(error), (input, partial, pending, true)));
                             }
-                            Err(error) => return Some((Err(error), (input, partial, true))),
                         },
-                        Some(Err(error)) => return Some((Err(error), (input, partial, true))),
+                        Some(Err(error)) => {
+                            return Some((Err(error), (input, partial, pending, true)));
+                        }
                         None if partial.groups.len() == 0 => {
                             partial.baseline.done();
                             return None;
                         }
-                        None => {
-                            let emitted = partial.emit();
-                            partial.baseline.done();
-                            return Some((emitted, (input, partial, true)));
-                        }
+                        None => true,
+                    };
+                    let emitted = partial.emit();
+                    if last {
+                        partial.baseline.done();
                     }
+                    // the groups are gone whether or not their states made batches
+                    return match emitted {
+                        Ok(batches) => {
+                            pending.extend(batches);
+                            let first = pending.pop_front()?;
+                            Some((Ok(first), (input, partial, pending, last)))
+                        }
+                        Err(error) => Some((Err(error), (input, partial, pending, true))),
+                    };
                 }
             },
         );
@@ -330,6 +365,19 @@ enum Aggregate {
     Accumulator(Box<dyn GroupsAccumulator>),
     /// Read off the folds.
     Folded(Output),
+    /// An exact percentile's, which can hand its states on in pieces.
+    Percentile(ChunkedPercentile),
+}
+
+impl Aggregate {
+    /// The group accumulator behind the aggregate, unless it is folded.
+    fn accumulator(&mut self) -> Option<&mut dyn GroupsAccumulator> {
+        match self {
+            Aggregate::Accumulator(accumulator) => Some(accumulator.as_mut()),
+            Aggregate::Percentile(percentile) => Some(percentile),
+            Aggregate::Folded(_) => None,
+        }
+    }
 }
 
 /// One partition's aggregation in progress.
@@ -340,6 +388,8 @@ struct PartialAggregation {
     arguments: Vec<Vec<Arc<dyn PhysicalExpr>>>,
     filters: Vec<Option<Arc<dyn PhysicalExpr>>>,
     aggregates: Vec<Aggregate>,
+    /// Every aggregate is an exact percentile: the states are handed on in pieces.
+    in_pieces: bool,
     /// The folded aggregates' counts and sums.
     folds: Folds,
     /// Every aggregate is folded: a batch whose key is a dictionary of few values is folded by
@@ -358,6 +408,8 @@ struct PartialAggregation {
     emitted_for_groups: Count,
     /// Batches folded by their dictionary's keys.
     folded_by_value: Count,
+    /// Pieces of states handed on as batches of their own.
+    pieces: Count,
     emit_at_groups: usize,
 }
 
@@ -392,6 +444,7 @@ impl PartialAggregation {
                 .iter()
                 .map(|aggregate| match aggregate {
                     Aggregate::Accumulator(accumulator) => accumulator.size(),
+                    Aggregate::Percentile(percentile) => percentile.size(),
                     Aggregate::Folded(_) => 0,
                 })
                 .sum::<usize>();
@@ -429,7 +482,7 @@ impl PartialAggregation {
             .zip(&self.arguments)
             .zip(&self.filters)
         {
-            let Aggregate::Accumulator(accumulator) = aggregate else {
+            let Some(accumulator) = aggregate.accumulator() else {
                 continue;
             };
             let values = evaluate_many(std::slice::from_ref(arguments), batch)?;
@@ -455,9 +508,13 @@ impl PartialAggregation {
         Ok(())
     }
 
-    /// Every group's key and states as one batch of the partial aggregate's schema; the groups
-    /// start again empty.
-    fn emit(&mut self) -> Result<RecordBatch> {
+    /// Every group's key and states as batches of the partial aggregate's schema; the groups
+    /// start again empty. One batch, a row per group; when every aggregate is an exact
+    /// percentile, a row per group for the short rest of its values and a batch of one row
+    /// for each long piece of one aggregate's values (the others' states empty there), so the
+    /// values are handed on where they lie, not copied (a final aggregate merges a group's
+    /// rows into one state, as it does a group handed on early).
+    fn emit(&mut self) -> Result<Vec<RecordBatch>> {
         let _timer = self.baseline.elapsed_compute().timer();
         let groups = self.groups.len();
         let keys: ArrayRef = Arc::new(self.groups.take());
@@ -467,18 +524,40 @@ impl PartialAggregation {
         } else {
             cast(&keys, key_type)?
         };
-        let mut columns: Vec<ArrayRef> = vec![keys];
-        for aggregate in &mut self.aggregates {
+        let mut columns: Vec<ArrayRef> = vec![Arc::clone(&keys)];
+        let mut pieces = Vec::new();
+        for (index, aggregate) in self.aggregates.iter_mut().enumerate() {
             columns.extend(match aggregate {
-                Aggregate::Accumulator(accumulator) => accumulator.state(EmitTo::All)?,
+                Aggregate::Percentile(percentile) if self.in_pieces => {
+                    let (rest, long) = percentile.state_in_pieces()?;
+                    pieces.extend(long.into_iter().map(|(group, list)| (index, group, list)));
+                    vec![rest]
+                }
                 Aggregate::Folded(output) => self.folds.state(*output, groups)?,
+                other => other
+                    .accumulator()
+                    .map_or_else(|| Ok(Vec::new()), |a| a.state(EmitTo::All))?,
             });
         }
         self.folds.clear();
         self.reservation.free();
-        let batch = RecordBatch::try_new(Arc::clone(&self.schema), columns)?;
-        self.baseline.record_output(batch.num_rows());
-        Ok(batch)
+        let mut batches = vec![RecordBatch::try_new(Arc::clone(&self.schema), columns)?];
+        for (aggregate, group, list) in pieces {
+            let mut columns = vec![keys.slice(group, 1)];
+            for other in 0..self.aggregates.len() {
+                columns.push(if other == aggregate {
+                    Arc::clone(&list)
+                } else {
+                    empty_list()?
+                });
+            }
+            batches.push(RecordBatch::try_new(Arc::clone(&self.schema), columns)?);
+            self.pieces.add(1);
+        }
+        for batch in &batches {
+            self.baseline.record_output(batch.num_rows());
+        }
+        Ok(batches)
     }
 }
 

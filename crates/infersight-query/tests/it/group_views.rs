@@ -228,3 +228,103 @@ async fn a_plan_that_leaves_the_node_is_planned_without_the_rewrite() {
     assert!(plans[0].contains("AggregateExec"), "{}", plans[0]);
     assert!(!casts_back(&plans[0], "model"), "{}", plans[0]);
 }
+
+/// 24,000 requests over two models in three flushed segments and the memtable: groups long
+/// enough per partition that an exact percentile hands its values on in pieces.
+fn long_groups() -> Arc<TestStore> {
+    let store = TestStore::new();
+    let rows: Vec<RequestRecord> = (0..24_000_i64)
+        .map(|i| {
+            let mut row = request(
+                base_ns() + i * 10_000_000,
+                MODELS[(i % 2) as usize],
+                ((i * 7_919) % 10_007) as f64 * 0.5,
+                "{}",
+            );
+            row.worker = Some(format!("worker-{}", i % 3));
+            row
+        })
+        .collect();
+    for part in rows.chunks(7_000) {
+        store.append_requests(part);
+        if part.len() == 7_000 {
+            store.flush().unwrap();
+        }
+    }
+    store
+}
+
+/// The sum of the metric `name` over the operators of an `EXPLAIN ANALYZE` answer.
+fn metric(analyzed: &str, name: &str) -> usize {
+    analyzed
+        .match_indices(&format!("{name}="))
+        .filter_map(|(at, found)| {
+            let digits: String = analyzed[at + found.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse::<usize>().ok()
+        })
+        .sum()
+}
+
+#[tokio::test]
+async fn exact_percentiles_hand_their_values_on_in_pieces_to_one_final_aggregate() {
+    let store = long_groups();
+    let engine = store.engine();
+    let percentiles = "percentile_cont(0.99) WITHIN GROUP (ORDER BY e2e_ms) AS p99, percentile_cont(0.5) WITHIN GROUP (ORDER BY e2e_ms DESC) AS p50";
+    let sql = format!("SELECT model, {percentiles} FROM requests GROUP BY model ORDER BY model");
+    let reference = format!(
+        "SELECT model || '' AS model, {percentiles} FROM requests GROUP BY model || '' ORDER BY model"
+    );
+    let answer = csv(&engine, &sql).await;
+    assert_eq!(answer, csv(&engine, &reference).await);
+    assert_eq!(answer.lines().count(), 3, "{answer}");
+    // the reference merges its partitions' states through a hash exchange; the rewritten
+    // plan merges the pieces in one final aggregate over the partitions' streams
+    let reference_plan = explain(&engine, &reference).await;
+    assert!(
+        reference_plan.contains("mode=FinalPartitioned"),
+        "{reference_plan}"
+    );
+    let plan = explain(&engine, &sql).await;
+    assert!(
+        plan.contains("AggregateExec: mode=Final,")
+            && plan.contains("CoalescePartitionsExec")
+            && !plan.contains("mode=FinalPartitioned"),
+        "{plan}"
+    );
+    let analyzed = csv(&engine, &format!("EXPLAIN ANALYZE {sql}")).await;
+    assert!(metric(&analyzed, "states_in_pieces") >= 4, "{analyzed}");
+    // beside another aggregate the states are whole rows, and the exchange stays
+    let mixed = format!(
+        "SELECT model, count(*) AS n, {percentiles} FROM requests GROUP BY model ORDER BY model"
+    );
+    let mixed_plan = explain(&engine, &mixed).await;
+    assert!(mixed_plan.contains("mode=FinalPartitioned"), "{mixed_plan}");
+    let mixed_analyzed = csv(&engine, &format!("EXPLAIN ANALYZE {mixed}")).await;
+    assert_eq!(
+        metric(&mixed_analyzed, "states_in_pieces"),
+        0,
+        "{mixed_analyzed}"
+    );
+    // under a join of partitions the final aggregate keeps its partitions (the pieces go
+    // through the exchange), and the answer is the same
+    let joined = format!(
+        "SELECT a.model, a.p99, a.p50, b.n FROM (SELECT model, {percentiles} FROM requests GROUP BY model) a JOIN (SELECT model, count(*) AS n FROM requests GROUP BY model) b ON a.model = b.model ORDER BY a.model"
+    );
+    let joined_reference = format!(
+        "SELECT a.model, a.p99, a.p50, b.n FROM (SELECT model || '' AS model, {percentiles} FROM requests GROUP BY model || '') a JOIN (SELECT model || '' AS model, count(*) AS n FROM requests GROUP BY model || '') b ON a.model = b.model ORDER BY a.model"
+    );
+    assert_eq!(
+        csv(&engine, &joined).await,
+        csv(&engine, &joined_reference).await
+    );
+    let joined_plan = explain(&engine, &joined).await;
+    assert!(!joined_plan.contains("mode=Final,"), "{joined_plan}");
+    let joined_analyzed = csv(&engine, &format!("EXPLAIN ANALYZE {joined}")).await;
+    assert!(
+        metric(&joined_analyzed, "states_in_pieces") >= 4,
+        "{joined_analyzed}"
+    );
+}
