@@ -125,13 +125,15 @@ impl ViewKeyAggregateExec {
         })
     }
 
-    /// Whether every aggregate is an exact percentile whose states are handed on in pieces
-    /// (see [`PartialAggregation::emit`]).
+    /// Whether there are aggregates and every one is an exact percentile whose states are
+    /// handed on in pieces (see [`PartialAggregation::emit`]).
     pub(crate) fn hands_on_in_pieces(&self) -> bool {
         let input = self.input().schema();
-        self.aggr_expr
-            .iter()
-            .all(|expr| chunked_percentile(expr, &input).is_some())
+        !self.aggr_expr.is_empty()
+            && self
+                .aggr_expr
+                .iter()
+                .all(|expr| chunked_percentile(expr, &input).is_some())
     }
 
     fn input(&self) -> &Arc<dyn ExecutionPlan> {
@@ -269,9 +271,10 @@ impl ExecutionPlan for ViewKeyAggregateExec {
         let all_folded = aggregates
             .iter()
             .all(|aggregate| matches!(aggregate, Aggregate::Folded(_)));
-        let in_pieces = aggregates
-            .iter()
-            .all(|aggregate| matches!(aggregate, Aggregate::Percentile(_)));
+        let in_pieces = !aggregates.is_empty()
+            && aggregates
+                .iter()
+                .all(|aggregate| matches!(aggregate, Aggregate::Percentile(_)));
         let partial = PartialAggregation {
             key: self.key,
             arguments: aggregate_expressions(&self.aggr_expr, &AggregateMode::Partial, 0)?,

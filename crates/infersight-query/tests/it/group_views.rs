@@ -308,6 +308,11 @@ async fn exact_percentiles_hand_their_values_on_in_pieces_to_one_final_aggregate
         0,
         "{mixed_analyzed}"
     );
+    // with no aggregate at all (the distinct keys) there are no pieces either
+    let keys_only = "SELECT model FROM requests GROUP BY model ORDER BY model";
+    let keys_plan = explain(&engine, keys_only).await;
+    assert!(keys_plan.contains("mode=FinalPartitioned"), "{keys_plan}");
+    assert_eq!(csv(&engine, keys_only).await.lines().count(), 3);
     // under a join of partitions the final aggregate keeps its partitions (the pieces go
     // through the exchange), and the answer is the same
     let joined = format!(
