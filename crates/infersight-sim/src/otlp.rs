@@ -7,7 +7,8 @@ use opentelemetry_proto::tonic::common::v1::{
 };
 use opentelemetry_proto::tonic::metrics::v1::number_data_point;
 use opentelemetry_proto::tonic::metrics::v1::{
-    AggregationTemporality, Gauge, Metric, NumberDataPoint, Sum, metric,
+    AggregationTemporality, Gauge, Histogram, HistogramDataPoint, Metric, NumberDataPoint, Sum,
+    metric,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
@@ -86,6 +87,35 @@ pub fn gauge(name: &str, unit: &str, ts_ns: i64, value: f64, attrs: Vec<KeyValue
         unit: unit.to_string(),
         data: Some(metric::Data::Gauge(Gauge {
             data_points: vec![point(ts_ns, 0, value, attrs)],
+        })),
+        ..Default::default()
+    }
+}
+
+/// A cumulative explicit-bounds histogram: `(at, start)` times, `(count, sum, bucket counts,
+/// bounds)` (one count more than bounds, the last above them all).
+pub fn histogram(
+    name: &str,
+    unit: &str,
+    (ts_ns, start_ns): (i64, i64),
+    (count, sum, counts, bounds): (u64, f64, &[u64], &[f64]),
+    attrs: Vec<KeyValue>,
+) -> Metric {
+    Metric {
+        name: name.to_string(),
+        unit: unit.to_string(),
+        data: Some(metric::Data::Histogram(Histogram {
+            data_points: vec![HistogramDataPoint {
+                attributes: attrs,
+                start_time_unix_nano: start_ns as u64,
+                time_unix_nano: ts_ns as u64,
+                count,
+                sum: Some(sum),
+                bucket_counts: counts.to_vec(),
+                explicit_bounds: bounds.to_vec(),
+                ..Default::default()
+            }],
+            aggregation_temporality: AggregationTemporality::Cumulative as i32,
         })),
         ..Default::default()
     }

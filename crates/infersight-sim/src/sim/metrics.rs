@@ -1,5 +1,6 @@
 //! Per-worker metrics at the end of each chunk, as a Prometheus scrape would give them: the
-//! runtime's own gauges and counters (vLLM V0/V1, SGLang, TGI names) and the GPU's memory,
+//! runtime's own gauges, counters and latency histograms (vLLM V0/V1, SGLang, TGI names;
+//! [`super::histograms`]) and the GPU's memory,
 //! utilization, temperature and SM clock (which show a leak or a throttled GPU), from the DCGM
 //! exporter or, under the `hw_metrics` variation, in OTel's `hw.*` conventions. The
 //! same pass queues each worker's periodic stats lines ([`super::raw_logs`]).
@@ -44,6 +45,8 @@ impl Simulator {
             let gauges = self.engines[w].gauges(worker, at_ns, cond.kv_capacity_factor);
             let stats = std::mem::take(&mut self.chunk_stats[w]);
             let mut metrics = runtime_metrics(worker, &self.engines[w], &gauges, &stats, &scrape);
+            let label = [s("model_name", worker.model)];
+            metrics.extend(self.latency[w].export(at_ns, scrape.start_ns, &label));
             let reading = GpuReading::take(worker, &gauges, &cond, &mut self.rng);
             metrics.extend(match self.conventions.gpu_metrics() {
                 GpuMetrics::Dcgm => dcgm_metrics(worker, &reading, at_ns),

@@ -12,6 +12,7 @@
 //! of each chunk. This file holds the chunk loop, the arrivals of a chunk, the export of what a
 //! chunk produced, and the types the steps share.
 
+mod histograms;
 mod metrics;
 mod raw_logs;
 mod request;
@@ -101,6 +102,8 @@ pub struct Simulator {
     next_arrival: Option<Arrival>,
     seq: u64,
     chunk_stats: Vec<ChunkStats>,
+    /// Per worker, its latency histograms (see [`histograms`]).
+    latency: Vec<histograms::LatencyHistograms>,
     lines: Vec<LineHeap>,
     line_seq: u64,
     summary: SimSummary,
@@ -249,6 +252,11 @@ impl Simulator {
             next_arrival: None,
             seq: 0,
             chunk_stats: vec![ChunkStats::default(); n],
+            latency: fleet
+                .workers
+                .iter()
+                .map(|w| histograms::LatencyHistograms::new(w.runtime))
+                .collect(),
             lines: (0..n).map(|_| BinaryHeap::new()).collect(),
             line_seq: 0,
             summary: SimSummary::default(),

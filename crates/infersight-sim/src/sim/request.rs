@@ -270,6 +270,9 @@ impl Simulator {
         let (input, output) = (lengths.input, lengths.output);
         // The end of the incident of a leaking worker: allocations fail.
         let oom = served.condition.leaked_gb > 10.0 && !timing.aborted && self.rng.chance(0.3);
+        if !timing.aborted && !oom {
+            self.latency[route.worker].served(timing.end_ns, timing.ttft_ms, timing.e2e_ms);
+        }
         let stats = &mut self.chunk_stats[route.worker];
         if !timing.aborted {
             stats.prompt_tokens += input as u64;

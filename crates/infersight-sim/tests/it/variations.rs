@@ -234,6 +234,58 @@ fn head_sampling_keeps_a_tenth_of_traces_with_their_threshold_and_everything_els
     assert_eq!(sampled.summary.metric_points, plain.summary.metric_points);
     assert_eq!(sampled.summary.log_records, plain.summary.log_records);
     assert_eq!(sampled.sink.raw_lines, plain.sink.raw_lines);
+    // the runtimes' latency histograms count every request, sampled or not
+    let (plain_latency, sampled_latency) = (latency_counts(&plain), latency_counts(&sampled));
+    assert_eq!(sampled_latency, plain_latency);
+    let mut served: BTreeMap<String, u64> = BTreeMap::new();
+    for row in engine_rows(&plain.traces) {
+        *served.entry(row.attrs["k8s.pod.name"].clone()).or_default() += 1;
+    }
+    let e2e =
+        |((name, _), _): &(&(String, String), &u64)| name.ends_with("e2e_request_latency_seconds");
+    let pods: Vec<_> = plain_latency.iter().filter(e2e).collect();
+    assert!(pods.len() >= 4, "{pods:?}");
+    for ((_, pod), count) in pods {
+        let served = served[pod];
+        assert!(
+            *count <= served && *count as f64 > 0.95 * served as f64,
+            "{pod}: {count} counted of {served} served"
+        );
+    }
+}
+
+/// Per (latency histogram, worker), its count at the last scrape, and each histogram's buckets
+/// summing to its count at every scrape.
+fn latency_counts(e: &Emitted) -> BTreeMap<(String, String), u64> {
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+    let mut out = BTreeMap::new();
+    for rm in e.sink.metrics.iter().flat_map(|m| &m.resource_metrics) {
+        let resource = rm
+            .resource
+            .as_ref()
+            .map(|r| pairs(&r.attributes))
+            .unwrap_or_default();
+        let pod = resource
+            .iter()
+            .find_map(|(k, v)| (k == "k8s.pod.name").then(|| v.as_label()).flatten())
+            .unwrap_or_default();
+        for m in rm.scope_metrics.iter().flat_map(|s| &s.metrics) {
+            let Some(Data::Histogram(h)) = &m.data else {
+                continue;
+            };
+            for p in &h.data_points {
+                assert_eq!(p.bucket_counts.iter().sum::<u64>(), p.count, "{}", m.name);
+                assert_eq!(p.bucket_counts.len(), p.explicit_bounds.len() + 1);
+                out.insert((m.name.clone(), pod.clone()), p.count);
+            }
+        }
+    }
+    assert!(
+        out.keys()
+            .any(|(n, _)| n == "vllm:time_to_first_token_seconds"),
+        "{out:?}"
+    );
+    out
 }
 
 #[test]
