@@ -16,6 +16,7 @@ use crate::advice::{
     add_fault_signals, advice, derived_signals, fault_signals, promote_signals, slice_latency_spike,
 };
 use crate::attributes::attribute_rollup;
+use crate::pods::slow_pods;
 use crate::windows::{KnownCause, Localized, localize_incident, relocalize, with_attribute_onsets};
 use crate::{
     RcaReport, RcaRequest, Signal, collect_signals, lineage, log_evidence, sequence_evidence,
@@ -64,10 +65,11 @@ fn device_faults(signals: &[Signal]) -> Vec<KnownCause> {
     known
 }
 
-/// When the first pass (over the stored rollups) found a symptom, localizes it again over the
-/// rollup's dimensions and the attribute dimensions of the windows' raw rows (see
-/// [`crate::attributes`]), each leaf judged on the rows it holds when rows are sampled, around
-/// the `known` causes; returns the result and that rollup, or the first pass unchanged when no
+/// When the first pass (over the stored rollups) found a symptom, or pods slowed over its
+/// windows (see [`crate::pods`]), localizes it again over the rollup's dimensions and the
+/// attribute dimensions of the windows' raw rows (see [`crate::attributes`]), each leaf judged on
+/// the rows it holds when rows are sampled, around the `known` causes, looking inside the slowed
+/// pods; returns the result and that rollup, or the first pass unchanged when no
 /// attribute qualifies, no row is sampled and nothing is known.
 async fn with_attribute_dimensions(
     engine: &QueryEngine,
@@ -75,11 +77,24 @@ async fn with_attribute_dimensions(
     localized: Localized,
     known: Vec<KnownCause>,
 ) -> Result<(Localized, Option<Arc<Rollup>>), QueryError> {
+    // pods whose complete latency histograms rose: looked inside where no cause covers them
+    let pods = match localized.chosen.as_ref() {
+        Some(chosen) => slow_pods(engine, chosen.baseline, chosen.incident).await?,
+        None => Vec::new(),
+    };
+    if !pods.is_empty() {
+        tracing::debug!(?pods, "pods slowed by their latency histograms");
+    }
     let found_symptom = localized
         .report
         .as_ref()
         .is_some_and(|r| r.symptom.is_some());
-    let Some(chosen) = localized.chosen.clone().filter(|_| found_symptom) else {
+    // a pod whose complete latency histograms rose is a symptom the fleet's series may hide
+    let Some(chosen) = localized
+        .chosen
+        .clone()
+        .filter(|_| found_symptom || !pods.is_empty())
+    else {
         return Ok((localized, None));
     };
     let range = TimeRange {
@@ -87,7 +102,7 @@ async fn with_attribute_dimensions(
         until_ns: chosen.incident.until_ns,
     };
     let attributes = attribute_rollup(engine, range, &chosen.dimensions).await?;
-    if attributes.is_none() && known.is_empty() {
+    if attributes.is_none() && known.is_empty() && pods.is_empty() {
         return Ok((localized, None));
     }
     let (rollup, observed_rows) = match attributes {
@@ -101,7 +116,7 @@ async fn with_attribute_dimensions(
     let leaf_rollup = rollup.clone();
     let again = tokio::task::spawn_blocking(move || {
         let rollups = (leaf_rollup.as_deref(), observed_rows.as_ref());
-        relocalize(store.as_ref(), request, &chosen, rollups, &known)
+        relocalize(store.as_ref(), request, &chosen, rollups, (&known, &pods))
     })
     .await
     .map_err(|e| QueryError::Internal(format!("rca task failed: {e}")))??;

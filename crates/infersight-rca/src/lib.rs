@@ -38,6 +38,14 @@
 //!   the refinements of a combination the first pass found significant in the same measure are
 //!   tested at the multiplicity of that combination's descendants once nothing passes the
 //!   whole lattice's bar (hierarchical testing; see `infersight_analytics::localize::Around`).
+//! - Pods (see [`pods`]): the serving runtimes' TTFT histograms count every request where
+//!   traces may be head-sampled. A pod whose share of requests over its own baseline p90 bucket
+//!   rose (binomial LLR over `ln(tests) + ln 1e10`, at least doubled against its baseline moved as
+//!   the other pods' moved) and that no cause found so far covers is localized inside: its
+//!   leaves over the dimensions that vary within it and did not turn over at the incident (a
+//!   rollout to the pod is merged away), at α = 1e-3 with Poisson noise; a slice found there is
+//!   named with the pod, else the pod itself. Where no fleet measure moved enough to be a
+//!   symptom, such a pod's TTFT is the symptom.
 //! - Latency measures leave out combinations without baseline traffic (nothing to regress
 //!   from); count measures keep them.
 //! - Demand shifts: a latency cause whose requests became at least [`DEMAND_SHIFT_FACTOR`] ×
@@ -65,6 +73,7 @@ pub mod leaves;
 pub mod load;
 pub mod logs;
 pub mod measures;
+pub mod pods;
 pub mod record;
 pub mod rollout;
 pub mod signals;

@@ -32,6 +32,8 @@
 //!   or summed latency.
 //! * [`NoiseModel::Auto`] (default): `Counts` when every actual value is an integer, else
 //!   `Relative`.
+//! * [`NoiseModel::Poisson`]: `Var = f`, nothing fitted (a few leaves inside a slice whose
+//!   change is established elsewhere).
 //!
 //! For a derived measure (events among units: requests over a threshold among requests) the
 //! element's units `N'_e = Σ n_i / κ_i` bound its events, and the statistic is Kulldorff's
@@ -282,6 +284,10 @@ pub enum NoiseModel {
     Counts,
     /// Relative error, Poisson-like below the median forecast: `Var = c² f (f + f_ref)`.
     Relative,
+    /// Poisson, nothing fitted (`Var = f`): for a scan over a few leaves whose change is known
+    /// from elsewhere, where a fitted dispersion would be that change itself (two leaves, one
+    /// of them the anomaly, put `φ` at 4).
+    Poisson,
 }
 
 /// Tuning of the scan; the defaults serve every data set (see the module documentation).

@@ -853,6 +853,7 @@ fn effective_count_scale(noise: NoiseModel, real: &[f64], forecast: &[f64]) -> V
                 .map(|f| relative_variance * (f.max(0.0) + reference))
                 .collect()
         }
+        NoiseModel::Poisson => vec![1.0; forecast.len()],
         NoiseModel::Counts | NoiseModel::Auto => {
             // Leaves expecting at least one event carry the dispersion; tiny leaves are all
             // zeros and say little about it.

@@ -137,3 +137,15 @@ fn real_over_dispersion_is_still_measured() {
         );
     }
 }
+
+/// Two leaves, one of them the anomaly (five of five where almost none were expected): the
+/// fitted dispersion is the anomaly itself; `Poisson` fits nothing.
+#[test]
+fn a_fit_over_two_leaves_reads_the_anomaly_as_noise_and_poisson_does_not_fit() {
+    let (real, forecast) = ([5.0, 0.0], [0.016, 0.026]);
+    assert!(dispersion(&real, &forecast) > 3.0);
+    assert_eq!(
+        effective_count_scale(NoiseModel::Poisson, &real, &forecast),
+        vec![1.0, 1.0]
+    );
+}
