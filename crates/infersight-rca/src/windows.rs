@@ -945,6 +945,10 @@ const MIN_ONSET_CORRECTION_MINUTES: i64 = 3;
 /// [`LeafCells::inside_pod`]).
 const ROLLED_OUT_SHARE: f64 = 0.5;
 
+/// The share of a slowed pod's incident requests that slices set aside as demand shifts must
+/// carry for the pod not to be named by its histograms alone (see `Findings::add_pods`).
+const POD_DEMAND_SHARE: f64 = 0.2;
+
 /// Fewest requests a stand-in baseline must hold.
 const MIN_STAND_IN_REQUESTS: u64 = 20;
 
@@ -1165,7 +1169,8 @@ impl Findings {
     /// pod's rise is established on its complete histograms; what is left is which of its
     /// slices carries it, a far smaller family than the fleet's), each slice found named with
     /// the pod; without one, the pod itself is the cause, on its histograms' evidence, ranked
-    /// like a known cause, unless a slice set aside there as a demand shift explains its rise.
+    /// like a known cause, unless slices set aside as demand shifts (there, or by the fleet's
+    /// measures, carrying [`POD_DEMAND_SHARE`] of its requests) may explain its rise.
     /// Where no fleet measure moved enough to be a symptom (sampled traces hide a pod's share of
     /// the fleet), the first pod named gives the symptom: its histograms count every request.
     fn add_pods(
@@ -1228,7 +1233,7 @@ impl Findings {
                 }
                 None => (Vec::new(), false),
             };
-            if causes.is_empty() && set_aside {
+            if causes.is_empty() && (set_aside || self.demand_carries(cells, &inside)) {
                 continue;
             }
             if self.symptom.is_none() {
@@ -1267,6 +1272,29 @@ impl Findings {
             }
         }
         Ok(())
+    }
+
+    /// Whether slices set aside as demand shifts so far carry [`POD_DEMAND_SHARE`] or more of
+    /// the incident requests of the leaves `pod`: the pod's rise may be what it was sent.
+    fn demand_carries(&self, cells: &LeafCells, pod: &[usize]) -> bool {
+        let (mut shifted, mut all) = (0.0, 0.0);
+        for &leaf in pod {
+            let requests = cells.incident[leaf].requests as f64;
+            all += requests;
+            let matches = |elements: &[(String, String)]| {
+                elements.iter().all(|(dim, value)| {
+                    cells
+                        .dims
+                        .iter()
+                        .position(|d| d == dim)
+                        .is_some_and(|i| &cells.values[leaf][i] == value)
+                })
+            };
+            if self.demand_shifts.iter().any(|d| matches(&d.elements)) {
+                shifted += requests;
+            }
+        }
+        all > 0.0 && shifted >= POD_DEMAND_SHARE * all
     }
 
     /// After a symptom, each known cause no measure localized (its requests hardly deviate, or

@@ -348,10 +348,11 @@ fn a_slice_inside_one_pod_is_found_through_its_complete_latency_histograms() {
 ///   minutes before the split (the throttled pod's e2e dated it), so the build's own baseline was
 ///   already broken and the pod it ran on was named. A value first seen in the last quarter of
 ///   the baseline whose own minutes show no rise is judged as new.
-/// - cache_pollution × head_sampling seed 1 (wrong on a build of the pod histograms, never on
-///   `main`): the polluter's long prompts raise its pool's TTFT histograms; inside the pod the
-///   polluter is set aside as a demand shift and nothing else moved, and the pod was named over
-///   the polluter. A pod whose rise a demand shift explains is not named.
+/// - cache_pollution × head_sampling seeds 1 and 3 (wrong on builds of the pod histograms,
+///   never on `main`): the polluter's long prompts raise its pool's TTFT histograms; nothing
+///   else moved inside the pod, and the pod was named over the polluter. A pod whose rise slices
+///   set aside as demand shifts may explain (inside it, or by the fleet's measures, carrying a
+///   fifth of its requests) is not named by its histograms alone.
 #[test]
 fn cells_once_wrong_stay_right() {
     let cells = [
@@ -370,6 +371,7 @@ fn cells_once_wrong_stay_right() {
         (Scenario::CachePollution, Variation::HeadSampling, 9),
         (Scenario::TraceContextLoss, Variation::ThrottledPod, 14),
         (Scenario::CachePollution, Variation::HeadSampling, 1),
+        (Scenario::CachePollution, Variation::HeadSampling, 3),
     ];
     let wrong: Vec<String> = cells
         .iter()
