@@ -12,7 +12,10 @@
 //! present on at least [`MIN_PRESENT_SHARE`] of the rows; at most [`MAX_TRACKED_KEYS`] keys are
 //! counted; at most [`MAX_SCANNED_ROWS`] rows are read (beyond, a deterministic sample of every
 //! `k`-th nanosecond residue of `ts`); the rollup keeps at most [`MAX_COMBINATIONS`]
-//! combinations (further rows fold into `other`, as in the store).
+//! combinations (further rows fold into `other`, as in the store). Where more keys qualify than
+//! the budget holds, it goes to the most present keys that split the rows in a way no earlier
+//! dimension does (a `host.name` that is the worker under another name takes no place a
+//! `service.version` needs).
 //!
 //! What is not a dimension: keys that are canonical `requests` columns; keys whose name says
 //! they are an outcome (`status`, `error`, `exception`, `finish`, `response`, `result`,
@@ -299,11 +302,108 @@ fn discover(batches: &[RecordBatch]) -> Vec<String> {
         .collect();
     // the most present first, then by name (deterministic)
     chosen.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    chosen
-        .into_iter()
-        .map(|(_, key)| key)
-        .take(MAX_ATTRIBUTE_DIMENSIONS)
-        .collect()
+    chosen.into_iter().map(|(_, key)| key).collect()
+}
+
+/// At most [`MAX_ATTRIBUTE_DIMENSIONS`] of the `candidates` (in their order), the budget spent on
+/// keys that split the rows in a way no earlier dimension does: a key whose values map one to
+/// one onto those of a `base` column or of a key kept before it (`host.name` beside `worker`, an
+/// organisation id beside `tenant`) is left out, where more candidates qualify than the budget
+/// holds (otherwise `windows` drops such keys from the leaves, at no extra reading). A missing
+/// value counts as a value of its own.
+fn within_budget(
+    batches: &[RecordBatch],
+    base: &[String],
+    candidates: Vec<String>,
+) -> Result<Vec<String>, QueryError> {
+    if candidates.len() <= MAX_ATTRIBUTE_DIMENSIONS {
+        return Ok(candidates);
+    }
+    // per column (the base columns present, then the candidates), each row's value as an id
+    let mut entries: Vec<AttrsEntry<'_>> = Vec::new();
+    let mut texts = ValueTexts::default();
+    let present: Vec<&String> = base
+        .iter()
+        .filter(|d| batches.iter().any(|b| b.column_by_name(d).is_some()))
+        .collect();
+    let mut columns: Vec<Interned> = (0..present.len() + candidates.len())
+        .map(|_| Interned::default())
+        .collect();
+    for batch in batches {
+        let with_keys = with_attribute_columns(batch, &candidates, &mut entries, &mut texts)?;
+        let names = present
+            .iter()
+            .map(|s| s.as_str())
+            .chain(candidates.iter().map(String::as_str));
+        for (column, name) in columns.iter_mut().zip(names) {
+            column.push_column(&with_keys, name);
+        }
+    }
+    let (base_columns, key_columns) = columns.split_at(present.len());
+    let mut kept: Vec<usize> = Vec::new();
+    for (k, column) in key_columns.iter().enumerate() {
+        let redundant = base_columns
+            .iter()
+            .chain(kept.iter().map(|&j| &key_columns[j]))
+            .any(|earlier| column.same_split(earlier));
+        if redundant {
+            tracing::debug!(key = %candidates[k], "attribute key left out: an earlier dimension splits the rows alike");
+        } else {
+            kept.push(k);
+            if kept.len() == MAX_ATTRIBUTE_DIMENSIONS {
+                break;
+            }
+        }
+    }
+    Ok(kept.into_iter().map(|k| candidates[k].clone()).collect())
+}
+
+/// One column's value per row, as ids of its distinct values (a missing value is one too).
+#[derive(Default)]
+struct Interned {
+    ids: Vec<u32>,
+    of: HashMap<String, u32>,
+    missing: Option<u32>,
+    distinct: u32,
+}
+
+impl Interned {
+    fn push_column(&mut self, batch: &RecordBatch, name: &str) {
+        let column = string_column(batch, name);
+        for row in 0..batch.num_rows() {
+            let value = column.filter(|c| c.is_valid(row)).map(|c| c.value(row));
+            let known = match value {
+                Some(text) => self.of.get(text).copied(),
+                None => self.missing,
+            };
+            let id = known.unwrap_or_else(|| {
+                let id = self.distinct;
+                self.distinct += 1;
+                match value {
+                    Some(text) => {
+                        self.of.insert(text.to_string(), id);
+                    }
+                    None => self.missing = Some(id),
+                }
+                id
+            });
+            self.ids.push(id);
+        }
+    }
+
+    /// Whether the two columns' values map one to one, row by row.
+    fn same_split(&self, other: &Interned) -> bool {
+        let mut to_other = vec![u32::MAX; self.distinct as usize];
+        let mut from_other = vec![u32::MAX; other.distinct as usize];
+        for (&a, &b) in self.ids.iter().zip(&other.ids) {
+            let (forward, back) = (&mut to_other[a as usize], &mut from_other[b as usize]);
+            if (*forward != u32::MAX && *forward != b) || (*back != u32::MAX && *back != a) {
+                return false;
+            }
+            (*forward, *back) = (b, a);
+        }
+        true
+    }
 }
 
 fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> Option<&'a arrow::array::StringArray> {
@@ -318,7 +418,7 @@ fn roll_up(
     batches: &[RecordBatch],
     base: &[String],
 ) -> Result<Option<AttributeRollup>, QueryError> {
-    let keys = discover(batches);
+    let keys = within_budget(batches, base, discover(batches))?;
     let sampled = batches.iter().any(carries_sample_weights);
     if keys.is_empty() && !sampled {
         return Ok(None);
@@ -431,6 +531,85 @@ mod tests {
         ] {
             assert!(!is_outcome_key(key), "{key}");
         }
+    }
+
+    /// Rows over `worker` and `tenant` with `attrs`: per row, a pod and a tenant, seeded.
+    fn rows(seed: u64, n: usize, attrs: impl Fn(usize, usize, usize) -> String) -> RecordBatch {
+        let mut rng = infersight_model::rng::SplitMix64::new(seed);
+        let (mut workers, mut tenants, mut texts) = (Vec::new(), Vec::new(), Vec::new());
+        for row in 0..n {
+            let (pod, tenant) = (rng.below(8), rng.below(5));
+            workers.push(format!("pod-{pod}"));
+            tenants.push(format!("tenant-{tenant}"));
+            texts.push(attrs(row, pod, tenant));
+        }
+        let column = |v: Vec<String>| Arc::new(arrow::array::StringArray::from(v)) as ArrayRef;
+        let schema = Schema::new(
+            ["worker", "tenant", "attrs"]
+                .map(|name| Field::new(name, DataType::Utf8, true))
+                .to_vec(),
+        );
+        RecordBatch::try_new(
+            Arc::new(schema),
+            vec![column(workers), column(tenants), column(texts)],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_budget_goes_to_keys_that_split_the_rows_anew() {
+        let base = ["worker".to_string(), "tenant".to_string()];
+        // eight keys of their own (a.0 … a.6 by pod and row, zone by pod pairs), a second name
+        // for the pod and for the tenant, and the version a rollout set on half the pods:
+        // eleven qualify, the budget holds eight
+        let batch = rows(7, 4000, |row, pod, tenant| {
+            let mut attrs: Vec<String> = (0..7)
+                .map(|i| format!("\"a.{i}\": \"v{}\"", (row / (i + 1) + pod) % 3))
+                .collect();
+            attrs.push(format!("\"zone\": \"z{}\"", pod / 2));
+            attrs.push(format!("\"host.name\": \"node-{pod}\""));
+            attrs.push(format!("\"org.id\": \"org-{tenant}\""));
+            attrs.push(format!("\"service.version\": \"r{}\"", 1 + (pod % 2)));
+            format!("{{{}}}", attrs.join(", "))
+        });
+        let batches = vec![batch];
+        let candidates = discover(&batches);
+        assert_eq!(candidates.len(), 11, "{candidates:?}");
+        let kept = within_budget(&batches, &base, candidates.clone()).unwrap();
+        assert_eq!(kept.len(), MAX_ATTRIBUTE_DIMENSIONS);
+        assert!(kept.contains(&"service.version".to_string()), "{kept:?}");
+        assert!(!kept.contains(&"host.name".to_string()), "{kept:?}");
+        assert!(!kept.contains(&"org.id".to_string()), "{kept:?}");
+        // the order is the candidates' order
+        let order: Vec<&String> = candidates.iter().filter(|c| kept.contains(c)).collect();
+        assert_eq!(kept.iter().collect::<Vec<_>>(), order);
+        // within the budget, nothing is left out (the leaves drop a second name later)
+        let few: Vec<String> = candidates
+            .into_iter()
+            .filter(|c| c != "zone" && !c.starts_with("a."))
+            .collect();
+        assert_eq!(within_budget(&batches, &base, few.clone()).unwrap(), few);
+    }
+
+    #[test]
+    fn one_to_one_is_both_ways_and_a_missing_value_is_a_value() {
+        let column = |values: &[Option<&str>]| {
+            let array = arrow::array::StringArray::from(values.to_vec());
+            let schema = Schema::new(vec![Field::new("c", DataType::Utf8, true)]);
+            let batch =
+                RecordBatch::try_new(Arc::new(schema), vec![Arc::new(array) as ArrayRef]).unwrap();
+            let mut interned = Interned::default();
+            interned.push_column(&batch, "c");
+            interned
+        };
+        let pod = column(&[Some("p1"), Some("p2"), Some("p3"), None, Some("p1")]);
+        let host = column(&[Some("n1"), Some("n2"), Some("n3"), Some("gw"), Some("n1")]);
+        let zone = column(&[Some("z1"), Some("z1"), Some("z2"), Some("z2"), Some("z1")]);
+        let absent = column(&[Some("n1"), Some("n2"), Some("n3"), None, None]);
+        assert!(pod.same_split(&host) && host.same_split(&pod));
+        // coarser one way: a function of the pod, not the pod
+        assert!(!pod.same_split(&zone) && !zone.same_split(&pod));
+        assert!(!pod.same_split(&absent));
     }
 
     #[test]
