@@ -7,7 +7,8 @@
 //! window (cumulative series; a count that falls is a restart, counted from zero); the pod's
 //! threshold is the first bucket bound at or above [`THRESHOLD_QUANTILE`] of its own baseline;
 //! its share of requests over it in the incident is tested against its baseline share moved as
-//! the other pods' shares moved (a fleet-wide rise is no one pod's; see [`expected_share`]). The pod slowed when the
+//! the other pods' shares moved, by their medians (a fleet-wide rise is no one pod's, and pods
+//! slowed by causes of their own hide no other; see [`expected_share`]). The pod slowed when the
 //! binomial log-likelihood ratio of that excess clears `ln(tests) + ln(1/SLOW_POD_ALPHA)`, the share
 //! at least doubled ([`MIN_RISE`]) and at least [`MIN_OVER`] requests were over.
 
@@ -244,6 +245,10 @@ impl PodShares {
     fn baseline_share(&self) -> f64 {
         (self.baseline.0 + 0.5) / (self.baseline.1 + 1.0)
     }
+
+    fn incident_share(&self) -> f64 {
+        (self.incident.0 + 0.5) / (self.incident.1 + 1.0)
+    }
 }
 
 /// The slow pods of `series` over the windows `(since, split, until)`.
@@ -315,26 +320,40 @@ fn add(into: &mut [f64], from: &[f64]) {
 }
 
 /// The share over its threshold that pod `i` would have in the incident had it changed as the
-/// other pods did: its baseline share times their rise (their requests over against what their
-/// baseline shares expected) or plus their mean absolute rise, whichever is more (a slowdown
-/// that adds the same delay everywhere moves shares by about the same amount, one that scales
-/// latency by about the same factor).
+/// other pods did: its baseline share times their median rise (each pod's incident share over
+/// its baseline share) or plus their median shift (the difference), whichever is more (a
+/// slowdown that adds the same delay everywhere moves shares by about the same amount, one that
+/// scales latency by about the same factor). Medians, not the pods pooled: other pods slowed by
+/// causes of their own (a throttled GPU, a rollout on two of eight pods) would otherwise raise
+/// what every pod is expected to do, and hide the pods that slowed together.
 fn expected_share(pods: &[PodShares], i: usize) -> f64 {
-    let (mut over, mut expected, mut n) = (0.0, 0.0, 0.0);
-    for (j, pod) in pods.iter().enumerate() {
-        if j != i {
-            over += pod.incident.0;
-            expected += pod.incident.1 * pod.baseline_share();
-            n += pod.incident.1;
-        }
-    }
     let own = pods[i].baseline_share();
-    if expected <= 0.0 || n <= 0.0 {
+    let others = || {
+        pods.iter()
+            .enumerate()
+            .filter(move |(j, pod)| *j != i && pod.incident.1 > 0.0)
+            .map(|(_, pod)| (pod.incident_share(), pod.baseline_share()))
+    };
+    let (Some(rise), Some(shift)) = (
+        median(others().map(|(inc, base)| inc / base).collect()),
+        median(others().map(|(inc, base)| inc - base).collect()),
+    ) else {
         return own;
-    }
-    let scaled = own * (over / expected).max(1.0);
-    let shifted = own + ((over - expected) / n).max(0.0);
+    };
+    let scaled = own * rise.max(1.0);
+    let shifted = own + shift.max(0.0);
     scaled.max(shifted).min(0.999)
+}
+
+/// The median of `values` (the mean of the middle two for an even count); `None` when empty.
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
 }
 
 /// The log-likelihood ratio of `over` of `n` against a share `p0`, 0 when the share is lower.
@@ -477,6 +496,27 @@ mod tests {
             // every pod alike: the fleet's rise is no one pod's
             let fleet_wide = fleet(seed, |_| (20, 0.3, 0.9));
             assert!(fleet_wide.is_empty(), "seed {seed}: {fleet_wide:?}");
+        }
+    }
+
+    #[test]
+    fn pods_slowed_by_another_cause_hide_no_pod_that_slowed_too() {
+        for seed in 1..=10 {
+            // pods 1 and 5 lose a fifth of their requests to a rollout's +0.9 s; pod 2
+            // throttles: most of its requests gain 2 s
+            let found = fleet(seed, |i| match i {
+                1 | 5 => (20, 0.2, 0.9),
+                2 => (20, 0.8, 2.0),
+                _ => (0, 0.0, 0.0),
+            });
+            let named: Vec<&str> = found.iter().map(|p| p.worker.as_str()).collect();
+            for pod in ["worker-01", "worker-02", "worker-05"] {
+                assert!(named.contains(&pod), "seed {seed}: {pod} not in {found:?}");
+            }
+            assert_eq!(named.len(), 3, "seed {seed}: {found:?}");
+            // five of eight alike: still the fleet's
+            let most = fleet(seed, |i| if i < 5 { (20, 0.3, 0.9) } else { (0, 0.0, 0.0) });
+            assert!(most.is_empty(), "seed {seed}: {most:?}");
         }
     }
 }
