@@ -125,9 +125,10 @@ impl LeafCells {
     /// inside each of them: the `(dimension, value)` pairs each of them holds on all its
     /// incident requests (a version, a cache policy, a region; not those of `elements`) whose
     /// conjunction no other pod's incident requests match. The fewest pairs that do (at most
-    /// [`MAX_APART`], earlier dimensions first: the serving columns before discovered
-    /// attributes), else all they share; `None` when even that matches another pod (the slice
-    /// may run there unslowed: the pods stay named) or they share nothing.
+    /// [`MAX_APART`]; among as few, those with the most values no baseline request held, the
+    /// change the pods went through, then earlier dimensions first: the serving columns before
+    /// discovered attributes), else all they share; `None` when even that matches another pod
+    /// (the slice may run there unslowed: the pods stay named) or they share nothing.
     fn pods_set_apart(
         &self,
         workers: &[&str],
@@ -160,13 +161,29 @@ impl LeafCells {
         if shared.is_empty() || pods_of(&shared) != wanted {
             return None;
         }
+        // a value no baseline request held: the pods changed to it (a rollout)
+        let new_values = |pairs: &[(String, String)]| {
+            pairs
+                .iter()
+                .filter(|pair| {
+                    !(0..self.values.len()).any(|leaf| {
+                        self.base[leaf].requests > 0
+                            && self.matches(leaf, std::slice::from_ref(pair))
+                    })
+                })
+                .count()
+        };
         for size in 1..=MAX_APART.min(shared.len()) {
+            let mut best: Option<(usize, Vec<(String, String)>)> = None;
             let mut pick: Vec<usize> = (0..size).collect();
             loop {
                 let pairs: Vec<(String, String)> =
                     pick.iter().map(|&i| shared[i].clone()).collect();
                 if pods_of(&pairs) == wanted {
-                    return Some(pairs);
+                    let new = new_values(&pairs);
+                    if best.as_ref().is_none_or(|(n, _)| new > *n) {
+                        best = Some((new, pairs));
+                    }
                 }
                 // the next combination of `size` indices, in lexicographic order
                 let Some(i) = (0..size).rev().find(|&i| pick[i] < shared.len() - size + i) else {
@@ -176,6 +193,9 @@ impl LeafCells {
                 for j in i + 1..size {
                     pick[j] = pick[j - 1] + 1;
                 }
+            }
+            if let Some((_, pairs)) = best {
+                return Some(pairs);
             }
         }
         Some(shared)
@@ -497,6 +517,49 @@ mod tests {
         assert_eq!(
             cells.pods_set_apart(&["pod-1", "pod-4"], &pairs(&[("cache", "paged")])),
             None
+        );
+    }
+
+    #[test]
+    fn among_as_few_pairs_a_value_the_pods_changed_to_names_them() {
+        // pods 1 and 4 alone run runtime v0.10, before and during the incident; at the
+        // incident they alone moved from r2 to r3 (the other odd pods stay on r2)
+        let dims = ["worker", "runtime", "version", "tenant"];
+        let mut rows = Vec::new();
+        let runtime = ["v0.9", "v0.10", "v0.9", "v0.9", "v0.10", "v0.9"];
+        for (pod, runtime) in runtime.iter().enumerate() {
+            let moved = pod == 1 || pod == 4;
+            for tenant in ["acme", "globex"] {
+                let row = |version: &str| {
+                    [&format!("pod-{pod}"), *runtime, version, tenant]
+                        .map(|v| v.to_string())
+                        .to_vec()
+                };
+                let version = if pod % 2 == 0 { "r1" } else { "r2" };
+                rows.push((row(version), if moved { 0 } else { 40 }));
+                if moved {
+                    rows.push((row("r3"), 40));
+                }
+            }
+        }
+        let mut cells = cells(&dims, &rows);
+        for leaf in 0..cells.values.len() {
+            if cells.values[leaf][2] == "r3" {
+                cells.base[leaf].requests = 0;
+            }
+        }
+        let tenant = pairs(&[("tenant", "acme")]);
+        assert_eq!(
+            cells.pods_set_apart(&["pod-1", "pod-4"], &tenant),
+            Some(pairs(&[("version", "r3")]))
+        );
+        // had r3 been there before, the earlier dimension names them
+        for leaf in 0..cells.values.len() {
+            cells.base[leaf].requests = 50;
+        }
+        assert_eq!(
+            cells.pods_set_apart(&["pod-1", "pod-4"], &tenant),
+            Some(pairs(&[("runtime", "v0.10")]))
         );
     }
 
