@@ -125,10 +125,11 @@ impl LeafCells {
     /// inside each of them: the `(dimension, value)` pairs each of them holds on all its
     /// incident requests (a version, a cache policy, a region; not those of `elements`) whose
     /// conjunction no other pod's incident requests match. The fewest pairs that do (at most
-    /// [`MAX_APART`]; among as few, those with the most values no baseline request held, the
-    /// change the pods went through, then earlier dimensions first: the serving columns before
-    /// discovered attributes), else all they share; `None` when even that matches another pod
-    /// (the slice may run there unslowed: the pods stay named) or they share nothing.
+    /// [`MAX_APART`]; among as few, those whose values the pods' requests moved to most at the
+    /// incident, the change they went through, then earlier dimensions first: the serving
+    /// columns before discovered attributes), else all they share; `None` when even that
+    /// matches another pod (the slice may run there unslowed: the pods stay named) or they
+    /// share nothing.
     fn pods_set_apart(
         &self,
         workers: &[&str],
@@ -161,28 +162,38 @@ impl LeafCells {
         if shared.is_empty() || pods_of(&shared) != wanted {
             return None;
         }
-        // a value no baseline request held: the pods changed to it (a rollout)
-        let new_values = |pairs: &[(String, String)]| {
+        // how far the pods' requests moved to the pairs' values at the incident (a rollout: its
+        // first minutes may fall in the baseline), summed over the pairs
+        let group: Vec<usize> = (0..self.values.len())
+            .filter(|&leaf| workers.contains(&self.values[leaf][worker].as_str()))
+            .collect();
+        let share = |cells: &[Cell], pair: &(String, String)| {
+            let (mut holding, mut all) = (0.0, 0.0);
+            for &leaf in &group {
+                let requests = cells[leaf].requests as f64;
+                all += requests;
+                if self.matches(leaf, std::slice::from_ref(pair)) {
+                    holding += requests;
+                }
+            }
+            if all > 0.0 { holding / all } else { 0.0 }
+        };
+        let moved_to = |pairs: &[(String, String)]| -> f64 {
             pairs
                 .iter()
-                .filter(|pair| {
-                    !(0..self.values.len()).any(|leaf| {
-                        self.base[leaf].requests > 0
-                            && self.matches(leaf, std::slice::from_ref(pair))
-                    })
-                })
-                .count()
+                .map(|pair| share(&self.incident, pair) - share(&self.base, pair))
+                .sum()
         };
         for size in 1..=MAX_APART.min(shared.len()) {
-            let mut best: Option<(usize, Vec<(String, String)>)> = None;
+            let mut best: Option<(f64, Vec<(String, String)>)> = None;
             let mut pick: Vec<usize> = (0..size).collect();
             loop {
                 let pairs: Vec<(String, String)> =
                     pick.iter().map(|&i| shared[i].clone()).collect();
                 if pods_of(&pairs) == wanted {
-                    let new = new_values(&pairs);
-                    if best.as_ref().is_none_or(|(n, _)| new > *n) {
-                        best = Some((new, pairs));
+                    let moved = moved_to(&pairs);
+                    if best.as_ref().is_none_or(|(m, _)| moved > *m) {
+                        best = Some((moved, pairs));
                     }
                 }
                 // the next combination of `size` indices, in lexicographic order
@@ -543,9 +554,10 @@ mod tests {
             }
         }
         let mut cells = cells(&dims, &rows);
+        // the rollout's first minute fell in the baseline: a few r3 requests there
         for leaf in 0..cells.values.len() {
             if cells.values[leaf][2] == "r3" {
-                cells.base[leaf].requests = 0;
+                cells.base[leaf].requests = 3;
             }
         }
         let tenant = pairs(&[("tenant", "acme")]);
@@ -553,9 +565,9 @@ mod tests {
             cells.pods_set_apart(&["pod-1", "pod-4"], &tenant),
             Some(pairs(&[("version", "r3")]))
         );
-        // had r3 been there before, the earlier dimension names them
+        // had the two pods run r3 all along, the earlier dimension names them
         for leaf in 0..cells.values.len() {
-            cells.base[leaf].requests = 50;
+            cells.base[leaf].requests = cells.incident[leaf].requests;
         }
         assert_eq!(
             cells.pods_set_apart(&["pod-1", "pod-4"], &tenant),
