@@ -322,7 +322,13 @@ fn ui_shows_stale_data_stopped_sources_and_the_fixed_pages() {
     driver.navigate(&format!("{base}/?page=logs&range=1h&anchor=now"));
     wait_for_page(&driver, "logs");
     let (past_data, template, since, top) = busiest(&driver);
-    let until = ((last_data + 1.0) / 60_000.0).ceil() * 60_000.0;
+    // the logs' last line, not the requests': a request's log lines come after its start, and
+    // growth's windows end on the step after the last line
+    let last_line =
+        first_value(&server.sql("SELECT CAST(max(ts) AS BIGINT) / 1000000 AS n FROM logs"))
+            .as_f64()
+            .unwrap();
+    let until = ((last_line + 1.0) / 60_000.0).ceil() * 60_000.0;
     driver.navigate(&format!(
         "{base}/?page=logs&range=custom&since={since}&until={until}"
     ));
