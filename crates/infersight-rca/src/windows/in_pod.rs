@@ -214,8 +214,8 @@ impl LeafCells {
 
     /// The slice `elements` over the fleet's leaves as a cause in `measure`, for slices found
     /// alike inside pods: its events per unit in the incident (`real`) and in the baseline
-    /// (`forecast`; a stand-in where it has none), its excess over the fleet's (the incident
-    /// units at the baseline rate, each side aggregated), and the pods' scores summed.
+    /// (`forecast`; a stand-in where it has none), its share of the fleet's excess (the
+    /// incident units at the baseline rate, each side aggregated), and the pods' scores summed.
     fn slice_cause(
         &self,
         measure: &Measure,

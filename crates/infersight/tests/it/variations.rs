@@ -284,6 +284,18 @@ fn every_scenario_under_every_variation() {
     check_matrix(&columns, &SEEDS);
 }
 
+/// What `scenario` under variation mix 3 (`--variation 3`) got wrong with each of `seeds`, one
+/// line per wrong seed.
+fn wrong_in_mix_3(scenario: Scenario, seeds: &[u64]) -> Vec<String> {
+    seeds
+        .iter()
+        .filter_map(|&seed| {
+            wrong_with(scenario, &["--variation", "3"], seed)
+                .map(|why| format!("{} × mix 3 seed {seed}: {why}", scenario.name()))
+        })
+        .collect()
+}
+
 /// Variation mix 3 (`--variation 3`: head-sampled traces, the adapter slice confined to one pod
 /// and rolled out there, a second pod throttled, among other conventions): the slice is a few
 /// sampled rows a minute, and no fleet series moves enough to be a symptom. The pod's own TTFT
@@ -291,13 +303,7 @@ fn every_scenario_under_every_variation() {
 /// the pod, beside the throttled pod. Both seeds named only the throttled pod before.
 #[test]
 fn a_slice_inside_one_pod_is_found_through_its_complete_latency_histograms() {
-    let wrong: Vec<String> = [1, 2]
-        .into_iter()
-        .filter_map(|seed| {
-            wrong_with(Scenario::LoraKvRegression, &["--variation", "3"], seed)
-                .map(|why| format!("lora_kv_regression × mix 3 seed {seed}: {why}"))
-        })
-        .collect();
+    let wrong = wrong_in_mix_3(Scenario::LoraKvRegression, &[1, 2]);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
@@ -312,13 +318,7 @@ fn a_slice_inside_one_pod_is_found_through_its_complete_latency_histograms() {
 /// changed to). Both seeds named only the throttled pod, or the slice on one pod, before.
 #[test]
 fn a_rollout_slice_on_two_pods_is_named_beside_a_throttled_third() {
-    let wrong: Vec<String> = [1, 2]
-        .into_iter()
-        .filter_map(|seed| {
-            wrong_with(Scenario::TwoCauses, &["--variation", "3"], seed)
-                .map(|why| format!("two_causes × mix 3 seed {seed}: {why}"))
-        })
-        .collect();
+    let wrong = wrong_in_mix_3(Scenario::TwoCauses, &[1, 2]);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
