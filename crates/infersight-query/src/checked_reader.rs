@@ -16,7 +16,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
-use datafusion::datasource::physical_plan::parquet::DefaultParquetFileReaderFactory;
+use datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory;
+use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::object_store::ObjectStore;
 use datafusion::object_store::path::Path as ObjectPath;
 use datafusion::parquet::arrow::arrow_reader::ArrowReaderOptions;
@@ -33,9 +34,11 @@ use infersight_store::page_crc::PageChecksums;
 
 use crate::dictionary_keys;
 
-/// Readers of one scan's segment files, each checking the pages it fetches.
+/// Readers of one scan's segment files, each checking the pages it fetches. Footers come
+/// from the engine's metadata cache when an earlier statement decoded them (a segment's file
+/// never changes under its name; the cache also checks its size).
 pub(crate) struct CheckedReaderFactory {
-    inner: DefaultParquetFileReaderFactory,
+    inner: CachedParquetFileReaderFactory,
     store: Arc<dyn StorageBackend>,
     /// The segments by the location the scan reads them at: what to set aside, and where a
     /// local one is.
@@ -55,9 +58,10 @@ impl CheckedReaderFactory {
         object_store: Arc<dyn ObjectStore>,
         store: Arc<dyn StorageBackend>,
         segments: Arc<HashMap<ObjectPath, SegmentFile>>,
+        metadata_cache: Arc<FileMetadataCache>,
     ) -> Self {
         Self {
-            inner: DefaultParquetFileReaderFactory::new(object_store),
+            inner: CachedParquetFileReaderFactory::new(object_store, metadata_cache),
             store,
             segments,
         }
@@ -304,6 +308,9 @@ mod tests {
             Arc::new(LocalFileSystem::new()),
             store,
             Arc::new(HashMap::new()),
+            datafusion::execution::runtime_env::RuntimeEnv::default()
+                .cache_manager
+                .get_file_metadata_cache(),
         );
         let mut file = PartitionedFile::new_from_meta(ObjectMeta {
             location: ObjectPath::from_absolute_path(&path).unwrap(),

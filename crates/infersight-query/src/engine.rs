@@ -20,6 +20,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::datasource::object_store::ObjectStoreUrl;
 use datafusion::error::DataFusionError;
+use datafusion::execution::cache::cache_manager::{CacheManagerConfig, FileMetadataCache};
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::memory_pool::GreedyMemoryPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
@@ -88,7 +89,7 @@ impl QueryEngine {
     pub fn new(store: Arc<dyn StorageBackend>) -> QueryEngine {
         let stats = Arc::new(ScanStatsRegistry::default());
         QueryEngine {
-            context: session(&store, &stats, &OrgScope::All),
+            context: session(&store, &stats, &OrgScope::All, None),
             stats,
             backend: Arc::clone(&store),
             store,
@@ -110,7 +111,12 @@ impl QueryEngine {
     /// (`scoped_store`), so SLI answers, the root-cause engine and anything else that reads
     /// rollups off this engine see only the scope's requests.
     pub fn scoped(&self, scope: OrgScope) -> QueryEngine {
-        let context = session(&self.backend, &self.stats, &scope);
+        let context = session(
+            &self.backend,
+            &self.stats,
+            &scope,
+            Some(self.metadata_cache()),
+        );
         let store: Arc<dyn StorageBackend> = match scope.orgs() {
             None => Arc::clone(&self.backend),
             Some(orgs) => Arc::new(ScopedStore::new(
@@ -433,12 +439,30 @@ impl QueryEngine {
                 DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
             )
             .with_object_store_registry(Arc::clone(&existing.object_store_registry))
+            .with_cache_manager(
+                CacheManagerConfig::default().with_file_metadata_cache(Some(self.metadata_cache())),
+            )
             .build_arc()?;
         let state = SessionStateBuilder::new_from_existing(self.context.state())
             .with_runtime_env(runtime)
             .with_physical_optimizer_rule(Arc::new(crate::limits::JoinsYield))
             .build();
         Ok(SessionContext::new_with_state(state))
+    }
+
+    /// The segments' footers decoded by earlier statements, shared by every statement of this
+    /// engine and of the engines scoped from it (`CheckedReaderFactory`): a footer is decoded
+    /// once per segment, not once per statement.
+    fn metadata_cache(&self) -> Arc<FileMetadataCache> {
+        self.context
+            .runtime_env()
+            .cache_manager
+            .get_file_metadata_cache()
+    }
+
+    /// How many segment footers the engine holds decoded (shared with its scoped engines).
+    pub fn cached_footers(&self) -> usize {
+        self.metadata_cache().len()
     }
 
     /// What the most recent scan of `table` read (segments scanned and pruned, memtable rows);
@@ -478,11 +502,13 @@ impl QueryEngine {
 }
 
 /// A session over `store` with the canonical tables (serving `scope`'s rows), `json_get` and
-/// `information_schema`, without table functions.
+/// `information_schema`, without table functions; segment footers are cached in
+/// `metadata_cache` (another engine's), else in a cache of its own.
 fn session(
     store: &Arc<dyn StorageBackend>,
     stats: &Arc<ScanStatsRegistry>,
     scope: &OrgScope,
+    metadata_cache: Option<Arc<FileMetadataCache>>,
 ) -> SessionContext {
     let target_partitions = std::thread::available_parallelism()
         .map(|cores| cores.get())
@@ -490,7 +516,15 @@ fn session(
     let config = SessionConfig::new()
         .with_target_partitions(target_partitions)
         .with_information_schema(true);
-    let state = SessionStateBuilder::new()
+    let mut state = SessionStateBuilder::new();
+    if let Some(cache) = metadata_cache {
+        let runtime = RuntimeEnvBuilder::new()
+            .with_cache_manager(CacheManagerConfig::default().with_file_metadata_cache(Some(cache)))
+            .build_arc()
+            .expect("a runtime with default settings and a given cache builds");
+        state = state.with_runtime_env(runtime);
+    }
+    let state = state
         .with_config(config)
         .with_default_features()
         .with_physical_optimizer_rule(Arc::new(GroupKeysAsViews))

@@ -227,6 +227,7 @@ impl StoreTable {
             state.runtime_env().object_store(&url)?,
             Arc::clone(&self.store),
             Arc::clone(segments),
+            state.runtime_env().cache_manager.get_file_metadata_cache(),
         );
         // No predicate here: DataFusion's physical `FilterPushdown` rule pushes the query's
         // filters through the union into this source (setting one here as well would apply it
@@ -280,19 +281,21 @@ fn partitioned_file(segment: &SegmentMeta) -> Result<PartitionedFile> {
     let location = ObjectPath::from_absolute_path(&segment.path).map_err(|error| {
         DataFusionError::Internal(format!("segment path {}: {error}", segment.path.display()))
     })?;
-    // The catalog's byte count may predate a rewrite; the file itself is the truth.
-    let size = std::fs::metadata(&segment.path)
-        .map(|metadata| metadata.len())
-        .map_err(|error| {
-            DataFusionError::IoError(std::io::Error::new(
-                error.kind(),
-                format!("segment {}: {error}", segment.path.display()),
-            ))
-        })?;
+    // The catalog's byte count may predate a rewrite; the file itself is the truth. Its size
+    // and time of change also tell the metadata cache whether a footer it holds is this file's.
+    let metadata = std::fs::metadata(&segment.path).map_err(|error| {
+        DataFusionError::IoError(std::io::Error::new(
+            error.kind(),
+            format!("segment {}: {error}", segment.path.display()),
+        ))
+    })?;
+    let last_modified = metadata
+        .modified()
+        .map_or(chrono::DateTime::UNIX_EPOCH, chrono::DateTime::from);
     Ok(PartitionedFile::new_from_meta(ObjectMeta {
         location,
-        last_modified: chrono::DateTime::UNIX_EPOCH,
-        size,
+        last_modified,
+        size: metadata.len(),
         e_tag: None,
         version: None,
     }))

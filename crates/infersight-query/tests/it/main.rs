@@ -10,6 +10,7 @@ mod corruption;
 mod errors;
 mod group_views;
 mod lockdown;
+mod metadata_cache;
 mod percentiles;
 mod pruning;
 mod render;
