@@ -38,7 +38,9 @@ use datafusion::datasource::physical_plan::{
 };
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::table_schema::TableSchema;
+use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
 use datafusion::physical_expr::utils::collect_columns;
+use datafusion::physical_expr::{conjunction_opt, split_conjunction};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateInputMode, AggregateMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
@@ -303,6 +305,28 @@ fn reads_any(expr: &Arc<dyn PhysicalExpr>, keys: &BTreeSet<String>) -> bool {
         .any(|column| keys.contains(column.name()))
 }
 
+/// A scan's `predicate` without its dynamic filters on `keys`, `None` when nothing else is left.
+/// A `LIMIT` over a `GROUP BY … ORDER BY key` (the HTTP API limits every statement's rows) plans
+/// a top-k sort above the aggregate, and DataFusion pushes the sort's dynamic filter on the key
+/// down into the scan: it would keep the key's type (the rewrite refused such scans, and the
+/// statement ran 2× slower through the API than on the command line). The filter cannot prune
+/// there: the sort learns its bound only from the aggregate's output, after the scan has ended.
+/// Dynamic filters are hints (the operator that sets one still does its own work), so leaving
+/// one out never changes an answer.
+fn without_dynamic_key_filters(
+    predicate: &Arc<dyn PhysicalExpr>,
+    keys: &BTreeSet<String>,
+) -> Option<Arc<dyn PhysicalExpr>> {
+    conjunction_opt(
+        split_conjunction(predicate)
+            .into_iter()
+            .filter(|part| {
+                part.downcast_ref::<DynamicFilterPhysicalExpr>().is_none() || !reads_any(part, keys)
+            })
+            .cloned(),
+    )
+}
+
 /// `plan` producing `keys` as `to` (`Utf8View` or [`dictionary_type`]), or `None` when a node on
 /// the way does something with them other than pass them on, or no Parquet scan produces them.
 fn retype(
@@ -418,11 +442,14 @@ fn retype_parquet(
         return Ok(None);
     };
     let table = parquet.table_schema();
+    let predicate = parquet
+        .filter()
+        .and_then(|predicate| without_dynamic_key_filters(&predicate, keys));
     if !table.table_partition_cols().is_empty()
         || !table.virtual_columns().is_empty()
-        || parquet
-            .filter()
-            .is_some_and(|predicate| reads_any(&predicate, keys))
+        || predicate
+            .as_ref()
+            .is_some_and(|predicate| reads_any(predicate, keys))
     {
         return Ok(None);
     }
@@ -448,7 +475,7 @@ fn retype_parquet(
     let file_schema = with_keys_as(table.file_schema(), keys, to);
     let mut retyped = ParquetSource::new(TableSchema::from(Arc::clone(&file_schema)))
         .with_table_parquet_options(parquet.table_parquet_options().clone());
-    if let Some(predicate) = parquet.filter() {
+    if let Some(predicate) = predicate {
         retyped = retyped.with_predicate(predicate);
     }
     if let Some(readers) = parquet.parquet_file_reader_factory() {
