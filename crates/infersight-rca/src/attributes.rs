@@ -368,8 +368,17 @@ struct Interned {
 }
 
 impl Interned {
+    /// Appends the ids of column `name` of `batch`: a string column's values, any other
+    /// column's (a rollup's integer `batch_size`) as their text; a column that is absent or
+    /// cannot be written as text has only missing values.
     fn push_column(&mut self, batch: &RecordBatch, name: &str) {
-        let column = string_column(batch, name);
+        let as_text = batch
+            .column_by_name(name)
+            .and_then(|c| match c.data_type() {
+                DataType::Utf8 => Some(Arc::clone(c)),
+                _ => arrow::compute::cast(c, &DataType::Utf8).ok(),
+            });
+        let column = as_text.as_ref().and_then(|c| c.as_string_opt::<i32>());
         for row in 0..batch.num_rows() {
             let value = column.filter(|c| c.is_valid(row)).map(|c| c.value(row));
             let known = match value {
@@ -589,6 +598,45 @@ mod tests {
             .filter(|c| c != "zone" && !c.starts_with("a."))
             .collect();
         assert_eq!(within_budget(&batches, &base, few.clone()).unwrap(), few);
+    }
+
+    /// A key that is an integer rollup column under another name (a batch size an engine
+    /// reports as its own setting) takes no place in the budget either.
+    #[test]
+    fn a_key_one_to_one_with_an_integer_column_is_left_out_over_the_budget() {
+        // the setting is on every row, the eight keys of their own on 19 rows in 20: taken by
+        // presence, the setting would come first
+        let mut batch = rows(11, 3000, |row, pod, _| {
+            let mut attrs: Vec<String> = (0..8)
+                .filter(|_| row % 20 != 0)
+                .map(|i| format!("\"a.{i}\": \"v{}\"", (row / (i + 1) + pod) % 3))
+                .collect();
+            attrs.push(format!("\"engine.max_num_seqs\": \"{}\"", 64 << (pod % 3)));
+            format!("{{{}}}", attrs.join(", "))
+        });
+        // the batch size by pod, as the rollup reads it: Int64
+        let workers = batch.column_by_name("worker").unwrap().as_string::<i32>();
+        let sizes: Vec<i64> = (0..batch.num_rows())
+            .map(|row| {
+                let pod: i64 = workers.value(row)["pod-".len()..].parse().unwrap();
+                64 << (pod % 3)
+            })
+            .collect();
+        let mut fields = batch.schema().fields().to_vec();
+        fields.push(Arc::new(Field::new("batch_size", DataType::Int64, true)));
+        let mut columns = batch.columns().to_vec();
+        columns.push(Arc::new(arrow::array::Int64Array::from(sizes)) as ArrayRef);
+        batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+        let batches = vec![batch];
+        let candidates = discover(&batches);
+        assert_eq!(candidates.len(), 9, "{candidates:?}");
+        let base = ["worker", "tenant", "batch_size"].map(String::from);
+        let kept = within_budget(&batches, &base, candidates).unwrap();
+        assert!(
+            !kept.contains(&"engine.max_num_seqs".to_string()),
+            "{kept:?}"
+        );
+        assert_eq!(kept.len(), MAX_ATTRIBUTE_DIMENSIONS, "{kept:?}");
     }
 
     #[test]
